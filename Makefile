@@ -11,12 +11,12 @@ TESTKIT := packages/cosmos-outbox-testing
 CHANGEFEED := packages/cosmos-changefeed
 
 
-.PHONY: help setup browser venvs run test chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
+.PHONY: help setup browser venvs run test chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast release-check
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
 	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
-	@echo "make test-py3.11 (test-py3.12)  cosmos-outbox's and cosmos-outbox-operators' tests and examples/orders' on that Python"
+	@echo "make release-check  build, check and serve the five distributions; each README's install lines, first example and own tests in clean 3.11-3.13 venvs (PYTHONS=3.11 for one)"
 	@echo "make chaos  the relay's long fault-injection runs, not in make test: processes, a mixed fleet, the hand-over (about 4 min)"
 	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
@@ -95,6 +95,9 @@ DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
 # cache in the one folder (the SDKs' and pydantic's modules are analysed once, not nine times:
 # about half of a cold lint's CPU; mypy keys the cache by module and checks each file's hash).
 MYPY := $(CURDIR)/$(VENV)/bin/mypy --cache-dir $(CURDIR)/.mypy_cache
+# Last, the workflows (.github/workflows): actionlint (and shellcheck over their `run:` scripts,
+# found on the PATH) and zizmor, a security linter for workflows (actions pinned by commit, no
+# template injection, least permissions, no cache restored into a release), offline.
 lint: $(PY_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
@@ -112,6 +115,9 @@ lint: $(PY_STAMP)
 	cd $(CHANGEFEED) && $(MYPY)
 	$(VENV)/bin/vulture $(DEAD_CODE_PATHS) --min-confidence 90 --ignore-names $(DEAD_CODE_NAMES)
 	bash deploy/checkov.sh
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
+	$(VENV)/bin/zizmor --offline --quiet .github/workflows
+	$(VENV)/bin/shellcheck deploy/smoke.sh
 
 # The fast tiers: every test under tests/ and the library's that starts no server (the ones
 # that do are marked integration or e2e).
@@ -138,14 +144,13 @@ TEST_WORKERS ?= 3
 GENERATIVE := tests/contacts/api/test_api_generative.py
 
 # One make for the set-up and the jobs: each starts when what it needs is there. Setting up
-# .venv keeps one core busy: the venvs it does not need (the other Pythons', checkov's) are built
-# beside it, and 3.12's job, which runs in-process tests only (PYTEST_ARGS_3.12, below), needs no
-# .venv and builds its own venv, starts with it too: it takes the core the set-up leaves idle
-# while it compiles python-qpid-proton's C extension (about 17 s of one core: PyPI has no wheel
-# of it). The others start when the set-up is done, six at once, the last when a slot is free.
+# .venv keeps one core busy: the venv it does not need (checkov's) is built beside it. The
+# others start when the set-up is done, seven at once, the last when a slot is free. The release
+# check (release-check, below) replaced the other Pythons' jobs (test-py3.11, test-py3.12): its
+# clean venvs run the same tests from the sdists, installed from the local index.
 test:
 	@rm -rf $(STARTS) && mkdir -p $(STARTS)
-	@$(MAKE) --no-print-directory -j8 --output-sync=target COUNT_STARTS=1 setup venvs $(EARLY_PYTHON_TESTS) lint-behind docs-behind test-suite test-funcstack test-operators test-changefeed test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS); \
+	@$(MAKE) --no-print-directory -j8 --output-sync=target COUNT_STARTS=1 setup venvs lint-behind docs-behind test-suite test-funcstack test-operators test-changefeed test-generative conformance-fast example-tests release-check; \
 	  jobs=$$?; counted=0; \
 	  if [ -x $(PY) ]; then $(PY) -m tools.server_starts $(STARTS) --budget $(SERVER_BUDGET) --restart-budget $(RESTART_BUDGET) || counted=1; fi; \
 	  if [ $$jobs -ne 0 ]; then exit $$jobs; fi; exit $$counted
@@ -231,35 +236,27 @@ test-changefeed: setup
 test-generative: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(GENERATIVE)
 
-# cosmos-outbox on the other Pythons it supports (issue 47; funcstack and the Contacts app are
-# 3.13): in a venv of each (.venv-3.11, .venv-3.12), the package's own tests, the adapter
-# contract suites among them against funcstack's services started from the 3.13 venv, and
-# examples/orders' in-process tests (scripts/test-other-python says what runs and what skips). A
-# missing interpreter is one line saying what to install, and the rest runs. Each prints how
-# long it took.
-# The adapter suites (through the SDKs, against funcstack's services) run on the oldest, 3.11;
-# on 3.12 the package's in-process tests and the example's: what differs between 3.11 and 3.12
-# is the language and the standard library, not the SDKs' protocol (about 160 s of make test's
-# CPU and wall saved).
-OTHER_PYTHONS := 3.11 3.12
-OTHER_PYTHON_TESTS := $(addprefix test-py,$(OTHER_PYTHONS))
-PYTEST_ARGS_3.12 := -m "not integration"
-#: The other Pythons whose job needs no .venv (no funcstack services): it builds its own venv.
-EARLY_PYTHONS := 3.12
-LATE_PYTHONS := $(filter-out $(EARLY_PYTHONS),$(OTHER_PYTHONS))
-EARLY_PYTHON_TESTS := $(addprefix test-py,$(EARLY_PYTHONS))
-LATE_PYTHON_TESTS := $(addprefix test-py,$(LATE_PYTHONS))
-.PHONY: $(OTHER_PYTHON_TESTS)
-test-other-pythons: $(OTHER_PYTHON_TESTS)
-$(LATE_PYTHON_TESTS): test-py%: setup
-	@scripts/test-other-python $* $(PYTEST_ARGS_$*)
-$(EARLY_PYTHON_TESTS): test-py%: | $(UV)
-	@scripts/test-other-python $* $(PYTEST_ARGS_$*)
+# The release check (tools/release; RELEASING.md, docs/testing.md "make release-check"): every
+# distribution's sdist and wheel built once into dist/ and checked (metadata and README as PyPI
+# renders them, the wheel's files, the wheel from the sdist equal to the tree's, every tracked file
+# in the sdist, every requirement between them and in the docs met), dist/ served as a simple index
+# on 127.0.0.1 with PyPI behind it, and in clean venvs on Python 3.11, 3.12 and 3.13: each README's
+# and guide's install lines run verbatim (by pip on the oldest Python a distribution supports, by
+# uv's pip interface on the others), its first example, a guide's other steps (its tests, its app
+# on funcstack), and each distribution's own tests from its sdist on the oldest Python it
+# supports (cosmos-outbox's adapter suites too, against funcstack's services started from .venv,
+# as the 3.11 job it replaced did; on 3.13 the jobs above run them from the tree). A missing
+# interpreter is one line, and the rest runs. PYTHONS=3.11 (or "3.11 3.12") tries only those;
+# RELEASE_TAG=<name>-v<version> is the release workflow's (that tag's checks, and pip and the own
+# tests on every Python: --full).
+PYTHONS ?=
+RELEASE_TAG ?=
+release-check: setup
+	$(PY) -m tools.release $(foreach p,$(PYTHONS),--python $(p)) $(if $(RELEASE_TAG),--tag $(RELEASE_TAG))
 
-# The venvs that need no .venv: the other Pythons' whose job needs one, checkov's.
+# The venvs that need no .venv: checkov's.
 venvs: | $(UV)
-	@for v in $(LATE_PYTHONS); do scripts/test-other-python $$v --venv-only & done; \
-	  bash deploy/checkov.sh --install-only & wait
+	@bash deploy/checkov.sh --install-only
 
 # The SDKs' own suites and samples (sdists of the installed azure-cosmos / azure-servicebus from PyPI).
 conformance: setup
@@ -278,18 +275,15 @@ tail: setup
 status: $(PY_STAMP)
 	@$(PY) -m tools.status
 
-# Every package, each as a wheel and an sdist, into dist/ (until they are on PyPI, an app installs
-# them from there: `pip install --find-links <dist> cosmos-outbox`); and cosmos-outbox's wheel,
+# Every package, each as a wheel and an sdist, into dist/, built and checked as the release check
+# builds them (its first half: `python -m tools.release --build-only`); and cosmos-outbox's wheel,
 # cosmos-changefeed's (its dependency) and its test kit's into the folders of the apps published on
-# their own (deploy/README.md, "How
-# cosmos-outbox travels"): the subscriber and the examples, whose requirements find them in
-# ./wheels (the test kit is their tests' requirement, never deployed).
+# their own (deploy/README.md, "How cosmos-outbox travels"): the subscriber and the examples,
+# whose requirements find them in ./wheels (the test kit is their tests' requirement, never
+# deployed), so that an app deploys the packages of its own commit.
 WHEEL_APPS := subscriber examples/orders examples/fastapi-concerts examples/library-loans
 wheels: $(PY_STAMP)
-	rm -rf dist
-	for package in $(OUTBOX) $(OPERATORS) $(TESTKIT) $(FUNCSTACK) $(CHANGEFEED); do \
-	  (cd $$package && ../../$(VENV)/bin/hatchling build -t wheel -t sdist -d ../../dist) || exit 1; \
-	done
+	$(PY) -m tools.release --build-only
 	for app in $(WHEEL_APPS); do \
 	  mkdir -p $$app/wheels && rm -f $$app/wheels/cosmos_outbox*.whl && \
 	  rm -f $$app/wheels/cosmos_changefeed*.whl && \
@@ -306,4 +300,4 @@ reset:
 	@echo "local stack state removed"
 
 clean:
-	rm -rf $(VENV) $(UV_VENV) .venv-checkov $(addprefix .venv-,$(OTHER_PYTHONS)) .stack .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) $(UV_VENV) .venv-checkov .stack .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -7,7 +7,6 @@ import json
 import logging
 import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,6 @@ from tools.stack import ROOT, Ports, Stack
 
 
 def main() -> None:
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     logging.basicConfig(level=logging.WARNING)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:

@@ -122,9 +122,7 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
     # One event loop in this thread for every async call here: the SDK's aio client (the floor)
     # and the app's async functions called in-process, each on its own client, as the app has.
     loop = asyncio.new_event_loop()
-    cosmos = loop.run_until_complete(
-        _aio_client(stack.cosmos.connection_string, stack.cosmos.verify_tls)
-    )
+    cosmos = loop.run_until_complete(_aio_client(stack.cosmos.connection_string))
     container = cosmos.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
         values["COSMOS_CONTAINER"]
     )
@@ -225,6 +223,6 @@ def _no_publisher() -> MessagePublisher:
     raise AssertionError("the API's benchmark relays nothing in this process")
 
 
-async def _aio_client(connection: str, verify: bool) -> AsyncCosmosClient:
+async def _aio_client(connection: str) -> AsyncCosmosClient:
     """The SDK's aio client, as the app builds its own (the same options)."""
-    return async_cosmos_client(connection_string=connection, verify_tls=verify)
+    return async_cosmos_client(connection_string=connection)

@@ -21,7 +21,6 @@ const COSMOS = path.join(__dirname, "..", "packages", "funcstack", "src", "funcs
 const internals = require(path.join(COSMOS, "internals"));
 const { Store, indexes } = require(path.join(COSMOS, "store"));
 const { pathIndexes } = require(path.join(COSMOS, "pathindexes"));
-const lsn = require(path.join(COSMOS, "lsn"));
 
 const N = parseInt(process.env.N || "100000", 10);
 const PAYLOAD = "The contact's address changed; the event carries the whole new address. ".repeat(9);
@@ -71,7 +70,7 @@ async function main() {
   let json = 0;
   for (let i = 0; i < N; i += 1) {
     // a body as a request's JSON gives it (strings of its own, not slices of one)
-    const written = store.insert(JSON.parse(JSON.stringify(event(i))), lsn.next());
+    const written = store.insert(JSON.parse(JSON.stringify(event(i)))); // a write of its own
     json += Buffer.byteLength(JSON.stringify(written));
   }
   store.partitionRids(["aggregate-1"]); // the partition index
@@ -93,7 +92,7 @@ async function main() {
   away("path indexes (primary, /type, /data/deleted)", () => { paths.byName = new Map(); });
   away("partition index", () => { index.partitions = null; });
   away("expiry index", () => { index.expiry.at = []; index.expiry.rids = []; index.expiry.lsns = []; });
-  away("LSN index", () => { index.lsn.lsns = []; index.lsn.rids = []; });
+  away("LSN index", () => { index.byRange = new Map(); });
   away("the package's id index (_index)", () => { docs._index = new Map(); });
   const texts = [];
   away("what is kept beside the text (StoredDocument: stamps, id, partition key)", () => {

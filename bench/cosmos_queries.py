@@ -57,7 +57,6 @@ import os
 import statistics
 import tempfile
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -188,8 +187,7 @@ def _loop(
     is 1 while a query is under way."""
     with contextlib.suppress(OSError):
         os.nice(LOOP_NICE)
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    client = CosmosClient(endpoint, key, connection_verify=False)
+    client = CosmosClient(endpoint, key)
     container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
     while not stop.is_set():
         if not go.wait(0.05):
@@ -327,9 +325,7 @@ def in_turns(
 async def _write_through_batches(cosmos: CosmosEndpoint, n: int) -> dict[str, float]:
     """`n` unrelated documents in transactional batches of 100 over 8 connections: their
     JSON's size (as answered) and the time."""
-    clients = [
-        AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False) for _ in range(8)
-    ]
+    clients = [AsyncCosmosClient(cosmos.endpoint, cosmos.key) for _ in range(8)]
     counter = itertools.count()
     json_bytes = 0
     try:
@@ -385,7 +381,6 @@ def kept(memory: dict[str, int]) -> int:
 def measure(base: Path | None = None, sizes: list[int] = SIZES) -> dict[str, Any]:
     """Every size's endpoint up at once, the queries timed on each in turn (other processes on
     the two cores change over minutes: a ratio of two figures taken in turns is steadier)."""
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     logging.getLogger("azure").setLevel(logging.WARNING)
     results: dict[str, Any] = {"load_average_at_start": os.getloadavg()[0]}
     sized: dict[int, dict[str, Any]] = {n: {"unrelated": n} for n in sizes}

@@ -41,7 +41,6 @@ import statistics
 import tempfile
 import time
 import uuid
-import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -124,7 +123,7 @@ def running(
 
 
 def sync_client(cosmos: CosmosEndpoint) -> CosmosClient:
-    return CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+    return CosmosClient(cosmos.endpoint, cosmos.key)
 
 
 def write_kept_state(
@@ -208,8 +207,7 @@ def load_through_batches(state: Path, log: Path, n: int) -> dict[str, float]:
 
         async def load() -> float:
             clients = [
-                AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
-                for _ in range(LOAD_CONNECTIONS)
+                AsyncCosmosClient(cosmos.endpoint, cosmos.key) for _ in range(LOAD_CONNECTIONS)
             ]
             counter = itertools.count()
             try:
@@ -241,7 +239,7 @@ def load_through_batches(state: Path, log: Path, n: int) -> dict[str, float]:
 
 
 async def _creates(cosmos: CosmosEndpoint, tag: str, n: int) -> dict[str, float]:
-    async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False) as client:
+    async with AsyncCosmosClient(cosmos.endpoint, cosmos.key) as client:
         container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
         await container.read()
         counter = itertools.count()
@@ -281,7 +279,6 @@ def best(rounds: list[dict[str, float]]) -> dict[str, float]:
 
 
 def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     logging.getLogger("azure").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         root = Path(tmp)

@@ -85,9 +85,7 @@ def _app(workdir: Path) -> Iterator[tuple[Stack, RunningRunner]]:
     ) as stack:
         values = stack.settings()
         assert stack.cosmos is not None
-        cosmos = CosmosClient.from_connection_string(
-            stack.cosmos.connection_string, connection_verify=stack.cosmos.verify_tls
-        )
+        cosmos = CosmosClient.from_connection_string(stack.cosmos.connection_string)
         create_contacts_container(cosmos.get_database_client(values["COSMOS_DATABASE"]), CONTAINER)
         app_dir = workdir / "peers-app"
         app_dir.mkdir(parents=True, exist_ok=True)

@@ -55,11 +55,7 @@ class _Clients:
 
 def _container() -> ContainerProxy:
     if _Clients.container is None:
-        verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
-        client = CosmosClient.from_connection_string(
-            os.environ["CosmosDBConnection"],  # noqa: SIM112
-            connection_verify=verify,
-        )
+        client = CosmosClient.from_connection_string(os.environ["CosmosDBConnection"])  # noqa: SIM112
         _Clients.container = client.get_database_client(
             os.environ["COSMOS_DATABASE"]
         ).get_container_client(os.environ["COSMOS_CONTAINER"])
@@ -69,10 +65,8 @@ def _container() -> ContainerProxy:
 def _tuned() -> ContainerProxy:
     """The same container on a client with the outbox's transport options."""
     if _Clients.tuned is None:
-        verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
         client = CosmosClient.from_connection_string(
             os.environ["CosmosDBConnection"],  # noqa: SIM112
-            connection_verify=verify,
             transport=AioHttpTransport(use_env_settings=False),
         )
         _Clients.tuned = client.get_database_client(

@@ -140,9 +140,9 @@ def _paired(samples: list[float], floor: list[float]) -> float:
 def measure(stack: Stack, *, n: int = 600) -> dict[str, Any]:
     """Session commit and floor batch, sync then aio: medians, p99s and the ratios."""
     assert stack.cosmos is not None
-    connection, verify = stack.cosmos.connection_string, stack.cosmos.verify_tls
+    connection = stack.cosmos.connection_string
     database = stack.settings()["COSMOS_DATABASE"]
-    sync_client = cosmos_client(connection_string=connection, verify_tls=verify)
+    sync_client = cosmos_client(connection_string=connection)
     container = create_contacts_container(sync_client.get_database_client(database), CONTAINER)
     results: dict[str, Any] = {}
 
@@ -191,7 +191,7 @@ def measure(stack: Stack, *, n: int = 600) -> dict[str, Any]:
     loop = asyncio.new_event_loop()
 
     async def connect() -> Any:
-        return async_cosmos_client(connection_string=connection, verify_tls=verify)
+        return async_cosmos_client(connection_string=connection)
 
     aio = loop.run_until_complete(connect())
     aio_container = aio.get_database_client(database).get_container_client(CONTAINER)

@@ -41,7 +41,6 @@ import os
 import shutil
 import time
 import uuid
-import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -267,7 +266,6 @@ async def _http_cell(url: str, clients: int, seconds: float, parts: dict[str, in
 
 async def _sdk_aio_cell(
     connection: str,
-    verify: bool,
     database: str,
     container: str,
     clients: int,
@@ -275,7 +273,7 @@ async def _sdk_aio_cell(
     parts: dict[str, int],
 ) -> Cell:
     template = _contact_documents()
-    async with async_cosmos_client(connection_string=connection, verify_tls=verify) as client:
+    async with async_cosmos_client(connection_string=connection) as client:
         proxy = client.get_database_client(database).get_container_client(container)
 
         async def send() -> bool:
@@ -317,10 +315,7 @@ def _start(stack: Stack, workdir: Path, *, relay: bool) -> _Setup:
     """Both apps' hosts and the floor's container on a started stack (no runner of its own)."""
     values = stack.settings()
     assert stack.cosmos is not None
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    cosmos = CosmosClient.from_connection_string(
-        stack.cosmos.connection_string, connection_verify=stack.cosmos.verify_tls
-    )
+    cosmos = CosmosClient.from_connection_string(stack.cosmos.connection_string)
     database = cosmos.get_database_client(values["COSMOS_DATABASE"])
     for name in ("contacts-sync", "sdk-floor"):
         create_contacts_container(database, name)
@@ -374,7 +369,6 @@ def _cell(setup: _Setup, variant: str, clients: int, seconds: float) -> Cell:
         return asyncio.run(
             _sdk_aio_cell(
                 stack.cosmos.connection_string,
-                stack.cosmos.verify_tls,
                 setup.database,
                 setup.sdk_container,
                 clients,
@@ -383,9 +377,7 @@ def _cell(setup: _Setup, variant: str, clients: int, seconds: float) -> Cell:
             )
         )
     proxy = (
-        cosmos_client(
-            connection_string=stack.cosmos.connection_string, verify_tls=stack.cosmos.verify_tls
-        )
+        cosmos_client(connection_string=stack.cosmos.connection_string)
         .get_database_client(setup.database)
         .get_container_client(setup.sdk_container)
     )

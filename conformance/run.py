@@ -35,7 +35,7 @@ from conformance import samples as sample_suite
 from conformance.identity import start_identity_endpoint
 from conformance.scope import FAST, KNOWN_FAILURES, SCOPE, Exclusions, load_exclusions
 from conformance.tls import make_tls
-from funcstack.cosmos import EMULATOR_KEY, start_cosmos
+from funcstack.cosmos import ADDRESS, EMULATOR_KEY, start_cosmos
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,6 +47,15 @@ AMQPS_PORT = 5671
 #: free port (it is `make run`'s Cosmos port too; the fast subset never takes it).
 COSMOS_EMULATOR_PORT = 8081
 HARD_CODED_ADDRESS_FILES = {"test_session.py"}
+
+
+def cosmos_address(port: int) -> str:
+    """The Cosmos DB endpoint as the SDKs' tests and samples are given it: funcstack's address
+    (127.0.0.1, IPv4-mapped), which azure-cosmos verifies against the run's CA, where it turns
+    verification off for ``localhost`` (funcstack's docs/cosmos.md, Certificate)."""
+    return f"https://[{ADDRESS}]:{port}/"
+
+
 #: The samples' connection string: the namespace ``localhost`` (amqps on 5671, the run's CA);
 #: the key is the emulator's placeholder (the endpoint checks none).
 SERVICEBUS_CONNECTION_STRING = (
@@ -266,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(SHIMS), str(ROOT)]),
-            "ACCOUNT_HOST": f"https://localhost:{cosmos.port}/",
+            "ACCOUNT_HOST": cosmos_address(cosmos.port),
             "ACCOUNT_KEY": EMULATOR_KEY,
             "CONFORMANCE_CA_BUNDLE": str(tls.bundle),
             "REQUESTS_CA_BUNDLE": str(tls.bundle),
@@ -339,7 +348,7 @@ def _run_samples(
     identity = start_identity_endpoint()
     try:
         ctx = sample_suite.SampleContext(
-            cosmos_endpoint=f"https://localhost:{cosmos_port}/",
+            cosmos_endpoint=cosmos_address(cosmos_port),
             cosmos_key=EMULATOR_KEY,
             servicebus_namespace="localhost",
             servicebus_connection_string=SERVICEBUS_CONNECTION_STRING,

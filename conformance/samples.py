@@ -225,9 +225,6 @@ def _base_env(ctx: SampleContext) -> dict[str, str]:
     env.update(
         {
             "PYTHONPATH": str(SAMPLE_SHIMS),
-            # the sync Cosmos client skips TLS verification for localhost by design and urllib3
-            # warns on every request: noise in the sample's output, nothing else
-            "PYTHONWARNINGS": "ignore:Unverified HTTPS request",
             "PYTHONUNBUFFERED": "1",
             "PYTHONDONTWRITEBYTECODE": "1",
             "CONFORMANCE_CA_BUNDLE": str(ctx.ca_bundle),

@@ -19,6 +19,8 @@ SCOPE: dict[str, list[str]] = {
         "test_transactional_batch_async.py",
         "test_change_feed.py",
         "test_change_feed_async.py",
+        "test_change_feed_all_versions.py",
+        "test_change_feed_all_versions_async.py",
         "test_changefeed_partition_key_variation.py",
         "test_changefeed_partition_key_variation_async.py",
         "test_feed_range.py",

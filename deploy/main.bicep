@@ -99,6 +99,18 @@ param cloudEventsSourceBase string = ''
 @minValue(100)
 param feedPollDelayMs int = 1000
 
+@description('The relay\'s lease acquire interval in milliseconds (LEASE_ACQUIRE_INTERVAL_MS: the trigger\'s leaseAcquireInterval and cosmos-outbox relay\'s); 0: the change feed processor\'s own (13 s).')
+@minValue(0)
+param leaseAcquireIntervalMs int = 0
+
+@description('The relay\'s lease expiration interval in milliseconds (LEASE_EXPIRATION_INTERVAL_MS); 0: the processor\'s own (60 s).')
+@minValue(0)
+param leaseExpirationIntervalMs int = 0
+
+@description('The relay\'s lease renew interval in milliseconds (LEASE_RENEW_INTERVAL_MS), shorter than the expiration interval; 0: the processor\'s own (17 s).')
+@minValue(0)
+param leaseRenewIntervalMs int = 0
+
 @description('Maximum documents per relay invocation (MAX_ITEMS_PER_INVOCATION).')
 @minValue(1)
 @maxValue(1000)
@@ -146,6 +158,13 @@ param relayRegistryName string = ''
 @description('relayHosting containerApps: replicas at most (at most one per physical partition of the container holds a lease).')
 @minValue(1)
 param relayMaxReplicas int = 10
+
+@description('relayHosting containerApps: keda scales the replicas on the leases\' lag (KEDA\'s azure-cosmosdb scaler, KEDA 2.21+); fixed runs relayMaxReplicas replicas, no scale rule (where the managed KEDA lacks the scaler: docs/changefeed-deploying.md).')
+@allowed([
+  'keda'
+  'fixed'
+])
+param relayScaling string = 'keda'
 
 @description('Deploy the relay as a second Function App (API app: trigger disabled; relay app: contact HTTP functions disabled) so they scale, deploy and fail separately.')
 param splitRelay bool = false
@@ -472,6 +491,9 @@ module api 'modules/functionapp.bicep' = {
     idempotencyTtlSeconds: idempotencyTtlSeconds
     cloudEventsSourceBase: cloudEventsSourceBase
     feedPollDelayMs: feedPollDelayMs
+    leaseAcquireIntervalMs: leaseAcquireIntervalMs
+    leaseExpirationIntervalMs: leaseExpirationIntervalMs
+    leaseRenewIntervalMs: leaseRenewIntervalMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
     payloadBlobEndpoint: payloads.outputs.blobEndpoint
@@ -517,6 +539,9 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     idempotencyTtlSeconds: idempotencyTtlSeconds
     cloudEventsSourceBase: cloudEventsSourceBase
     feedPollDelayMs: feedPollDelayMs
+    leaseAcquireIntervalMs: leaseAcquireIntervalMs
+    leaseExpirationIntervalMs: leaseExpirationIntervalMs
+    leaseRenewIntervalMs: leaseRenewIntervalMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
     payloadBlobEndpoint: payloads.outputs.blobEndpoint
@@ -589,9 +614,13 @@ module relayContainer 'modules/relay-containerapp.bicep' = if (relayHosting == '
     eventTtlSeconds: eventTtlSeconds
     cloudEventsSourceBase: cloudEventsSourceBase
     feedPollDelayMs: feedPollDelayMs
+    leaseAcquireIntervalMs: leaseAcquireIntervalMs
+    leaseExpirationIntervalMs: leaseExpirationIntervalMs
+    leaseRenewIntervalMs: leaseRenewIntervalMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
     maxReplicas: relayMaxReplicas
+    scaleOnLag: relayScaling == 'keda'
   }
   dependsOn: [
     metricsPublisher

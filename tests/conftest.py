@@ -5,6 +5,7 @@ app's default settings, always stopped; `client`: an HTTP client of its API."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,10 +13,17 @@ from typing import TYPE_CHECKING
 import pytest
 from hypothesis import settings
 
+from funcstack.cosmos import local_tls
+
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
     from tools.httpclient import Client
     from tools.stack import Stack
+
+# funcstack's local authority trusted here as its hosts trust it (SSL_CERT_FILE,
+# REQUESTS_CA_BUNDLE; funcstack's docs/cosmos.md, Certificate), before a test module imports an
+# SDK: the app's code composed in a test verifies the local Cosmos DB endpoint unchanged.
+os.environ.update(local_tls().environment())
 
 # No deadline on generated examples: a per-example time limit is a timed assertion, and under
 # `make test`'s parallel jobs an example may wait for a core (speed lives in `make bench`).

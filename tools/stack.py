@@ -34,7 +34,7 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from cosmos_outbox_operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
-from funcstack.functions_host import VERIFY_TLS_SETTING, HostOptions, RunningRunner
+from funcstack.functions_host import HostOptions, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.scaleout import AppInstances, parse_instances
 from funcstack.services import PartStartError, free_port, port_in_use, running_stack
@@ -165,9 +165,10 @@ class Stack(LocalStack):
         super().stop()
         database, self._own_database = self._own_database, None
         if database is not None and self.shared_cosmos is not None:
-            client = CosmosClient.from_connection_string(
-                self.shared_cosmos.connection_string,
-                connection_verify=self.shared_cosmos.verify_tls,
+            client = CosmosClient(
+                self.shared_cosmos.endpoint,
+                self.shared_cosmos.key,
+                **self.shared_cosmos.client_options(),
             )
             with client, suppress(CosmosResourceNotFoundError):
                 client.delete_database(database)
@@ -262,10 +263,9 @@ class Stack(LocalStack):
         """The sample's values with this stack's real endpoints."""
         values: dict[str, str] = json.loads(SAMPLE.read_text())["Values"]
         assert self.cosmos is not None
+        # the app verifies the endpoint's certificate, as in Azure: funcstack gives its hosts
+        # the trust (funcstack's docs/cosmos.md, Certificate)
         values["CosmosDBConnection"] = self.cosmos.connection_string
-        values["COSMOS_VERIFY_TLS"] = "true" if self.cosmos.verify_tls else "false"
-        # The same for the local host's Cosmos DB trigger (the app's setting is the app's).
-        values[VERIFY_TLS_SETTING] = values["COSMOS_VERIFY_TLS"]
         values["OTEL_SERVICE_NAME"] = SERVICE_NAMES["runner"]
         if self.servicebus is not None:
             values["ServiceBusConnection"] = self.servicebus.connection_string
@@ -293,8 +293,6 @@ class Stack(LocalStack):
         main = self.settings()
         for name in (
             "CosmosDBConnection",
-            "COSMOS_VERIFY_TLS",
-            VERIFY_TLS_SETTING,
             "ServiceBusConnection",
             "AzureWebJobsStorage",
             "COSMOS_DATABASE",

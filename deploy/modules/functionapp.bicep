@@ -123,6 +123,14 @@ param cloudEventsSourceBase string = ''
 @minValue(100)
 param feedPollDelayMs int = 1000
 
+@description('The relay\'s lease intervals in milliseconds (LEASE_*_INTERVAL_MS, the trigger\'s binding properties of those names); 0: the change feed processor\'s own.')
+@minValue(0)
+param leaseAcquireIntervalMs int = 0
+@minValue(0)
+param leaseExpirationIntervalMs int = 0
+@minValue(0)
+param leaseRenewIntervalMs int = 0
+
 @description('Maximum documents per relay invocation.')
 @minValue(1)
 @maxValue(1000)
@@ -188,6 +196,9 @@ var adminHttpFunctions = [
   'aggregate_documents'
   'subscribers_status'
   'release_held'
+  'list_groups'
+  'preview_group'
+  'act_on_group'
 ]
 // The same routes for a signed-in operator (outbox/console/..., admitted by App Service
 // Authentication and the operator app role: operators-signin.bicep) and the console page.
@@ -212,6 +223,9 @@ var consoleHttpFunctions = [
   'console_aggregate_documents'
   'console_subscribers_status'
   'console_release_held'
+  'console_list_groups'
+  'console_preview_group'
+  'console_act_on_group'
   'console_page'
   'console_static'
 ]
@@ -239,6 +253,9 @@ var relayAndAdminFunctions = [
   'aggregate_documents'
   'subscribers_status'
   'release_held'
+  'list_groups'
+  'preview_group'
+  'act_on_group'
   'console_outbox_status'
   'console_backlog_history'
   'console_list_quarantine'
@@ -259,6 +276,9 @@ var relayAndAdminFunctions = [
   'console_aggregate_documents'
   'console_subscribers_status'
   'console_release_held'
+  'console_list_groups'
+  'console_preview_group'
+  'console_act_on_group'
   'console_page'
   'console_static'
 ]
@@ -442,6 +462,18 @@ var appSettings = [
     value: string(maxItemsPerInvocation)
   }
   {
+    name: 'LEASE_ACQUIRE_INTERVAL_MS'
+    value: string(leaseAcquireIntervalMs)
+  }
+  {
+    name: 'LEASE_EXPIRATION_INTERVAL_MS'
+    value: string(leaseExpirationIntervalMs)
+  }
+  {
+    name: 'LEASE_RENEW_INTERVAL_MS'
+    value: string(leaseRenewIntervalMs)
+  }
+  {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'
     value: backlogEstimateSchedule
   }
@@ -452,8 +484,9 @@ var appSettings = [
     value: string(relayStallSeconds)
   }
   {
-    // The relay's leases apart from any trigger of the app's own on the same lease container.
-    name: 'OUTBOX_LEASE_PREFIX'
+    // The relay's processor (its leases apart from any trigger of the app's own on the same
+    // lease container): the trigger's leaseContainerPrefix.
+    name: 'OUTBOX_PROCESSOR_NAME'
     value: 'outbox.'
   }
 ]

@@ -2,7 +2,7 @@
 // Container Apps, beside the Functions deployment: the same settings the Function App reads, the
 // same user-assigned identity (its Cosmos DB data role, Service Bus sender, payload blobs and
 // Monitoring Metrics Publisher are assigned in main.bicep and the modules), and the same lease
-// container and prefix (OUTBOX_LEASE_PREFIX) as the Functions trigger: the relay moves between
+// container and processor name (OUTBOX_PROCESSOR_NAME) as the Functions trigger: the relay moves between
 // the trigger and these replicas on its checkpoints (docs/relay-anywhere.md).
 //
 // Scaling: KEDA's `azure-cosmosdb` scaler reads the leases (.NET's schema, which
@@ -57,11 +57,19 @@ param serviceBusTopic string
 param eventTtlSeconds int = 864000
 param cloudEventsSourceBase string = ''
 param feedPollDelayMs int = 1000
+@description('The relay\'s lease intervals in milliseconds (LEASE_*_INTERVAL_MS, the trigger\'s binding properties of those names); 0: the change feed processor\'s own.')
+@minValue(0)
+param leaseAcquireIntervalMs int = 0
+@minValue(0)
+param leaseExpirationIntervalMs int = 0
+@minValue(0)
+param leaseRenewIntervalMs int = 0
+
 param maxItemsPerInvocation int = 100
 param backlogEstimateSchedule string = '0 * * * * *'
 
-@description('The relay\'s lease prefix: the Functions trigger\'s (functionapp.bicep), so both share the leases.')
-param leasePrefix string = 'outbox.'
+@description('The relay\'s processor\'s name (its leases\' prefix): the Functions trigger\'s (functionapp.bicep), so both share the leases.')
+param processorName string = 'outbox.'
 
 @description('Replicas kept when nothing is pending (0: scale to zero; events then wait for KEDA\'s next poll, 30 s).')
 @minValue(0)
@@ -75,10 +83,35 @@ param maxReplicas int = 10
 @minValue(1)
 param lagPerReplica int = 100
 
+@description('Scale on the leases\' lag with KEDA\'s azure-cosmosdb scaler (KEDA 2.21+); false: maxReplicas replicas, no rule (the fallback where the managed KEDA lacks the scaler).')
+param scaleOnLag bool = true
+
 @description('The probes\' port (cosmos-outbox relay --port).')
 param probesPort int = 8080
 
 var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-be7a7ee4d3a5'
+
+// KEDA's azure-cosmosdb rule on the leases' lag (scaleOnLag): it reads the lease documents whose
+// ids start with processorName + the account's host up to its first dot + '.' (a host without a
+// dot, localhost, matches none: docs/changefeed-deploying.md), and each lease's change feed past
+// its checkpoint. KEDA 2.21+ only; without it, scaleOnLag false runs maxReplicas replicas.
+var changeFeedLagRule = {
+  name: 'change-feed-lag'
+  custom: {
+    type: 'azure-cosmosdb'
+    metadata: {
+      endpoint: cosmosEndpoint
+      databaseId: cosmosDatabase
+      containerId: cosmosContainer
+      leaseDatabaseId: cosmosDatabase
+      leaseContainerId: cosmosLeaseContainer
+      processorName: processorName
+      changeFeedLagThreshold: string(lagPerReplica)
+      activationChangeFeedLagThreshold: '0'
+    }
+    identity: identityId
+  }
+}
 
 resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' existing = if (!empty(registryName)) {
   name: empty(registryName) ? 'none' : registryName
@@ -222,12 +255,24 @@ var relaySettings = [
     value: string(maxItemsPerInvocation)
   }
   {
+    name: 'LEASE_ACQUIRE_INTERVAL_MS'
+    value: string(leaseAcquireIntervalMs)
+  }
+  {
+    name: 'LEASE_EXPIRATION_INTERVAL_MS'
+    value: string(leaseExpirationIntervalMs)
+  }
+  {
+    name: 'LEASE_RENEW_INTERVAL_MS'
+    value: string(leaseRenewIntervalMs)
+  }
+  {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'
     value: backlogEstimateSchedule
   }
   {
-    name: 'OUTBOX_LEASE_PREFIX'
-    value: leasePrefix
+    name: 'OUTBOX_PROCESSOR_NAME'
+    value: processorName
   }
 ]
 
@@ -305,29 +350,9 @@ resource app 'Microsoft.App/containerApps@2025-01-01' = {
         }
       ]
       scale: {
-        minReplicas: minReplicas
+        minReplicas: scaleOnLag ? minReplicas : maxReplicas
         maxReplicas: maxReplicas
-        rules: [
-          {
-            name: 'change-feed-lag'
-            custom: {
-              type: 'azure-cosmosdb'
-              // KEDA reads the lease documents whose ids start with processorName (+ the
-              // account's host), and each lease's change feed past its checkpoint.
-              metadata: {
-                endpoint: cosmosEndpoint
-                databaseId: cosmosDatabase
-                containerId: cosmosContainer
-                leaseDatabaseId: cosmosDatabase
-                leaseContainerId: cosmosLeaseContainer
-                processorName: leasePrefix
-                changeFeedLagThreshold: string(lagPerReplica)
-                activationChangeFeedLagThreshold: '0'
-              }
-              identity: identityId
-            }
-          }
-        ]
+        rules: scaleOnLag ? [changeFeedLagRule] : []
       }
     }
   }

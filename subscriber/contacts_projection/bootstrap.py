@@ -36,7 +36,8 @@ TOKEN_PURPOSE = b"contacts-projection/continuation-token/v1"
 
 def cosmos_client(settings: SubscriberSettings) -> CosmosClient:
     """The SDK's `aio` client (no I/O here: it reads the account on its first request). TLS
-    verification off only for local emulators with self-signed certificates."""
+    verification off only where COSMOS_VERIFY_TLS=false says (an emulator whose certificate
+    cannot be trusted)."""
     verify = settings.cosmos_verify_tls
     if settings.cosmos_connection is not None:
         return CosmosClient.from_connection_string(

@@ -57,6 +57,9 @@ def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
         "aggregate_documents",
         "subscribers_status",
         "release_held",
+        "list_groups",
+        "preview_group",
+        "act_on_group",
     }
     console = functions.console_functions()
     assert console == {f"console_{name}" for name in admin} | {"console_page", "console_static"}

@@ -62,9 +62,19 @@ def test_the_function_apps_relay_is_off_when_the_relay_runs_in_containers() -> N
     ]
 
 
+def scale_operands(node: Any) -> dict[str, Any]:
+    """A `scaleOnLag ? a : b` expression's operands."""
+    operator = node["operator"]
+    assert operator["type"] == "conditional"
+    operands = dict(operator["operands"])
+    assert operands["condition"] == "scaleOnLag"
+    return operands
+
+
 def test_the_scale_rule_is_kedas_azure_cosmosdb_on_the_triggers_leases_with_the_identity() -> None:
     scale = container_app().properties["template"]["scale"]
-    [rule] = scale["rules"]
+    assert scale_operands(scale["rules"])["true_value"] == ["changeFeedLagRule"]
+    rule = t.variable(MODULE, "changeFeedLagRule")
     custom = rule["custom"]
     assert custom["type"] == "azure-cosmosdb"
     assert custom["identity"] == "identityId"  # keys are disabled on the account
@@ -79,17 +89,31 @@ def test_the_scale_rule_is_kedas_azure_cosmosdb_on_the_triggers_leases_with_the_
             "leaseDatabaseId": "cosmosDatabase",
             "leaseContainerId": "cosmosLeaseContainer",
             # KEDA matches lease ids starting with processorName: the processor's name, which is
-            # the trigger's leaseContainerPrefix (OUTBOX_LEASE_PREFIX)
-            "processorName": "leasePrefix",
+            # the trigger's leaseContainerPrefix (OUTBOX_PROCESSOR_NAME)
+            "processorName": "processorName",
         }.items()
     )
     assert t.references(metadata["changeFeedLagThreshold"]) >= {"lagPerReplica"}
-    from cosmos_outbox.settings import DEFAULT_LEASE_PREFIX
+    from cosmos_outbox.settings import DEFAULT_PROCESSOR_NAME
 
-    trigger_prefix = t.app_settings()["OUTBOX_LEASE_PREFIX"]
-    assert t.default(MODULE, "leasePrefix") == trigger_prefix == DEFAULT_LEASE_PREFIX
-    assert env()["OUTBOX_LEASE_PREFIX"] == "leasePrefix"
+    trigger_name = t.app_settings()["OUTBOX_PROCESSOR_NAME"]
+    assert t.default(MODULE, "processorName") == trigger_name == DEFAULT_PROCESSOR_NAME
+    assert env()["OUTBOX_PROCESSOR_NAME"] == "processorName"
     assert t.reference(scale["maxReplicas"]) == "maxReplicas"
+
+
+def test_without_kedas_scaler_a_fixed_number_of_replicas_runs_and_no_rule() -> None:
+    """KEDA's azure-cosmosdb scaler ships in KEDA 2.21; where the platform's KEDA lacks it,
+    relayScaling=fixed runs relayMaxReplicas replicas (docs/changefeed-deploying.md)."""
+    assert t.allowed(MAIN, "relayScaling") == ["keda", "fixed"]
+    assert t.default(MAIN, "relayScaling") == "keda"
+    scale_on_lag = t.modules(MAIN)["relayContainer"]["params"]["scaleOnLag"]
+    assert t.references(scale_on_lag) >= {"relayScaling"}
+    assert t.default(MODULE, "scaleOnLag") is True
+    scale = container_app().properties["template"]["scale"]
+    assert scale_operands(scale["rules"])["false_value"] == []
+    minimum = scale_operands(scale["minReplicas"])
+    assert (minimum["true_value"], minimum["false_value"]) == ("minReplicas", "maxReplicas")
 
 
 def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
@@ -99,7 +123,7 @@ def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
     functions = t.app_settings()
     for name, value in settings.items():
         assert name in functions, f"{name}: not a setting of the Function App"
-        if name != "OUTBOX_LEASE_PREFIX":  # a parameter here, its default the app's (below)
+        if name != "OUTBOX_PROCESSOR_NAME":  # a parameter here, its default the app's (below)
             assert value == functions[name], f"{name}: set otherwise than in the Function App"
         assert name in read or family(name) in families or name.startswith(HOST_SETTING_PREFIXES)
     # what the relay needs to find its feed, leases, topic and claim check
@@ -111,7 +135,7 @@ def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
         "COSMOS_CONTAINER",
         "COSMOS_LEASE_CONTAINER",
         "SERVICEBUS_TOPIC",
-        "OUTBOX_LEASE_PREFIX",
+        "OUTBOX_PROCESSOR_NAME",
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
     } <= set(settings)

@@ -3,8 +3,8 @@ distributions on top of it (cosmos-outbox-operators, the ways in; cosmos-outbox-
 kit) but through the one module that names them for 0.5's deprecated paths; the ways in use the
 core's public names only; the test kit uses them and a declared set of the core's internals,
 each named here with why; the core's wheel carries no HTML, JavaScript, CSS, template or sign-in
-code; and no source file of a package is over 700 lines (funcstack's own cap, for every
-package)."""
+code; no source file of a package is over 700 lines (funcstack's own cap, for every
+package), and no function of one over 80 (issue 74)."""
 
 from __future__ import annotations
 
@@ -39,6 +39,11 @@ MODULE_PATH = re.compile(r"^cosmos_outbox_(?:operators|testing)(?:\.[A-Za-z_]\w*
 #: Sign-in code: App Service Authentication's principal (the whole header, not the
 #: -idp / -id pair that scopes an Idempotency-Key per caller) and the platform's switch.
 SIGN_IN = re.compile(r"x-ms-client-principal(?![-\w])|WEBSITE_AUTH_ENABLED", re.IGNORECASE)
+#: The one core module that reads the platform's word that authentication is on: whether the
+#: caller the platform names is believed, one rule for the console's sign-in and the route
+#: helper's per-caller Idempotency-Key scope (issue 72 item 8); the claims, roles and session
+#: stay with the console.
+CALLER_TRUST = "cosmos_outbox/http/_callers.py"
 #: The core's private names the test kit may import, each with why. None: the kit is on the
 #: core's public names, as a kit of someone else's would be (its fakes implement the public
 #: ports, its suites drive the outbox through `cosmos_outbox.aio.Outbox`, the stored forms are
@@ -175,6 +180,39 @@ def test_no_source_file_of_a_package_is_over_700_lines(package: str) -> None:
     assert not long, f"split these into rooms of one idea each: {long}"
 
 
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(folder: Path, root: Path = ROOT) -> dict[str, int]:
+    """`path:function` of each function over MAX_FUNCTION_LINES under `folder`, its lines."""
+    found = {}
+    for path in sources(folder):
+        if "node_modules" in path.parts:
+            continue
+        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                assert node.end_lineno is not None
+                if (length := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES:
+                    found[f"{path.relative_to(root)}:{node.name}"] = length
+    return found
+
+
+@pytest.mark.parametrize(
+    "package", sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "src").is_dir())
+)
+def test_no_function_of_a_package_is_over_80_lines(package: str) -> None:
+    long = long_functions(ROOT / "packages" / package / "src")
+    assert not long, f"split these into functions of one step each: {long}"
+
+
+def test_a_long_function_is_found(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(
+        "def short() -> None:\n    pass\n\n\nasync def long() -> None:\n"
+        + "    x = 1\n" * MAX_FUNCTION_LINES
+    )
+    assert long_functions(tmp_path, tmp_path) == {"m.py:long": MAX_FUNCTION_LINES + 1}
+
+
 @pytest.fixture(scope="module")
 def core_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The core's wheel, built from its folder as `make wheels` and Azure's remote build do."""
@@ -199,7 +237,9 @@ def test_the_cores_wheel_carries_no_page_script_template_or_sign_in(core_wheel: 
     assert [n for n in names if Path(n).suffix in {".html", ".js", ".css", ".jinja", ".j2"}] == []
     assert [n for n in names if "/templates/" in n or "/static/" in n or "_console" in n] == []
     # sign-in: App Service Authentication's principal header is read nowhere in the core
-    assert [n for n, text in texts.items() if SIGN_IN.search(text)] == []
+    assert [n for n, text in texts.items() if SIGN_IN.search(text) and n != CALLER_TRUST] == []
+    principal_header = re.compile(r"x-ms-client-principal(?![-\w])", re.IGNORECASE)
+    assert not principal_header.search(texts[CALLER_TRUST])
     # and nothing in it imports the ways in or the test kit but the one listed module
     assert [
         n

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import ast
 import importlib
-import re
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pytest_examples import CodeExample, find_examples
+from pytest_examples import CodeExample
+
+from tools.docblocks import DRIVER, python_blocks, write_project
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The guides of docs/ whose Python blocks run as the READMEs' do (the package README's long
@@ -53,67 +53,10 @@ allow_untyped_calls = True
 plugins = pydantic.mypy
 explicit_package_bases = True
 """
-FILE_LINE = re.compile(r"#\s*(?P<path>[A-Za-z0-9_./-]+\.py)\b")
-#: Checks one README's folder: imports its modules, indexes their apps, runs its scripts and
-#: its tests. argv: the folder, then the modules and scripts in the README's order.
-DRIVER = """
-import importlib, runpy, sys
-from pathlib import Path
-import azure.functions as func
-folder = Path(sys.argv[1])
-sys.path.insert(0, str(folder))
-tests = []
-for entry in sys.argv[2:]:
-    kind, name = entry.split(":", 1)
-    if kind == "test":
-        tests.append(name)
-    elif kind == "script":
-        runpy.run_path(str(folder / name), run_name="__main__")
-    else:
-        app = getattr(importlib.import_module(name), "app", None)
-        if isinstance(app, func.FunctionApp):
-            assert app.get_functions(), f"{name}.app has no functions"
-if tests:  # in an interpreter of their own: the apps above are indexed (the worker does it once)
-    import subprocess
-    sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                              "-p", "no:randomly", "--rootdir", str(folder), *tests],
-                             cwd=folder, env={**__import__("os").environ,
-                                              "PYTHONPATH": str(folder)}))
-"""
 
 
 def blocks(doc: str) -> list[CodeExample]:
-    return [e for e in find_examples(ROOT / doc) if e.prefix.split(" ", 1)[0] in ("py", "python")]
-
-
-def write_project(doc: str, folder: Path) -> Iterator[str]:
-    """Write the README's blocks as files in `folder`; yield what the driver does with each
-    (in order, once per file)."""
-    seen: set[str] = set()
-    for example in blocks(doc):
-        first = example.source.splitlines()[0] if example.source else ""
-        named = FILE_LINE.match(first)
-        path = named["path"] if named else f"example_{example.start_line}.py"
-        target = folder / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        for parent in target.relative_to(folder).parents:
-            if parent != Path() and not (folder / parent / "__init__.py").exists():
-                (folder / parent / "__init__.py").write_text("")
-        with target.open("a", encoding="utf-8") as out:
-            out.write(example.source)
-        if path in seen or example.prefix_settings().get("test") == "typecheck":
-            continue
-        assert named or "def test_" not in example.source, (
-            f"{doc}:{example.start_line}: a block of tests names no file: start it with "
-            "`# tests/test_<name>.py` so that it runs as tests"
-        )
-        seen.add(path)
-        if Path(path).name.startswith("test_"):
-            yield f"test:{path}"
-        elif not named:
-            yield f"script:{path}"
-        else:
-            yield "module:" + path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+    return python_blocks(ROOT / doc)
 
 
 DOCS = [doc for doc in READMES if blocks(doc)]
@@ -129,7 +72,7 @@ def test_every_python_block_of_the_readme_runs_and_type_checks(
 ) -> None:
     folder = tmp_path / "project"
     folder.mkdir()
-    steps = list(write_project(doc, folder))
+    steps = list(write_project(doc, folder, blocks(doc)))
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
     ran = subprocess.run(
         [sys.executable, "-c", DRIVER, str(folder), *steps],
@@ -165,7 +108,8 @@ def test_every_python_block_of_the_readme_runs_and_type_checks(
 def test_a_block_naming_a_file_is_written_as_that_file(tmp_path: Path) -> None:
     """The harness itself: named blocks become files, unnamed ones scripts (so a README whose
     blocks the harness misreads fails above rather than passing unchecked)."""
-    steps = list(write_project("packages/cosmos-outbox/README.md", tmp_path))
+    doc = "packages/cosmos-outbox/README.md"
+    steps = list(write_project(doc, tmp_path, blocks(doc)))
     assert steps and all(s.split(":", 1)[0] in ("module", "script", "test") for s in steps)
     assert all(
         (

@@ -450,8 +450,16 @@ def test_the_app_its_tools_and_tests_import_only_the_librarys_public_names() -> 
         for path in [target] if target.is_file() else sorted(target.rglob("*.py")):
             if {"node_modules", "wheels", ".funcstack", ".stack"} & set(path.parts):
                 continue
-            if private := private_library_imports(path):
-                found[str(path.relative_to(ROOT))] = private
+            relative = str(path.relative_to(ROOT))
+            if private := [
+                name
+                for name in private_library_imports(path)
+                if not any(
+                    relative == allowed and (name == module or name.startswith(f"{module}."))
+                    for allowed, module in ALLOWED_PRIVATE_IMPORTS
+                )
+            ]:
+                found[relative] = private
     assert found == {}
 
 
@@ -491,6 +499,17 @@ PACKAGE_FOLDERS = {
 #: internals on purpose and says so, and fails loudly (an ImportError, a changed byte) if they
 #: move: never a floor product code stands on.
 ALLOWED_PRIVATE_IMPORTS = {
+    # Runs funcstack's Cosmos DB query handler in-process beside the kit's engine (docs/
+    # cosmos-sql.md): Node, funcstack's Node packages and the endpoint's modules are where
+    # funcstack keeps them; if they move, the test's fixture fails naming the import.
+    ("packages/cosmos-outbox/tests/testing/test_sql_engines.py", "funcstack._cache"),
+    ("packages/cosmos-outbox/tests/testing/test_sql_engines.py", "funcstack.cosmos._launcher"),
+    # Holds the core's Service Bus rule evaluator and funcstack's endpoint's equal (neither may
+    # depend on the other, so each keeps its own); skipped without funcstack (its docstring).
+    (
+        "packages/cosmos-outbox/tests/adapters/test_rules_agree_with_funcstack.py",
+        "funcstack.servicebus._filters",
+    ),
     # Pins the AMQP bytes the relay hands to the link: only the SDK's own encoder can say
     # what `send_messages` transfers (its module docstring).
     ("packages/cosmos-outbox/tests/relay/test_wire_bytes.py", "azure.servicebus._pyamqp"),
@@ -502,6 +521,16 @@ ALLOWED_PRIVATE_IMPORTS = {
     # the import fails loudly.
     (
         "packages/cosmos-outbox-operators/tests/operators/test_console_recovery.py",
+        "cosmos_outbox.operations._dead_letters",
+    ),
+    # The stored forms' field names are derived from the mapper's own writers (the rule that
+    # only the mapper reads them): only the mapper can say what it writes.
+    ("tests/repository/test_layering.py", "cosmos_outbox._mapper"),
+    ("tests/repository/test_layering.py", "cosmos_outbox._records"),
+    # A dead letter's reading and its resubmission's MessageId, unit-tested beside the routes
+    # that resubmit (the core's own functions, which no way in calls by name).
+    (
+        "packages/cosmos-outbox-operators/tests/operators/test_recovery.py",
         "cosmos_outbox.operations._dead_letters",
     ),
     # Ends the dead letters' watch's grace period (20 s: a resubmission may still be on its
@@ -590,3 +619,190 @@ def test_a_private_module_of_another_package_is_found(tmp_path: Path) -> None:
     ]
     assert _own_top("packages/funcstack/tests/servicebus/test_channels.py") == "funcstack"
     assert _own_top("bench/peers.py") == "bench"
+
+
+# -- the mapper owns the stored forms (issue 74) ------------------------------------------------
+
+#: The sources whose reads of stored documents and messages are held to the mapper: the core,
+#: its ways in and the test kit's own code (the kit's contract suites, tests shipped in it,
+#: inspect the stored forms on purpose, as tests do).
+MAPPED_SOURCES = (
+    "packages/cosmos-outbox/src",
+    "packages/cosmos-outbox-operators/src",
+    "packages/cosmos-outbox-testing/src",
+)
+MAPPER = f"{PACKAGE}/_mapper/"
+#: Keys every document of a container has whatever its form: Cosmos DB's own (`id`, `ttl`), the
+#: partition key's path and the `type` each stored form names itself with; the store adapter
+#: and every form's owner key on them.
+CONTAINER_KEYS = {"id", "partitionKey", "type", "ttl"}
+#: The same words in other vocabularies, each read where it says: not a stored form's field.
+NOT_A_STORED_FIELD = {
+    # W3C Trace Context: the request's header
+    ("packages/cosmos-outbox/src/cosmos_outbox/http/_call.py", "traceparent"),
+    # JSON Schema's keyword, in the models' schemas
+    ("packages/cosmos-outbox/src/cosmos_outbox/http/_models.py", "properties"),
+    # the OpenAPI document's `x-events` entries, which the kit's checks compare
+    ("packages/cosmos-outbox-testing/src/cosmos_outbox_testing/_checks.py", "subject"),
+    ("packages/cosmos-outbox-testing/src/cosmos_outbox_testing/_checks.py", "source"),
+}
+
+
+def mapper_field_names() -> set[str]:
+    """The field names of the mapper's forms, as its writers write them: the event document (a
+    scheduled one, released and cancelled), its message's application properties and
+    CloudEvents attributes, the quarantine and discard notices (properties and body), a
+    release's body, and the property names it declares. Derived by calling the mapper, not
+    listed by hand."""
+    import json as _json
+    from datetime import UTC, datetime
+
+    from cosmos_outbox import _mapper as mapper
+    from cosmos_outbox._mapper import properties
+    from cosmos_outbox._records import Release
+
+    at = "2026-01-01T00:00:00+00:00"
+    document = mapper.event_document(
+        event_id="e",
+        partition_key="p",
+        aggregate_type="thing",
+        aggregate_id="a",
+        source="/things",
+        action="Done",
+        body="{}",
+        ttl=1,
+        created_at=at,
+        traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        subject="s",
+        properties="{}",
+        deliver_at=at,
+    )
+    names = {*document, *mapper.cancelled(document, at), *mapper.released(document, at, 1)}
+    message = mapper.to_message(mapper.outbox_record(document))
+    names |= {*message.application_properties, *mapper.application_properties(message)}
+    notices = [
+        mapper.quarantine_notice(mapper.outbox_record(document), "r"),
+        mapper.discard_notice(
+            aggregate_type="thing",
+            aggregate_id="a",
+            version=1,
+            event_id="e",
+            action="Done",
+            reason="r",
+            by="b",
+            at=datetime.now(UTC),
+            source="/things",
+            target="t",
+        ),
+    ]
+    for notice in notices:
+        assert notice is not None
+        names |= {*notice.application_properties, *_json.loads(notice.body)}
+    names |= set(_json.loads(mapper.release_body(Release("p", "e", datetime.now(UTC)))))
+    names |= {v for k, v in vars(properties).items() if k.endswith("_PROPERTY")}
+    return names - {"thingId"} - CONTAINER_KEYS
+
+
+def _keys_of_stored_forms(tree: ast.AST) -> set[str]:
+    """Every dict key of a module that stores a document of a form of its own (a dict literal
+    with `id` and `partitionKey`): the names of its own forms."""
+    dicts = [node for node in ast.walk(tree) if isinstance(node, ast.Dict)]
+    keys = [{k.value for k in d.keys if isinstance(k, ast.Constant)} for d in dicts]
+    if not any({"id", "partitionKey"} <= found for found in keys):
+        return set()
+    return {k for found in keys for k in found if isinstance(k, str)}
+
+
+def field_reads(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of each string constant read as a mapping's key: `x["name"]`,
+    `x.get("name")` (`pop`, `setdefault`), `"name" in x`."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        key: ast.expr | None = None
+        if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+            key = node.slice
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in {"get", "pop", "setdefault"}
+            and node.args
+        ):
+            key = node.args[0]
+        elif isinstance(node, ast.Compare) and any(
+            isinstance(op, ast.In | ast.NotIn) for op in node.ops
+        ):
+            key = node.left
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            found.append((key.lineno, key.value))
+    return found
+
+
+def stored_field_literals(root: Path = ROOT) -> list[str]:
+    """`path:line name` of each read, outside the mapper, of a field name only the mapper's
+    forms have (`mapper_field_names`, less the names of the forms other modules own)."""
+    trees = {
+        str(path.relative_to(root)): ast.parse(path.read_text("utf-8"))
+        for source in MAPPED_SOURCES
+        for path in sorted((root / source).rglob("*.py"))
+        if "/contracts/" not in str(path) and not str(path.relative_to(root)).startswith(MAPPER)
+    }
+    others = {name for tree in trees.values() for name in _keys_of_stored_forms(tree)}
+    names = mapper_field_names() - others
+    return [
+        f"{relative}:{line} {name}"
+        for relative, tree in trees.items()
+        for line, name in sorted(field_reads(tree))
+        if name in names and (relative, name) not in NOT_A_STORED_FIELD
+    ]
+
+
+def test_the_mapper_knows_the_scheduled_state_and_the_message_properties() -> None:
+    names = mapper_field_names()
+    assert {"deliverAt", "releasedAt", "cancelledAt", "outboxTarget", "cloudEvents_id"} <= names
+    assert not CONTAINER_KEYS & names
+
+
+def test_a_stored_field_read_outside_the_mapper_is_found(tmp_path: Path) -> None:
+    module = tmp_path / PACKAGE / "_relay" / "m.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(
+        "def f(document, properties):\n"
+        "    due = document.get('deliverAt')\n"
+        "    if 'outboxTarget' in properties:\n"
+        "        return document['releasedAt'], document['id']\n"
+    )
+    assert stored_field_literals(tmp_path) == [
+        f"{PACKAGE}/_relay/m.py:2 deliverAt",
+        f"{PACKAGE}/_relay/m.py:3 outboxTarget",
+        f"{PACKAGE}/_relay/m.py:4 releasedAt",
+    ]
+
+
+def test_only_the_mapper_reads_the_stored_documents_and_messages_fields() -> None:
+    """The scheduled state, a dead letter's properties, a release's form: each read in
+    `cosmos_outbox._mapper` and nowhere else (issue 74)."""
+    assert stored_field_literals() == []
+
+
+def test_each_name_the_operators_api_exports_is_used_outside_it() -> None:
+    """`cosmos_outbox.operations` exports only what a way in or an app uses (issue 74): each of
+    its names is imported somewhere outside it (the ways in, the kit, an app, their tests)."""
+    import subprocess
+
+    import cosmos_outbox.operations
+
+    room = f"{PACKAGE}/operations/"
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    used: set[str] = set()
+    for relative in tracked:
+        if relative.startswith(room):
+            continue
+        text = (ROOT / relative).read_text("utf-8")
+        if "cosmos_outbox.operations" not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module == "cosmos_outbox.operations":
+                used |= {alias.name for alias in node.names}
+    assert set(cosmos_outbox.operations.__all__) - used == set()

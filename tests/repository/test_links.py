@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = (
     "README.md",
+    "RELEASING.md",
     "docs/*.md",
     "packages/*/README.md",
     "packages/*/docs/*.md",
@@ -110,29 +111,35 @@ def test_the_checker_sees_links_and_headings() -> None:
     assert "how-cosmos-outbox-travels" in anchors(ROOT / "deploy" / "README.md")
 
 
-def sdist_includes(package: Path) -> list[str]:
-    """What the package's sdist holds (pyproject.toml's `[tool.hatch.build.targets.sdist]`)."""
-    import tomllib
+#: This repository on GitHub: a package's README (its PyPI page, where a relative link leads
+#: nowhere) links into the repository with this prefix; the link is checked as a relative one.
+REPOSITORY = re.compile(
+    r"^https://github\.com/cosmos-outbox/cosmos-outbox/(?:blob|tree)/main/(.+)$"
+)
 
-    settings = tomllib.loads((package / "pyproject.toml").read_text("utf-8"))
-    found: list[str] = settings["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
-    return found
+
+def repository_links(path: Path) -> list[str]:
+    """The links of `path` into this repository on GitHub, as paths from the root."""
+    return [
+        found[1]
+        for line in prose(path.read_text("utf-8"))
+        for target in LINK.findall(CODE_SPAN.sub("", line))
+        if (found := REPOSITORY.match(target))
+    ]
+
+
+@pytest.mark.parametrize("path", documents(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_link_into_the_repository_leads_to_a_file_and_heading(path: Path) -> None:
+    dead = {
+        f"{target}: {why}"
+        for target in repository_links(path)
+        if (why := broken(ROOT / "README.md", target)) is not None
+    }
+    assert dead == set()
 
 
 @pytest.mark.parametrize("package", sorted(ROOT.glob("packages/*/")), ids=lambda p: p.name)
-def test_a_package_readme_links_nothing_outside_its_sdist(package: Path) -> None:
-    """A package's README is its PyPI page and travels in its sdist: a relative link is to a
-    file of the package that its sdist includes, else it is dead there (`../../examples/...`)."""
-    readme = package / "README.md"
-    includes = sdist_includes(package)
-    outside = []
-    for target in relative_links(readme):
-        file = unquote(target.partition("#")[0])
-        if not file:
-            continue
-        linked = (package / file).resolve()
-        inside = linked.is_relative_to(package.resolve())
-        relative = linked.relative_to(package.resolve()).as_posix() if inside else ""
-        if not inside or not any(relative == i or relative.startswith(f"{i}/") for i in includes):
-            outside.append(target)
-    assert outside == []
+def test_a_package_readme_links_by_absolute_url_only(package: Path) -> None:
+    """A package's README is its PyPI page, shown there alone: a relative link leads nowhere
+    (the release check, tools/release, reads the same in the built wheel's metadata)."""
+    assert [t for t in relative_links(package / "README.md") if not t.startswith("#")] == []

@@ -28,7 +28,6 @@ GENERATED: dict[str, Any] = {
         "SharedAccessKey=k;UseDevelopmentEmulator=true;",
         "NEW_SETTING": "1",
         "FUNCTIONS_WORKER_RUNTIME": "python",
-        "FUNCTIONS_HOST_COSMOS_VERIFY_TLS": "false",
     },
 }
 CONNECTIONS = {"cosmos": LOCAL_COSMOS, "servicebus": GENERATED["Values"]["ServiceBusConnection"]}

@@ -1,27 +1,33 @@
-"""A local Cosmos DB endpoint for the tests that need one (funcstack's, started once per test
-process on a free port, stopped at the end), and containers made for each test: the tests run
-against the unmodified azure-cosmos SDK, as the package does in production."""
+"""A local Cosmos DB endpoint for the tests that need one (marked integration: funcstack's,
+started once per test process on a free port, the first time a test asks for it, stopped at the
+end), and containers made for each test: those tests run against the unmodified azure-cosmos
+SDK, as the package does in production. funcstack is imported only then: the other tests run
+where only ``cosmos-changefeed[aio,testing]`` is installed."""
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
 
-from funcstack.cosmos import CosmosEndpoint, start_cosmos
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 
 @pytest.fixture(scope="session")
 def cosmos() -> Iterator[CosmosEndpoint]:
+    from funcstack.cosmos import start_cosmos
+
     with start_cosmos() as endpoint:
         yield endpoint
 
 
 @pytest.fixture(scope="session")
 def client(cosmos: CosmosEndpoint) -> CosmosClient:
-    return CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+    return CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
 
 
 @pytest.fixture(scope="session")

@@ -20,13 +20,15 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
 
 from cosmos_changefeed import ChangeFeedEstimator, ChangeFeedProcessor, LeaseContext
-from funcstack.cosmos import CosmosEndpoint
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = pytest.mark.integration
 
@@ -53,13 +55,14 @@ class KedaScaler:
         lease_database: str,
         lease_container: str,
         processor_name: str,
+        ca_file: str,
     ) -> None:
         self.endpoint, self.key = endpoint.rstrip("/"), key
         self.database, self.container = database, container
         self.lease_database, self.lease_container = lease_database, lease_container
         self.processor_name = processor_name
-        self._tls = ssl.create_default_context()
-        self._tls.check_hostname, self._tls.verify_mode = False, ssl.CERT_NONE  # funcstack's cert
+        # verifying the certificate, as KEDA does (its trust store: here funcstack's authority)
+        self._tls = ssl.create_default_context(cafile=ca_file)
 
     def _auth(self, verb: str, resource_link: str, date: str) -> str:
         # generateCosmosDBAuthToken
@@ -158,8 +161,10 @@ def scenario(
 ) -> tuple[ContainerProxy, ContainerProxy, KedaScaler]:
     monitored, leases = make_container(4), make_container(path="/id")
     database = monitored.container_link.split("/")[1]
+    assert cosmos.tls is not None
+    ca_file = str(cosmos.tls.ca_file)
     keda = KedaScaler(
-        cosmos.endpoint, cosmos.key, database, monitored.id, database, leases.id, "relay"
+        cosmos.endpoint, cosmos.key, database, monitored.id, database, leases.id, "relay", ca_file
     )
     return monitored, leases, keda
 

@@ -1,10 +1,12 @@
 """Both lease stores, sync and aio, held to the contract suite the package ships
-(``cosmos_changefeed.testing``): the in-memory one, and the Cosmos DB one on a container
-partitioned on /id and on one on /partitionKey (funcstack's endpoint, through azure-cosmos)."""
+(``cosmos_changefeed.testing``): the in-memory one in-process, and the Cosmos DB one on a
+container partitioned on /id and on one on /partitionKey (funcstack's endpoint, through
+azure-cosmos: marked integration)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 import pytest
 import pytest_asyncio
@@ -16,11 +18,11 @@ from cosmos_changefeed.aio import CosmosLeaseStore as AsyncCosmosLeaseStore
 from cosmos_changefeed.aio import InMemoryLeaseStore as AsyncInMemoryLeaseStore
 from cosmos_changefeed.aio import LeaseStore as AsyncLeaseStore
 from cosmos_changefeed.testing import AsyncLeaseStoreContract, LeaseStoreContract
-from funcstack.cosmos import CosmosEndpoint
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 MakeContainer = Callable[..., ContainerProxy]
-
-pytestmark = pytest.mark.integration
 
 
 class TestInMemoryLeaseStore(LeaseStoreContract):
@@ -29,12 +31,14 @@ class TestInMemoryLeaseStore(LeaseStoreContract):
         return InMemoryLeaseStore("/id")
 
 
+@pytest.mark.integration
 class TestCosmosLeaseStore(LeaseStoreContract):
     @pytest.fixture(params=["/id", "/partitionKey"])
     def store(self, request: pytest.FixtureRequest, make_container: MakeContainer) -> LeaseStore:
         return CosmosLeaseStore(make_container(2, path=request.param, ttl=True))
 
 
+@pytest.mark.integration
 def test_a_lease_container_on_another_path_is_refused_as_dotnet_refuses_it(
     make_container: MakeContainer,
 ) -> None:
@@ -49,6 +53,7 @@ class TestAsyncInMemoryLeaseStore(AsyncLeaseStoreContract):
         return AsyncInMemoryLeaseStore("/partitionKey")
 
 
+@pytest.mark.integration
 class TestAsyncCosmosLeaseStore(AsyncLeaseStoreContract):
     @pytest_asyncio.fixture
     async def store(  # type: ignore[override]
@@ -56,7 +61,7 @@ class TestAsyncCosmosLeaseStore(AsyncLeaseStoreContract):
     ) -> AsyncIterator[AsyncLeaseStore]:
         leases = make_container(path="/id")
         async with AsyncCosmosClient(
-            cosmos.endpoint, cosmos.key, connection_verify=False
+            cosmos.endpoint, cosmos.key, **cosmos.client_options()
         ) as client:
             container = client.get_database_client(database.id).get_container_client(leases.id)
             yield AsyncCosmosLeaseStore(container)

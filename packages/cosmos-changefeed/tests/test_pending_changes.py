@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
@@ -21,7 +21,9 @@ from cosmos_changefeed import (
     PendingChanges,
 )
 from cosmos_changefeed.aio import ChangeFeedEstimator as AsyncChangeFeedEstimator
-from funcstack.cosmos import CosmosEndpoint
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = pytest.mark.integration
 
@@ -71,7 +73,7 @@ def both(
     found = ChangeFeedEstimator(monitored, leases, **options).get_pending(max_changes)
 
     async def aio() -> list[PendingChanges]:
-        async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False) as c:
+        async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options()) as c:
             database = c.get_database_client(monitored.container_link.split("/")[1])
             return await AsyncChangeFeedEstimator(
                 database.get_container_client(monitored.id),

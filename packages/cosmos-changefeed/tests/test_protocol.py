@@ -12,12 +12,12 @@ import pytest
 
 from cosmos_changefeed import InMemoryLeaseStore, Lease, LeaseLostError
 from cosmos_changefeed._drive import drive
-from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._protocol import RETRIES_ON_CONFLICT, Flow, LeaseManager, ReadRanges, Sleep
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._splits import ChildLease
 
-NO_READER = cast(FeedReader, None)  # these flows never read the monitored container
+NO_READER = cast(CosmosFeedSource, None)  # these flows never read the monitored container
 T0 = dt.datetime(2026, 1, 1, 12, 0, 0, 500000, tzinfo=dt.UTC)
 
 

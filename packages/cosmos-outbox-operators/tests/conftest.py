@@ -84,8 +84,9 @@ def admin_database(funcstack_services: LocalStack) -> Iterator[DatabaseProxy]:
     """The stack's database through one SDK client for the session."""
     from azure.cosmos import CosmosClient
 
-    client = CosmosClient.from_connection_string(
-        funcstack_services.cosmos_connection_string, connection_verify=False
+    assert funcstack_services.cosmos is not None
+    client = CosmosClient.from_connection_string(  # verifying the endpoint's certificate
+        funcstack_services.cosmos_connection_string, **funcstack_services.cosmos.client_options()
     )
     try:
         yield client.get_database_client(DATABASE)

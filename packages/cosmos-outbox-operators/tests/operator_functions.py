@@ -26,6 +26,9 @@ KEYED = {
     "aggregate_documents",
     "subscribers_status",
     "release_held",
+    "list_groups",
+    "preview_group",
+    "act_on_group",
 }
 #: The same operations through the signed-in operator's door (`outbox/console/...`).
 SIGNED_IN = {f"console_{name}" for name in KEYED}

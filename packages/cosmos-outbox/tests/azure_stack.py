@@ -55,6 +55,7 @@ class ExternalStack:
         self.cosmos_connection_string = services.cosmos_connection_string
         self.servicebus_connection_string = services.servicebus_connection_string
         self.storage_connection_string = services.storage_connection_string
+        self.cosmos_client_options = services.cosmos_client_options
 
     @property
     def cosmos_endpoint(self) -> str:
@@ -67,12 +68,22 @@ class ExternalStack:
         raise ValueError("the Cosmos DB connection string names no AccountEndpoint")
 
     def container_client(self, database: str, container: str) -> ContainerProxy:
-        """A container on the stack's Cosmos DB endpoint, through the SDK (its certificate is
-        the endpoint's own: not verified, as funcstack's `LocalStack` does)."""
+        """A container on the stack's Cosmos DB endpoint, through the SDK (its certificate
+        verified, as funcstack's `LocalStack` does)."""
         client = CosmosClient.from_connection_string(
-            self.cosmos_connection_string, connection_verify=False
+            self.cosmos_connection_string, **self.cosmos_client_options()
         )
         return client.get_database_client(database).get_container_client(container)
+
+
+def verified(stack: LocalStack | ExternalStack) -> dict[str, Any]:
+    """The keyword arguments that make an SDK client of this process verify the stack's Cosmos
+    DB endpoint (its certificate is funcstack's local authority's; this process's trust store
+    does not hold it, a host's does)."""
+    if isinstance(stack, ExternalStack):
+        return stack.cosmos_client_options()
+    assert stack.cosmos is not None
+    return stack.cosmos.client_options()
 
 
 # -- Cosmos DB ---------------------------------------------------------------------------------
@@ -123,7 +134,7 @@ class AsyncCosmosWorld(CosmosWorld):
         async def connect() -> AsyncCosmosDocumentStore:
             client = loop.closing(
                 AsyncCosmosClient.from_connection_string(
-                    stack.cosmos_connection_string, connection_verify=False
+                    stack.cosmos_connection_string, **verified(stack)
                 )
             )
             return AsyncCosmosDocumentStore(

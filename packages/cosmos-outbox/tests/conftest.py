@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 import pytest
-from azure_stack import DATABASE, ExternalStack
+from azure_stack import DATABASE, ExternalStack, verified
 from funcstack_external import FUNCSTACK_VARIABLE, external_services
 from tickets import Ticket, ticket_routes
 
@@ -40,6 +40,16 @@ if TYPE_CHECKING:
     from azure.cosmos import DatabaseProxy
 
     from funcstack import LocalStack
+
+if importlib.util.find_spec("funcstack") is not None:
+    from funcstack.cosmos import local_tls
+
+    # funcstack's local authority trusted as its hosts trust it (SSL_CERT_FILE,
+    # REQUESTS_CA_BUNDLE; funcstack's docs/cosmos.md, Certificate): the app's code composed in
+    # a test (its settings, its own clients) verifies the local Cosmos DB endpoint unchanged.
+    # (aiohttp read the trust store when imported above: its clients here are given it,
+    # azure_stack.verified; a repository-wide run sets it first, tests/conftest.py.)
+    os.environ.update(local_tls().environment())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -122,7 +132,7 @@ def admin_database(funcstack_services: LocalStack) -> Iterator[DatabaseProxy]:
     from azure.cosmos import CosmosClient
 
     client = CosmosClient.from_connection_string(
-        funcstack_services.cosmos_connection_string, connection_verify=False
+        funcstack_services.cosmos_connection_string, **verified(funcstack_services)
     )
     try:
         yield client.get_database_client(DATABASE)

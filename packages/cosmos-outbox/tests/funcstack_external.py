@@ -60,6 +60,23 @@ class ExternalServices:
     pid: int
     ready: dict[str, Any] = field(repr=False)
 
+    def cosmos_environment(self) -> dict[str, str]:
+        """The variables that make a process's clients trust the Cosmos DB endpoint's
+        certificate (funcstack's ``LocalTls.environment()``): for a process this one starts."""
+        bundle = self.ready["cosmos_tls"]["bundle_file"]
+        return {"REQUESTS_CA_BUNDLE": bundle, "SSL_CERT_FILE": bundle}
+
+    def cosmos_client_options(self) -> dict[str, Any]:
+        """The keyword arguments that make an azure-cosmos client (sync or aio) verify the
+        Cosmos DB endpoint's certificate (funcstack's ``CosmosEndpoint.client_options()``)."""
+        from azure.cosmos.documents import SSLConfiguration  # the suite's SDK
+
+        tls = self.ready["cosmos_tls"]
+        config = SSLConfiguration()
+        config.SSLCaCerts = tls["ca_file"]
+        config.SSLCertFile, config.SSLKeyFile = tls["client_cert_file"], tls["client_key_file"]
+        return {"connection_verify": tls["ca_file"], "ssl_config": config}
+
 
 def funcstack_command(command: str | Sequence[str] | None = None) -> list[str]:
     """The command line of ``funcstack``: ``command`` (a string is split as a shell would), else

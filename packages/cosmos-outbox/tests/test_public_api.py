@@ -297,3 +297,44 @@ def test_the_circle_finder_sees_a_type_only_import_closing_a_loop() -> None:
         {"cosmos_outbox._outbox", "cosmos_outbox._wiring"} <= set(circle)
         for circle in import_circles(graph)
     )
+
+
+#: What `cosmos_outbox.operations` exports: what a way in (the operators' routes, console and
+#: command line) or an app uses, nothing more (issue 74: 56 names, 29 of them used nowhere
+#: outside it); the results' parts are their fields' types, reached through them.
+OPERATIONS_EXPORTS = {
+    "Operations",
+    "Actor",
+    "ADMIN_KEY",
+    "NO_KEY",
+    "acting_as",
+    "OutboxStatus",
+    "Reading",
+    "QuarantinedEvent",
+    "Discarded",
+    "DeadLetterCounts",
+    "LetterSummary",
+    "DeadLetterMessage",
+    "ActionReport",
+    "LetterPreview",
+    "EventJourney",
+    "AggregateJourney",
+    "Subscribers",
+    "Released",
+    "RedrivePage",
+    "RedrivePreview",
+    "FailureGroups",
+    "GroupOutcome",
+    "LetterFilter",
+    "Selection",
+    "MAX_PER_CALL",
+    "trace_id",
+    "stored_events",
+}
+
+
+def test_the_operators_api_exports_what_a_way_in_or_an_app_uses() -> None:
+    import cosmos_outbox.operations
+
+    assert set(cosmos_outbox.operations.__all__) == OPERATIONS_EXPORTS
+    assert len(OPERATIONS_EXPORTS) <= 30

@@ -113,6 +113,9 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "EVENT_TTL_SECONDS",
         "FEED_POLL_DELAY_MS",
         "MAX_ITEMS_PER_INVOCATION",
+        "LEASE_ACQUIRE_INTERVAL_MS",
+        "LEASE_EXPIRATION_INTERVAL_MS",
+        "LEASE_RENEW_INTERVAL_MS",
         "BACKLOG_ESTIMATE_SCHEDULE",
         "CLOUDEVENTS_SOURCE_BASE",
         "CLOUDEVENTS_SOURCE",
@@ -125,6 +128,7 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "AzureWebJobsStorage__blobServiceUri",
         "AzureWebJobsStorage__accountName",
         "IDEMPOTENCY_TTL_SECONDS",
+        "OUTBOX_PROCESSOR_NAME",
         "OUTBOX_LEASE_PREFIX",
         "SERVICEBUS_SCHEDULE_QUEUE",
         "OUTBOX_SUBSCRIPTIONS",
@@ -302,15 +306,69 @@ def _relay_trigger(environ: dict[str, str]) -> dict[str, object]:
     return binding
 
 
-def test_the_relays_leases_have_a_prefix_of_their_own_and_can_keep_the_ones_before() -> None:
+def test_the_relays_processor_has_a_name_of_its_own_and_can_keep_the_leases_before() -> None:
     """In Azure two Cosmos DB triggers on one container with one lease container and one prefix
-    share the leases (each sees part of the changes): the relay's have a prefix of their own
-    (`outbox.`); `OUTBOX_LEASE_PREFIX=""` keeps the leases a relay deployed before 0.3 wrote."""
+    share the leases (each sees part of the changes): the relay's processor has a name of its own
+    (`outbox.`, the trigger's `leaseContainerPrefix`); `OUTBOX_PROCESSOR_NAME=""` keeps the
+    leases a relay deployed before 0.3 wrote."""
     assert _relay_trigger({})["leaseContainerPrefix"] == "outbox."
-    assert _relay_trigger({"OUTBOX_LEASE_PREFIX": "orders."})["leaseContainerPrefix"] == "orders."
-    assert "leaseContainerPrefix" not in _relay_trigger({"OUTBOX_LEASE_PREFIX": ""})
-    with pytest.raises(SettingsError, match="OUTBOX_LEASE_PREFIX"):
-        load_trigger_settings({"OUTBOX_LEASE_PREFIX": "a/b"})
+    assert _relay_trigger({"OUTBOX_PROCESSOR_NAME": "orders."})["leaseContainerPrefix"] == "orders."
+    assert "leaseContainerPrefix" not in _relay_trigger({"OUTBOX_PROCESSOR_NAME": ""})
+    with pytest.raises(SettingsError, match="OUTBOX_PROCESSOR_NAME"):
+        load_trigger_settings({"OUTBOX_PROCESSOR_NAME": "a/b"})
+
+
+def test_the_relays_lease_intervals_are_its_triggers_binding_properties() -> None:
+    """LEASE_*_INTERVAL_MS are the Cosmos DB trigger's leaseAcquireInterval /
+    leaseExpirationInterval / leaseRenewInterval (ms); unset or 0 they are left out (the
+    host's processor keeps its own); a renew interval not under the expiration interval --
+    given, or the processor's default -- is refused at indexing, naming both."""
+    plain = _relay_trigger({})
+    assert not {"leaseAcquireInterval", "leaseExpirationInterval", "leaseRenewInterval"} & set(
+        plain
+    )
+    given = _relay_trigger(
+        {
+            "LEASE_ACQUIRE_INTERVAL_MS": "500",
+            "LEASE_EXPIRATION_INTERVAL_MS": "3000",
+            "LEASE_RENEW_INTERVAL_MS": "1000",
+        }
+    )
+    assert (
+        given["leaseAcquireInterval"],
+        given["leaseExpirationInterval"],
+        given["leaseRenewInterval"],
+    ) == (500, 3000, 1000)
+    assert "leaseRenewInterval" not in _relay_trigger({"LEASE_RENEW_INTERVAL_MS": "0"})
+    with pytest.raises(
+        SettingsError, match=r"renew interval \(5 s, LEASE_RENEW_INTERVAL_MS\).*LEASE_EXPIRATION"
+    ):
+        load_trigger_settings(
+            {"LEASE_RENEW_INTERVAL_MS": "5000", "LEASE_EXPIRATION_INTERVAL_MS": "5000"}
+        )
+    with pytest.raises(SettingsError, match=r"\(60 s, the processor's default\)"):
+        load_trigger_settings({"LEASE_RENEW_INTERVAL_MS": "90000"})
+
+
+@pytest.mark.parametrize("value", ["orders.", ""])
+def test_the_renamed_lease_prefix_setting_is_refused_naming_its_new_name(
+    value: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OUTBOX_LEASE_PREFIX was renamed OUTBOX_PROCESSOR_NAME (0.5): set, it is refused at
+    indexing and at start, the message naming the new name, never silently ignored."""
+    with pytest.raises(SettingsError, match=r"OUTBOX_LEASE_PREFIX.*OUTBOX_PROCESSOR_NAME"):
+        load_trigger_settings({"OUTBOX_LEASE_PREFIX": value})
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("OUTBOX_LEASE_PREFIX", value)
+    with pytest.raises(SettingsError, match=r"OUTBOX_LEASE_PREFIX.*OUTBOX_PROCESSOR_NAME"):
+        load_settings()
+
+
+def test_the_default_lease_prefix_is_renamed_and_warns() -> None:
+    import cosmos_outbox.settings
+
+    with pytest.warns(DeprecationWarning, match="DEFAULT_PROCESSOR_NAME"):
+        assert cosmos_outbox.settings.DEFAULT_LEASE_PREFIX == "outbox."
 
 
 def test_the_relay_binds_the_default_database_and_leases_when_their_settings_are_not_set() -> None:

@@ -351,6 +351,7 @@ def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed
         "SharedAccessKey=their-secret-value="
     )
     values = {**sample["Values"], "MY_FEATURE_FLAG": "on", "ServiceBusConnection": theirs}
+    values["FUNCTIONS_HOST_COSMOS_VERIFY_TLS"] = "false"  # what funcstack wrote before
     (app / "local.settings.json").write_text(
         json.dumps({"IsEncrypted": False, "Values": values, "Host": {"LocalHttpPort": 7071}})
     )
@@ -360,8 +361,8 @@ def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed
     said = [line.strip() for line in cli.output if "local.settings.json: " in line]
     assert said == [
         "local.settings.json: updated AzureWebJobsStorage, CosmosConnection (the "
-        "local endpoints); added FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
-        "ServiceBusConnection (not a local endpoint)"
+        "local endpoints); removed FUNCTIONS_HOST_COSMOS_VERIFY_TLS (the local endpoint is "
+        "verified); kept ServiceBusConnection (not a local endpoint)"
     ], cli.text
     assert "their-secret-value" not in cli.text
     cosmos = cli.wait_for("AccountEndpoint=").split()[-1]
@@ -371,6 +372,7 @@ def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed
     assert written["Values"]["ServiceBusConnection"] == theirs
     assert written["Values"]["CosmosConnection"] == cosmos
     assert written["Host"] == {"LocalHttpPort": 7071}
+    assert "FUNCTIONS_HOST_COSMOS_VERIFY_TLS" not in written["Values"]
 
 
 KEYED_APP = """

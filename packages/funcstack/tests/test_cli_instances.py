@@ -15,7 +15,6 @@ import subprocess
 import time
 import urllib.error
 import urllib.request
-import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,6 +25,8 @@ from urllib.parse import urlsplit
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 from test_cli import Cli, one_line, run_once
+
+from funcstack.cosmos import local_tls
 
 pytestmark = pytest.mark.integration
 
@@ -145,8 +146,9 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
     ).start()
     try:
         ready = json.loads(cli.wait_for('{"ready": true'))
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-        client = CosmosClient.from_connection_string(ready["cosmos"], connection_verify=False)
+        client = CosmosClient.from_connection_string(
+            ready["cosmos"], **local_tls().client_options()
+        )
         leases = client.get_database_client("shop").get_container_client("leases")
         yield Running(cli, folder, ready, leases)
     finally:

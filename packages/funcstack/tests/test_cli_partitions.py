@@ -1,7 +1,7 @@
-"""``funcstack split`` / ``funcstack partitions`` as a user meets them: against the stack
+"""``funcstack split`` / ``merge`` / ``partitions`` as a user meets them: against the stack
 ``funcstack up`` runs from the same folder (found through what it keeps in ``.funcstack/``),
-a container's physical partition is split while the stack runs; what a user can get wrong is
-one line naming the cause, exit status 1, no traceback."""
+a container's physical partition is split, then merged, while the stack runs; what a user can
+get wrong is one line naming the cause, exit status 1, no traceback."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 from azure.cosmos import CosmosClient
+
+from funcstack.cosmos import local_tls
 
 pytestmark = pytest.mark.integration
 CONFIG = """{
@@ -84,7 +86,7 @@ def test_split_a_physical_partition_of_the_stack_running_from_this_folder(
 
     [ready] = [line for line in output if line.startswith('{"ready": true')]
     connection = json.loads(ready)["cosmos"]
-    with CosmosClient.from_connection_string(connection, connection_verify=False) as client:
+    with CosmosClient.from_connection_string(connection, **local_tls().client_options()) as client:
         orders = client.get_database_client("shop").get_container_client("orders")
         for i in range(20):
             orders.create_item({"id": str(i), "customerId": f"c{i}"})
@@ -104,6 +106,19 @@ def test_split_a_physical_partition_of_the_stack_running_from_this_folder(
     assert "No live partition key range '1'" in one_line(
         funcstack(folder, "split", "shop", "orders", "--range", "1")
     )
+
+    merge = funcstack(folder, "merge", "shop", "orders", "--range", "2", "--range", "3")
+    assert merge.returncode == 0, merge.stderr
+    lines = merge.stdout.splitlines()
+    assert lines[0] == (
+        "shop/orders: ranges 2, 3 merged into 4; requests naming 2, 3 now answer "
+        "410 / 1002 (PartitionKeyRangeGone)"
+    )
+    rows = [line.split(maxsplit=4) for line in lines[2:]]
+    assert [row[0] for row in rows] == ["0", "4"]
+    assert sum(int(row[1]) for row in rows) == 20
+    assert rows[1][-1].split()[-3:] == ["1,", "2,", "3"]  # every range it came from
+    assert "at least two" in one_line(funcstack(folder, "merge", "shop", "orders", "--range", "0"))
     assert "No container 'nope' in database 'shop'" in one_line(
         funcstack(folder, "partitions", "shop", "nope")
     )

@@ -49,6 +49,7 @@ SETTINGS = {
 WORKER = """
 import json, os, signal, socket, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from urllib.parse import urlsplit
 
 name = sys.argv[sys.argv.index("--name") + 1]
 said = {k: os.environ.get(k) for k in
@@ -59,10 +60,9 @@ def on_term(signum, frame):
     # what a relay does on SIGTERM: release its leases, in Cosmos DB, which still runs (a
     # while after the signal: stopped at once, Cosmos DB would be gone by then)
     time.sleep(0.8)
-    endpoint = os.environ["CosmosConnection"].split("AccountEndpoint=")[1].split(";")[0]
-    host, port = endpoint.split("//")[1].rstrip("/").split(":")
+    endpoint = urlsplit(os.environ["CosmosConnection"].split("AccountEndpoint=")[1].split(";")[0])
     try:
-        socket.create_connection((host, int(port)), timeout=5).close()
+        socket.create_connection((endpoint.hostname, endpoint.port), timeout=5).close()
         cosmos = "cosmos-up"
     except OSError:
         cosmos = "cosmos-gone"

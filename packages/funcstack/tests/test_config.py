@@ -305,7 +305,6 @@ def test_settings_take_the_local_connection_strings_by_their_shape_not_their_nam
         "NAME": "orders",
         "PORT": 5,
         "FUNCTIONS_WORKER_RUNTIME": "python",
-        "FUNCTIONS_HOST_COSMOS_VERIFY_TLS": "false",
         "EXTRA": "1",
     }
     assert document["Host"] == {"LocalHttpPort": 7075}

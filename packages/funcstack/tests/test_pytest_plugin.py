@@ -39,7 +39,7 @@ HELLO = {str(HELLO)!r}
 
 def test_the_services(funcstack_services):
     cosmos = CosmosClient(funcstack_services.cosmos_endpoint, funcstack_services.cosmos_key,
-                          connection_verify=False)
+                          **funcstack_services.cosmos.client_options())
     container = cosmos.get_database_client("hello").get_container_client("greetings")
     container.create_item({{"id": "from-the-plugin"}})
     assert container.read_item("from-the-plugin", partition_key="from-the-plugin")

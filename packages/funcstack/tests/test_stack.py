@@ -115,7 +115,9 @@ def test_provisioning_is_idempotent_and_says_what_it_did(official: LocalStack) -
         )
     )
     connection = official.cosmos_connection_string
-    first = provision_cosmos(spec, connection)
+    assert official.cosmos is not None
+    options = official.cosmos.client_options()  # verifying the endpoint's certificate
+    first = provision_cosmos(spec, connection, client_options=options)
     assert [line.split(" (")[0] for line in first.lines()] == [
         f"cosmos database {name}: created",
         f"cosmos container {name}/items: created",
@@ -127,7 +129,7 @@ def test_provisioning_is_idempotent_and_says_what_it_did(official: LocalStack) -
         *(
             len(
                 list(
-                    CosmosClient.from_connection_string(connection, connection_verify=False)
+                    CosmosClient.from_connection_string(connection, **options)
                     .get_database_client(name)
                     .get_container_client(c)
                     .read_feed_ranges()
@@ -136,14 +138,16 @@ def test_provisioning_is_idempotent_and_says_what_it_did(official: LocalStack) -
             for c in ("items", "leases")
         ),
     ]
-    again = provision_cosmos(spec, connection)
+    again = provision_cosmos(spec, connection, client_options=options)
     assert [i.outcome for i in again.items] == ["exists", "exists", "exists"]
     assert again.created == []
     changed = CosmosSpec(
         databases=(DatabaseSpec(name, (ContainerSpec("items", "/pk", default_ttl=60),)),)
     )
-    assert [i.outcome for i in provision_cosmos(changed, connection).items] == ["exists", "updated"]
-    client = CosmosClient.from_connection_string(connection, connection_verify=False)
+    assert [
+        i.outcome for i in provision_cosmos(changed, connection, client_options=options).items
+    ] == ["exists", "updated"]
+    client = CosmosClient.from_connection_string(connection, **options)
     stored = client.get_database_client(name).get_container_client("items").read()
     assert stored["defaultTtl"] == 60
     assert stored["indexingPolicy"]["includedPaths"] == [{"path": "/kind/?"}]  # kept
@@ -151,7 +155,7 @@ def test_provisioning_is_idempotent_and_says_what_it_did(official: LocalStack) -
     with pytest.raises(
         ProvisionError, match=f"{name}/items exists with partition key /pk, declared /other"
     ):
-        provision_cosmos(moved, connection)
+        provision_cosmos(moved, connection, client_options=options)
 
 
 def test_declared_physical_partitions_are_laid_out_split_and_kept_as_declared(
@@ -169,16 +173,22 @@ def test_declared_physical_partitions_are_laid_out_split_and_kept_as_declared(
         )
 
     connection = official.cosmos_connection_string
-    created = provision_cosmos(spec(4), connection)
+    assert official.cosmos is not None
+    options = official.cosmos.client_options()  # verifying the endpoint's certificate
+    created = provision_cosmos(spec(4), connection, client_options=options)
     assert [i.outcome for i in created.items] == ["created", "created"]
     assert created.lines()[1] == f"cosmos container {name}/orders: created (4 physical partitions)"
     assert [p.id for p in official.physical_partitions(name, "orders")] == ["0", "1", "2", "3"]
-    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == ["exists", "exists"]
+    assert [
+        i.outcome for i in provision_cosmos(spec(4), connection, client_options=options).items
+    ] == ["exists", "exists"]
     assert official.split(name, "orders", "1") == ["4", "5"]
     # more than declared (split since) is kept: physical partitions never merge
-    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == ["exists", "exists"]
+    assert [
+        i.outcome for i in provision_cosmos(spec(4), connection, client_options=options).items
+    ] == ["exists", "exists"]
     # fewer than declared: split until there are as many
-    updated = provision_cosmos(spec(7), connection)
+    updated = provision_cosmos(spec(7), connection, client_options=options)
     assert [i.outcome for i in updated.items] == ["exists", "updated"]
     assert updated.items[1].partitions == 7
     assert len(official.physical_partitions(name, "orders")) == 7
@@ -416,8 +426,7 @@ def test_the_users_local_settings_are_kept_and_only_local_connections_updated(
     line = official.settings_changes["kept"]
     assert line == (
         "local.settings.json: updated CosmosConnection (the local endpoint); added "
-        "GREETINGS_TOPIC, FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
-        "ServiceBusConnection (not a local endpoint)"
+        "GREETINGS_TOPIC (missing); kept ServiceBusConnection (not a local endpoint)"
     )
     assert "secret" not in line and "AccountKey" not in line
 

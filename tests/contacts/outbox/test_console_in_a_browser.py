@@ -28,7 +28,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 from azure.servicebus import ServiceBusClient
@@ -37,7 +37,10 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
+from cosmos_outbox.documents import commit_operations
 from cosmos_outbox_operators import OPERATOR_ROLE
+from domain.contact import Contact
+from domain.values import Company, Name
 from funcstack.cosmos import CosmosEndpoint
 from tests.contacts.outbox.browser import accessibility_violations, axe_source, chromium
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
@@ -152,6 +155,8 @@ def stack(
             # the backlog timer every 5 s: the chart has readings within the walk
             "BACKLOG_ESTIMATE_SCHEDULE": "*/5 * * * * *",
             "SERVICEBUS_MAX_MESSAGE_BYTES": str(STANDARD),
+            # a pending event that waits 15 s makes the relay stalled (the frozen walk's)
+            "OUTBOX_RELAY_STALL_SECONDS": "15",
             # funcstack's stand-in for App Service Authentication; its sessions outlive a
             # restart of the app (as App Service's do)
             "FUNCSTACK_SIGN_IN": "true",
@@ -304,6 +309,8 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     since.send_keys(an_hour_ago)
     driver.find_element(By.CSS_SELECTOR, "form.redrive button[type=submit]").click()
     preview = walk.previewed("redrive")
+    # the refusal shown before is not this preview's: gone (issue 72: it stayed, cancelled or not)
+    assert walk.find("#redrive-result .problem") is None
     assert preview.get_attribute("data-events") == "4", preview.text
     assert f"4 stored events of 1 aggregate created since {an_hour_ago}" in preview.text
     counts = preview.find_element(By.CSS_SELECTOR, 'tr[data-subscription="all-events"]')
@@ -690,3 +697,177 @@ def test_an_action_posted_from_another_origin_is_refused(stack: Stack) -> None:
         if "outbox audit: redrive by" in line and " since 2000-01-01" in line
     ]
     assert len(redrives) == 1, redrives  # the refused one did nothing
+
+
+def plant_unreadable(container: Any, first: str) -> str:
+    """One contact created and described in one batch, its description's event unreadable (an
+    empty action: the relay quarantines it); that event's id."""
+    contact = Contact.create(
+        name=Name(first_name=first, last_name="Ops"),
+        email=f"{first.lower()}@example.com",
+        company=Company(company_name="Outbox"),
+    )
+    contact.describe(f"{first} described")
+    operations = commit_operations(
+        contact, contact.collect_events(), etag=None, event_ttl_seconds=864000, traceparent=None
+    )
+    documents = [dict(op.document or {}) for op in operations]
+    documents[-1]["action"] = ""
+    container.execute_item_batch(
+        [(op.kind, (doc,)) for op, doc in zip(operations, documents, strict=True)],
+        partition_key=contact.id,
+    )
+    return str(documents[-1]["id"])
+
+
+def group_row(walk: Walk, cause: str, count: int) -> WebElement | None:
+    """The failure groups' row whose cause has `cause`, once it counts `count`."""
+    for row in walk.driver.find_elements(By.CSS_SELECTOR, "#groups-panel tr[data-group-id]"):
+        if cause in row.text and row.get_attribute("data-count") == str(count):
+            return row
+    return None
+
+
+def test_failure_groups_are_previewed_and_acted_on_a_group_at_a_time(
+    walk: Walk, stack: Stack
+) -> None:
+    """Issue 72 item 6: 50 poison events of two causes -- 25 the relay quarantined (an empty
+    action: unreadable) and 25 a subscriber dead-lettered (its handler refused them) -- become
+    two groups on the page; the first previewed and discarded, the second retried (resubmitted
+    to its subscription), each through the confirmation dialog's preview; then neither is left,
+    and the audit has each event's line and the group's, naming the operator."""
+    driver = walk.driver
+    container = stack.contacts_container()
+    quarantined = [plant_unreadable(container, f"Un{i}") for i in range(25)]
+    refused = []
+    for i in range(25):
+        session, _ = plant_history(container, f"Dl{i}", 0)
+        refused += dead_letter(stack, session, 1)
+    walk.quiet()
+    refresh = driver.find_element(By.CSS_SELECTOR, "#groups .section-head button")
+
+    def both() -> tuple[WebElement, WebElement] | None:
+        unreadable = group_row(walk, "event action", 25)
+        letters = group_row(walk, "the walk's subscriber refused it", 25)
+        if unreadable is None or letters is None:
+            refresh.click()
+            time.sleep(1)
+            return None
+        return unreadable, letters
+
+    unreadable, letters = walk.wait("the two failure groups", both, 90)
+    assert "the quarantine" in unreadable.text and "all-events" in letters.text
+    walk.shot("failure-groups", "#groups")
+    group_id = unreadable.get_attribute("data-group-id") or ""
+
+    # the unreadable group: previewed in the dialog, then discarded with a reason
+    reason = "written by a broken importer"
+    unreadable.find_element(By.CSS_SELECTOR, "details.discard summary").click()
+    unreadable.find_element(By.CSS_SELECTOR, "details.discard input[name=reason]").send_keys(reason)
+    unreadable.find_element(By.CSS_SELECTOR, "details.discard button[type=submit]").click()
+    preview = walk.wait(
+        "the group discard's preview",
+        lambda: walk.find('dialog#confirm[open] #confirm-preview [data-outcome="group-discard"]'),
+    )
+    assert preview.get_attribute("data-matching") == "25", preview.text
+    assert f"Reason: {reason}" in walk.confirm()
+    walk.wait(
+        "the group discard's outcome",
+        lambda: (
+            (o := walk.find('#groups-result [data-outcome="group-discard"]')) is not None
+            and o.get_attribute("data-done") == "25"
+        ),
+        60,
+    )
+    # the dead letters' group: previewed, then retried (resubmitted to all-events)
+    walk.quiet()
+    letters = walk.wait(
+        "the dead letters' group", lambda: group_row(walk, "the walk's subscriber refused it", 25)
+    )
+    letters.find_element(By.XPATH, ".//button[normalize-space()='Retry…']").click()
+    preview = walk.wait(
+        "the group retry's preview",
+        lambda: walk.find('dialog#confirm[open] #confirm-preview [data-outcome="group-retry"]'),
+    )
+    assert preview.get_attribute("data-matching") == "25", preview.text
+    assert "all-events receives 25" in preview.text
+    walk.confirm()
+    walk.wait(
+        "the group retry's outcome",
+        lambda: (
+            (o := walk.find('#groups-result [data-outcome="group-retry"]')) is not None
+            and o.get_attribute("data-done") == "25"
+        ),
+        60,
+    )
+    walk.shot("failure-groups-acted", "#groups")
+    refresh.click()
+    walk.wait(
+        "neither group left",
+        lambda: (
+            walk.find("#groups-panel .groups")
+            and group_row(walk, "event action", 25) is None
+            and group_row(walk, "the walk's subscriber refused it", 25) is None
+        ),
+    )
+    log = (stack.workdir / "runner.log").read_text(errors="replace").splitlines()
+    by = f"by {OPERATOR}"
+    discards = [
+        line
+        for line in log
+        if f"quarantine.discard {by}" in line and ": event " in line and reason in line
+    ]
+    assert {e for e in quarantined if any(e in line for line in discards)} == set(quarantined)
+    assert any("groups.discard " + by in line and group_id in line for line in log)
+    assert any("groups.retry " + by in line and "25 of 25 done" in line for line in log)
+    assert any("deadletters.resubmit " + by in line for line in log)
+    assert len(refused) == 25
+
+
+#: The panels a frozen Service Bus reaches (each reads it: dead letters, their counts per
+#: subscriber, the failure groups), and the relay's.
+FROZEN_PANELS = ("#dead-letters-panel", "#subscribers-panel", "#groups-panel")
+
+
+def test_with_service_bus_frozen_every_panel_names_it_and_a_stall_is_stalled(
+    walk: Walk, stack: Stack
+) -> None:
+    """Issue 72 item 4: Service Bus frozen (its endpoint's process stopped) with an event
+    pending: the relay's panel turns "stalled", naming Service Bus, and is never shown stale
+    (its route answers within its bound); each panel that reads Service Bus says it did not
+    answer -- in its content, or in its stale note, never "the store or the message broker";
+    resumed, every mark clears at the next refresh of the relay's state (not a minute later)."""
+    driver = walk.driver
+    assert stack.servicebus is not None
+    endpoint = stack.servicebus.started()
+    walk.quiet()
+    endpoint.send_signal(signal.SIGSTOP)
+    try:
+        plant_history(stack.contacts_container(), "Frozen", 0)
+        for section in ("#dead-letters", "#subscribers", "#groups"):
+            driver.find_element(By.CSS_SELECTOR, f"{section} .section-head button").click()
+
+        def stalled() -> WebElement | None:
+            panel = walk.find("#status-panel")
+            assert panel is not None
+            assert "stale" not in (panel.get_attribute("class") or ""), panel.text
+            return panel if "stalled" in panel.text and "Service Bus" in panel.text else None
+
+        status = walk.wait("the relay stalled, naming Service Bus", stalled, 90)
+        assert "the store or the message broker" not in status.text
+        for css in FROZEN_PANELS:
+
+            def naming(css: str = css) -> WebElement | None:
+                panel = walk.find(css)
+                return panel if panel is not None and "Service Bus" in panel.text else None
+
+            panel = walk.wait(f"{css} naming Service Bus", naming, 30)
+            assert "the store or the message broker" not in panel.text, (css, panel.text)
+        walk.shot("service-bus-frozen")
+    finally:
+        endpoint.send_signal(signal.SIGCONT)
+    walk.wait(
+        "every panel fresh again",
+        lambda: not driver.find_elements(By.CSS_SELECTOR, "[data-keep].stale") or None,
+        45,
+    )

@@ -239,7 +239,7 @@ class Leases:
 
     def __init__(self, stack: Stack) -> None:
         self._container = stack.container(stack.settings()["COSMOS_LEASE_CONTAINER"])
-        self._prefix = stack.settings()["OUTBOX_LEASE_PREFIX"]
+        self._prefix = stack.settings()["OUTBOX_PROCESSOR_NAME"]
 
     def read(self) -> list[LeaseView]:
         return [

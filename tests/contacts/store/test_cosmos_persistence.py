@@ -18,10 +18,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
-]
+pytestmark = pytest.mark.integration
 
 
 @contextmanager
@@ -34,9 +31,7 @@ def endpoint(state_file: Path | None, tmp_path: Path) -> Iterator[CosmosEndpoint
 
 
 def container_of(cosmos: CosmosEndpoint) -> ContainerProxy:
-    client = CosmosClient.from_connection_string(
-        cosmos.connection_string, connection_verify=cosmos.verify_tls
-    )
+    client = CosmosClient.from_connection_string(cosmos.connection_string)  # verified: conftest
     database = client.create_database_if_not_exists("db")
     return database.create_container_if_not_exists("contacts", PartitionKey("/pk"))
 

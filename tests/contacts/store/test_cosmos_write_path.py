@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import time
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,21 +31,23 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def account(request: pytest.FixtureRequest) -> tuple[str, str]:
-    """The local endpoint and its key, or the official emulator / an account when
-    COSMOS_ENDPOINT and COSMOS_KEY are set (the contract suite then runs there unchanged)."""
+def account(request: pytest.FixtureRequest) -> tuple[str, str, dict[str, Any]]:
+    """The local endpoint and its key (verified: tests/conftest.py trusts funcstack's
+    authority), or the official emulator / an account when COSMOS_ENDPOINT and COSMOS_KEY are
+    set (the contract suite then runs there unchanged; COSMOS_VERIFY_TLS=false for an emulator
+    whose certificate this process does not trust), with the clients' TLS options."""
     endpoint, key = os.environ.get("COSMOS_ENDPOINT"), os.environ.get("COSMOS_KEY")
     if endpoint and key:
-        return endpoint, key
+        verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
+        return endpoint, key, {"connection_verify": verify}
     stack: Stack = request.getfixturevalue("stack")
     assert stack.cosmos is not None
-    return stack.cosmos.endpoint, stack.cosmos.key
+    return stack.cosmos.endpoint, stack.cosmos.key, {}
 
 
 @pytest.fixture(scope="module")
-def cosmos(account: tuple[str, str]) -> CosmosClient:
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    return CosmosClient(account[0], credential=account[1], connection_verify=False)
+def cosmos(account: tuple[str, str, dict[str, Any]]) -> CosmosClient:
+    return CosmosClient(account[0], credential=account[1], **account[2])
 
 
 def fresh_container(cosmos: CosmosClient, name: str) -> ContainerProxy:
@@ -110,11 +111,11 @@ def loop() -> Iterator[EventLoop]:
 
 
 @pytest.fixture(scope="module")
-def aio(account: tuple[str, str], loop: EventLoop) -> Iterator[AsyncCosmosClient]:
+def aio(account: tuple[str, str, dict[str, Any]], loop: EventLoop) -> Iterator[AsyncCosmosClient]:
     """The SDK's `aio` client on `loop` (its session belongs to that loop)."""
 
     async def connect() -> AsyncCosmosClient:
-        return AsyncCosmosClient(account[0], credential=account[1], connection_verify=False)
+        return AsyncCosmosClient(account[0], credential=account[1], **account[2])
 
     client: AsyncCosmosClient = loop.run(connect())
     try:

@@ -9,20 +9,30 @@ the handler returns (at least once). ``cosmos_changefeed.aio`` has the same name
 
 from __future__ import annotations
 
+from cosmos_changefeed._checkpoints import CheckpointPolicy
+from cosmos_changefeed._checks import HandlerKindError
+from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._estimator import ChangeFeedEstimator
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._manual import ManualCheckpointContext
 from cosmos_changefeed._names import store_prefix as lease_prefix
 from cosmos_changefeed._options import (
     ChangeFeedProcessorState,
+    During,
     EstimateFrom,
+    FailedBatch,
+    Failure,
     LeaseContext,
     Mode,
     PendingChanges,
     StartFrom,
 )
-from cosmos_changefeed._processor import ChangeFeedProcessor, Handler
+from cosmos_changefeed._processor import ChangeFeedProcessor, Handler, ManualCheckpointHandler
 from cosmos_changefeed._protocol import LeaseLostError
+from cosmos_changefeed._resources import MissingResourceError
+from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import (
     ConflictError,
     InMemoryDocuments,
@@ -39,10 +49,18 @@ __all__ = [
     "ChangeFeedEstimator",
     "ChangeFeedProcessor",
     "ChangeFeedProcessorState",
+    "CheckpointPolicy",
     "ConflictError",
+    "Continuation",
+    "CosmosFeedSource",
     "CosmosLeaseStore",
+    "During",
     "EstimateFrom",
+    "FailedBatch",
+    "Failure",
+    "FeedSource",
     "Handler",
+    "HandlerKindError",
     "InMemoryDocuments",
     "InMemoryLeaseStore",
     "Lease",
@@ -50,6 +68,9 @@ __all__ = [
     "LeaseLostError",
     "LeaseStore",
     "LeaseStoreError",
+    "ManualCheckpointContext",
+    "ManualCheckpointHandler",
+    "MissingResourceError",
     "Mode",
     "NotFoundError",
     "PendingChanges",

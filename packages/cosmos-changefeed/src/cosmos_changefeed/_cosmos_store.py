@@ -18,6 +18,7 @@ from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
+from cosmos_changefeed._resources import read_properties
 from cosmos_changefeed._store import (
     ConflictError,
     LeaseStore,
@@ -35,13 +36,19 @@ class CosmosLeaseStore(LeaseStore):
 
     def __init__(self, container: ContainerProxy) -> None:
         self.container = container
-        self._path: str | None = None
+        self._properties: dict[str, Any] | None = None
+
+    def _read(self) -> dict[str, Any]:
+        if self._properties is None:
+            self._properties = read_properties(self.container, "lease container")
+        return self._properties
 
     def partition_key_path(self) -> str:
-        if self._path is None:
-            paths = list((self.container.read().get("partitionKey") or {}).get("paths") or ["/id"])
-            self._path = check_partition_key_path(paths[0] if len(paths) == 1 else ",".join(paths))
-        return self._path
+        return partition_key_path_of(self._read())
+
+    def expires_documents(self) -> bool:
+        """Whether the container has TTL on (``defaultTtl`` set), so a ``ttl`` is honoured."""
+        return ttl_on(self._read())
 
     def list_documents(self, prefix: str) -> list[dict[str, Any]]:
         return [
@@ -93,6 +100,19 @@ class CosmosLeaseStore(LeaseStore):
                 return False
             raise
         return True
+
+
+def partition_key_path_of(properties: dict[str, Any]) -> str:
+    """A lease container's partition key path, from its properties (refused unless /id or
+    /partitionKey)."""
+    paths = list((properties.get("partitionKey") or {}).get("paths") or ["/id"])
+    return check_partition_key_path(paths[0] if len(paths) == 1 else ",".join(paths))
+
+
+def ttl_on(properties: dict[str, Any]) -> bool:
+    """Whether a container expires documents with a ``ttl``: its ``defaultTtl`` is set (-1: on,
+    no default)."""
+    return properties.get("defaultTtl") is not None
 
 
 def translated_error(exc: CosmosHttpResponseError) -> Exception:

@@ -1,12 +1,12 @@
-"""Run a lease protocol flow (``_protocol``) against a sync store and reader: each operation the
-flow yields is done and its result sent back, or the store's refusal thrown into it."""
+"""Run a lease protocol flow (``_protocol``) against a sync lease store and feed source: each
+operation the flow yields is done and its result sent back, or the store's refusal thrown into
+it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from cosmos_changefeed._feed import FeedReader
 from cosmos_changefeed._protocol import (
     Create,
     Delete,
@@ -14,16 +14,19 @@ from cosmos_changefeed._protocol import (
     ListDocuments,
     Op,
     Read,
+    ReadContainerRid,
     ReadPage,
     ReadRanges,
     Replace,
     Sleep,
+    StoreFacts,
 )
+from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import LeaseStore, LeaseStoreError
 
 
 def drive(
-    flow: Flow, store: LeaseStore, reader: FeedReader, sleep: Callable[[float], object]
+    flow: Flow, store: LeaseStore, reader: FeedSource, sleep: Callable[[float], object]
 ) -> Any:
     """The flow's result (its return value)."""
     send: Any = None
@@ -41,7 +44,7 @@ def drive(
 
 
 def _perform(
-    op: Op, store: LeaseStore, reader: FeedReader, sleep: Callable[[float], object]
+    op: Op, store: LeaseStore, reader: FeedSource, sleep: Callable[[float], object]
 ) -> Any:
     if isinstance(op, ListDocuments):
         return store.list_documents(op.prefix)
@@ -56,7 +59,11 @@ def _perform(
     if isinstance(op, ReadRanges):
         return reader.ranges(force_refresh=op.force_refresh)
     if isinstance(op, ReadPage):
-        return reader.read(op.lease, op.position, op.start, max_items=op.max_items)
+        return reader.read(op.lease, op.position, op.start, mode=op.mode, max_items=op.max_items)
     if isinstance(op, Sleep):
         return sleep(op.seconds)
+    if isinstance(op, ReadContainerRid):
+        return reader.container_rid()
+    if isinstance(op, StoreFacts):
+        return store.partition_key_path(), store.expires_documents()
     raise TypeError(f"not a lease store operation: {op!r}")

@@ -27,9 +27,17 @@ import datetime as dt
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
+from cosmos_changefeed import _names
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, PendingChanges
-from cosmos_changefeed._protocol import ListDocuments, Op, ReadPage, ReadRanges
+from cosmos_changefeed._protocol import (
+    ListDocuments,
+    Op,
+    ReadContainerRid,
+    ReadPage,
+    ReadRanges,
+    StoreFacts,
+)
 from cosmos_changefeed._ranges import PartitionKeyRange
 from cosmos_changefeed._reading import SESSION_TOKEN_HEADER, Start
 
@@ -114,29 +122,28 @@ def pending(
 # -- the estimator's reads, as flows (``_protocol``'s operations, driven by ``_drive``) -------
 
 
-def estimate_flow(lease: Lease) -> Generator[Op, Any, ChangeFeedProcessorState]:
-    """A lease's state (``ChangeFeedEstimator.get_estimates``): counted 1 without a checkpoint
-    or a live range, else ``remaining_work`` of one read of its continuation."""
-    unknown = ChangeFeedProcessorState(lease.lease_token, 1, lease.owner)
-    if not lease.continuation:
-        return unknown
-    ranged = yield from _ranged(lease)
-    if ranged is None:
-        return unknown
-    page = yield ReadPage(ranged, ranged.continuation, "Beginning")
-    if page.gone:
-        return unknown
-    lag = remaining_work(page.headers.get(SESSION_TOKEN_HEADER), page.items)
-    return ChangeFeedProcessorState(lease.lease_token, lag, lease.owner)
+def prefix_flow(processor_name: str, endpoint: str) -> Generator[Op, Any, str]:
+    """The processor's prefix (``_names.store_prefix``), once both containers are known to
+    exist (``MissingResourceError`` names the one that does not)."""
+    rid = yield ReadContainerRid()
+    yield StoreFacts()
+    return _names.store_prefix(processor_name, endpoint, rid)
+
+
+def estimate(found: PendingChanges) -> ChangeFeedProcessorState:
+    """A lease's state from what ``pending_flow`` read of it (``get_estimates``)."""
+    return ChangeFeedProcessorState(found.lease_token, found.estimated_lag, found.instance_name)
 
 
 def targets_flow(
-    prefix: str, estimate_from: EstimateFrom
+    processor_name: str, endpoint: str, estimate_from: EstimateFrom
 ) -> Generator[Op, Any, list[tuple[Lease, bool]]]:
-    """What ``get_pending`` reads, each with whether it is a stored lease: the processor's
-    leases (the documents under ``prefix``), or, with ``estimate_from`` and no lease at all
+    """What an estimator reads, each with whether it is a stored lease: the processor's
+    leases (the documents under its prefix), or, with ``estimate_from`` and no lease at all
     (the processor never ran), each partition key range as a lease of no checkpoint."""
-    stored = [Lease.from_document(doc) for doc in (yield ListDocuments(prefix))]
+    prefix = yield from prefix_flow(processor_name, endpoint)
+    listed = yield ListDocuments(f"{prefix}{_names.LEASE_SEPARATOR}")
+    stored = [Lease.from_document(doc) for doc in listed]
     if not stored and estimate_from is not None:
         return [(lease_of_range(r), False) for r in (yield ReadRanges())]
     return [(lease, True) for lease in stored]

@@ -9,8 +9,10 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._reading import Start
+from cosmos_changefeed._options import Failure
+from cosmos_changefeed._reading import ProcessorStart
 
 logger = logging.getLogger("cosmos_changefeed")
 
@@ -19,17 +21,19 @@ logger = logging.getLogger("cosmos_changefeed")
 class Monitor:
     """An application's hooks (.NET's ``WithLeaseAcquireNotification``,
     ``WithLeaseReleaseNotification``, ``WithErrorNotification``): each is called with the lease
-    token (and the error), from the processor's own thread or task; what they raise is logged
-    and ignored."""
+    token (``on_error``: with a ``Failure``), from the processor's own thread or task; what
+    they raise is logged and ignored."""
 
     on_lease_acquired: Callable[[str], object] | None = None
     on_lease_released: Callable[[str], object] | None = None
-    on_error: Callable[[str, BaseException], object] | None = None
+    on_error: Callable[[Failure], object] | None = None
 
 
-def start_label(start: Start) -> str:
+def start_label(start: ProcessorStart) -> str:
     if isinstance(start, dt.datetime):
         return start.isoformat()
+    if isinstance(start, Continuation):
+        return "its position in the continuation given"
     return start
 
 
@@ -42,7 +46,7 @@ def came_from(seen: Lease, expiration: float, now: dt.datetime) -> str:
     return f"stolen from {seen.owner}"
 
 
-def where_it_starts(lease: Lease, start: Start) -> str:
+def where_it_starts(lease: Lease, start: ProcessorStart) -> str:
     if lease.continuation:
         return "resumed from its lease"
     return f"no checkpoint: starts at {start_label(start)}"

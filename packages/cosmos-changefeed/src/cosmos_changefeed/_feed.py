@@ -1,6 +1,7 @@
-"""The monitored container as the sync processor reads it (azure-cosmos ``ContainerProxy``):
-its resource id, its partition key ranges, and one page of a lease's range. The requests and
-what is kept of the answers are ``_reading``'s; this file only sends them.
+"""The feed source port's Cosmos DB adapter, sync (``_source.FeedSource`` over azure-cosmos's
+``ContainerProxy``): the container's resource id, its partition key ranges, and one page of a
+lease's range. The requests and what is kept of the answers are ``_reading``'s; this file only
+sends them.
 
 The ranges' ids: azure-cosmos lists a container's physical partitions as EPK ranges
 (``read_feed_ranges``) without their ids. A change feed read of one range names it: the SDK
@@ -16,6 +17,7 @@ from typing import Any
 
 from azure.cosmos import ContainerProxy
 
+from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import (
@@ -24,22 +26,26 @@ from cosmos_changefeed._reading import (
     Reader,
     ResponseCapture,
     Start,
+    change_feed_kwargs,
     is_gone,
     merge_ranges,
     range_of,
 )
+from cosmos_changefeed._resources import read_properties
+from cosmos_changefeed._source import FeedSource
 
 
-class FeedReader(Reader[ContainerProxy]):
-    """Reads the change feed of ``container`` lease by lease."""
+class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
+    """The change feed of ``container`` (an azure-cosmos ``ContainerProxy``), read lease by
+    lease: what the processor and the estimator use when given a container."""
 
-    def __init__(self, container: ContainerProxy, *, mode: str, max_items: int | None) -> None:
-        super().__init__(container, mode=mode, max_items=max_items)
+    def __init__(self, container: ContainerProxy) -> None:
+        super().__init__(container)
         self._lock = threading.Lock()
 
     def container_rid(self) -> str:
         if self._rid is None:
-            self._rid = str(self.container.read()["_rid"])
+            self._rid = str(read_properties(self.container, "monitored container")["_rid"])
         return self._rid
 
     def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
@@ -74,20 +80,28 @@ class FeedReader(Reader[ContainerProxy]):
         return is_gone(lease, self.ranges(force_refresh=True))
 
     def read(
-        self, lease: Lease, position: str | None, start: Start, *, max_items: int | None = None
+        self,
+        lease: Lease,
+        position: str | None,
+        start: Start,
+        *,
+        mode: str = LATEST_VERSION,
+        max_items: int | None = None,
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``), of at most
-        ``max_items`` changes (default: the reader's)."""
+        ``max_items`` changes (None: the service's page)."""
         feed_range = range_of(lease)
-        if self._gone(lease):
-            return Page.gone_at(position)
         capture = ResponseCapture()
-        kwargs = self._read_kwargs(self.container_rid(), feed_range, position, start, max_items)
+        kwargs = change_feed_kwargs(
+            self.container_rid(), feed_range, position, start, mode=mode, max_items=max_items
+        )
         pager = self.container.query_items_change_feed(**kwargs, response_hook=capture).by_page()
         items: list[dict[str, Any]] = []
         for page in pager:
             items = list(page)
             break
+        # decided after the read only: a read of a range already gone is answered by the SDK
+        # from the children (it handles the 410), and dropped here as any split under a read
         if self._gone(lease):
             return Page.gone_at(position)
         return capture.page(items, position)

@@ -41,6 +41,17 @@ def store_prefix(processor_name: str, endpoint: str, container_rid: str) -> str:
     return f"{processor_name}{account_host(endpoint)}_{database_rid(container_rid)}_{container_rid}"
 
 
+def keda_prefix(processor_name: str, endpoint: str) -> str | None:
+    """What KEDA's ``azure-cosmosdb`` scaler finds a processor's leases by: its name, the
+    account's host up to its first dot, and a dot (``cosmosDBAccountShortName``). None when the
+    host has no dot (``localhost``): the scaler's prefix then ends in a dot that the leases'
+    ids do not have there, and it finds no lease."""
+    host = account_host(endpoint)
+    if "." not in host:
+        return None
+    return f"{processor_name}{host.split('.', 1)[0]}."
+
+
 def lease_id(prefix: str, lease_token: str) -> str:
     return f"{prefix}{LEASE_SEPARATOR}{lease_token}"
 

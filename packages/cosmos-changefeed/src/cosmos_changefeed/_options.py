@@ -12,17 +12,23 @@ positive, the all-versions-and-deletes mode takes neither the beginning nor a ti
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
-from cosmos_changefeed._continuation import ALL_VERSIONS_AND_DELETES, LATEST_VERSION
+from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, check_checkpointing
+from cosmos_changefeed._continuation import (
+    ALL_VERSIONS_AND_DELETES,
+    LATEST_VERSION,
+    Continuation,
+)
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._reading import REQUEST_CHARGE_HEADER, SESSION_TOKEN_HEADER
 
-#: Where a lease without a checkpoint starts: "now" (the processor's start), "beginning", or
-#: a time (timezone-aware).
-StartFrom: TypeAlias = Literal["now", "beginning"] | dt.datetime
+#: Where a lease without a checkpoint starts: "now" (the processor's start), "beginning", a
+#: time (timezone-aware), or where a pull-model reader stopped (``Continuation``).
+StartFrom: TypeAlias = Literal["now", "beginning"] | dt.datetime | Continuation
 #: The change feed mode.
 Mode: TypeAlias = Literal["LatestVersion", "AllVersionsAndDeletes"]
 
@@ -30,11 +36,21 @@ DEFAULT_POLL_DELAY = 5.0
 DEFAULT_RENEW_INTERVAL = 17.0
 DEFAULT_ACQUIRE_INTERVAL = 13.0
 DEFAULT_EXPIRATION_INTERVAL = 60.0
+#: The longest wait before a failed batch is given again (the wait doubles from the poll delay).
+DEFAULT_MAX_RETRY_DELAY = 60.0
+#: With ``set_aside`` and no ``set_aside_after``: the attempts after which a batch is set aside.
+DEFAULT_SET_ASIDE_AFTER = 5
+#: ``x-ms-max-item-count`` is an Int32 on the service's side.
+MAX_ITEMS_LIMIT = 2**31 - 1
+#: Characters a Cosmos DB id cannot hold: a processor's name is the start of its leases' ids.
+ID_FORBIDDEN = "/\\?#"
 
 
 @dataclass(frozen=True)
 class ProcessorOptions:
-    """Everything a processor is configured with besides its containers and its handler."""
+    """Everything a processor is configured with besides its containers and its callables,
+    each checked alone and against the others when it is made (``ValueError`` / ``TypeError``
+    naming the option and what would be right)."""
 
     processor_name: str
     instance_name: str
@@ -45,34 +61,129 @@ class ProcessorOptions:
     lease_renew_interval: float = DEFAULT_RENEW_INTERVAL
     lease_acquire_interval: float = DEFAULT_ACQUIRE_INTERVAL
     lease_expiration_interval: float = DEFAULT_EXPIRATION_INTERVAL
+    #: The wait before a failed batch is given again the first time (None: the poll delay).
+    min_retry_delay: float | None = None
+    max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY
+    #: The attempts after which a failing batch goes to ``set_aside``; None: never set aside.
+    set_aside_after: int | None = None
+    #: When a lease is checkpointed (``_checkpoints``): a policy, or "manual".
+    checkpoint: Checkpointing = PER_BATCH
 
     def __post_init__(self) -> None:
-        if not isinstance(self.processor_name, str):
-            raise TypeError("processor_name must be a string")
-        if not self.instance_name:
-            raise ValueError("instance_name is required for the processor to initialize")
-        if self.mode not in (LATEST_VERSION, ALL_VERSIONS_AND_DELETES):
-            raise ValueError(f"mode: {LATEST_VERSION!r} or {ALL_VERSIONS_AND_DELETES!r}")
-        if self.mode == ALL_VERSIONS_AND_DELETES and self.start_from != "now":
+        check_processor_name(self.processor_name)
+        check_checkpointing(self.checkpoint)
+        if not isinstance(self.instance_name, str) or not self.instance_name.strip():
             raise ValueError(
-                "start_from: only 'now' is supported with the AllVersionsAndDeletes mode"
+                "instance_name is required for the processor to initialize: a name unique among "
+                "the instances of this processor (a pod's or a host's name)"
             )
-        if isinstance(self.start_from, dt.datetime) and self.start_from.tzinfo is None:
-            raise ValueError("start_from: a time needs a time zone")
-        if not isinstance(self.start_from, dt.datetime) and self.start_from not in (
-            "now",
-            "beginning",
+        if self.mode not in (LATEST_VERSION, ALL_VERSIONS_AND_DELETES):
+            raise ValueError(
+                f"mode: {LATEST_VERSION!r} or {ALL_VERSIONS_AND_DELETES!r}, not {self.mode!r}"
+            )
+        check_start(self.start_from, self.mode)
+        self._check_numbers()
+        if self.lease_renew_interval >= self.lease_expiration_interval:
+            raise ValueError(
+                f"lease_renew_interval ({self.lease_renew_interval:g}s) must be shorter than "
+                f"lease_expiration_interval ({self.lease_expiration_interval:g}s): a lease "
+                "renewed less often than it expires is taken by another instance between two "
+                "renewals (.NET's defaults: 17s and 60s)"
+            )
+        if self.max_retry_delay < self.first_retry_delay:
+            raise ValueError(
+                f"max_retry_delay ({self.max_retry_delay:g}s) must be at least min_retry_delay "
+                f"(or, without it, the poll delay: {self.first_retry_delay:g}s): a failed batch "
+                "waits that first, then twice as long at each attempt, up to max_retry_delay"
+            )
+
+    @property
+    def first_retry_delay(self) -> float:
+        """The wait before a failed batch is given again the first time."""
+        return self.poll_delay if self.min_retry_delay is None else self.min_retry_delay
+
+    def _check_numbers(self) -> None:
+        for name in (
+            "poll_delay",
+            "lease_renew_interval",
+            "lease_acquire_interval",
+            "lease_expiration_interval",
+            "min_retry_delay",
+            "max_retry_delay",
+        ):
+            value = getattr(self, name)
+            if value is None and name == "min_retry_delay":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise TypeError(f"{name} is a number of seconds, not {type(value).__name__}")
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number of seconds >= 0, not {value!r}")
+            if value == 0 and name not in ("poll_delay", "min_retry_delay"):
+                raise ValueError(f"{name} must be more than 0 seconds")
+        if self.max_items is not None:
+            if isinstance(self.max_items, bool) or not isinstance(self.max_items, int):
+                raise TypeError(f"max_items is a whole number, not {type(self.max_items).__name__}")
+            if not 1 <= self.max_items <= MAX_ITEMS_LIMIT:
+                raise ValueError(
+                    f"max_items must be positive and at most {MAX_ITEMS_LIMIT} (the service's "
+                    f"x-ms-max-item-count), not {self.max_items}; None: the service's page"
+                )
+        if self.set_aside_after is not None and (
+            isinstance(self.set_aside_after, bool)
+            or not isinstance(self.set_aside_after, int)
+            or self.set_aside_after < 1
         ):
             raise ValueError(
-                f"start_from: 'now', 'beginning' or a datetime, not {self.start_from!r}"
+                f"set_aside_after is a number of attempts, 1 or more, not {self.set_aside_after!r}"
             )
-        if self.max_items is not None and self.max_items <= 0:
-            raise ValueError("max_items must be positive")
-        for name in ("poll_delay", "lease_renew_interval", "lease_acquire_interval"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} cannot be negative")
-        if self.lease_expiration_interval <= 0:
-            raise ValueError("lease_expiration_interval must be positive")
+
+
+def check_processor_name(name: object) -> None:
+    """A processor's name: a string a Cosmos DB id can start with. It may be empty: the
+    Functions trigger's processor, without a ``leaseContainerPrefix``, is named "" (.NET
+    refuses only null)."""
+    if not isinstance(name, str):
+        raise TypeError(f"processor_name must be a string, not {type(name).__name__}")
+    bad = sorted({c for c in name if c in ID_FORBIDDEN})
+    if bad:
+        raise ValueError(
+            f"processor_name {name!r} holds {' '.join(bad)}, which a Cosmos DB id cannot: it is "
+            "the start of every lease's id"
+        )
+
+
+def check_start(start_from: object, mode: str, *, option: str = "start_from") -> None:
+    """A start: "now", "beginning", a timezone-aware time not in the future, or a
+    ``Continuation``; the all-versions-and-deletes mode takes "now" or a continuation only."""
+    if isinstance(start_from, Continuation):
+        if start_from.mode != mode:
+            raise ValueError(
+                f"{option}: the continuation was read in the {start_from.mode} mode, the "
+                f"processor reads the {mode} mode"
+            )
+        return
+    if isinstance(start_from, dt.datetime):
+        if start_from.tzinfo is None:
+            raise ValueError(
+                f"{option}: a time needs a time zone (datetime.now(timezone.utc), not "
+                "datetime.now()): .NET refuses an unspecified kind too"
+            )
+        now = dt.datetime.now(dt.UTC)
+        if start_from > now:
+            raise ValueError(
+                f"{option}: {start_from.isoformat()} is in the future (now is "
+                f"{now.isoformat(timespec='seconds')}): the processor would read nothing before "
+                "then and skip nothing after; is its time zone the one you meant?"
+            )
+    elif start_from not in ("now", "beginning"):
+        raise ValueError(
+            f"{option}: 'now', 'beginning', a datetime or a Continuation, not {start_from!r}"
+        )
+    if mode == ALL_VERSIONS_AND_DELETES and start_from != "now":
+        raise ValueError(
+            f"{option}: only 'now' (or a Continuation) is supported with the "
+            "AllVersionsAndDeletes mode, as in .NET"
+        )
 
 
 @dataclass(frozen=True)
@@ -99,6 +210,43 @@ class LeaseContext:
             return float(self.headers.get(REQUEST_CHARGE_HEADER, "0"))
         except ValueError:
             return 0.0
+
+
+@dataclass(frozen=True)
+class FailedBatch:
+    """A batch the handler failed on: what ``set_aside`` is given, and ``on_error`` with it.
+    ``attempt`` counts the handler's failures on this batch in a row -- the same lease read
+    from the same continuation (``context.continuation`` is where it would be checkpointed)
+    -- by this instance (another instance that takes the lease counts from 1 again)."""
+
+    context: LeaseContext
+    changes: list[dict[str, Any]]
+    attempt: int
+    #: What the handler raised at this attempt.
+    error: BaseException
+
+
+#: What a processor was doing when something failed (``Failure.during``).
+During: TypeAlias = Literal[
+    "handler", "set_aside", "read", "acquire", "renew", "release", "split", "process"
+]
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What ``on_error`` is told (.NET's ``WithErrorNotification``, with more): the lease, the
+    error, what the processor was doing, and -- for a failing handler or ``set_aside`` -- the
+    batch and how many times in a row it failed."""
+
+    lease_token: str
+    error: BaseException
+    during: During
+    batch: FailedBatch | None = None
+
+    @property
+    def attempt(self) -> int:
+        """The batch's attempt (0 when no batch failed)."""
+        return self.batch.attempt if self.batch is not None else 0
 
 
 @dataclass(frozen=True)

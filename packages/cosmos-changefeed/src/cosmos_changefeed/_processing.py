@@ -11,23 +11,97 @@ that decided, as it did when each shell logged its own lines.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any, ClassVar
 
-from cosmos_changefeed._events import Monitor, came_from, error_text, logger, where_it_starts
+from cosmos_changefeed._checks import Flavour, check_callable, check_containers
+from cosmos_changefeed._events import (
+    Monitor,
+    came_from,
+    error_text,
+    logger,
+    start_label,
+    where_it_starts,
+)
 from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._options import LeaseContext, ProcessorOptions
+from cosmos_changefeed._options import (
+    DEFAULT_SET_ASIDE_AFTER,
+    During,
+    FailedBatch,
+    Failure,
+    LeaseContext,
+    ProcessorOptions,
+)
 from cosmos_changefeed._protocol import LeaseLostError, LeaseManager
-from cosmos_changefeed._reading import Page, Start
+from cosmos_changefeed._reading import Page, ProcessorStart
+from cosmos_changefeed._retries import retry_delay, to_set_aside
+from cosmos_changefeed._starting import Started
 
 
 class ProcessorBase:
     """The part of a processor that neither waits nor runs anything."""
 
-    def __init__(self, options: ProcessorOptions, monitor: Monitor) -> None:
-        self.options = options
-        self._monitor = monitor
+    #: The shell's flavour, and the ports it takes in place of a container.
+    _flavour: ClassVar[Flavour]
+    _lease_ports: ClassVar[tuple[type, ...]]
+    _feed_ports: ClassVar[tuple[type, ...]] = ()
+
+    def __init__(
+        self,
+        monitored_container: object,
+        lease_container: object,
+        *,
+        handler: Callable[..., Any],
+        on_lease_acquired: Callable[[str], object] | None,
+        on_lease_released: Callable[[str], object] | None,
+        on_error: Callable[[Failure], object] | None,
+        set_aside: Callable[[FailedBatch], Any] | None,
+        set_aside_after: int | None,
+        **options: Any,
+    ) -> None:
+        """Every check a processor makes when it is made (``_checks``, ``ProcessorOptions``):
+        a mistake is refused here, naming the option and the fix, never met at run time."""
+        flavour = self._flavour
+        check_callable(
+            handler, "handler", flavour=flavour, takes="(context, changes)", arity=2, awaited=True
+        )
+        for name, hook in (
+            ("on_lease_acquired", on_lease_acquired),
+            ("on_lease_released", on_lease_released),
+        ):
+            if hook is not None:
+                check_callable(
+                    hook, name, flavour=flavour, takes="(lease_token)", arity=1, awaited=False
+                )
+        if on_error is not None:
+            check_callable(
+                on_error,
+                "on_error",
+                flavour=flavour,
+                takes="(failure) -- one cosmos_changefeed.Failure, since 1.0",
+                arity=1,
+                awaited=False,
+            )
+        if set_aside is not None:
+            check_callable(
+                set_aside, "set_aside", flavour=flavour, takes="(batch)", arity=1, awaited=True
+            )
+        elif set_aside_after is not None:
+            raise ValueError(
+                "set_aside_after is given without set_aside: no batch would ever be set aside "
+                "(give set_aside, the callable that keeps a batch the handler keeps failing on)"
+            )
+        if set_aside is not None and set_aside_after is None:
+            set_aside_after = DEFAULT_SET_ASIDE_AFTER
+        self.options = ProcessorOptions(set_aside_after=set_aside_after, **options)
+        check_containers(
+            monitored_container, lease_container, flavour, self._feed_ports, self._lease_ports
+        )
+        self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
+        self._set_aside = set_aside
         self._manager: LeaseManager | None = None
-        self._start: Start | None = None
+        self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
+        self._set_aside_count = 0
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -45,10 +119,22 @@ class ProcessorBase:
         return self._manager.prefix if self._manager is not None else None
 
     @property
-    def start_position(self) -> Start | None:
+    def batches_set_aside(self) -> int:
+        """How many batches this instance handed to ``set_aside`` and checkpointed past."""
+        return self._set_aside_count
+
+    @property
+    def start_position(self) -> ProcessorStart | None:
         """Where a lease without a checkpoint starts (once started): "Beginning", "Now" (at
         its first read: the all-versions-and-deletes mode) or a time."""
         return self._start
+
+    def _refuse_while_started(self, what: str, started: bool) -> None:
+        if started:
+            raise RuntimeError(
+                f"{what}: processor '{self.processor_name}' is running; stop it first (its "
+                "leases would change under the restore)"
+            )
 
     # -- what a handler is given ---------------------------------------------------------------
 
@@ -64,8 +150,11 @@ class ProcessorBase:
 
     # -- what a processor says of its leases (and tells the application) -----------------------
 
-    def _started(self, prefix: str, created: int, start: Start) -> None:
+    def _started(self, facts: Started) -> None:
+        """Keep what a start found (``_starting``), say it, and warn of what it found wrong."""
+        self._manager, self._start = facts.manager, facts.start
         opts = self.options
+        prefix, created, start = facts.prefix, facts.created, facts.start
         logger.info(
             "processor '%s' (instance %s): leases '%s..*'%s; acquire %gs, renew %gs, expiry %gs; "
             "poll %gs; a lease without a checkpoint starts at %s",
@@ -77,9 +166,11 @@ class ProcessorBase:
             opts.lease_renew_interval,
             opts.lease_expiration_interval,
             opts.poll_delay,
-            start if isinstance(start, str) else start.isoformat(),
+            start_label(start),
             stacklevel=2,
         )
+        for warning in start_warnings(facts, opts.processor_name):
+            logger.warning("processor '%s': %s", opts.processor_name, warning, stacklevel=2)
 
     def _listening_now(self, tokens: Iterable[str]) -> None:
         logger.info(
@@ -116,9 +207,11 @@ class ProcessorBase:
             error_text(exc),
             stacklevel=2,
         )
-        self._notify_error(lease.lease_token, exc)
+        self._notify_error(lease.lease_token, exc, "acquire")
 
-    def _acquired(self, seen: Lease, acquired: Lease, manager: LeaseManager, start: Start) -> None:
+    def _acquired(
+        self, seen: Lease, acquired: Lease, manager: LeaseManager, start: ProcessorStart
+    ) -> None:
         logger.info(
             "processor '%s': lease %s acquired (%s); %s",
             self.processor_name,
@@ -148,7 +241,7 @@ class ProcessorBase:
             error_text(exc),
             stacklevel=2,
         )
-        self._notify_error(token, exc)
+        self._notify_error(token, exc, "process")
 
     def _released(self, lease: Lease, failure: Exception | None) -> None:
         """The end of a release: done (``failure`` None, or another instance took the lease
@@ -164,6 +257,7 @@ class ProcessorBase:
                 self.options.lease_expiration_interval,
                 stacklevel=2,
             )
+            self._notify_error(lease.lease_token, failure, "release")
             return
         logger.info(
             "processor '%s': lease %s released",
@@ -193,7 +287,7 @@ class ProcessorBase:
             error_text(exc),
             stacklevel=2,
         )
-        self._notify_error(lease.lease_token, exc)
+        self._notify_error(lease.lease_token, exc, "split")
         return True
 
     def _split(self, lease: Lease, created: Sequence[Lease], last_continuation: str | None) -> None:
@@ -219,9 +313,11 @@ class ProcessorBase:
 
     def _renewal_failed(self, token: str, exc: Exception) -> None:
         self._again(token, "renewal", exc, self.options.lease_renew_interval)
+        self._notify_error(token, exc, "renew")
 
     def _read_failed(self, token: str, exc: Exception) -> None:
         self._again(token, "change feed read", exc, self.options.poll_delay)
+        self._notify_error(token, exc, "read")
 
     def _again(self, token: str, what: str, exc: Exception, seconds: float) -> None:
         logger.warning(
@@ -234,18 +330,61 @@ class ProcessorBase:
             stacklevel=3,
         )
 
-    def _handler_failed(self, token: str, changes: int, exc: Exception) -> None:
+    # -- a failing batch (the poison policy: ``_retries``) ------------------------------------
+
+    def _handler_failed(self, batch: FailedBatch) -> float:
+        """Say that the handler failed on ``batch``; the wait before it is given again."""
+        opts = self.options
+        delay = retry_delay(batch.attempt, opts.first_retry_delay, opts.max_retry_delay)
         logger.error(
-            "processor '%s': lease %s: the handler failed on a batch of %d (%s); "
+            "processor '%s': lease %s: the handler failed on a batch of %d (attempt %d: %s); "
             "the batch is given again in %gs",
             self.processor_name,
-            token,
-            changes,
-            error_text(exc),
-            self.options.poll_delay,
+            batch.context.lease_token,
+            len(batch.changes),
+            batch.attempt,
+            error_text(batch.error),
+            delay,
             stacklevel=2,
+            extra=_batch_fields(batch),
         )
-        self._notify_error(token, exc)
+        self._notify_error(batch.context.lease_token, batch.error, "handler", batch)
+        return delay
+
+    def _to_set_aside(self, batch: FailedBatch) -> bool:
+        """Whether ``batch`` goes to ``set_aside`` now."""
+        if self._set_aside is None or batch.context.continuation is None:
+            return False
+        return to_set_aside(batch.attempt, self.options.set_aside_after, batch.error)
+
+    def _set_aside_done(self, batch: FailedBatch) -> None:
+        self._set_aside_count += 1
+        logger.warning(
+            "processor '%s': lease %s: a batch of %d set aside after %d attempt(s) (%s); the "
+            "application's set_aside took it; the lease moves past it, checkpointed as any "
+            "handled batch (%s)",
+            self.processor_name,
+            batch.context.lease_token,
+            len(batch.changes),
+            batch.attempt,
+            error_text(batch.error),
+            batch.context.continuation,
+            stacklevel=2,
+            extra=_batch_fields(batch),
+        )
+
+    def _set_aside_failed(self, batch: FailedBatch, exc: Exception) -> None:
+        logger.error(
+            "processor '%s': lease %s: set_aside failed on a batch of %d (%s); it is not "
+            "checkpointed, and is given to the handler again",
+            self.processor_name,
+            batch.context.lease_token,
+            len(batch.changes),
+            error_text(exc),
+            stacklevel=2,
+            extra=_batch_fields(batch),
+        )
+        self._notify_error(batch.context.lease_token, exc, "set_aside", batch)
 
     def _no_etag(self, token: str) -> None:
         logger.error(
@@ -263,11 +402,52 @@ class ProcessorBase:
         except Exception:
             logger.exception("processor '%s': a lease notification failed", self.processor_name)
 
-    def _notify_error(self, token: str, exc: BaseException) -> None:
+    def _notify_error(
+        self, token: str, exc: BaseException, during: During, batch: FailedBatch | None = None
+    ) -> None:
         hook = self._monitor.on_error
         if hook is None:
             return
         try:
-            hook(token, exc)
+            hook(Failure(token, exc, during, batch))
         except Exception:
             logger.exception("processor '%s': an error notification failed", self.processor_name)
+
+
+def start_warnings(facts: Started, processor_name: str) -> list[str]:
+    """What a start found that works, but not as an operator would expect (docs/deploying.md)."""
+    warnings: list[str] = []
+    if facts.expires_documents is False:
+        warnings.append(
+            "the lease container has TTL off (no default_ttl): the initialisation lock "
+            f"'{facts.prefix}.lock' that an instance leaves if it dies while it creates the "
+            "leases is then never removed, and every instance waits for it for ever; turn TTL "
+            "on (default_ttl=-1: nothing else expires), as .NET's docs ask"
+        )
+    if facts.keda_prefix is None:
+        warnings.append(
+            "the account's host has no dot (localhost): KEDA's azure-cosmosdb scaler finds "
+            f"leases by '{processor_name}' + the host up to its first dot + '.', which these "
+            f"leases' ids ('{facts.prefix}..') do not start with: it would find none and never "
+            "scale. Use an address with a dot (127.0.0.1, or a name such as cosmos.local) for "
+            "a KEDA rule to read these leases"
+        )
+    elif facts.foreign_leases:
+        warnings.append(
+            f"{len(facts.foreign_leases)} lease(s) under KEDA's prefix '{facts.keda_prefix}' "
+            f"are not this processor's (another container's, under the same processor name: "
+            f"{', '.join(facts.foreign_leases[:3])}): KEDA's azure-cosmosdb scaler adds their "
+            "lag to this processor's. Give each processor (each outbox) a processor_name of "
+            "its own"
+        )
+    return warnings
+
+
+def _batch_fields(batch: FailedBatch) -> dict[str, Any]:
+    """A failing batch's structured fields on its log records (``extra``)."""
+    return {
+        "lease_token": batch.context.lease_token,
+        "attempt": batch.attempt,
+        "changes": len(batch.changes),
+        "continuation": batch.context.continuation,
+    }

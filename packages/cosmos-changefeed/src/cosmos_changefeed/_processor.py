@@ -14,27 +14,46 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from azure.cosmos import ContainerProxy
 
-from cosmos_changefeed import _names
 from cosmos_changefeed._balancing import select_leases_to_take
+from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, CheckpointPlan
+from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
-from cosmos_changefeed._events import Monitor
-from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._feed import CosmosFeedSource
+from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._options import LeaseContext, Mode, ProcessorOptions, StartFrom
+from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
+from cosmos_changefeed._options import (
+    DEFAULT_ACQUIRE_INTERVAL,
+    DEFAULT_EXPIRATION_INTERVAL,
+    DEFAULT_MAX_RETRY_DELAY,
+    DEFAULT_POLL_DELAY,
+    DEFAULT_RENEW_INTERVAL,
+    FailedBatch,
+    Failure,
+    LeaseContext,
+    Mode,
+    StartFrom,
+)
 from cosmos_changefeed._processing import ProcessorBase
-from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError, LeaseManager
-from cosmos_changefeed._reading import Start, resolve_start
+from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
+from cosmos_changefeed._reading import Page, ProcessorStart, first_read
+from cosmos_changefeed._retries import Attempts
+from cosmos_changefeed._source import FeedSource
+from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed._store import LeaseStore
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
 Handler = Callable[[LeaseContext, list[dict[str, Any]]], object]
+#: A handler under manual checkpoints (``checkpoint="manual"``), which calls
+#: ``context.checkpoint()``.
+ManualCheckpointHandler = Callable[[ManualCheckpointContext, list[dict[str, Any]]], object]
 
 
 class _StoppedError(Exception):
@@ -46,26 +65,43 @@ class ChangeFeedProcessor(ProcessorBase):
     (a container, or any ``LeaseStore``), sharing them with every other instance of the same
     ``processor_name``. ``with processor:`` starts and stops it."""
 
+    _flavour = "sync"
+    _lease_ports = (LeaseStore,)
+    _feed_ports = (FeedSource,)
+
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
         instance_name: str,
-        handler: Handler,
+        handler: Handler | ManualCheckpointHandler,
         start_from: StartFrom = "now",
         mode: Mode = "LatestVersion",
-        poll_delay: float = 5.0,
+        poll_delay: float = DEFAULT_POLL_DELAY,
         max_items: int | None = None,
-        lease_renew_interval: float = 17.0,
-        lease_acquire_interval: float = 13.0,
-        lease_expiration_interval: float = 60.0,
+        lease_renew_interval: float = DEFAULT_RENEW_INTERVAL,
+        lease_acquire_interval: float = DEFAULT_ACQUIRE_INTERVAL,
+        lease_expiration_interval: float = DEFAULT_EXPIRATION_INTERVAL,
+        min_retry_delay: float | None = None,
+        max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
+        set_aside: Callable[[FailedBatch], object] | None = None,
+        set_aside_after: int | None = None,
+        checkpoint: Checkpointing = PER_BATCH,
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
-        on_error: Callable[[str, BaseException], object] | None = None,
+        on_error: Callable[[Failure], object] | None = None,
     ) -> None:
-        options = ProcessorOptions(
+        super().__init__(
+            monitored_container,
+            lease_container,
+            handler=handler,
+            on_lease_acquired=on_lease_acquired,
+            on_lease_released=on_lease_released,
+            on_error=on_error,
+            set_aside=set_aside,
+            set_aside_after=set_aside_after,
             processor_name=processor_name,
             instance_name=instance_name,
             start_from=start_from,
@@ -75,15 +111,21 @@ class ChangeFeedProcessor(ProcessorBase):
             lease_renew_interval=lease_renew_interval,
             lease_acquire_interval=lease_acquire_interval,
             lease_expiration_interval=lease_expiration_interval,
+            min_retry_delay=min_retry_delay,
+            max_retry_delay=max_retry_delay,
+            checkpoint=checkpoint,
         )
-        super().__init__(options, Monitor(on_lease_acquired, on_lease_released, on_error))
-        self._handler = handler
+        self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (
             lease_container
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
         self._balancer: threading.Thread | None = None
         self._stopping = threading.Event()
         self._listening = threading.Event()
@@ -112,6 +154,23 @@ class ChangeFeedProcessor(ProcessorBase):
         if not self._listening.wait(timeout):
             raise TimeoutError(f"not listening after {timeout}s")
 
+    # -- the lease state -------------------------------------------------------------------------
+
+    def export_leases(self) -> LeaseState:
+        """This processor's lease state: its leases and ``.info`` as stored, without the
+        service's fields -- a JSON-ready list (``json.dumps`` it) that ``restore_leases``
+        takes back, here or in another lease store (.NET's in-memory leases with a stream)."""
+        endpoint = self._reader.account_endpoint
+        return list(self._run(export_flow(self.processor_name, endpoint)))
+
+    def restore_leases(self, state: Sequence[Mapping[str, Any]]) -> int:
+        """Put an exported lease state in this processor's lease store, before it starts: the
+        number of documents created. Refused while started, when a document is not this
+        processor's on this container, or when the store holds its leases already."""
+        self._refuse_while_started("restore_leases", self._balancer is not None)
+        endpoint = self._reader.account_endpoint
+        return int(self._run(restore_flow(self.processor_name, endpoint, state)))
+
     # -- start and stop ------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -123,20 +182,8 @@ class ChangeFeedProcessor(ProcessorBase):
         opts = self.options
         self._stopping.clear()
         self._listening.clear()
+        self._started(self._run(start_flow(opts, self._reader.account_endpoint, started)))
         self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
-        rid = self._reader.container_rid()
-        prefix = _names.store_prefix(opts.processor_name, self._reader.account_endpoint, rid)
-        manager = LeaseManager(
-            prefix,
-            opts.instance_name,
-            partition_key_path=self._store.partition_key_path(),
-            mode=opts.mode,
-        )
-        manager.check_mode(self._run(manager.all_leases()))
-        created = self._run(manager.initialize())
-        self._manager = manager
-        self._start = resolve_start(opts.start_from, opts.mode, started)
-        self._started(prefix, created, self._start)
         self._balancer = threading.Thread(
             target=self._balance,
             name=f"cosmos-changefeed-balancer-{opts.processor_name}",
@@ -183,10 +230,10 @@ class ChangeFeedProcessor(ProcessorBase):
         first = True
         while not self._stopping.is_set():
             try:
-                if first:
-                    for lease in self._run(manager.owned_leases()):
-                        self._try_add(lease)
                 leases = self._run(manager.all_leases())
+                if first:  # a restart under the same name: its own leases first, one listing
+                    for lease in manager.mine(leases):
+                        self._try_add(lease)
                 for lease in select_leases_to_take(
                     leases, opts.instance_name, opts.lease_expiration_interval, manager.now()
                 ):
@@ -235,12 +282,19 @@ class ChangeFeedProcessor(ProcessorBase):
                 self._acquiring.discard(token)
         self._acquired(lease, acquired, manager, self._start)
         worker = _LeaseWorker(self, acquired, self._start)
-        with self._lock:
-            self._workers[token] = worker
         worker.thread = threading.Thread(
             target=self._supervise, args=(worker,), name=f"lease-{token}", daemon=True
         )
-        worker.thread.start()
+        # Registered and started under the lock ``stop`` lists the workers under: a worker it
+        # lists has a running thread to join, and one acquired as it stops (a split's child,
+        # added from a lease's thread) is released here instead of running unseen.
+        with self._lock:
+            stopping = self._stopping.is_set()
+            if not stopping:
+                self._workers[token] = worker
+                worker.thread.start()
+        if stopping:
+            self._release(acquired)
 
     def _supervise(self, worker: _LeaseWorker) -> None:
         token = worker.lease.lease_token
@@ -309,7 +363,7 @@ def _no_sleep(_seconds: float) -> None:
 class _LeaseWorker:
     """One lease's renewer thread and feed processor (the lease's own thread)."""
 
-    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: Start) -> None:
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
         self.processor = processor
         self.lease = lease
         self.start = start
@@ -321,6 +375,8 @@ class _LeaseWorker:
         self._lost: LeaseLostError | None = None
         self._wake = threading.Event()
         self._checkpointing: Future[None] | None = None
+        self.attempts = Attempts()
+        self.plan = CheckpointPlan(processor.options.checkpoint)
 
     def run(self) -> None:
         renewer = threading.Thread(
@@ -333,6 +389,9 @@ class _LeaseWorker:
             self.halt()
             with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
                 self._settle()
+                due = self.plan.stopping()
+                if due is not None and self._lost is None:
+                    self._checkpoint(due)
             renewer.join(5.0)
 
     def halt(self) -> None:
@@ -371,22 +430,27 @@ class _LeaseWorker:
         if self.stop.is_set():
             raise _StoppedError
 
-    def _pause(self) -> None:
+    def _pause(self, seconds: float | None = None) -> None:
+        """The poll delay (or ``seconds``), once the checkpoint being written is; cut short
+        when the lease is lost or the processor stops."""
         self._settle()
-        self._wake.wait(self.processor.options.poll_delay)
+        self._wake.wait(self.processor.options.poll_delay if seconds is None else seconds)
         self._check()
 
     def _feed(self) -> None:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
-        position = self.lease.continuation
-        if position or self.start != "Now":
+        opts = processor.options
+        position, start = first_read(self.lease, self.start)
+        if position or start != "Now":
             self.position_fixed.set()
         while True:
             self._check()
             try:
-                page = processor._reader.read(self.lease, position, self.start)
+                page = processor._reader.read(
+                    self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+                )
             except Exception as exc:
                 processor._read_failed(self.lease.lease_token, exc)
                 self._pause()
@@ -397,33 +461,79 @@ class _LeaseWorker:
             self.position_fixed.set()
             if not page.items:
                 position = page.etag or position
+                due = self.plan.caught_up()
+                if due is not None:
+                    self._settle()
+                    self._checkpoint(due)
                 self._pause()
                 continue
             # the previous batch's checkpoint was written while this one was read; it is done
             # before this one is handed over: at most the batch in flight is given again
             self._settle()
-            try:
-                processor._handler(processor._context(self.lease, page), page.items)
-            except Exception as exc:
-                processor._handler_failed(self.lease.lease_token, len(page.items), exc)
-                self._pause()
+            if not self._handle(page, position):
                 continue
             if page.etag is None:
                 self._pause()
                 continue
-            # this batch's checkpoint is written while the next one is read
-            assert processor._checkpoints is not None
-            self._checkpointing = processor._checkpoints.submit(self._checkpoint, page.etag)
+            due = self.plan.handled(page.etag)
+            if due is not None:  # written while the next batch is read
+                assert processor._checkpoints is not None
+                self._checkpointing = processor._checkpoints.submit(self._checkpoint, due)
             position = page.etag
+
+    def _handle(self, page: Page, position: str | None) -> bool:
+        """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
+        False when it failed (and its retry delay is waited)."""
+        processor = self.processor
+        context: LeaseContext = processor._context(self.lease, page)
+        if self.plan.manual:
+            number, etag = self.plan.handed(), page.etag
+            context = with_checkpoint(
+                context, ManualCheckpointContext, lambda: self._manual_checkpoint(number, etag)
+            )
+        try:
+            awaited_nothing(processor._handler(context, page.items))
+        except Exception as exc:
+            if exc is self._lost:  # the handler's checkpoint() found the lease lost
+                raise
+            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
+            delay = processor._handler_failed(batch)
+            if processor._to_set_aside(batch):
+                assert processor._set_aside is not None
+                try:
+                    processor._set_aside(batch)
+                except Exception as failed:
+                    processor._set_aside_failed(batch, failed)
+                else:
+                    processor._set_aside_done(batch)
+                    self.attempts.passed()
+                    return True
+            self._pause(delay)
+            return False
+        self.attempts.passed()
+        return True
 
     def _checkpoint(self, etag: str) -> None:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
         with self._writing:
-            self.lease = drive(
-                manager.checkpoint(self.lease, etag), processor._store, processor._reader, _no_sleep
-            )
+            try:
+                self.lease = drive(
+                    manager.checkpoint(self.lease, etag),
+                    processor._store,
+                    processor._reader,
+                    _no_sleep,
+                )
+            except LeaseLostError as lost:
+                self._lost = lost
+                raise
+        self.plan.written(etag)
+
+    def _manual_checkpoint(self, batch: int, etag: str | None) -> None:
+        """A handler's ``context.checkpoint()`` of batch ``batch``, read up to ``etag``."""
+        if etag is not None and self.plan.manual_checkpoint(batch):
+            self._checkpoint(etag)
 
     def _settle(self) -> None:
         """Wait for the checkpoint being written, if any (its lost lease raises here)."""

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from cosmos_changefeed import _names
+from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._leases import (
     FULL_FIDELITY_FEED,
     INCREMENTAL_FEED,
@@ -132,12 +133,14 @@ class ReadRanges:
 @dataclass(frozen=True)
 class ReadPage:
     """One page of ``lease``'s range of the monitored container, from ``position`` (or
-    ``start``), of at most ``max_items`` changes (None: the reader's): a ``_reading.Page``."""
+    ``start``), of at most ``max_items`` changes (None: the source's page), in ``mode``: a
+    ``_reading.Page``."""
 
     lease: Lease
     position: str | None
     start: Start
     max_items: int | None = None
+    mode: str = LATEST_VERSION
 
 
 @dataclass(frozen=True)
@@ -145,7 +148,30 @@ class Sleep:
     seconds: float
 
 
-Op: TypeAlias = ListDocuments | Read | Create | Replace | Delete | ReadRanges | ReadPage | Sleep
+@dataclass(frozen=True)
+class ReadContainerRid:
+    """The monitored container's resource id (its properties read: ``MissingResourceError``
+    when it or its database does not exist)."""
+
+
+@dataclass(frozen=True)
+class StoreFacts:
+    """What a lease store says of itself: ``partition_key_path()`` and ``expires_documents()``
+    (a Cosmos DB store reads its container's properties: ``MissingResourceError``)."""
+
+
+Op: TypeAlias = (
+    ListDocuments
+    | Read
+    | Create
+    | Replace
+    | Delete
+    | ReadRanges
+    | ReadPage
+    | Sleep
+    | ReadContainerRid
+    | StoreFacts
+)
 Flow: TypeAlias = Generator[Op, Any, Any]
 
 
@@ -189,9 +215,12 @@ class LeaseManager:
 
     def owned_leases(self) -> Flow:
         """``GetOwnedLeasesAsync``."""
-        leases = yield from self.all_leases()
-        mine = self.instance_name.lower()
-        return [lease for lease in leases if (lease.owner or "").lower() == mine]
+        return self.mine((yield from self.all_leases()))
+
+    def mine(self, leases: Sequence[Lease]) -> list[Lease]:
+        """The leases this instance owns (its name, ignoring case), in their order."""
+        name = self.instance_name.lower()
+        return [lease for lease in leases if (lease.owner or "").lower() == name]
 
     def check_mode(self, leases: Sequence[Lease]) -> None:
         """``ChangeFeedModeSwitchingCheck``: ValueError when the leases are of the other mode."""

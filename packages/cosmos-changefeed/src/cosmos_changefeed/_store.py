@@ -15,11 +15,14 @@ and ids listed by prefix. ``cosmos_changefeed.testing`` holds both stores to one
 from __future__ import annotations
 
 import copy
+import json
+import os
 import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 #: ``DocumentServiceLeaseStoreManagerBuilder``: the partition key paths a lease container may have.
@@ -85,18 +88,68 @@ class LeaseStore(ABC):
         """Delete the document (only while its etag is ``etag``, when given); False when it
         is gone or changed."""
 
+    def expires_documents(self) -> bool | None:
+        """Whether a document's ``ttl`` is honoured (a Cosmos DB container with TTL on); None:
+        not known. A processor warns when it is False: a ``.lock`` left by an instance that
+        died initialising the store would then stay, and every instance would wait for it."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - nothing to close by default
         """Release what the store holds (a client it made)."""
 
 
 class InMemoryDocuments:
     """The documents of an in-memory lease container, shared by the sync and the aio store
-    (and by every processor given the same one); thread-safe."""
+    (and by every processor given the same one); thread-safe.
 
-    def __init__(self, partition_key_path: str = ID_PATH) -> None:
+    ``state_file``: the documents are read from it when it exists, and written to it (whole,
+    atomically: a temporary file renamed over it) after every change -- .NET's in-memory
+    leases persisted to a stream, kept at each checkpoint rather than at the stop, so a
+    process that dies restarts where its last checkpoint was. ``export`` / ``restore`` are the
+    same state in memory (a JSON-ready list)."""
+
+    def __init__(
+        self,
+        partition_key_path: str = ID_PATH,
+        *,
+        state_file: str | os.PathLike[str] | None = None,
+    ) -> None:
         self.partition_key_path = check_partition_key_path(partition_key_path)
         self._lock = threading.Lock()
         self._docs: dict[tuple[str, str], dict[str, Any]] = {}
+        self.state_file = Path(state_file) if state_file is not None else None
+        if self.state_file is not None and self.state_file.exists():
+            self.restore(json.loads(self.state_file.read_text(encoding="utf-8")))
+
+    def export(self) -> list[dict[str, Any]]:
+        """Every document but the transient ones (a ``ttl``: the initialisation lock), without
+        the store's own fields, in id order."""
+        with self._lock:
+            self._expire()
+            return self._exported()
+
+    def restore(self, documents: Iterable[Mapping[str, Any]]) -> None:
+        """Add ``documents`` (as ``export`` gives them); ``ConflictError`` if one exists."""
+        with self._lock:
+            for document in documents:
+                field = "id" if self.partition_key_path == ID_PATH else "partitionKey"
+                key = self._key(document, str(document.get(field)))
+                if key in self._docs:
+                    raise ConflictError(f"document {key[1]!r} exists")
+                self._write(key, exported(document))
+
+    def _exported(self) -> list[dict[str, Any]]:
+        return sorted(
+            (exported(doc) for doc in self._docs.values() if "ttl" not in doc),
+            key=lambda doc: str(doc["id"]),
+        )
+
+    def _save(self) -> None:
+        if self.state_file is None:
+            return
+        temporary = self.state_file.with_name(f".{self.state_file.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(self._exported(), indent=1), encoding="utf-8")
+        temporary.replace(self.state_file)
 
     def list_documents(self, prefix: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -115,7 +168,9 @@ class InMemoryDocuments:
             self._expire()
             if key in self._docs:
                 return None
-            return self._write(key, document)
+            written = self._write(key, document)
+            self._save()
+            return written
 
     def replace(
         self, document: Mapping[str, Any], partition_key: str, etag: str | None
@@ -128,7 +183,9 @@ class InMemoryDocuments:
                 raise NotFoundError(f"no document {key[1]!r}")
             if etag is not None and current["_etag"] != etag:
                 raise PreconditionFailedError(f"document {key[1]!r} changed since {etag}")
-            return self._write(key, document)
+            written = self._write(key, document)
+            self._save()
+            return written
 
     def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
         with self._lock:
@@ -137,6 +194,7 @@ class InMemoryDocuments:
             if current is None or (etag is not None and current["_etag"] != etag):
                 return False
             del self._docs[(partition_key, item_id)]
+            self._save()
             return True
 
     def _key(self, document: Mapping[str, Any], partition_key: str) -> tuple[str, str]:
@@ -168,16 +226,24 @@ class InMemoryDocuments:
 
 
 class InMemoryLeaseStore(LeaseStore):
-    """Leases in memory: one process's instances share them (tests, a single process that
-    needs no durable position). Not shared between processes."""
+    """Leases in memory: one process's instances share them (tests, a single process). Not
+    shared between processes; kept across restarts in ``state_file`` when one is given
+    (``InMemoryDocuments``)."""
 
     def __init__(
-        self, partition_key_path: str = ID_PATH, *, documents: InMemoryDocuments | None = None
+        self,
+        partition_key_path: str = ID_PATH,
+        *,
+        documents: InMemoryDocuments | None = None,
+        state_file: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.documents = documents or InMemoryDocuments(partition_key_path)
+        self.documents = in_memory_documents(partition_key_path, documents, state_file)
 
     def partition_key_path(self) -> str:
         return self.documents.partition_key_path
+
+    def expires_documents(self) -> bool:
+        return True
 
     def list_documents(self, prefix: str) -> list[dict[str, Any]]:
         return self.documents.list_documents(prefix)
@@ -195,6 +261,24 @@ class InMemoryLeaseStore(LeaseStore):
 
     def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
         return self.documents.delete(item_id, partition_key, etag)
+
+
+def in_memory_documents(
+    partition_key_path: str,
+    documents: InMemoryDocuments | None,
+    state_file: str | os.PathLike[str] | None,
+) -> InMemoryDocuments:
+    """An in-memory store's documents: those given, or new ones (kept in ``state_file``)."""
+    if documents is None:
+        return InMemoryDocuments(partition_key_path, state_file=state_file)
+    if state_file is not None:
+        raise ValueError("state_file: give it to the InMemoryDocuments shared, not to the store")
+    return documents
+
+
+def exported(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored document without the store's ``_`` fields (``_etag``, ``_ts``, ``_rid``...)."""
+    return {key: copy.deepcopy(value) for key, value in document.items() if not key.startswith("_")}
 
 
 def _copy(stored: dict[str, Any]) -> dict[str, Any]:

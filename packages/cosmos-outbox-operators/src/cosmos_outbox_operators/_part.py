@@ -5,51 +5,43 @@ serve the outbox's one operators' API, `outbox.operations()` (`cosmos_outbox.ope
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 
+from cosmos_outbox.http import HttpApi
+from cosmos_outbox_operators._console.doors import OperatorDoors
 from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
-from cosmos_outbox_operators._routes import OperatorModels, routes_blueprint
+from cosmos_outbox_operators._routes import RESOURCES, OperatorModels
+from cosmos_outbox_operators._routes._context import Routes
+from cosmos_outbox_operators._types import PARAMETERS
 
 if TYPE_CHECKING:
     from cosmos_outbox import Outbox
     from cosmos_outbox.aio import Outbox as AsyncOutbox
+    from cosmos_outbox.operations import Actor, Operations
 
-__all__ = ["Operators", "operators_blueprint"]
+__all__ = ["Operators", "operators_blueprint", "routes_blueprint"]
 
 
-def operators_blueprint(
-    outbox: Outbox | AsyncOutbox,
-    *,
-    models: OperatorModels = OperatorModels(),  # noqa: B008  # frozen: one shared value
-    route_prefix: str = "outbox",
-    auth_level: func.AuthLevel = func.AuthLevel.ADMIN,
-    console: bool = True,
-    operator_role: str = OPERATOR_ROLE,
-) -> func.Blueprint:
+def operators_blueprint(outbox: Outbox | AsyncOutbox, **options: Any) -> func.Blueprint:
     """The operators' routes (status, backlog, quarantine, dead letters, journey, subscribers,
     re-drive) under `route_prefix`, at `auth_level` (ADMIN: the host's master key); with
     `console`, also under `route_prefix/console/` for a signed-in operator with the app role
     `operator_role` (App Service Authentication), and the console page at
-    `route_prefix/console`. Served by `outbox.operations()`, sync or async as the outbox is."""
-    return routes_blueprint(
-        outbox.operations,
-        asynchronous=outbox.asynchronous,
-        models=models,
-        route_prefix=route_prefix,
-        auth_level=auth_level,
-        console=console,
-        operator_role=operator_role,
-    )
+    `route_prefix/console`. Served by `outbox.operations()`, sync or async as the outbox is.
+    `options` are `Operators`' fields."""
+    return Operators(**options).blueprint_for(outbox)
 
 
 @dataclass(frozen=True)
 class Operators:
     """The operators' routes and console, as a part of `Outbox.function_app`:
-    `outbox.function_app(orders, Operators(), title="Orders")`. Its options are
-    `operators_blueprint`'s."""
+    `outbox.function_app(orders, Operators(), title="Orders")`, or à la carte,
+    `operators_blueprint(outbox, ...)`: the models the routes parse and answer with (an app's
+    subclasses), their prefix, their auth level, the console, the operator's app role."""
 
     models: OperatorModels = field(default_factory=OperatorModels)
     route_prefix: str = "outbox"
@@ -59,11 +51,49 @@ class Operators:
 
     def blueprint_for(self, outbox: Any) -> func.Blueprint:
         """The blueprint of these routes served by `outbox` (what `function_app` calls)."""
-        return operators_blueprint(
-            outbox,
-            models=self.models,
-            route_prefix=self.route_prefix,
-            auth_level=self.auth_level,
-            console=self.console,
-            operator_role=self.operator_role,
-        )
+        return routes_blueprint(outbox.operations, asynchronous=outbox.asynchronous, options=self)
+
+
+def routes_blueprint(
+    operations: Callable[[], Operations],
+    *,
+    asynchronous: bool,
+    options: Operators,
+    actor: Actor | None = None,
+) -> func.Blueprint:
+    """The operators' routes under `options.route_prefix` (`outbox/status`, ...), at
+    `options.auth_level` (ADMIN: the host's master key), served by `operations()`;
+    `options.models` are the request and answer models (an app's subclasses). Bounded: a store or
+    a broker that hangs makes an operator's call a 503 + Retry-After within BOUND_SECONDS, as
+    /health, never a wait on the SDKs' own timeouts and retries. With `options.console`, each
+    route also under `route_prefix/console/` for a signed-in operator with the app role
+    `options.operator_role`, and the console page at `route_prefix/console`. `actor`: served
+    in-process to that actor (the command line on the stores: no host, no key)."""
+    prefix = options.route_prefix.strip("/")
+    doors = OperatorDoors(
+        prefix=prefix,
+        parameters=PARAMETERS,
+        auth_level=options.auth_level,
+        console=options.console,
+        role=options.operator_role,
+        actor=actor,
+    )
+    # outbox/health is anonymous: through neither door (no key, no sign-in), bounded like them
+    anonymous = HttpApi(
+        doors.blueprint, parameters={}, auth_level=func.AuthLevel.ANONYMOUS, bounded=True
+    )
+
+    def operation(**declared: Any) -> Callable[[Any], Any]:
+        return doors.operation(asynchronous=asynchronous, **declared)
+
+    def anonymous_operation(**declared: Any) -> Callable[[Any], Any]:
+        return anonymous.operation(asynchronous=asynchronous, **declared)
+
+    routes = Routes(prefix, operations, operation, anonymous_operation, options.models)
+    for resource in RESOURCES:
+        resource.declare(routes)
+    if options.console:
+        from cosmos_outbox_operators._console.page import register_page
+
+        register_page(doors)
+    return doors.blueprint

@@ -1,6 +1,6 @@
-"""The types the operators' routes parse (a reason, an instant, an aggregate type), shared by
-the routes of `operator_routes` and `recovery_routes` (`cosmos_outbox.operators` publishes them),
-and the console's `whole` query parameter."""
+"""The types the operators' routes parse (a reason, an instant, an aggregate type, a filter's
+text), their path parameters (`PARAMETERS`, declared once for both doors), and the console's
+`whole` query parameter: shared by the route modules of `cosmos_outbox_operators._routes`."""
 
 from __future__ import annotations
 
@@ -10,11 +10,22 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema
 
-from cosmos_outbox.http import QueryParameter
+from cosmos_outbox.http import PathParameter, QueryParameter
 from cosmos_outbox.text import Text
 
-__all__ = ["WHOLE", "AggregateType", "Instant", "OperatorReason", "parse_instant"]
+__all__ = [
+    "ERRORS",
+    "PARAMETERS",
+    "WHOLE",
+    "AggregateType",
+    "FilterText",
+    "Instant",
+    "OperatorReason",
+    "parse_instant",
+]
 
+#: Text a filter looks for (a dead letter's reason or description).
+FilterText = Annotated[str, Text(max_length=200)]
 #: Free text an operator gives for an action (discarding a quarantined event): required, the
 #: same character rules as every text field.
 OperatorReason = Annotated[str, Text(max_length=500)]
@@ -61,3 +72,33 @@ WHOLE = QueryParameter(
     "The console page only: show the whole body (the page shortens a long one; JSON always "
     "holds all of it)",
 )
+
+#: The path parameters of the operators' routes, by name (each door declares them once).
+PARAMETERS = {
+    p.name: p
+    for p in (
+        PathParameter("eventId", "the event id"),
+        PathParameter("entity", "the subscription or queue"),
+        PathParameter(
+            "sequenceNumber",
+            "the dead letter's sequence number",
+            pattern=r"^[0-9]{1,19}$",
+            max_length=19,
+        ),
+        PathParameter("subscription", "the subscription"),
+        PathParameter(
+            "aggregateType",
+            "the aggregate type",
+            pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$",
+            max_length=64,
+        ),
+        PathParameter("aggregateId", "the aggregate id"),
+        PathParameter(
+            "groupId", "the failure group's id", pattern=r"^[0-9a-f]{12}$", max_length=12
+        ),
+    )
+}
+#: The problems an operation over one named thing may answer with.
+ERRORS = (400, 404, 429, 500, 503)
+#: Those of an operation that reads a body (an action, a preview).
+BODY_ERRORS = (400, 404, 413, 415, 429, 500, 503)

@@ -109,7 +109,7 @@ def test_status_and_health_and_the_key_from_the_environment_only(
     world, api = served
     world.memory.target_rules.lacking("legacy")  # a subscription without the rule: named
     code, out, err = run(api, "status", monkeypatch=monkeypatch, capsys=capsys)
-    assert code == 0 and out.startswith("pending 0 transaction(s); quarantined 0"), err
+    assert code == 0 and out.startswith("pending 0 event(s); quarantined 0"), err
     assert "1 subscription(s) of topic" in out and "legacy (rule $Default: TrueFilter)" in out
     code, out, _ = run(api, "health", "--json", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and json.loads(out) == {"status": "healthy"}
@@ -306,3 +306,28 @@ def test_nothing_listening_is_one_line_and_exit_1() -> None:
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.startswith("error: GET http://127.0.0.1:9/api/outbox/status: ")
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_failure_groups_are_listed_and_retried_by_group(
+    served: tuple[RecoveryWorld, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    world, api = served
+    ids = world.publish("w1", "StockAdded", "StockAdded")
+    world.relay()
+    world.deliver_new(skip=set(ids))
+    code, out, err = run(api, "groups", "--json", monkeypatch=monkeypatch, capsys=capsys)
+    [group] = json.loads(out)["groups"]
+    assert code == 0 and group["count"] == 2 and group["entity"] == SUBSCRIPTION
+    code, out, err = run(api, "groups", monkeypatch=monkeypatch, capsys=capsys)
+    assert out.splitlines()[0] == "1 failure group(s)" and group["id"] in out
+    code, out, err = run(
+        api, "groups", "preview", group["id"], "retry", monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert code == 0 and f"group {group['id']}" in out and "2 would touch" in out, err
+    code, out, err = run(
+        api, "groups", "retry", group["id"], monkeypatch=monkeypatch, capsys=capsys
+    )
+    assert code == 0 and "2 done" in out, err
+    with pytest.raises(SystemExit) as refused:  # a discard names its reason
+        run(api, "groups", "discard", group["id"], monkeypatch=monkeypatch, capsys=capsys)
+    assert refused.value.code == 2 and "--reason" in capsys.readouterr().err

@@ -213,15 +213,16 @@ def test_every_action_is_audited_with_who_did_it(
         body={"since": "2000-01-01T00:00:00Z"},
     )
     replay, discard, redrive = audit_lines(caplog)
+    assert f" by ada@example.com (id oid-ada): event {first} " in replay.getMessage()
     assert (
-        f" by ada@example.com (id oid-ada): {replay.__dict__['outbox.reason']}; subscribers will "
-        "see: nothing new"
+        f": {replay.__dict__['outbox.reason']}; subscribers will see: nothing new"
     ) in replay.getMessage()
     assert (replay.__dict__["outbox.actor_name"], replay.__dict__["outbox.actor_id"]) == (
         "ada@example.com",
         "oid-ada",
     )
-    assert " by admin key: entered by hand" in discard.getMessage()
+    assert f" by admin key: event {second} " in discard.getMessage()
+    assert ": entered by hand; subscribers will see: " in discard.getMessage()
     assert discard.__dict__["outbox.actor_kind"] == "admin key"
     assert " by ada@example.com (id oid-ada): " in redrive.getMessage()
 
@@ -460,6 +461,9 @@ def test_the_page_is_an_operators_with_a_strict_policy_and_the_pages_token(
         assert f'hx-get="/api/outbox/console/{panel}"' in html
     assert 'hx-post="/api/outbox/console/redrive"' in html
     assert 'id="dead-letters"' in html and 'id="journey"' in html  # part 2's panels
+    assert 'hx-get="/api/outbox/console/groups"' in html  # failure groups (issue 72)
+    # its icon is in the page: no request for /favicon.ico, a 404 on every page (issue 72)
+    assert '<link rel="icon" href="data:,">' in html
     assert "https://" not in html.replace("https://", "", 0).split("<body")[0]  # no CDN
     # Not signed in: to the sign-in, and back; signed in without the role: said so.
     away = world.client.request("GET", "outbox/console")

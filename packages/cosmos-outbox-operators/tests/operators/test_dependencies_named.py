@@ -92,3 +92,24 @@ def test_a_hung_broker_is_named_in_the_async_outboxs_503_even_when_it_hangs_on_c
         client.close()
     assert refused["detail"].startswith("Service Bus did not answer within"), refused["detail"]
     assert time.monotonic() - started < 1.2
+
+
+def test_a_redrive_whose_broker_hangs_is_a_503_naming_service_bus_within_the_bound(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The re-drive's own wait on Service Bus (0.9 of the bound) fires before the bound's: its
+    DependencyUnavailableError was wrapped as "re-drive failed to send:
+    DependencyUnavailableError", a 503 that named neither Service Bus nor the wait
+    (test_operators_bounded's frozen broker met it about 1 run in 2)."""
+    monkeypatch.setattr(bounded, "BOUND_SECONDS", 1.2)
+    world.publish("w1", "StockAdded")
+
+    def hangs(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(3)
+        raise ConnectionError("gave up")
+
+    monkeypatch.setattr(world.memory.publisher, "send", hangs)
+    refused = problem(
+        world.call("POST", "outbox/redrive", body={"since": "2000-01-01T00:00:00Z"}), 503
+    )
+    assert refused["detail"].startswith("Service Bus did not answer within"), refused["detail"]

@@ -469,3 +469,31 @@ def test_every_operator_operation_and_health_are_bounded(world: TicketWorld) -> 
     # anonymous outbox/health, which has no door
     assert operators == keyed | {f"console_{name}" for name in keyed - {"outbox_health"}}
     assert bounded_ones == operators | {"health"}
+
+
+def test_the_status_describes_a_stall_on_a_silent_service_bus_within_its_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 72 item 4: as a stall sets in with Service Bus silent, the status asked the probe
+    (2 s) and then the topic's rules (2 s more): past the bound, a 503 the console showed as
+    stale. The rules are not asked of a Service Bus the probe found silent: the status answers,
+    stalled, naming Service Bus."""
+    import time as clock
+
+    from cosmos_outbox.ports import LeaseBacklog
+
+    world = TicketWorld()
+    try:
+        hang = lambda *_: clock.sleep(30)  # noqa: E731  # a frozen namespace answers nothing
+        monkeypatch.setattr(world.memory.publisher, "probe", hang, raising=False)
+        monkeypatch.setattr(world.memory.target_rules, "check", hang)
+        world.memory.backlog.leases = [LeaseBacklog("0", 1, clock.time() - 600)]
+        reply = world.client.request("GET", "outbox/status")
+        assert reply.status_code == 200, reply.get_body()
+        status = body(reply)
+        assert status["relay"]["state"] == "stalled"
+        assert status["relay"]["notAnswering"] == "Service Bus"
+        assert not status["targetRules"]["checked"]
+        assert "Service Bus does not answer" in status["targetRules"]["reason"]
+    finally:
+        world.client.close()

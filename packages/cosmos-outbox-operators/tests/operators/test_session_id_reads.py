@@ -142,3 +142,19 @@ def test_the_quarantine_of_a_session_is_read_replayed_and_discarded_where_it_liv
         )
     )
     assert page["events"] == 1
+
+
+def test_the_console_names_the_partition_the_documents_are_in_and_no_version_it_lacks(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 72 item 5: the console said "the store's partition order-42" (the session id) where
+    they are in `customer-7`, and "At version None" for a subscriber it does not know."""
+    from conftest import console_fragment
+
+    ordered(world)
+    documents = console_fragment(world.client, f"documents/{SESSION}", monkeypatch)
+    assert f"<code>{PARTITION}</code> (the transaction's that wrote aggregate" in documents
+    assert f"partition <code>{SESSION}</code>" not in documents
+    journey = console_fragment(world.client, f"journey/aggregates/{KIND}/{SESSION}", monkeypatch)
+    assert "None" not in journey and "unknown" in journey
+    assert f"partition <code>{SESSION}</code>" not in journey

@@ -8,6 +8,7 @@ recovers it; that action applies it once, and the watch then says it is resolved
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -44,8 +45,12 @@ def test_a_dead_letter_resent_with_its_message_id_is_said_vanished_then_recovere
     assert letter.message_id in {m.message_id for m in world.sent}  # inside the window: dropped
     del world.memory.dead_letters.queues[SUBSCRIPTION][letter.sequence_number]
     assert tick(world) == []  # left: a resubmission may still be on its way (the grace period)
+    found_gone = datetime.now(UTC)
     monkeypatch.setattr(_watch, "GRACE_SECONDS", 0.0)  # the grace period over
     [vanished] = tick(world)
+    # gone since the tick that found it gone, not since the one that said it vanished (issue
+    # 72: "gone 0 s ago" for a letter that left 33 s earlier)
+    assert datetime.fromisoformat(vanished["leftAt"]) <= found_gone
     assert (vanished["eventId"], vanished["subscription"], vanished["version"]) == (
         ids[0],
         SUBSCRIPTION,
@@ -57,6 +62,9 @@ def test_a_dead_letter_resent_with_its_message_id_is_said_vanished_then_recovere
     journey = body(world.call("GET", f"outbox/journey/events/{ids[0]}"))
     sight = next(s for s in journey["subscribers"] if s["subscription"] == SUBSCRIPTION)
     assert sight["state"] == "vanished"
+    # its journey's page does not say "Dead letters: none" in green beside it (issue 72)
+    steps = console_fragment(world.client, f"journey/events/{ids[0]}", monkeypatch)
+    assert 'data-step="dead-letters" class="warn"' in steps and "vanished" in steps
 
     # the recovery it names: a re-drive of its aggregate to that subscription only
     before = len(world.sent)

@@ -55,7 +55,19 @@ UNVALIDATED_BEARER_WHERE = {
         {},
     ),
 }
-SETTINGS = ("WEBSITE_AUTH_ENABLED", "OUTBOX_CONSOLE_SIGN_IN", "FUNCTIONS_CORETOOLS_ENVIRONMENT")
+#: funcstack's word to its workers that its host checks keys (`funcstack run --enforce-keys`).
+KEYS_ENFORCED = "FUNCSTACK_KEYS_ENFORCED"
+#: Names other than the loopback ones a local host's state-changing routes take.
+LOCAL_HOSTS = "OUTBOX_LOCAL_HOSTS"
+SETTINGS = (
+    "WEBSITE_AUTH_ENABLED",
+    "OUTBOX_CONSOLE_SIGN_IN",
+    "FUNCTIONS_CORETOOLS_ENVIRONMENT",
+    KEYS_ENFORCED,
+    LOCAL_HOSTS,
+)
+LOCAL = {"FUNCTIONS_CORETOOLS_ENVIRONMENT": "true"}
+REDRIVE = {"since": "2000-01-01T00:00:00Z"}
 
 
 def environment(monkeypatch: pytest.MonkeyPatch, values: dict[str, str]) -> None:
@@ -220,3 +232,99 @@ def test_an_unvalidated_bearer_token_does_not_stand_for_the_pages_token(
     assert bearer_validated(script, sign_in_trust())
     done = world.client.request("POST", f"outbox/console/quarantine/{event}/replay", headers=script)
     assert body(done)["status"] == "resolved"
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "audited"),
+    [
+        # issue 72 item 1: make run's host checks no key; a bogus one was audited "admin key"
+        (
+            LOCAL,
+            "bogus-not-a-key",
+            "nobody: keys not enforced locally (a key was sent, not checked)",
+        ),
+        (LOCAL, None, "nobody: keys not enforced locally: re-drive"),
+        # funcstack's host with --enforce-keys says it checked the key
+        ({**LOCAL, KEYS_ENFORCED: "true"}, "the-master-key", "admin key:"),
+        # the local host's word is the host's, never a setting's: a plain "false" is no check
+        (
+            {**LOCAL, KEYS_ENFORCED: "false"},
+            "the-master-key",
+            "nobody: keys not enforced locally (a key was sent, not checked)",
+        ),
+        # in Azure the host admits an ADMIN route's request only with the master key
+        ({}, "the-master-key", "admin key:"),
+    ],
+)
+def test_the_audit_names_a_key_only_where_the_host_checked_it(
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    where: dict[str, str],
+    key: str | None,
+    audited: str,
+) -> None:
+    environment(monkeypatch, where)
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    world = TicketWorld()
+    try:
+        headers = {"host": "127.0.0.1:7071", **({"x-functions-key": key} if key else {})}
+        reply = world.client.request("POST", "outbox/redrive", body=REDRIVE, headers=headers)
+        assert reply.status_code == 202, reply.get_body()
+        [line] = audit_lines(caplog)
+        assert f"outbox audit: redrive by {audited}" in line.getMessage()
+        assert (key or "bogus") not in line.getMessage()
+    finally:
+        world.client.close()
+
+
+FOREIGN = {"host": "evil.example:7071", "origin": "http://evil.example:7071"}
+
+
+def test_a_local_host_takes_no_action_for_a_foreign_host_name(
+    poison: tuple[TicketWorld, list[str]],
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 72 item 2: DNS rebinding. A page on evil.example whose name resolves to 127.0.0.1
+    sends its own Host and a matching Origin, so the same-site check passes; the local host
+    (no key checked) acted. Its state-changing routes take only the loopback names (and those
+    of OUTBOX_LOCAL_HOSTS), through either door; reads stay open."""
+    world, (event, _) = poison
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    environment(
+        monkeypatch,
+        {**LOCAL, "WEBSITE_AUTH_ENABLED": "True", "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in"},
+    )
+    sent = len(world.memory.publisher.messages)
+    for method, path, params, extra in (
+        ("POST", "outbox/redrive", None, {}),
+        ("POST", f"outbox/quarantine/{event}/replay", None, {}),
+        ("DELETE", f"outbox/quarantine/{event}", {"reason": "x"}, {"x-functions-key": "k"}),
+        (
+            "POST",
+            f"outbox/console/quarantine/{event}/replay",
+            None,
+            the_page(**FOREIGN, **{PRINCIPAL_HEADER: principal()}),
+        ),
+    ):
+        headers = {**FOREIGN, **extra}
+        reply = world.client.request(method, path, headers=headers, params=params, body=REDRIVE)
+        refused = problem(reply, 403)
+        assert "evil.example" in refused["detail"] and LOCAL_HOSTS in refused["detail"], path
+    assert audit_lines(caplog) == []
+    assert len(world.memory.publisher.messages) == sent and status_of(world, event) == "quarantined"
+    # reads are not actions
+    assert world.client.request("GET", "outbox/status", headers=FOREIGN).status_code == 200
+    # the loopback names, any port
+    for host in ("localhost:7071", "127.0.0.1:7071", "[::1]:7071", "localhost"):
+        origin = {"host": host, "origin": f"http://{host}"}
+        done = world.client.request("POST", "outbox/redrive", headers=origin, body=REDRIVE)
+        assert done.status_code == 202, host
+    # a name the owner configured (a dev container's forwarded name)
+    monkeypatch.setenv(LOCAL_HOSTS, "box.internal, evil.example")
+    done = world.client.request("POST", "outbox/redrive", headers=FOREIGN, body=REDRIVE)
+    assert done.status_code == 202
+    # not a local host: the platform routes only the app's names to it
+    environment(monkeypatch, {})
+    done = world.client.request("POST", "outbox/redrive", headers=FOREIGN, body=REDRIVE)
+    assert done.status_code == 202

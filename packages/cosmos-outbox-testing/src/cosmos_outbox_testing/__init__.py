@@ -42,7 +42,7 @@ from cosmos_outbox.documents import (
     event_fields,
     parse_time,
     read_feed,
-    scheduled,
+    schedule_of,
 )
 from cosmos_outbox.ports import DeadLetterEntity, OutboxMessage
 from cosmos_outbox.relay import ReleaseOutcome
@@ -188,26 +188,19 @@ class InMemory:
     def scheduled(self, partition_key: str | None = None) -> list[ScheduledEvent]:
         """The scheduled events committed (of one partition, when given), soonest due first."""
         found = []
-        for document in self.store.of_type(EVENT_TYPE):
-            due = parse_time(document.get("deliverAt"))
-            if not scheduled(document) or due is None:
+        for document in self.store.of_type(EVENT_TYPE, partition_key=partition_key):
+            schedule = schedule_of(document)
+            due = parse_time(schedule.deliver_at) if schedule is not None else None
+            if schedule is None or due is None:
                 continue
-            if partition_key is not None and document.get("partitionKey") != partition_key:
-                continue
-            state = (
-                "cancelled"
-                if document.get("cancelledAt") is not None
-                else "released"
-                if document.get("releasedAt") is not None
-                else "waiting"
-            )
+            event = event_fields(document)
             found.append(
                 ScheduledEvent(
-                    str(document["id"]),
-                    str(document.get("action")),
-                    str(document.get("aggregateId")),
+                    str(event.event_id),
+                    str(event.action),
+                    str(event.aggregate_id),
                     due,
-                    state,
+                    schedule.state,
                 )
             )
         return sorted(found, key=lambda e: e.deliver_at)

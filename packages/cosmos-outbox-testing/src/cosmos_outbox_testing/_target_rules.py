@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cosmos_outbox.ports import SubscriptionLacking, TargetRuleCheck, TargetRules
+from cosmos_outbox.ports import (
+    FalseFilter,
+    Rule,
+    RuleFilter,
+    SqlFilter,
+    SubscriptionLacking,
+    TargetRuleCheck,
+    TargetRules,
+    TrueFilter,
+    UnreadableFilter,
+)
 
 __all__ = ["FakeTargetRules"]
 
@@ -19,7 +29,9 @@ class FakeTargetRules(TargetRules):
     """A topic's subscriptions and their rules, in memory. `subscriptions`: each name with the
     rules letting others in, as the check names them (`"$Default: TrueFilter"`, `"kinds:
     SqlFilter kind = 'a'"`; empty: it carries the rule). `refused`: the management API refuses
-    or does not answer, and why (the check is then not checked). `checks` counts the reads."""
+    or does not answer, and why (the check is then not checked). `rules`: each subscription's
+    rules as the check reads them (`TargetRuleCheck.rules`: what the operators' previews
+    evaluate). `checks` counts the reads."""
 
     def __init__(
         self,
@@ -27,12 +39,16 @@ class FakeTargetRules(TargetRules):
         subscriptions: Mapping[str, Sequence[str]] | None = None,
         *,
         refused: str | None = None,
+        rules: Mapping[str, Sequence[Rule]] | None = None,
     ) -> None:
         self.topic = topic
         self.subscriptions: dict[str, tuple[str, ...]] = {
             name: tuple(rules) for name, rules in (subscriptions or {}).items()
         }
         self.refused = refused
+        self.rules: dict[str, tuple[Rule, ...]] = {
+            name: tuple(found) for name, found in (rules or {}).items()
+        }
         self.checks = 0
 
     def lacking(self, subscription: str, *rules: str) -> None:
@@ -42,6 +58,17 @@ class FakeTargetRules(TargetRules):
     def give_rule(self, subscription: str) -> None:
         """The subscription carries the rule now (as `cosmos-outbox target-rules --yes` does)."""
         self.subscriptions[subscription] = ()
+
+    def rules_of(self, name: str) -> tuple[Rule, ...]:
+        """A subscription's rules: as given (`rules=`), else as its description says (none
+        letting others in: the outbox's own rule, `outbox-target`)."""
+        if name in self.rules:
+            return self.rules[name]
+        described = self.subscriptions.get(name, ())
+        if not described:
+            clause = f"NOT EXISTS(outboxTarget) OR outboxTarget = '{name}'"
+            return (Rule("outbox-target", SqlFilter(clause)),)
+        return tuple(_read(text) for text in described)
 
     def check(self) -> TargetRuleCheck:
         self.checks += 1
@@ -57,4 +84,19 @@ class FakeTargetRules(TargetRules):
             for name, rules in self.subscriptions.items()
             if rules
         )
-        return TargetRuleCheck(self.topic, True, tuple(self.subscriptions), lacking)
+        names = tuple(dict.fromkeys([*self.subscriptions, *self.rules]))
+        rules = {name: self.rules_of(name) for name in names}
+        return TargetRuleCheck(self.topic, True, names, lacking, rules=rules)
+
+
+def _read(text: str) -> Rule:
+    """A rule from the check's description of it (`"$Default: TrueFilter"`, `"kinds: SqlFilter
+    kind = 'a'"`)."""
+    name, _, described = text.partition(": ")
+    kind, _, expression = described.partition(" ")
+    found: RuleFilter = UnreadableFilter(described)
+    if kind in ("TrueFilter", "FalseFilter"):
+        found = TrueFilter() if kind == "TrueFilter" else FalseFilter()
+    elif kind == "SqlFilter":
+        found = SqlFilter(expression)
+    return Rule(name, found)

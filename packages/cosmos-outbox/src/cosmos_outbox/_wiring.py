@@ -23,7 +23,7 @@ from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox._write.streams import Sequences
 from cosmos_outbox._write.transaction import Transaction
 from cosmos_outbox._write.unit_of_work import UnitOfWork
-from cosmos_outbox.http._paging import TokenCodec, derive_key
+from cosmos_outbox.http._paging import derive_key
 from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
     AsyncDeadLetterQueues,
@@ -57,13 +57,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("cosmos_outbox")
 T = TypeVar("T")
-#: Key-derivation purpose of the quarantine list's tokens (a label, not a secret).
-QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
-#: ... of the re-drive's and the dead letters' continuation tokens.
-REDRIVE_TOKEN_PURPOSE = "outbox-admin/redrive-token/v1"  # noqa: S105
-DEAD_LETTER_TOKEN_PURPOSE = "outbox-admin/dead-letter-token/v1"  # noqa: S105
-#: ... of the pages of an aggregate's documents (the operators' `documents` route).
-DOCUMENT_TOKEN_PURPOSE = "outbox-admin/document-token/v1"  # noqa: S105
 
 
 def _no_backlog() -> BacklogEstimator:
@@ -108,6 +101,8 @@ class Services:
     )
     #: the topic (the relay's telemetry names it)
     topic: str = ""
+    #: what the publisher puts before each CloudEvents source path (the previews' messages too)
+    source_base: str = ""
     event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
     #: how long a pending event may wait before the relay is stalled (the trigger's poll delay
@@ -358,30 +353,19 @@ def services_from_settings(
     backlog = lambda: Estimator(  # noqa: E731
         outbox_database.get_container_client(container),
         outbox_database.get_container_client(leases),
-        lease_prefix=settings.lease_prefix,
+        processor_name=settings.processor_name,
     )
     subscribers = lambda: {  # noqa: E731
         name: Store(client.get_database_client(db).get_container_client(projections))
         for name, db, projections in watched_containers
     }
-    logger.info(
-        "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
-        database,
-        container,
-        settings.servicebus_topic,
-        connection is None,
-        asynchronous,
-        extra={
-            "outbox.database": database,
-            "outbox.container": container,
-            "outbox.topic": settings.servicebus_topic,
-        },
-    )
+    _log_built(settings, identity=connection is None, asynchronous=asynchronous)
     return Services(
         store=store,
         backlog=backlog,
         token_secret=token_secret(settings),
         topic=settings.servicebus_topic or "",
+        source_base=settings.cloudevents_source_base,
         event_ttl_seconds=settings.event_ttl_seconds,
         idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
         stall_after_seconds=settings.feed_poll_delay_ms / 1000 + settings.relay_stall_seconds,
@@ -398,10 +382,27 @@ def services_from_settings(
     )
 
 
+def _log_built(settings: OutboxSettings, *, identity: bool, asynchronous: bool) -> None:
+    database, container = settings.cosmos_database, settings.cosmos_container
+    logger.info(
+        "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
+        database,
+        container,
+        settings.servicebus_topic,
+        identity,
+        asynchronous,
+        extra={
+            "outbox.database": database,
+            "outbox.container": container,
+            "outbox.topic": settings.servicebus_topic,
+        },
+    )
+
+
 class Wiring:
     """The outbox's objects, built from its services (the one composition path): the unit of
-    work, the relay and its telemetry, the quarantine, the operators' use cases, the quarantine
-    list's tokens. The relay and the backlog estimator are made once, on first use."""
+    work, the relay and its telemetry, the quarantine, the operators' use cases. The relay and
+    the backlog estimator are made once, on first use."""
 
     def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
         from cosmos_outbox._quarantine import Quarantine
@@ -417,10 +418,6 @@ class Wiring:
         self.relay_health = RelayHealth(self.store)
         #: the backlog timer's last hour of readings (the console's chart)
         self.backlog_history = BacklogHistory(self.store)
-        self.quarantine_tokens = TokenCodec(services.token_key(QUARANTINE_TOKEN_PURPOSE))
-        self.redrive_tokens = TokenCodec(services.token_key(REDRIVE_TOKEN_PURPOSE))
-        self.dead_letter_tokens = TokenCodec(services.token_key(DEAD_LETTER_TOKEN_PURPOSE))
-        self.document_tokens = TokenCodec(services.token_key(DOCUMENT_TOKEN_PURPOSE))
         self._made: dict[str, Any] = {}
         self._subscriber_stores: dict[str, AsyncDocumentStore] | None = None
         self.event_ttl_seconds = services.event_ttl_seconds
@@ -542,12 +539,7 @@ class Wiring:
                         backlog=self.backlog,
                         history=self.backlog_history,
                         event_ttl_seconds=self.event_ttl_seconds,
-                        tokens=_parts.PagingTokens(
-                            quarantine=self.quarantine_tokens,
-                            dead_letters=self.dead_letter_tokens,
-                            documents=self.document_tokens,
-                            redrive=self.redrive_tokens,
-                        ),
+                        tokens=_parts.PagingTokens.derived(self.services.token_key),
                         legacy=self.legacy,
                         health=self.relay_health,
                         dead_letters=self.dead_letters,
@@ -555,6 +547,7 @@ class Wiring:
                         subscribers=self.subscriber_stores,
                         target_rules=self.target_rules,
                         stall_after_seconds=self.services.stall_after_seconds,
+                        source_base=self.services.source_base,
                     )
                 )
             return self._operations

@@ -5,7 +5,8 @@ read them: an aggregate's document and its events' (`aggregate_document`,
 (`commit_operations`), and the change feed read back as the relay reads it (`read_feed`;
 `outbox_record` of one event document, `unreadable` of one it cannot relay,
 `envelope_and_data`). What a stored event says, whatever its format (`event_fields`: an
-`EventFields`; `scheduled`, a scheduled event's; `parse_time`, a stored time;
+`EventFields`; `scheduled`, whether it is a scheduled event's; `schedule_of`, its
+`Schedule`: due, released, cancelled; `parse_time`, a stored time;
 `document_created_at`, its creation time); where an event set aside is kept (`quarantine_id`).
 For tools, test kits and stores of your own that look at what the outbox wrote. An event's forms
 are the mapper's (`cosmos_outbox._mapper`), the other documents the write path's
@@ -17,6 +18,7 @@ from cosmos_outbox._domain import new_id, utc_text
 from cosmos_outbox._mapper import (
     EVENT_TYPE,
     EventFields,
+    Schedule,
     aggregate_event_document,
     document_created_at,
     envelope_and_data,
@@ -24,6 +26,7 @@ from cosmos_outbox._mapper import (
     outbox_record,
     parse_time,
     read_feed,
+    schedule_of,
     scheduled,
     unreadable,
 )
@@ -39,6 +42,7 @@ __all__ = [
     "QUARANTINE_TYPE",
     "SEQUENCE_TYPE",
     "EventFields",
+    "Schedule",
     "aggregate_document",
     "aggregate_event_document",
     "commit_operations",
@@ -51,6 +55,7 @@ __all__ = [
     "parse_time",
     "quarantine_id",
     "read_feed",
+    "schedule_of",
     "scheduled",
     "unreadable",
     "utc_text",

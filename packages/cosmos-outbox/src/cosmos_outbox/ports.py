@@ -29,11 +29,20 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from cosmos_outbox._queries import QueryParameters, named_parameters
 from cosmos_outbox._records import OutboxMessage, Release
+from cosmos_outbox._subscription_rules import (
+    CorrelationFilter,
+    FalseFilter,
+    Rule,
+    RuleFilter,
+    SqlFilter,
+    TrueFilter,
+    UnreadableFilter,
+)
 
 T = TypeVar("T")
 
@@ -52,12 +61,14 @@ __all__ = [
     "BacklogEstimator",
     "BatchOperation",
     "BatchStore",
+    "CorrelationFilter",
     "DeadLetter",
     "DeadLetterEntity",
     "DeadLetterQueues",
     "DocumentQueries",
     "DocumentStore",
     "DocumentWrites",
+    "FalseFilter",
     "LeaseBacklog",
     "MessageBatch",
     "MessagePublisher",
@@ -67,10 +78,15 @@ __all__ = [
     "PayloadStore",
     "QueryParameters",
     "Release",
+    "Rule",
+    "RuleFilter",
     "ScheduleQueue",
+    "SqlFilter",
     "SubscriptionLacking",
     "TargetRuleCheck",
     "TargetRules",
+    "TrueFilter",
+    "UnreadableFilter",
     "named_parameters",
     "stays_sync",
     "sync_methods",
@@ -598,6 +614,9 @@ class TargetRuleCheck:
     subscriptions: tuple[str, ...] = ()
     lacking: tuple[SubscriptionLacking, ...] = ()
     reason: str = ""
+    #: each subscription's rules as read (what it receives: `cosmos_outbox.operations`' previews
+    #: evaluate them as Service Bus does)
+    rules: Mapping[str, tuple[Rule, ...]] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -3,7 +3,7 @@
 **Anywhere** (`cosmos-outbox relay`, or this API; `pip install "cosmos-outbox[relay]"`): the relay
 as a process of its own, on cosmos-changefeed's change feed processor, with the settings the
 Functions app reads and the leases the Functions trigger writes (the same processor name,
-OUTBOX_LEASE_PREFIX), so the relay moves between the trigger and these processes on its
+OUTBOX_PROCESSOR_NAME), so the relay moves between the trigger and these processes on its
 checkpoints:
 
     import asyncio

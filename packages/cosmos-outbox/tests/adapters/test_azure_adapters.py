@@ -36,6 +36,7 @@ from azure_stack import (
     received,
     relay_through,
     retitle,
+    verified,
 )
 from tickets import TICKET
 
@@ -102,7 +103,7 @@ def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_on
     exist is the store unavailable, said so, not healthy (a point read of a missing container
     answers "not found" like a missing document)."""
     client = CosmosClient.from_connection_string(
-        funcstack_services.cosmos_connection_string, connection_verify=False
+        funcstack_services.cosmos_connection_string, **verified(funcstack_services)
     )
     database = client.get_database_client(DATABASE)
     with pytest.raises(StoreUnavailableError, match="does not exist"):
@@ -111,7 +112,7 @@ def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_on
 
     async def aio_ping(name: str) -> None:
         async with AsyncCosmosClient.from_connection_string(
-            funcstack_services.cosmos_connection_string, connection_verify=False
+            funcstack_services.cosmos_connection_string, **verified(funcstack_services)
         ) as aio:
             await AsyncCosmosDocumentStore(
                 aio.get_database_client(DATABASE).get_container_client(name)
@@ -129,7 +130,7 @@ def test_a_missing_lease_container_is_the_relay_not_ready_naming_it(
     container does not exist as the relay says what it misses: RelayNotReadyError naming it
     and the fix, sync and aio (the timer records it in the relay's status)."""
     client = CosmosClient.from_connection_string(
-        funcstack_services.cosmos_connection_string, connection_verify=False
+        funcstack_services.cosmos_connection_string, **verified(funcstack_services)
     )
     database = client.get_database_client(DATABASE)
     missing = "lease container 'no-such-leases' does not exist.*COSMOS_LEASE_CONTAINER"
@@ -140,7 +141,7 @@ def test_a_missing_lease_container_is_the_relay_not_ready_naming_it(
 
     async def aio_estimate() -> None:
         async with AsyncCosmosClient.from_connection_string(
-            funcstack_services.cosmos_connection_string, connection_verify=False
+            funcstack_services.cosmos_connection_string, **verified(funcstack_services)
         ) as aio:
             adatabase = aio.get_database_client(DATABASE)
             await AsyncCosmosBacklogEstimator(
@@ -184,7 +185,8 @@ def test_the_aio_client_reads_the_environment_on_each_request_only_when_it_has_s
     async def reads() -> None:
         asyncio.get_running_loop().set_default_executor(_CountingExecutor(2))
         async with async_cosmos_client(
-            connection_string=funcstack_services.cosmos_connection_string, verify_tls=False
+            connection_string=funcstack_services.cosmos_connection_string,
+            **verified(funcstack_services),
         ) as aio:
             store = AsyncCosmosDocumentStore(
                 aio.get_database_client(DATABASE).get_container_client(fresh)
@@ -328,21 +330,21 @@ class CosmosBacklogWorld(BacklogWorld):
         self.endpoint = stack.cosmos_endpoint
         if flavour == "sync":
             self.estimator = CosmosBacklogEstimator(
-                self.monitored, self.leases, lease_prefix="outbox."
+                self.monitored, self.leases, processor_name="outbox."
             )
         else:
 
             async def connect() -> AsyncCosmosBacklogEstimator:
                 client = loop.closing(
                     AsyncCosmosClient.from_connection_string(
-                        stack.cosmos_connection_string, connection_verify=False
+                        stack.cosmos_connection_string, **verified(stack)
                     )
                 )
                 database = client.get_database_client(DATABASE)
                 return AsyncCosmosBacklogEstimator(
                     database.get_container_client(monitored),
                     database.get_container_client(leases),
-                    lease_prefix="outbox.",
+                    processor_name="outbox.",
                 )
 
             self.estimator = loop.run(connect())

@@ -29,7 +29,7 @@ pytest.importorskip(
 
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
-from azure_stack import DATABASE, TOPIC, CosmosWorld
+from azure_stack import DATABASE, TOPIC, CosmosWorld, verified
 from tickets import Ticket
 
 from cosmos_changefeed import lease_prefix
@@ -54,7 +54,7 @@ N = 5
 
 def cosmos(stack: LocalStack, **options: Any) -> CosmosClient:
     return CosmosClient.from_connection_string(
-        stack.cosmos_connection_string, connection_verify=False, **options
+        stack.cosmos_connection_string, **verified(stack), **options
     )
 
 
@@ -69,7 +69,7 @@ class Estimators:
         monitored: str,
         leases: str,
         *,
-        lease_prefix: str = "",
+        processor_name: str = "",
         **options: Any,
     ) -> None:
         self.loop = loop
@@ -77,20 +77,20 @@ class Estimators:
         self.sync = CosmosBacklogEstimator(
             database.get_container_client(monitored),
             database.get_container_client(leases),
-            lease_prefix=lease_prefix,
+            processor_name=processor_name,
         )
 
         async def connect() -> AsyncCosmosBacklogEstimator:
             client = loop.closing(
                 AsyncCosmosClient.from_connection_string(
-                    stack.cosmos_connection_string, connection_verify=False, **options
+                    stack.cosmos_connection_string, **verified(stack), **options
                 )
             )
             aio = client.get_database_client(DATABASE)
             return AsyncCosmosBacklogEstimator(
                 aio.get_container_client(monitored),
                 aio.get_container_client(leases),
-                lease_prefix=lease_prefix,
+                processor_name=processor_name,
             )
 
         self.aio = loop.run(connect())
@@ -152,7 +152,7 @@ def test_the_backlog_while_the_relay_is_off_then_zero_once_it_runs(
 ) -> None:
     before = time.time()
     open_tickets(funcstack_services.container_client(DATABASE, fresh), N)
-    estimators = Estimators(funcstack_services, loop, fresh, leases, lease_prefix="outbox.")
+    estimators = Estimators(funcstack_services, loop, fresh, leases, processor_name="outbox.")
 
     # no lease yet (the relay never ran): estimated from the start of each feed range
     first = estimators.tick()
@@ -211,7 +211,7 @@ def test_functions_host_leases_with_etag_continuations_are_read(
         }
     )
     open_tickets(monitored, 3)
-    estimators = Estimators(funcstack_services, loop, fresh, leases, lease_prefix="account_")
+    estimators = Estimators(funcstack_services, loop, fresh, leases, processor_name="account_")
     [backlog] = estimators.estimate()
     assert backlog.pending == 3
     assert backlog.lease == "0"

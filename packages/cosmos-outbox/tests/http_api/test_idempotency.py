@@ -35,6 +35,24 @@ from cosmos_outbox.ports import BatchOperation
 
 KEY = "Idempotency-Key"
 
+#: Where App Service Authentication is believed to name the caller (`cosmos_outbox.http.
+#: sign_in_trust`): the owner says it signs callers in, the platform that it is on, not locally.
+BELIEVED = {"WEBSITE_AUTH_ENABLED": "True", "OUTBOX_CONSOLE_SIGN_IN": "app-service-authentication"}
+TRUST_SETTINGS = (
+    "WEBSITE_AUTH_ENABLED",
+    "OUTBOX_CONSOLE_SIGN_IN",
+    "FUNCTIONS_CORETOOLS_ENVIRONMENT",
+)
+ALICE = {"x-ms-client-principal-idp": "aad", "x-ms-client-principal-id": "alice"}
+BOB = {"x-ms-client-principal-idp": "aad", "x-ms-client-principal-id": "bob"}
+
+
+def trust(monkeypatch: pytest.MonkeyPatch, values: dict[str, str]) -> None:
+    for name in TRUST_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+
 
 def answer_of(response: func.HttpResponse) -> tuple[int, str | None, str | None, bytes]:
     """What a client compares between a write's answer and its retry's."""
@@ -143,15 +161,11 @@ def test_the_fingerprint_is_of_the_validated_request_not_its_formatting() -> Non
 
 
 def test_a_key_is_scoped_by_route_and_by_the_caller_the_platform_names() -> None:
-    anonymous = scope("POST", "tickets", {})
+    anonymous = scope("POST", "tickets", {}, BELIEVED)
     assert anonymous == "POST tickets"
-    assert scope("PATCH", "tickets/{id}", {}) != anonymous
-    alice = scope(
-        "POST", "tickets", {"x-ms-client-principal-idp": "aad", "x-ms-client-principal-id": "alice"}
-    )
-    bob = scope(
-        "POST", "tickets", {"x-ms-client-principal-idp": "aad", "x-ms-client-principal-id": "bob"}
-    )
+    assert scope("PATCH", "tickets/{id}", {}, BELIEVED) != anonymous
+    alice = scope("POST", "tickets", ALICE, BELIEVED)
+    bob = scope("POST", "tickets", BOB, BELIEVED)
     assert len({anonymous, alice, bob}) == 3
     assert record_id(alice, "k") != record_id(bob, "k") != record_id(anonymous, "k")
 
@@ -384,18 +398,17 @@ def test_a_key_past_its_ttl_is_a_new_key(world: TicketWorld) -> None:
     assert len(of_type(world, "ticket")) == 2
 
 
-def test_a_key_is_scoped_to_its_route_and_its_caller(world: TicketWorld) -> None:
+def test_a_key_is_scoped_to_its_route_and_its_caller(
+    world: TicketWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trust(monkeypatch, BELIEVED)
     created = post(world, "shared")
     tid = body(created)["id"]
     changed = world.client.request(
         "PATCH", f"tickets/{tid}", body={"title": "Other"}, headers={KEY: "shared"}
     )
     assert changed.status_code == 200 and "Idempotent-Replayed" not in changed.headers
-    alice = post(
-        world,
-        "shared",
-        headers={"x-ms-client-principal-idp": "aad", "x-ms-client-principal-id": "alice"},
-    )
+    alice = post(world, "shared", headers=ALICE)
     assert alice.status_code == 201 and body(alice)["id"] != tid
     assert len(of_type(world, "ticket")) == 2
 
@@ -403,3 +416,37 @@ def test_a_key_is_scoped_to_its_route_and_its_caller(world: TicketWorld) -> None
 def test_ids_derived_from_keys_are_ids_of_the_aggregate() -> None:
     assert Ticket.model_fields["id"].metadata  # a length-limited id: a uuid5 fits
     assert len(derived_id("POST tickets", "k" * 255)) == 36
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {},  # nothing says a platform names callers
+        {"WEBSITE_AUTH_ENABLED": "True"},  # a plain app setting anyone can set
+        {**BELIEVED, "FUNCTIONS_CORETOOLS_ENVIRONMENT": "true"},  # a local host
+    ],
+)
+def test_a_forged_caller_neither_splits_a_keys_scope_nor_reads_anothers(
+    world: TicketWorld, monkeypatch: pytest.MonkeyPatch, where: dict[str, str]
+) -> None:
+    """Issue 72 item 8: where no principal is believed, `X-MS-CLIENT-PRINCIPAL-*` are anyone's
+    writing. Naming oneself bob does not make alice's key a new one (the same key with another
+    body is 422, nothing written), and the key's scope is the route's alone."""
+    trust(monkeypatch, where)
+    first = post(world, "shared", headers=ALICE)
+    assert first.status_code == 201
+    forged = post(world, "shared", {"title": "Another"}, headers=BOB)
+    assert problem(forged, 422)["title"] == "Unprocessable Content"
+    assert len(of_type(world, "ticket")) == 1
+    assert scope("POST", "tickets", ALICE) == scope("POST", "tickets", {}) == "POST tickets"
+
+
+def test_where_the_platform_names_callers_each_has_a_scope_of_their_own(
+    world: TicketWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    trust(monkeypatch, BELIEVED)
+    first = post(world, "shared", headers=ALICE)
+    other = post(world, "shared", {"title": "Another"}, headers=BOB)
+    assert first.status_code == other.status_code == 201
+    assert body(first)["id"] != body(other)["id"]
+    assert scope("POST", "tickets", ALICE) != scope("POST", "tickets", BOB)

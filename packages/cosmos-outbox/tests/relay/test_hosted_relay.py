@@ -146,8 +146,9 @@ def test_an_apps_own_trigger_beside_the_relay_starves_neither(
 ) -> None:
     """issue 44: in Azure two triggers on one container, lease container and lease prefix are
     one processor's instances: they split the leases, and each change reaches one of them.
-    The relay's leases have a prefix of their own (`OUTBOX_LEASE_PREFIX`, `outbox.`), so an
-    app's own trigger beside it, without one, takes nothing from it: both see every change."""
+    The relay's leases have a prefix of their own (its processor's name,
+    `OUTBOX_PROCESSOR_NAME`, `outbox.`), so an app's own trigger beside it, without one, takes
+    nothing from it: both see every change."""
     member = f"m-{uuid.uuid4().hex[:8]}"
     outbox = Outbox()
     store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))

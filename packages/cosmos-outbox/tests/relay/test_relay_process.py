@@ -32,7 +32,7 @@ pytest.importorskip(
 )
 
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
-from azure_stack import DATABASE, CosmosWorld, received
+from azure_stack import DATABASE, CosmosWorld, received, verified
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from tickets import Ticket
@@ -161,7 +161,7 @@ def test_a_relay_that_cannot_send_is_ready_but_stalled_naming_the_lease_and_the_
 
     async def run() -> None:
         client = AsyncCosmosClient.from_connection_string(
-            funcstack_services.cosmos_connection_string, connection_verify=False
+            funcstack_services.cosmos_connection_string, **verified(funcstack_services)
         )
         container = client.get_database_client(DATABASE).get_container_client(fresh)
         services = dataclasses.replace(  # the app's services, its broker refusing

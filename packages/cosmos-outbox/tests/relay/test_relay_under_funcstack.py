@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +28,8 @@ pytest.importorskip(
 )
 
 from azure.cosmos import CosmosClient
+
+from funcstack.cosmos import local_tls
 
 pytestmark = pytest.mark.integration
 
@@ -100,8 +101,9 @@ def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_t
         ready: dict[str, Any] = json.loads(lines[0])
         assert ready["ready"] is True, ready
         assert [i["name"] for i in ready["instances"]["relay"]] == ["relay-1", "relay-2"]
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-        client = CosmosClient.from_connection_string(ready["cosmos"], connection_verify=False)
+        client = CosmosClient.from_connection_string(  # verifying the endpoint's certificate
+            ready["cosmos"], **local_tls().client_options()
+        )
         leases = client.get_database_client("outbox-tests").get_container_client("leases")
 
         def owners() -> Counter[str]:

@@ -32,7 +32,7 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 from azure.storage.queue import QueueClient, QueueServiceClient
-from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, received
+from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, received, verified
 
 from funcstack import LocalStack
 
@@ -87,7 +87,7 @@ def hosted(
     suffix = uuid.uuid4().hex[:12]
     outbox, leases = f"outbox-{suffix}", f"leases-{suffix}"
     database = CosmosClient.from_connection_string(
-        funcstack_services.cosmos_connection_string, connection_verify=False
+        funcstack_services.cosmos_connection_string, **verified(funcstack_services)
     ).get_database_client(DATABASE)
     container = database.create_container(
         id=outbox, partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1

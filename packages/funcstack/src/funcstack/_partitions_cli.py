@@ -1,12 +1,14 @@
-"""``funcstack split`` and ``funcstack partitions``: a container's physical partitions on the
-stack running from this folder (``funcstack run`` / ``funcstack up``).
+"""``funcstack split``, ``funcstack merge`` and ``funcstack partitions``: a container's physical
+partitions on the stack running from this folder (``funcstack run`` / ``funcstack up``).
 
 Azure splits a physical partition on its own (past 50 GB, or when a throughput raise needs
-more partitions) and gives no call to do it; an app meets a split through its SDK (the parent
-range answers 410 with sub-status 1002, the SDK refreshes its routing map and carries on with
-the children). ``funcstack split DATABASE CONTAINER [--range ID]`` makes one happen now, so a
-running app can be watched going through it; ``funcstack partitions DATABASE CONTAINER`` lists
-the live ranges and their documents.
+more partitions) and gives no call to do it; it merges partitions when asked through its
+control plane (``az cosmosdb sql container merge``). An app meets either through its SDK (the
+old range answers 410 with sub-status 1002, the SDK refreshes its routing map and carries on
+with what replaced it). ``funcstack split DATABASE CONTAINER [--range ID]`` and ``funcstack
+merge DATABASE CONTAINER [--range ID ...]`` make one happen now, so a running app can be watched
+going through it; ``funcstack partitions DATABASE CONTAINER`` lists the live ranges and their
+documents.
 
 The stack is found through what it keeps in ``.funcstack/``: its processes (``pids.json``, each
 checked to be the very process recorded) and the line its Cosmos DB endpoint wrote to
@@ -24,6 +26,7 @@ from typing import Any
 from funcstack.cosmos._control import (
     CosmosControlError,
     PhysicalPartition,
+    merge_partitions,
     physical_partitions,
     split_partition,
 )
@@ -36,16 +39,16 @@ __all__ = [
     "run_partition_command",
 ]
 
-PARTITION_COMMANDS = frozenset({"split", "partitions"})
+PARTITION_COMMANDS = frozenset({"split", "merge", "partitions"})
 _READY = re.compile(r"cosmos endpoint ready at (\S+) \(pid (\d+)\)")
 
 
 class PartitionCommandError(Exception):
-    """What stops ``split`` / ``partitions``, in one line (exit status 1)."""
+    """What stops ``split`` / ``merge`` / ``partitions``, in one line (exit status 1)."""
 
 
 def add_partition_commands(commands: Any, state_folder: str) -> None:
-    """Add ``split`` and ``partitions`` to the command's subparsers."""
+    """Add ``split``, ``merge`` and ``partitions`` to the command's subparsers."""
 
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("database", help="the database's name")
@@ -70,6 +73,21 @@ def add_partition_commands(commands: Any, state_folder: str) -> None:
         metavar="ID",
         dest="range_id",
         help="the partition key range to split (default: the one holding the most documents)",
+    )
+    merge = commands.add_parser(
+        "merge",
+        help="merge adjacent physical partitions of a container of the running stack into "
+        "one, as Azure's partition merge does",
+    )
+    common(merge)
+    merge.add_argument(
+        "--range",
+        action="append",
+        default=None,
+        metavar="ID",
+        dest="range_ids",
+        help="a partition key range to merge (repeat: two or more adjacent ones; default: "
+        "the two adjacent ranges holding the fewest documents together)",
     )
     common(
         commands.add_parser(
@@ -116,7 +134,7 @@ def _table(partitions: list[PhysicalPartition]) -> list[str]:
 
 
 def run_partition_command(args: argparse.Namespace, workdir: Path) -> int:
-    """Run ``split`` or ``partitions``; print what it did and the live ranges."""
+    """Run ``split``, ``merge`` or ``partitions``; print what it did and the live ranges."""
     endpoint = args.endpoint or find_cosmos_endpoint(workdir)
     where = f"{args.database}/{args.container}"
     try:
@@ -128,6 +146,15 @@ def run_partition_command(args: argparse.Namespace, workdir: Path) -> int:
             print(
                 f"{where}: range {parent} split into {', '.join(children)}; requests naming "
                 f"{parent} now answer 410 / 1002 (PartitionKeyRangeGone)"
+            )
+        elif args.command == "merge":
+            before = {p.id for p in physical_partitions(endpoint, args.database, args.container)}
+            merged = merge_partitions(endpoint, args.database, args.container, args.range_ids)
+            partitions = physical_partitions(endpoint, args.database, args.container)
+            gone = sorted(before - {p.id for p in partitions}, key=int)
+            print(
+                f"{where}: ranges {', '.join(gone)} merged into {merged}; requests naming "
+                f"{', '.join(gone)} now answer 410 / 1002 (PartitionKeyRangeGone)"
             )
         else:
             partitions = physical_partitions(endpoint, args.database, args.container)

@@ -174,15 +174,18 @@ class ProcessInstances(AppInstances):
         return self.spec.ready(self.instances[0].name, self.instances[0].port) or ""
 
     def environment(self, instance: str, port: int) -> dict[str, str]:
-        """An instance's environment: funcstack's, the settings file's values where the
+        """An instance's environment: funcstack's (trusting funcstack's local authority, as a
+        host's does: ``trusting_environment``), the settings file's values where the
         environment has none (set and not empty wins, as with ``func start``), then its name
         and port."""
+        from funcstack.cosmos._tls import trusting_environment
+
         file = self.settings_file
         values = load_local_settings(file) if file is not None and file.is_file() else {}
         settings = settings_in_force(
             values, {**self.given, INSTANCE_VARIABLE: instance, PORT_VARIABLE: str(port)}
         )
-        return {**os.environ, **settings}
+        return {**trusting_environment(dict(os.environ)), **settings}
 
     def _run_host(self, name: str, group: str | None, *, port: int) -> RunningRunner:
         """Start (or start again, on the port it had) the process of instance ``name``, ready

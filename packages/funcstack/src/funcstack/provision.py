@@ -15,7 +15,6 @@ its ``Config.json``, as the official emulator does.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -162,18 +161,23 @@ def _container(database: DatabaseProxy, spec: ContainerSpec, endpoint: str) -> s
 
 
 def provision_cosmos(
-    spec: CosmosSpec, connection_string: str, *, verify_tls: bool = False
+    spec: CosmosSpec,
+    connection_string: str,
+    *,
+    verify_tls: bool = True,
+    client_options: Mapping[str, Any] | None = None,
 ) -> ProvisionReport:
-    """Create what ``spec`` declares on the endpoint of ``connection_string`` (the local one has
-    a self-signed certificate: ``verify_tls=False``)."""
+    """Create what ``spec`` declares on the endpoint of ``connection_string``, through a client
+    made with ``client_options`` (the local endpoint's: ``CosmosEndpoint.client_options()``,
+    which verify its certificate), else with ``connection_verify=verify_tls`` (the process's
+    trust store)."""
     report = ProvisionReport()
     if not spec.databases:
         return report
-    if not verify_tls:
-        # The SDK's requests (its health checks too, on threads of its own) warn about the
-        # local endpoint's self-signed certificate on every call: once is not news.
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    client = CosmosClient.from_connection_string(connection_string, connection_verify=verify_tls)
+    options: dict[str, Any] = {"connection_verify": verify_tls}
+    if client_options is not None:
+        options = dict(client_options)
+    client = CosmosClient.from_connection_string(connection_string, **options)
     endpoint = str(client.client_connection.url_connection)
     for db in spec.databases:
         try:

@@ -52,10 +52,12 @@ __all__ = [
     "LocalServices",
     "OwnProcess",
     "PartStartError",
+    "already_running",
     "azurite_connection_string",
     "describe_exit",
     "free_port",
     "last_lines",
+    "own_workdir",
     "port_in_use",
     "record_processes",
     "running_stack",
@@ -574,3 +576,25 @@ def running_stack(pidfile: Path) -> list[OwnProcess]:
     except (OSError, ValueError, TypeError):
         return []
     return [p for p in procs if p.alive()]
+
+
+def already_running(pidfile: Path) -> str | None:
+    """Why a stack cannot start from the folder of ``pidfile`` (one of its own runs there: the
+    processes it recorded, in one line), or None; a stale pidfile is removed."""
+    running = running_stack(pidfile)
+    if running:
+        listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
+        return (
+            f"a stack is already running from this folder: {listed}; stop it first "
+            "(Ctrl-C in its terminal)"
+        )
+    pidfile.unlink(missing_ok=True)
+    return None
+
+
+def own_workdir(workdir: Path) -> None:
+    """Make the folder a stack keeps its state and logs in, ignored by git."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    ignore = workdir / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# made by funcstack: its state and logs\n*\n")

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -39,6 +38,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from funcstack._process_instances import ProcessInstances, ProcessSpec
 from funcstack.config import ConfigError, StackConfig, read_json
 from funcstack.cosmos import CosmosEndpoint, PhysicalPartition
+from funcstack.cosmos._tls import ADDRESS
 from funcstack.functions_host import VERIFY_TLS_SETTING, HostOptions, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
 from funcstack.scaleout import AppInstances, RestartPolicy, parse_instances
@@ -90,7 +90,7 @@ def _kind(value: str) -> str | None:
 
 
 #: Hosts a connection string names when it points at this machine.
-_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", ADDRESS})
 
 
 def _points_here(value: str) -> bool:
@@ -123,10 +123,13 @@ class SettingsChanges:
     added: list[str] = field(default_factory=list)
     #: connection strings of a service funcstack runs that point elsewhere: left as they are
     kept: list[str] = field(default_factory=list)
+    #: what funcstack wrote once and no longer needs (the host's TLS opt-out, for the local
+    #: endpoint, whose certificate it verifies now)
+    removed: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return self.created or bool(self.updated or self.added)
+        return self.created or bool(self.updated or self.added or self.removed)
 
     def line(self) -> str:
         """One line: ``local.settings.json: updated A (the local endpoint); added B (missing);
@@ -142,6 +145,8 @@ class SettingsChanges:
             )
         if self.added:
             parts.append(f"added {', '.join(self.added)} (missing)")
+        if self.removed:
+            parts.append(f"removed {', '.join(self.removed)} (the local endpoint is verified)")
         if not parts:
             parts.append("unchanged")
         if self.kept:
@@ -159,9 +164,11 @@ def update_local_settings(
       local endpoint (``_points_here``) becomes the current local one (``updated``);
     * one that points elsewhere (their own Azure resource) is kept (``kept``);
     * keys of the sample's ``Values`` missing from the file are added, localised as when the
-      file is created (``added``), and so are funcstack's defaults (``local_settings``; the
-      local-only TLS setting only when a value is the local Cosmos DB endpoint's connection
-      string), and sections of the sample the file lacks (``Host``, ...);
+      file is created (``added``), and so are funcstack's defaults (``local_settings``), and
+      sections of the sample the file lacks (``Host``, ...);
+    * ``FUNCTIONS_HOST_COSMOS_VERIFY_TLS``, which funcstack wrote (``false``) before its
+      endpoint's certificate could be verified, goes when a value is that endpoint's
+      connection string (``removed``);
     * everything else -- other values, their types, ``Host``, ``IsEncrypted`` -- verbatim."""
     document: dict[str, Any] = json.loads(json.dumps(dict(existing)))  # a deep copy
     values: dict[str, Any] = dict(document.get("Values") or {})
@@ -176,9 +183,10 @@ def update_local_settings(
             values[key] = connections[kind]
             changes.updated.append(key)
     fresh = local_settings(sample, connections)
-    if connections.get("cosmos") not in values.values():
-        # their Cosmos DB is not the local endpoint: its certificate is verified
-        fresh["Values"].pop(VERIFY_TLS_SETTING, None)
+    if connections.get("cosmos") in values.values() and VERIFY_TLS_SETTING in values:
+        # written by funcstack before its endpoint's certificate could be verified
+        del values[VERIFY_TLS_SETTING]
+        changes.removed.append(VERIFY_TLS_SETTING)
     for key, value in fresh["Values"].items():
         if key not in values:
             values[key] = value
@@ -199,8 +207,8 @@ def local_settings(
     """A ``local.settings.json`` document from a sample: each value that is a connection string
     of a running service (``connections``: ``cosmos``, ``servicebus``, ``storage``) replaced by
     the local one; ``FUNCTIONS_WORKER_RUNTIME`` python and ``AzureWebJobsStorage`` set when
-    absent; the local host's Cosmos DB trigger told to accept the endpoint's self-signed
-    certificate; ``overrides`` last."""
+    absent; ``overrides`` last. (The hosts verify the local Cosmos DB endpoint's certificate:
+    no setting turns that off.)"""
     document = json.loads(json.dumps(dict(sample)))  # a deep copy
     values: dict[str, Any] = dict(document.get("Values") or {})
     for key, value in values.items():
@@ -210,8 +218,6 @@ def local_settings(
     values.setdefault("FUNCTIONS_WORKER_RUNTIME", "python")
     if "storage" in connections:
         values.setdefault("AzureWebJobsStorage", connections["storage"])
-    if "cosmos" in connections:
-        values.setdefault(VERIFY_TLS_SETTING, "false")
     values.update(overrides or {})
     document["IsEncrypted"] = False
     document["Values"] = values
@@ -289,7 +295,9 @@ class LocalStack(LocalServices):
             return self.report
         try:
             self.report = provision_cosmos(
-                self.config.cosmos, self.cosmos.connection_string, verify_tls=self.cosmos.verify_tls
+                self.config.cosmos,
+                self.cosmos.connection_string,
+                client_options=self.cosmos.client_options(),
             )
             if self.azurite is not None:
                 self.report.items += provision_storage(
@@ -481,22 +489,7 @@ class LocalStack(LocalServices):
         plan = parse_instances(instances)
         name = name or app_dir.name
         target = settings_file or app_dir / SETTINGS
-        sample = self._sample(app_dir)
-        if target.exists():
-            try:
-                existing = read_json(target)
-            except ConfigError as exc:
-                raise PartStartError(name, str(exc)) from None
-            if not isinstance(existing, dict) or not isinstance(existing.get("Values", {}), dict):
-                raise PartStartError(name, f"{target}: Values must be an object")
-            document, changes = update_local_settings(existing, sample, self.connections())
-        else:
-            document = local_settings(sample, self.connections())
-            changes = SettingsChanges(created=True)
-        changes.file = target.name
-        if changes.changed:
-            target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        self.settings_changes[name] = changes.line()
+        document = self._settings_file(name, app_dir, target)
         if port is None:
             port = int((document.get("Host") or {}).get("LocalHttpPort") or DEFAULT_HOST_PORT)
         # the file's values reach the host through the file, where the environment wins over
@@ -524,6 +517,27 @@ class LocalStack(LocalServices):
                 self.scaled.pop(name, None)
                 raise
         return self.start_host(name, options, port=port)
+
+    def _settings_file(self, name: str, app_dir: Path, target: Path) -> dict[str, Any]:
+        """The app's settings file brought up to date (``host_app``), what changed said in
+        ``settings_changes[name]``; its document."""
+        sample = self._sample(app_dir)
+        if target.exists():
+            try:
+                existing = read_json(target)
+            except ConfigError as exc:
+                raise PartStartError(name, str(exc)) from None
+            if not isinstance(existing, dict) or not isinstance(existing.get("Values", {}), dict):
+                raise PartStartError(name, f"{target}: Values must be an object")
+            document, changes = update_local_settings(existing, sample, self.connections())
+        else:
+            document = local_settings(sample, self.connections())
+            changes = SettingsChanges(created=True)
+        changes.file = target.name
+        if changes.changed:
+            target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        self.settings_changes[name] = changes.line()
+        return document
 
     def host_process(
         self,
@@ -576,18 +590,24 @@ class LocalStack(LocalServices):
         assert self.cosmos is not None, "the stack is not started"
         return self.cosmos.split(database, container, range_id)
 
+    def merge(self, database: str, container: str, range_ids: list[str] | None = None) -> str:
+        """Merge adjacent physical partitions of a container into one now, as Azure's merge
+        does (``range_ids``; None: the two adjacent ranges holding the fewest documents
+        together); the merged range's id. See ``CosmosEndpoint.merge``."""
+        assert self.cosmos is not None, "the stack is not started"
+        return self.cosmos.merge(database, container, range_ids)
+
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on this stack's Cosmos DB endpoint, through the SDK. Its client is made
         once per endpoint address (again after a restart on another port), shared by the
         threads that call this, and closed by ``stop()``."""
         assert self.cosmos is not None, "the stack is not started"
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
         key = (self.cosmos.connection_string, self.cosmos.verify_tls)
         with self._cosmos_clients_lock:
             client = self._cosmos_clients.get(key)
-            if client is None:
+            if client is None:  # verifying the endpoint's certificate
                 client = self._cosmos_clients[key] = CosmosClient.from_connection_string(
-                    key[0], connection_verify=key[1]
+                    key[0], **self.cosmos.client_options()
                 )
         return client.get_database_client(database).get_container_client(container)
 

@@ -22,7 +22,6 @@ from .conftest import PK_PATH, UNCHANGED, Target, doc, unique
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 

@@ -16,13 +16,12 @@ from .conftest import PK_PATH, UNCHANGED, Target, doc, unique
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 
 @asynccontextmanager
 async def fresh_container(cosmos: Target) -> AsyncIterator[ContainerProxy]:
-    client = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=cosmos.verify_tls)
+    client = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
     async with client:
         name = unique("db")
         db = await client.create_database_if_not_exists(name)
@@ -152,7 +151,7 @@ def test_container_and_database_throughput_manual_and_autoscale(cosmos: Target) 
     each with manual and with autoscale throughput."""
 
     async def main() -> None:
-        client = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=cosmos.verify_tls)
+        client = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
         async with client:
             manual_db = await client.create_database(unique("db"), offer_throughput=400)
             auto_db = await client.create_database(

@@ -26,24 +26,17 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey, exceptions
 
 from funcstack.cosmos import CosmosControlError, CosmosEndpoint, start_cosmos
+from funcstack.cosmos._tls import local_tls
 
-from .conftest import PK_PATH, Target, doc, unique
+from .conftest import PK_PATH, doc, unique
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 PARTITIONS_HEADER = "x-funcstack-physical-partitions"
 KEYS = [f"key-{i}" for i in range(8)]
-
-
-@pytest.fixture
-def local(cosmos: Target) -> CosmosEndpoint:
-    if cosmos.local is None:
-        pytest.skip("splits are asked of the local endpoint only (Azure splits on its own)")
-    return cosmos.local
 
 
 def four_ranges(database: DatabaseProxy) -> ContainerProxy:
@@ -135,9 +128,7 @@ def raw(
         method=method,
         headers={"x-ms-version": "2020-07-15", **headers},
     )
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
+    context = ssl.create_default_context(cafile=str(local_tls().ca_file))  # verified
     try:
         with urllib.request.urlopen(request, context=context, timeout=10) as response:  # noqa: S310
             answer = response.read()
@@ -230,7 +221,7 @@ def test_the_change_feed_resumed_from_before_a_split_loses_and_repeats_nothing(
     written: list[str] = []
     # a client of its own: the SDK hands a page's continuation out of the client's
     # last_response_headers, which a write on the same client from another thread replaces
-    writing = CosmosClient(local.endpoint, local.key, connection_verify=False)
+    writing = CosmosClient(local.endpoint, local.key, **local.client_options())
     target = writing.get_database_client(database.id).get_container_client(container.id)
 
     def writer() -> None:
@@ -541,7 +532,7 @@ def test_ranges_and_continuations_are_kept_across_a_restart(
 ) -> None:
     endpoint = kept()
     names = (unique("db"), unique("c"))
-    with CosmosClient(endpoint.endpoint, endpoint.key, connection_verify=False) as client:
+    with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
         container = client.create_database(names[0]).create_container(
             names[1], partition_key=PartitionKey(path=PK_PATH), headers={PARTITIONS_HEADER: "4"}
         )
@@ -560,7 +551,7 @@ def test_ranges_and_continuations_are_kept_across_a_restart(
     endpoint = kept()  # stopped (its state written), started again from the file
     live = [p.id for p in endpoint.physical_partitions(*names)]
     assert sorted(live) == sorted({"0", "1", "2", "3", *children} - {parent})
-    with CosmosClient(endpoint.endpoint, endpoint.key, connection_verify=False) as client:
+    with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
         container = client.get_database_client(names[0]).get_container_client(names[1])
         assert ranges(container) == layout
     status, _, answered = raw(
@@ -570,7 +561,7 @@ def test_ranges_and_continuations_are_kept_across_a_restart(
         {"A-IM": "Incremental feed", "x-ms-documentdb-partitionkeyrangeid": parent},
     )
     assert (status, answered["x-ms-substatus"]) == (410, "1002")
-    with CosmosClient(endpoint.endpoint, endpoint.key, connection_verify=False) as client:
+    with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
         container = client.get_database_client(names[0]).get_container_client(names[1])
         resumed, _ = read_change_feed(container, before_split)
         assert sorted(str(i["seq"]) for i in resumed) == sorted(str(s) for s in range(100, 108))

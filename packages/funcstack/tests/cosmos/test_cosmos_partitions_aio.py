@@ -17,29 +17,21 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from funcstack.cosmos import CosmosEndpoint
 
-from .conftest import PK_PATH, Target, doc, unique
+from .conftest import PK_PATH, doc, unique
 
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 KEYS = [f"key-{i}" for i in range(8)]
 WHOLE = {"Range": {"min": "", "max": "FF", "isMinInclusive": True, "isMaxInclusive": False}}
 
 
-@pytest.fixture
-def local(cosmos: Target) -> CosmosEndpoint:
-    if cosmos.local is None:
-        pytest.skip("splits are asked of the local endpoint only (Azure splits on its own)")
-    return cosmos.local
-
-
 @asynccontextmanager
 async def four_ranges(local: CosmosEndpoint) -> AsyncIterator[tuple[str, ContainerProxy]]:
     """A database's name and its container of 4 physical partitions."""
-    async with CosmosClient(local.endpoint, local.key, connection_verify=False) as client:
+    async with CosmosClient(local.endpoint, local.key, **local.client_options()) as client:
         name = unique("db")
         database = await client.create_database(name)
         try:

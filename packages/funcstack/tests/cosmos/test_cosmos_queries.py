@@ -27,8 +27,6 @@ from funcstack.cosmos._launcher import COSMOS_DIR
 
 from .conftest import PK_PATH, Target, doc, unique
 
-pytestmark = [pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")]
-
 CONTACTS = 6
 EVENTS = 14
 
@@ -270,11 +268,11 @@ def test_documents_past_their_time_to_live_are_not_counted_before_the_sweep() ->
         "const db = account.database('db');"
         "db.collections.create({ id: 'c', partitionKey: { paths: ['/pk'] }, defaultTtl: 60 });"
         "const s = new store.Store(db.collection('c'));"
-        "const put = (id, pk, ttl) => s.insert({ id, pk, ttl }, lsn.next());"
+        "const put = (id, pk, ttl) => s.insert({ id, pk, ttl });"
         "for (let i = 0; i < 10; i += 1) put(`keep${i}`, 'p', -1);"
         "for (let i = 0; i < 5; i += 1) put(`soon${i}`, 'p', 10);"
         "for (let i = 0; i < 3; i += 1) put(`later${i}`, 'q', undefined);"
-        "s.overwrite({ id: 'soon0', pk: 'p', ttl: -1 }, s.get('soon0', 'p'), lsn.next());"
+        "s.overwrite({ id: 'soon0', pk: 'p', ttl: -1 }, s.get('soon0', 'p'));"
         "const now = Date.now();"
         "return [s.count(now), s.count(now + 11000), s.count(now + 61000), s.docs._data.size];"
     )
@@ -300,7 +298,7 @@ def test_a_document_is_kept_as_its_json_and_read_back_exactly() -> None:
         "const out = {};"
         "for (const [name, text] of Object.entries(texts)) {"
         " const body = { id: name, pk: name, text, nested: { [text]: [text] } };"
-        " s.insert(body, lsn.next());"
+        " s.insert(body);"
         " const back = s.get(name, name);"
         " const item = s.docs._data.get(back._rid);"
         " const line = Buffer.from('x' + item.text() + 'y', 'utf8');"
@@ -336,7 +334,7 @@ def test_a_query_answers_the_same_each_time_and_its_rows_are_its_own() -> None:
         "const s = new store.Store(db.collection('c'));"
         "for (let i = 0; i < 20; i += 1) {"
         " const body = { id: `d${i}`, pk: 'p', n: i, tags: ['a', `t${i}`], o: { x: i } };"
-        " s.insert(body, lsn.next()); }"
+        " s.insert(body); }"
         "const scope = { pk: null, range: null, epk: null, ranges: [] };"
         "const run = async q => (await queryrun.runAll(s, q, { parameters: [], scope })).result;"
         "const out = [];"

@@ -27,7 +27,6 @@ from .conftest import PK_PATH, Target, doc, unique
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 #: What the service returns for a container created without an indexing policy.
@@ -256,7 +255,7 @@ def test_management_operations_are_refused_to_entra_id_tokens(
     throughput are control-plane operations, refused with 403 / sub-status 5300."""
     if cosmos.local is None:
         pytest.skip("the official emulator does not take Entra ID tokens")
-    aad = CosmosClient(cosmos.endpoint, StaticToken(), connection_verify=cosmos.verify_tls)
+    aad = CosmosClient(cosmos.endpoint, StaticToken(), **cosmos.client_options())
     items = aad.get_database_client(database.id).get_container_client(container.id)
     items.create_item(doc("a", "p1"))
     assert items.read_item("a", partition_key="p1")["id"] == "a"

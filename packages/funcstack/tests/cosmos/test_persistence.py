@@ -30,6 +30,7 @@ from azure.cosmos.partition_key import NonePartitionKeyValue
 from funcstack.cosmos import (
     CosmosEndpoint,
     CosmosStartError,
+    merge_partitions,
     physical_partitions,
     split_partition,
     start_cosmos,
@@ -37,7 +38,6 @@ from funcstack.cosmos import (
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -72,7 +72,7 @@ def kill(cosmos: CosmosEndpoint) -> None:
 
 
 def client_of(cosmos: CosmosEndpoint) -> CosmosClient:
-    return CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=cosmos.verify_tls)
+    return CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
 
 
 def lsn_of(proxy: ContainerProxy | DatabaseProxy) -> int:
@@ -272,6 +272,20 @@ def split(client: CosmosClient, db: str) -> Check:
     return check
 
 
+def merge(client: CosmosClient, db: str) -> Check:
+    endpoint = str(client.client_connection.url_connection)
+    children = split_partition(endpoint, db, "c")
+    merged = merge_partitions(endpoint, db, "c", children)
+
+    def check(client: CosmosClient) -> None:
+        here = str(client.client_connection.url_connection)
+        [kept] = physical_partitions(here, db, "c")
+        assert kept.id == merged and set(children) <= set(kept.parents)
+        assert sorted(items_of(client, db)) == ["a", "b"]
+
+    return check
+
+
 def split_by_throughput(client: CosmosClient, db: str) -> Check:
     container = contacts_of(client, db)
     container.replace_throughput(12_000)  # two partitions' worth: the service splits
@@ -299,6 +313,7 @@ WRITES = [
     delete_database,
     replace_throughput,
     split,
+    merge,
     split_by_throughput,
 ]
 
@@ -380,7 +395,7 @@ def test_nothing_acknowledged_is_lost_while_compactions_run(tmp_path: Path) -> N
         container = setup(client_of(cosmos))
 
         def writer(w: int) -> None:
-            own = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+            own = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
             mine = own.get_database_client("db").get_container_client("c")
             i = 0
             while not enough.is_set():

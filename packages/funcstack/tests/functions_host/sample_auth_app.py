@@ -52,6 +52,7 @@ def whoami(req: func.HttpRequest) -> func.HttpResponse:
         "token": req.headers.get("x-ms-token-aad-access-token"),
         "auth_enabled": os.environ.get("WEBSITE_AUTH_ENABLED"),
         "local_host": os.environ.get("FUNCTIONS_CORETOOLS_ENVIRONMENT"),
+        "keys_enforced": os.environ.get("FUNCSTACK_KEYS_ENFORCED"),
         "funcstack_settings": sorted(k for k in os.environ if k.startswith("FUNCSTACK_SIGN_IN")),
     }
     return func.HttpResponse(json.dumps(payload), mimetype="application/json")

@@ -304,11 +304,18 @@ def test_the_sign_in_stand_in_hands_the_app_the_principal_of_its_session(
     # says a stand-in signs in: cosmos-outbox's OUTBOX_CONSOLE_SIGN_IN=local-stand-in)
     assert (seen["auth_enabled"], seen["funcstack_settings"]) == ("True", [])
     assert seen["local_host"] == "true"
+    # the host's word that it checks keys (an app can tell a key it was sent was checked)
+    assert seen["keys_enforced"] == "true"
     me = call(f"{base}/.auth/me", headers={"cookie": cookie}).json()
     assert isinstance(me, list) and me[0]["user_id"] == "ada@example.com"
     assert call(f"{base}/.auth/me").status == 401
-    out = call(f"{base}/.auth/logout?post_logout_redirect_uri=/api/whoami")
+    out = call(
+        f"{base}/.auth/logout?post_logout_redirect_uri=/api/whoami", headers={"cookie": cookie}
+    )
     assert out.status == 302 and "AppServiceAuthSession=" in out.headers["set-cookie"]
+    # signed out: the session's cookie, sent again (a copy a script kept), is nobody's now
+    assert call(f"{base}/.auth/me", headers={"cookie": cookie}).status == 401
+    assert whoami(enforcing, cookie=cookie)["principal"] is None
 
 
 def test_a_principal_a_client_sends_never_reaches_the_app(enforcing: RunningRunner) -> None:
@@ -335,7 +342,12 @@ def test_by_default_no_key_is_checked_as_with_func_start(tmp_path: Path) -> None
         "sample_auth_app.py",
         # App Service's variable as a plain setting: nothing here strips a client's principal,
         # so the host removes it (and says so) rather than let the app believe the header
-        {"FUNCTIONS_WORKER_RUNTIME": "python", "WEBSITE_AUTH_ENABLED": "True"},
+        # and a setting claiming keys are checked: the host's word overwrites it
+        {
+            "FUNCTIONS_WORKER_RUNTIME": "python",
+            "WEBSITE_AUTH_ENABLED": "True",
+            "FUNCSTACK_KEYS_ENFORCED": "true",
+        },
     )
     runner = start_runner(
         app_dir=app_dir,
@@ -348,6 +360,7 @@ def test_by_default_no_key_is_checked_as_with_func_start(tmp_path: Path) -> None
         # no sign-in either: nothing removed, nothing added, no /.auth (as func start)
         seen = whoami(runner, **{"x-ms-client-principal-name": "as sent"})
         assert (seen["name"], seen["auth_enabled"], seen["local_host"]) == ("as sent", None, "true")
+        assert seen["keys_enforced"] == "false"
         assert (
             "WEBSITE_AUTH_ENABLED is App Service's to set" in (tmp_path / "runner.log").read_text()
         )

@@ -149,7 +149,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     bus = start_servicebus(config=config, log_path=tmp / "sb.log")
     runner: RunningRunner | None = None
     try:
-        client = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=cosmos.verify_tls)
+        client = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
         database = client.create_database_if_not_exists(DATABASE)
         database.create_container("nopk", PartitionKey("/pk"))
         BlobServiceClient.from_connection_string(azurite.connection_string).create_container(BLOBS)
@@ -161,7 +161,6 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
                 "AzureWebJobsStorage": azurite.connection_string,
                 "CosmosConn": f"AccountEndpoint={cosmos.endpoint};AccountKey={cosmos.key};",
                 "ServiceBusConn": bus.connection_string,
-                "FUNCTIONS_HOST_COSMOS_VERIFY_TLS": "true" if cosmos.verify_tls else "false",
                 "BLOBS": BLOBS,
                 "QUEUE_PREFIX": PREFIX,
                 "SB_QUEUE": SB_QUEUE,

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
-from azure.cosmos import CosmosClient
 
 from .test_cosmos_leases import Scaled, scaled
 from .test_cosmos_trigger import Cosmos, assert_in_order_per_pk, cosmos, wait_for
@@ -37,9 +36,7 @@ class Writer:
     own with a client of its own, until stopped."""
 
     def __init__(self, cosmos: Cosmos, database: str) -> None:
-        self._client = CosmosClient(
-            cosmos.endpoint, credential=cosmos.key, connection_verify=cosmos.verify_tls
-        )
+        self._client = cosmos.client()
         self._container = self._client.get_database_client(database).get_container_client(
             "contacts"
         )

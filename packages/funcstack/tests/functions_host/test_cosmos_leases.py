@@ -24,7 +24,6 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from funcstack.cosmos import PhysicalPartition, physical_partitions
-from funcstack.functions_host._cosmos_trigger.listener import VERIFY_TLS_SETTING
 from funcstack.scaleout import AppInstances, RestartPolicy
 from funcstack.stack import LocalStack, ServicePorts
 
@@ -152,9 +151,7 @@ def scaled(cosmos: Cosmos, tmp_path: Path, request: pytest.FixtureRequest) -> It
     (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
     (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
     database = f"leases-{uuid.uuid4().hex[:8]}"
-    client = CosmosClient(
-        cosmos.endpoint, credential=cosmos.key, connection_verify=cosmos.verify_tls
-    )
+    client = cosmos.client()
     db = client.create_database_if_not_exists(database)
     container = db.create_container_if_not_exists(
         "contacts",
@@ -165,7 +162,7 @@ def scaled(cosmos: Cosmos, tmp_path: Path, request: pytest.FixtureRequest) -> It
     settings = {
         "FUNCTIONS_WORKER_RUNTIME": "python",
         "CosmosDBConnection": cosmos.connection_string,
-        VERIFY_TLS_SETTING: "true" if cosmos.verify_tls else "false",
+        **cosmos.tls_settings(),
         "COSMOS_DATABASE": database,
         "COSMOS_CONTAINER": "contacts",
         "COSMOS_LEASE_CONTAINER": "leases",
@@ -377,7 +374,7 @@ def test_a_stacks_stop_lets_the_trigger_release_its_leases_before_cosmos_db_stop
         (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
         (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
         client = CosmosClient(
-            stack.cosmos.endpoint, credential=stack.cosmos.key, connection_verify=False
+            stack.cosmos.endpoint, credential=stack.cosmos.key, **stack.cosmos.client_options()
         )
         database = client.create_database(f"stop-{uuid.uuid4().hex[:8]}")
         database.create_container(
@@ -393,7 +390,6 @@ def test_a_stacks_stop_lets_the_trigger_release_its_leases_before_cosmos_db_stop
             overrides={
                 "FUNCTIONS_WORKER_RUNTIME": "python",
                 "CosmosDBConnection": stack.cosmos.connection_string,
-                VERIFY_TLS_SETTING: "true" if stack.cosmos.verify_tls else "false",
                 "COSMOS_DATABASE": database.id,
                 "COSMOS_CONTAINER": "contacts",
                 "COSMOS_LEASE_CONTAINER": "leases",

@@ -163,8 +163,8 @@ def test_triggers_sharing_one_processors_leases_are_found(
         ("", None),
         ("LatestVersion", None),
         ("latestversion", None),  # an enum read from JSON: any case
-        ("AllVersionsAndDeletes", "keeps only the latest version"),
-        ("allVersionsAndDeletes", "keeps only the latest version"),
+        ("AllVersionsAndDeletes", "would miss every delete"),
+        ("allVersionsAndDeletes", "would miss every delete"),
         ("FullFidelity", "is not a change feed mode"),
     ],
 )

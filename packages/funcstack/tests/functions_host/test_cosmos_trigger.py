@@ -12,9 +12,10 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
@@ -43,6 +44,20 @@ class Cosmos:
     #: funcstack's own endpoint, which splits a physical partition when asked (Azure and the
     #: official emulator split on their own).
     local: bool = False
+    #: what makes this process's clients verify it (funcstack's: ``client_options()``)
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def client(self) -> CosmosClient:
+        """A client of this process, verifying the endpoint's certificate (unless told not to:
+        an external endpoint with COSMOS_VERIFY_TLS=false)."""
+        return CosmosClient(self.endpoint, credential=self.key, **self.options)
+
+    def tls_settings(self) -> dict[str, str]:
+        """The app's and the host's settings turning verification off: none for funcstack's
+        endpoint (its hosts trust its authority) or a verified one."""
+        if self.local or self.verify_tls:
+            return {}
+        return {"COSMOS_VERIFY_TLS": "false", VERIFY_TLS_SETTING: "false"}
 
     def split(self, database: str, container: str, range_id: str | None = None) -> list[str]:
         """Split a physical partition of ``container`` now; the children's range ids."""
@@ -60,13 +75,16 @@ def cosmos() -> Iterator[Cosmos]:
     endpoint = os.environ.get("COSMOS_ENDPOINT")
     if endpoint:
         verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
-        yield Cosmos(endpoint, os.environ.get("COSMOS_KEY", EMULATOR_KEY), verify)
+        key = os.environ.get("COSMOS_KEY", EMULATOR_KEY)
+        yield Cosmos(endpoint, key, verify, options={"connection_verify": verify})
         return
     from funcstack.cosmos import start_cosmos
 
     local = start_cosmos(port=0)
     try:
-        yield Cosmos(local.endpoint, local.key, local.verify_tls, local=True)
+        yield Cosmos(
+            local.endpoint, local.key, local.verify_tls, local=True, options=local.client_options()
+        )
     finally:
         local.stop()
 
@@ -129,9 +147,7 @@ def trigger_env(cosmos: Cosmos, tmp_path: Path) -> Iterator[TriggerEnv]:
     (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
     (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
     database = f"runner-{uuid.uuid4().hex[:8]}"
-    client = CosmosClient(
-        cosmos.endpoint, credential=cosmos.key, connection_verify=cosmos.verify_tls
-    )
+    client = cosmos.client()
     db = client.create_database_if_not_exists(database)
     container = db.create_container_if_not_exists(
         "contacts", partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1
@@ -139,9 +155,7 @@ def trigger_env(cosmos: Cosmos, tmp_path: Path) -> Iterator[TriggerEnv]:
     settings = {
         "FUNCTIONS_WORKER_RUNTIME": "python",
         "CosmosDBConnection": cosmos.connection_string,
-        "COSMOS_VERIFY_TLS": "true" if cosmos.verify_tls else "false",
-        # the local host's own (local-only) setting for the endpoint's self-signed certificate
-        VERIFY_TLS_SETTING: "true" if cosmos.verify_tls else "false",
+        **cosmos.tls_settings(),
         "COSMOS_DATABASE": database,
         "COSMOS_CONTAINER": "contacts",
         "COSMOS_LEASE_CONTAINER": "leases",
@@ -446,7 +460,6 @@ class KeptState:
         settings = {
             "FUNCTIONS_WORKER_RUNTIME": "python",
             "CosmosDBConnection": stack.cosmos_connection_string,
-            VERIFY_TLS_SETTING: "false",
             "COSMOS_DATABASE": "kept",
             "COSMOS_CONTAINER": "contacts",
             "COSMOS_LEASE_CONTAINER": "leases",
@@ -479,8 +492,9 @@ def kept(tmp_path: Path) -> KeptState:
 
 
 def container(stack: LocalStack, name: str) -> ContainerProxy:
+    assert stack.cosmos is not None
     client = CosmosClient.from_connection_string(
-        stack.cosmos_connection_string, connection_verify=False
+        stack.cosmos_connection_string, **stack.cosmos.client_options()
     )
     database = client.create_database_if_not_exists("kept")
     return database.create_container_if_not_exists(
@@ -504,11 +518,13 @@ def azure_lease_prefix(stack: LocalStack) -> str:
     forms it (``GetLeasePrefix``: ``Uri.Host``, no port; the database rid read from the
     service, not derived here)."""
     monitored = container(stack, "contacts")
+    assert stack.cosmos is not None
     client = CosmosClient.from_connection_string(
-        stack.cosmos_connection_string, connection_verify=False
+        stack.cosmos_connection_string, **stack.cosmos.client_options()
     )
     database_rid = client.get_database_client("kept").read()["_rid"]
-    return f"127.0.0.1_{database_rid}_{monitored.read()['_rid']}.."
+    host = urlsplit(stack.cosmos_endpoint).hostname
+    return f"{host}_{database_rid}_{monitored.read()['_rid']}.."
 
 
 def wait_for_polls(kept: KeptState, runs: int) -> None:

@@ -181,6 +181,7 @@ def matches(expression: str, f: Facts) -> bool:
         ("flag = 1", {"flag": True}, False),
         ("[odd-name] = 'x''y'", {"odd-name": "x'y"}, True),
         ("user.kind = 'a'", {"kind": "a"}, True),
+        ("KIND = 'a' AND EXISTS(Kind)", {"kind": "a"}, True),  # names are case-insensitive
         ("1 = 1", {}, True),
         ("(kind = 'a' OR kind = 'b') AND tenant = 't'", {"kind": "b", "tenant": "t"}, True),
     ],

@@ -10,8 +10,13 @@ from azure.core import MatchConditions
 from azure.cosmos.aio import ContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from cosmos_changefeed._cosmos_store import LIST_QUERY, translated_error
-from cosmos_changefeed._store import check_partition_key_path
+from cosmos_changefeed._cosmos_store import (
+    LIST_QUERY,
+    partition_key_path_of,
+    translated_error,
+    ttl_on,
+)
+from cosmos_changefeed.aio._resources_async import read_properties
 from cosmos_changefeed.aio._store_async import LeaseStore
 
 
@@ -21,15 +26,19 @@ class CosmosLeaseStore(LeaseStore):
 
     def __init__(self, container: ContainerProxy) -> None:
         self.container = container
-        self._path: str | None = None
+        self._properties: dict[str, Any] | None = None
+
+    async def _read(self) -> dict[str, Any]:
+        if self._properties is None:
+            self._properties = await read_properties(self.container, "lease container")
+        return self._properties
 
     async def partition_key_path(self) -> str:
-        if self._path is None:
-            paths = list(
-                ((await self.container.read()).get("partitionKey") or {}).get("paths") or ["/id"]
-            )
-            self._path = check_partition_key_path(paths[0] if len(paths) == 1 else ",".join(paths))
-        return self._path
+        return partition_key_path_of(await self._read())
+
+    async def expires_documents(self) -> bool:
+        """Whether the container has TTL on (``defaultTtl`` set), so a ``ttl`` is honoured."""
+        return ttl_on(await self._read())
 
     async def list_documents(self, prefix: str) -> list[dict[str, Any]]:
         return [

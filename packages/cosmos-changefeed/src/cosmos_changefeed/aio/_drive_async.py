@@ -1,4 +1,4 @@
-"""Run a lease protocol flow (``_protocol``) against an aio store and reader. See
+"""Run a lease protocol flow (``_protocol``) against an aio lease store and feed source. See
 ``cosmos_changefeed._drive``."""
 
 from __future__ import annotations
@@ -13,18 +13,20 @@ from cosmos_changefeed._protocol import (
     ListDocuments,
     Op,
     Read,
+    ReadContainerRid,
     ReadPage,
     ReadRanges,
     Replace,
     Sleep,
+    StoreFacts,
 )
 from cosmos_changefeed._store import LeaseStoreError
-from cosmos_changefeed.aio._feed_async import FeedReader
+from cosmos_changefeed.aio._feed_async import FeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore
 
 
 async def drive(
-    flow: Flow, store: LeaseStore, reader: FeedReader, sleep: Callable[[float], Awaitable[object]]
+    flow: Flow, store: LeaseStore, reader: FeedSource, sleep: Callable[[float], Awaitable[object]]
 ) -> Any:
     """The flow's result (its return value)."""
     send: Any = None
@@ -42,7 +44,7 @@ async def drive(
 
 
 async def _perform(
-    op: Op, store: LeaseStore, reader: FeedReader, sleep: Callable[[float], Awaitable[object]]
+    op: Op, store: LeaseStore, reader: FeedSource, sleep: Callable[[float], Awaitable[object]]
 ) -> Any:
     if isinstance(op, ListDocuments):
         return await store.list_documents(op.prefix)
@@ -57,7 +59,13 @@ async def _perform(
     if isinstance(op, ReadRanges):
         return await reader.ranges(force_refresh=op.force_refresh)
     if isinstance(op, ReadPage):
-        return await reader.read(op.lease, op.position, op.start, max_items=op.max_items)
+        return await reader.read(
+            op.lease, op.position, op.start, mode=op.mode, max_items=op.max_items
+        )
     if isinstance(op, Sleep):
         return await sleep(op.seconds)
+    if isinstance(op, ReadContainerRid):
+        return await reader.container_rid()
+    if isinstance(op, StoreFacts):
+        return await store.partition_key_path(), await store.expires_documents()
     raise TypeError(f"not a lease store operation: {op!r}")

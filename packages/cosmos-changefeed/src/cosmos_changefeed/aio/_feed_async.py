@@ -1,13 +1,16 @@
-"""The monitored container as the aio processor reads it (azure-cosmos ``aio.ContainerProxy``).
-See ``cosmos_changefeed._feed``: the same requests, awaited."""
+"""The feed source port, aio (``FeedSource``), and its Cosmos DB adapter over azure-cosmos's
+``aio.ContainerProxy``. See ``cosmos_changefeed._source`` (the port) and
+``cosmos_changefeed._feed`` (the same requests, sent)."""
 
 from __future__ import annotations
 
 import asyncio
+from abc import ABC, abstractmethod
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
+from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import (
@@ -16,22 +19,58 @@ from cosmos_changefeed._reading import (
     Reader,
     ResponseCapture,
     Start,
+    change_feed_kwargs,
     is_gone,
     merge_ranges,
     range_of,
 )
+from cosmos_changefeed.aio._resources_async import read_properties
 
 
-class FeedReader(Reader[ContainerProxy]):
-    """Reads the change feed of ``container`` lease by lease."""
+class FeedSource(ABC):
+    """The monitored container's change feed (aio). See ``cosmos_changefeed.FeedSource``."""
 
-    def __init__(self, container: ContainerProxy, *, mode: str, max_items: int | None) -> None:
-        super().__init__(container, mode=mode, max_items=max_items)
+    @property
+    @abstractmethod
+    def account_endpoint(self) -> str:
+        """The account's endpoint."""
+
+    @abstractmethod
+    async def container_rid(self) -> str:
+        """The container's resource id (``_rid``)."""
+
+    @abstractmethod
+    async def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
+        """The live partition key ranges, in EPK order (``force_refresh``: not from a cache)."""
+
+    @abstractmethod
+    async def read(
+        self,
+        lease: Lease,
+        position: str | None,
+        start: Start,
+        *,
+        mode: str = LATEST_VERSION,
+        max_items: int | None = None,
+    ) -> Page:
+        """One page of ``lease``'s range from ``position``, or from ``start``."""
+
+    async def close(self) -> None:  # noqa: B027 - nothing to close by default
+        """Release what the source holds."""
+
+
+class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
+    """The change feed of ``container`` (an azure-cosmos ``aio.ContainerProxy``), read lease
+    by lease."""
+
+    def __init__(self, container: ContainerProxy) -> None:
+        super().__init__(container)
         self._learning = asyncio.Lock()
 
     async def container_rid(self) -> str:
         if self._rid is None:
-            self._rid = str((await self.container.read())["_rid"])
+            properties = await read_properties(self.container, "monitored container")
+            self._rid = str(properties["_rid"])
         return self._rid
 
     async def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
@@ -63,21 +102,29 @@ class FeedReader(Reader[ContainerProxy]):
         return is_gone(lease, await self.ranges(force_refresh=True))
 
     async def read(
-        self, lease: Lease, position: str | None, start: Start, *, max_items: int | None = None
+        self,
+        lease: Lease,
+        position: str | None,
+        start: Start,
+        *,
+        mode: str = LATEST_VERSION,
+        max_items: int | None = None,
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``), of at most
-        ``max_items`` changes (default: the reader's)."""
+        ``max_items`` changes (None: the service's page)."""
         feed_range = range_of(lease)
-        if await self._gone(lease):
-            return Page.gone_at(position)
         capture = ResponseCapture()
         rid = await self.container_rid()
-        kwargs = self._read_kwargs(rid, feed_range, position, start, max_items)
+        kwargs = change_feed_kwargs(
+            rid, feed_range, position, start, mode=mode, max_items=max_items
+        )
         pager = self.container.query_items_change_feed(**kwargs, response_hook=capture).by_page()
         items: list[dict[str, Any]] = []
         async for page in pager:
             items = [item async for item in page]
             break
+        # decided after the read only: a read of a range already gone is answered by the SDK
+        # from the children (it handles the 410), and dropped here as any split under a read
         if await self._gone(lease):
             return Page.gone_at(position)
         return capture.page(items, position)

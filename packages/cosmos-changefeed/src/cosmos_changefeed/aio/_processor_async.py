@@ -33,26 +33,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
-from cosmos_changefeed import _names
 from cosmos_changefeed._balancing import select_leases_to_take
-from cosmos_changefeed._events import Monitor
+from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, CheckpointPlan
+from cosmos_changefeed._checks import not_awaitable
+from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._options import LeaseContext, Mode, ProcessorOptions, StartFrom
+from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpoint
+from cosmos_changefeed._options import (
+    DEFAULT_ACQUIRE_INTERVAL,
+    DEFAULT_EXPIRATION_INTERVAL,
+    DEFAULT_MAX_RETRY_DELAY,
+    DEFAULT_POLL_DELAY,
+    DEFAULT_RENEW_INTERVAL,
+    FailedBatch,
+    Failure,
+    LeaseContext,
+    Mode,
+    StartFrom,
+)
 from cosmos_changefeed._processing import ProcessorBase
-from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError, LeaseManager
-from cosmos_changefeed._reading import Start, resolve_start
+from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
+from cosmos_changefeed._reading import Page, ProcessorStart, first_read
+from cosmos_changefeed._retries import Attempts
+from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
 from cosmos_changefeed.aio._drive_async import drive
-from cosmos_changefeed.aio._feed_async import FeedReader
+from cosmos_changefeed.aio._feed_async import CosmosFeedSource, FeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
 Handler = Callable[[LeaseContext, list[dict[str, Any]]], Awaitable[None]]
+#: A handler under manual checkpoints (``checkpoint="manual"``), which awaits
+#: ``context.checkpoint()``.
+ManualCheckpointHandler = Callable[
+    [AsyncManualCheckpointContext, list[dict[str, Any]]], Awaitable[None]
+]
 
 
 class ChangeFeedProcessor(ProcessorBase):
@@ -60,26 +80,43 @@ class ChangeFeedProcessor(ProcessorBase):
     (a container, or any ``LeaseStore``), sharing them with every other instance of the same
     ``processor_name``. ``async with processor:`` starts and stops it."""
 
+    _flavour = "aio"
+    _lease_ports = (LeaseStore,)
+    _feed_ports = (FeedSource,)
+
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
         instance_name: str,
-        handler: Handler,
+        handler: Handler | ManualCheckpointHandler,
         start_from: StartFrom = "now",
         mode: Mode = "LatestVersion",
-        poll_delay: float = 5.0,
+        poll_delay: float = DEFAULT_POLL_DELAY,
         max_items: int | None = None,
-        lease_renew_interval: float = 17.0,
-        lease_acquire_interval: float = 13.0,
-        lease_expiration_interval: float = 60.0,
+        lease_renew_interval: float = DEFAULT_RENEW_INTERVAL,
+        lease_acquire_interval: float = DEFAULT_ACQUIRE_INTERVAL,
+        lease_expiration_interval: float = DEFAULT_EXPIRATION_INTERVAL,
+        min_retry_delay: float | None = None,
+        max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
+        set_aside: Callable[[FailedBatch], Awaitable[object]] | None = None,
+        set_aside_after: int | None = None,
+        checkpoint: Checkpointing = PER_BATCH,
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
-        on_error: Callable[[str, BaseException], object] | None = None,
+        on_error: Callable[[Failure], object] | None = None,
     ) -> None:
-        options = ProcessorOptions(
+        super().__init__(
+            monitored_container,
+            lease_container,
+            handler=handler,
+            on_lease_acquired=on_lease_acquired,
+            on_lease_released=on_lease_released,
+            on_error=on_error,
+            set_aside=set_aside,
+            set_aside_after=set_aside_after,
             processor_name=processor_name,
             instance_name=instance_name,
             start_from=start_from,
@@ -89,15 +126,21 @@ class ChangeFeedProcessor(ProcessorBase):
             lease_renew_interval=lease_renew_interval,
             lease_acquire_interval=lease_acquire_interval,
             lease_expiration_interval=lease_expiration_interval,
+            min_retry_delay=min_retry_delay,
+            max_retry_delay=max_retry_delay,
+            checkpoint=checkpoint,
         )
-        super().__init__(options, Monitor(on_lease_acquired, on_lease_released, on_error))
-        self._handler = handler
+        self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (
             lease_container
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
         self._balancer: asyncio.Task[None] | None = None
         self._workers: dict[str, _LeaseWorker] = {}
         self._closing = False
@@ -117,8 +160,8 @@ class ChangeFeedProcessor(ProcessorBase):
         fixed: a change written from now on is delivered (see ``wait_until_listening``)."""
         return self._listening is not None and self._listening.is_set()
 
-    async def wait_until_listening(self) -> None:
-        """Return once the processor is listening (bound the wait with ``asyncio.timeout``).
+    async def wait_until_listening(self, timeout: float | None = None) -> None:  # noqa: ASYNC109 - one API in both flavours
+        """Return once the processor is listening (``TimeoutError`` after ``timeout`` s).
 
         Listening means: the store is initialised, this instance's first acquire round is
         done, and every lease it took in that round has its start fixed -- its checkpoint,
@@ -130,7 +173,27 @@ class ChangeFeedProcessor(ProcessorBase):
         its own start -- which precedes the change when it too was listening before."""
         if self._listening is None:
             raise RuntimeError("the processor is not started")
-        await self._listening.wait()
+        try:
+            await asyncio.wait_for(self._listening.wait(), timeout)
+        except TimeoutError:
+            raise TimeoutError(f"not listening after {timeout}s") from None
+
+    # -- the lease state -------------------------------------------------------------------------
+
+    async def export_leases(self) -> LeaseState:
+        """This processor's lease state: its leases and ``.info`` as stored, without the
+        service's fields -- a JSON-ready list (``json.dumps`` it) that ``restore_leases``
+        takes back, here or in another lease store (.NET's in-memory leases with a stream)."""
+        endpoint = self._reader.account_endpoint
+        return list(await self._run(export_flow(self.processor_name, endpoint)))
+
+    async def restore_leases(self, state: Sequence[Mapping[str, Any]]) -> int:
+        """Put an exported lease state in this processor's lease store, before it starts: the
+        number of documents created. Refused while started, when a document is not this
+        processor's on this container, or when the store holds its leases already."""
+        self._refuse_while_started("restore_leases", self._balancer is not None)
+        endpoint = self._reader.account_endpoint
+        return int(await self._run(restore_flow(self.processor_name, endpoint, state)))
 
     # -- start and stop ------------------------------------------------------------------------
 
@@ -143,27 +206,15 @@ class ChangeFeedProcessor(ProcessorBase):
         opts = self.options
         self._closing = False
         self._listening = asyncio.Event()
-        rid = await self._reader.container_rid()
-        prefix = _names.store_prefix(opts.processor_name, self._reader.account_endpoint, rid)
-        manager = LeaseManager(
-            prefix,
-            opts.instance_name,
-            partition_key_path=await self._store.partition_key_path(),
-            mode=opts.mode,
-        )
-        manager.check_mode(await self._run(manager.all_leases()))
-        created = await self._run(manager.initialize())
-        self._manager = manager
-        self._start = resolve_start(opts.start_from, opts.mode, started)
-        self._started(prefix, created, self._start)
+        self._started(await self._run(start_flow(opts, self._reader.account_endpoint, started)))
         self._balancer = asyncio.create_task(
             self._balance(), name=f"cosmos-changefeed-balancer-{opts.processor_name}"
         )
 
-    async def stop(self, grace: float = 10.0) -> None:
+    async def stop(self, timeout: float = 10.0) -> None:  # noqa: ASYNC109 - a bound on the release, not a cancel scope
         """Stop balancing and every lease's processing (a batch in flight is cancelled and not
-        checkpointed) and release the leases; a lease not released within ``grace`` seconds is
-        left to expire."""
+        checkpointed) and release the leases; a lease not released within ``timeout`` seconds
+        is left to expire."""
         self._closing = True
         if self._balancer is not None:
             self._balancer.cancel()
@@ -174,9 +225,9 @@ class ChangeFeedProcessor(ProcessorBase):
         for task in tasks:
             task.cancel()
         if tasks:
-            _, pending = await asyncio.wait(tasks, timeout=grace)
+            _, pending = await asyncio.wait(tasks, timeout=timeout)
             if pending:
-                self._not_released_in(len(pending), grace)
+                self._not_released_in(len(pending), timeout)
         self._workers.clear()
         if self._listen_task is not None:
             self._listen_task.cancel()
@@ -200,10 +251,10 @@ class ChangeFeedProcessor(ProcessorBase):
         first = True
         while True:
             try:
-                if first:
-                    for lease in await self._run(manager.owned_leases()):
-                        await self._try_add(lease)
                 leases = await self._run(manager.all_leases())
+                if first:  # a restart under the same name: its own leases first, one listing
+                    for lease in manager.mine(leases):
+                        await self._try_add(lease)
                 now = manager.now()
                 for lease in select_leases_to_take(
                     leases, opts.instance_name, opts.lease_expiration_interval, now
@@ -246,9 +297,16 @@ class ChangeFeedProcessor(ProcessorBase):
         finally:
             self._acquiring.discard(token)
         self._acquired(lease, acquired, manager, self._start)
+        if self._is_closing():  # acquired while it stopped (a split's child): not run unseen
+            await self._release(acquired)
+            return
         worker = _LeaseWorker(self, acquired, self._start)
         self._workers[token] = worker
         worker.task = asyncio.create_task(self._supervise(worker), name=f"lease-{token}")
+
+    def _is_closing(self) -> bool:
+        """Whether ``stop`` has begun (read afresh after an await)."""
+        return self._closing
 
     async def _supervise(self, worker: _LeaseWorker) -> None:
         """``ProcessPartitionAsync``: run the lease, then release it, replace it, or let go."""
@@ -264,12 +322,14 @@ class ChangeFeedProcessor(ProcessorBase):
             self._lost(token, exc)
             return
         except asyncio.CancelledError:
+            await worker.flush()
             await self._release(worker.lease)
             self._forget(worker)
             raise
         except Exception as exc:
             self._processing_failed(token, exc)
         self._forget(worker)
+        await worker.flush()
         await self._release(worker.lease)
 
     def _forget(self, worker: _LeaseWorker) -> None:
@@ -312,7 +372,7 @@ class ChangeFeedProcessor(ProcessorBase):
 class _LeaseWorker:
     """One lease's renewer and feed processor (``PartitionSupervisorCore``)."""
 
-    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: Start) -> None:
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
         self.processor = processor
         #: The lease as this instance last wrote it (renewals and checkpoints replace it).
         self.lease = lease
@@ -324,6 +384,8 @@ class _LeaseWorker:
         self._lost: LeaseLostError | None = None
         self._lost_event = asyncio.Event()
         self._checkpointing: asyncio.Task[None] | None = None
+        self.attempts = Attempts()
+        self.plan = CheckpointPlan(processor.options.checkpoint)
 
     async def run(self) -> None:
         renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
@@ -367,14 +429,17 @@ class _LeaseWorker:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
-        position = self.lease.continuation
-        if position or self.start != "Now":
+        opts = processor.options
+        position, start = first_read(self.lease, self.start)
+        if position or start != "Now":
             self.position_fixed.set()
         try:
             while True:
                 self._check_lost()
                 try:
-                    page = await processor._reader.read(self.lease, position, self.start)
+                    page = await processor._reader.read(
+                        self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+                    )
                 except Exception as exc:
                     processor._read_failed(self.lease.lease_token, exc)
                     await self._pause()
@@ -385,33 +450,86 @@ class _LeaseWorker:
                 self.position_fixed.set()
                 if not page.items:
                     position = page.etag or position
+                    due = self.plan.caught_up()
+                    if due is not None:
+                        await self._settle()
+                        await self._checkpoint(due)
                     await self._pause()
                     continue
                 # the previous batch's checkpoint was written while this one was read; it is
                 # done before this one is handed over: at most the batch in flight is given again
                 await self._settle()
-                try:
-                    await processor._handler(processor._context(self.lease, page), page.items)
-                except Exception as exc:
-                    processor._handler_failed(self.lease.lease_token, len(page.items), exc)
-                    await self._pause()
+                if not await self._handle(page, position):
                     continue
                 if page.etag is None:
                     processor._no_etag(self.lease.lease_token)
                     await self._pause()
                     continue
-                # this batch's checkpoint is written while the next one is read
-                self._checkpointing = asyncio.create_task(self._checkpoint(page.etag))
+                due = self.plan.handled(page.etag)
+                if due is not None:  # written while the next batch is read
+                    self._checkpointing = asyncio.create_task(self._checkpoint(due))
                 position = page.etag
         finally:
             if self._checkpointing is not None and not self._checkpointing.done():
                 self._checkpointing.cancel()
 
+    async def _handle(self, page: Page, position: str | None) -> bool:
+        """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
+        False when it failed (and its retry delay is waited)."""
+        processor = self.processor
+        context: LeaseContext = processor._context(self.lease, page)
+        if self.plan.manual:
+            number, etag = self.plan.handed(), page.etag
+            context = with_checkpoint(
+                context, AsyncManualCheckpointContext, lambda: self._manual_checkpoint(number, etag)
+            )
+        try:
+            result = processor._handler(context, page.items)
+            not_awaitable(result)
+            await result
+        except Exception as exc:
+            if exc is self._lost:  # the handler's checkpoint() found the lease lost
+                raise
+            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
+            delay = processor._handler_failed(batch)
+            if processor._to_set_aside(batch):
+                assert processor._set_aside is not None
+                try:
+                    await processor._set_aside(batch)
+                except Exception as failed:
+                    processor._set_aside_failed(batch, failed)
+                else:
+                    processor._set_aside_done(batch)
+                    self.attempts.passed()
+                    return True
+            await self._pause(delay)
+            return False
+        self.attempts.passed()
+        return True
+
     async def _checkpoint(self, etag: str) -> None:
         manager = self.processor._manager
         assert manager is not None
         async with self._writing:
-            self.lease = await self.processor._run(manager.checkpoint(self.lease, etag))
+            try:
+                self.lease = await self.processor._run(manager.checkpoint(self.lease, etag))
+            except LeaseLostError as lost:
+                self._lost = lost
+                raise
+        self.plan.written(etag)
+
+    async def _manual_checkpoint(self, batch: int, etag: str | None) -> None:
+        """A handler's ``await context.checkpoint()`` of batch ``batch``, read up to ``etag``."""
+        if etag is not None and self.plan.manual_checkpoint(batch):
+            await self._checkpoint(etag)
+
+    async def flush(self) -> None:
+        """Before the lease is released: what was handled and not checkpointed (a policy's
+        batches, a write cut short by the stop), written if it can be."""
+        due = self.plan.stopping()
+        if due is not None and self._lost is None:
+            with contextlib.suppress(Exception):
+                await self._checkpoint(due)
 
     async def _settle(self) -> None:
         """Wait for the checkpoint being written, if any (its lost lease raises here)."""
@@ -423,10 +541,11 @@ class _LeaseWorker:
         if self._lost is not None:
             raise self._lost
 
-    async def _pause(self) -> None:
-        """The poll delay (once the checkpoint being written is), cut short when the lease is
-        lost on renewal."""
+    async def _pause(self, seconds: float | None = None) -> None:
+        """The poll delay (or ``seconds``), once the checkpoint being written is; cut short
+        when the lease is lost on renewal."""
         await self._settle()
+        wait = self.processor.options.poll_delay if seconds is None else seconds
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._lost_event.wait(), self.processor.options.poll_delay)
+            await asyncio.wait_for(self._lost_event.wait(), wait)
         self._check_lost()

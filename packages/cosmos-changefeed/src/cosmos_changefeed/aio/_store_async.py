@@ -4,11 +4,12 @@ store may share)."""
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from cosmos_changefeed._store import ID_PATH, InMemoryDocuments
+from cosmos_changefeed._store import ID_PATH, InMemoryDocuments, in_memory_documents
 
 
 class LeaseStore(ABC):
@@ -42,6 +43,11 @@ class LeaseStore(ABC):
     async def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
         """Delete (while the etag is ``etag``, when given); False when gone or changed."""
 
+    async def expires_documents(self) -> bool | None:
+        """Whether a document's ``ttl`` is honoured; None: not known. See
+        ``cosmos_changefeed.LeaseStore.expires_documents``."""
+        return None
+
     async def close(self) -> None:  # noqa: B027 - nothing to close by default
         """Release what the store holds."""
 
@@ -50,12 +56,19 @@ class InMemoryLeaseStore(LeaseStore):
     """Leases in memory (aio). See ``cosmos_changefeed.InMemoryLeaseStore``."""
 
     def __init__(
-        self, partition_key_path: str = ID_PATH, *, documents: InMemoryDocuments | None = None
+        self,
+        partition_key_path: str = ID_PATH,
+        *,
+        documents: InMemoryDocuments | None = None,
+        state_file: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.documents = documents or InMemoryDocuments(partition_key_path)
+        self.documents = in_memory_documents(partition_key_path, documents, state_file)
 
     async def partition_key_path(self) -> str:
         return self.documents.partition_key_path
+
+    async def expires_documents(self) -> bool:
+        return True
 
     async def list_documents(self, prefix: str) -> list[dict[str, Any]]:
         return self.documents.list_documents(prefix)

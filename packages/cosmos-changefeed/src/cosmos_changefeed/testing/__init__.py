@@ -1,4 +1,10 @@
-"""The lease store's contract suite, shipped with the package (eventsourcing's habit): a store
+"""The test kit the package ships: the in-memory feed (``InMemoryFeed``: a container's change
+feed in memory, which a test writes, deletes, splits and merges; ``InMemoryFeedSource`` and
+``AsyncInMemoryFeedSource`` give it to a processor or an estimator in place of a container),
+the feed source's contract suite (``FeedSourceContract``, ``FeedHarness``: ``_feed_contract``),
+and the lease store's, below.
+
+The lease store's contract suite, shipped with the package (eventsourcing's habit): a store
 proves itself by subclassing it. Both stores here pass it (the package's tests run it against
 ``InMemoryLeaseStore`` and against ``CosmosLeaseStore`` on a container partitioned on ``/id``
 and on one on ``/partitionKey``); a store of your own does the same::
@@ -28,15 +34,27 @@ from typing import Any
 
 import pytest
 
+from cosmos_changefeed._memory_feed import InMemoryFeed, InMemoryFeedSource
 from cosmos_changefeed._store import (
     ID_PATH,
     LeaseStore,
     NotFoundError,
     PreconditionFailedError,
 )
+from cosmos_changefeed.aio._memory_feed_async import InMemoryFeedSource as AsyncInMemoryFeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore as AsyncLeaseStore
+from cosmos_changefeed.testing._feed_contract import FeedHarness, FeedSourceContract, blocking
 
-__all__ = ["AsyncLeaseStoreContract", "LeaseStoreContract"]
+__all__ = [
+    "AsyncInMemoryFeedSource",
+    "AsyncLeaseStoreContract",
+    "FeedHarness",
+    "FeedSourceContract",
+    "InMemoryFeed",
+    "InMemoryFeedSource",
+    "LeaseStoreContract",
+    "blocking",
+]
 
 
 class _Documents:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -40,6 +41,7 @@ from cosmos_outbox.http import (
     HttpOperation,
     HttpProblemError,
     PathParameter,
+    is_local_host,
 )
 from cosmos_outbox.operations import ADMIN_KEY, NO_KEY, Actor, acting_as
 from cosmos_outbox_operators._console.guard import CrossSiteError, check_action, check_same_site
@@ -180,13 +182,32 @@ def _same_kind(function: Function, door: Callable[..., Any]) -> Function:
 
 #: The header the admin key travels in (the host reads it; it reaches the app too).
 KEY_HEADER = "x-functions-key"
+#: funcstack's word to its workers that its host checks keys (`funcstack run --enforce-keys`;
+#: the host sets it, "true" or "false", whatever the settings say).
+KEYS_ENFORCED_SETTING = "FUNCSTACK_KEYS_ENFORCED"
+#: A key was sent to a host that checked none (issue 72: audited "admin key" though any text
+#: would have done).
+SENT_UNCHECKED = Actor("nobody", name="keys not enforced locally (a key was sent, not checked)")
+
+
+def keys_checked(environment: Mapping[str, str] | None = None) -> bool:
+    """Whether the host checked the key a request sent: in Azure (not a local host) the host
+    admits an ADMIN route's request only with the master key; a local host checks none unless it
+    says it does (funcstack's `--enforce-keys`: `FUNCSTACK_KEYS_ENFORCED=true`; Core Tools says
+    nothing, so its keys count as not checked)."""
+    env = os.environ if environment is None else environment
+    if not is_local_host(env):
+        return True
+    return env.get(KEYS_ENFORCED_SETTING, "").strip().lower() == "true"
 
 
 def key_actor(req: func.HttpRequest) -> Actor:
     """Who acts through the admin key's door, as it actually was: the key's holder when a key
-    was sent (the host checked it where keys are enforced), else nobody -- a host that admitted
-    a request without a key enforces none (the local host, funcstack)."""
-    return ADMIN_KEY if req.headers.get(KEY_HEADER) else NO_KEY
+    was sent and the host checked it (`keys_checked`); nobody when none was sent (a host that
+    admitted a request without a key enforces none) or when the host checked none."""
+    if not req.headers.get(KEY_HEADER):
+        return NO_KEY
+    return ADMIN_KEY if keys_checked() else SENT_UNCHECKED
 
 
 def _key_refusal(req: func.HttpRequest) -> func.HttpResponse | None:
@@ -203,9 +224,15 @@ def _key_refusal(req: func.HttpRequest) -> func.HttpResponse | None:
     return None
 
 
-def key_door(operation: HttpOperation, function: Function) -> Function:
+def key_door(
+    operation: HttpOperation, function: Function, *, actor: Actor | None = None
+) -> Function:
     """The admin key's door: the host checked the key; refuse it in the URL and an action from
-    another site, act as who sent it (`key_actor`)."""
+    another site, act as who sent it (`key_actor`), or as `actor` when the routes are served
+    in-process to one (the command line on the stores: no host, no key)."""
+
+    def acting(req: func.HttpRequest) -> Actor:
+        return actor if actor is not None else key_actor(req)
 
     if inspect.iscoroutinefunction(function):
 
@@ -215,7 +242,7 @@ def key_door(operation: HttpOperation, function: Function) -> Function:
             refused = _key_refusal(req)
             if refused is not None:
                 return refused
-            with acting_as(key_actor(req)):
+            with acting_as(acting(req)):
                 return cast(func.HttpResponse, await _awaited(call, req, context))
 
         return _same_kind(function, door_async)
@@ -224,7 +251,7 @@ def key_door(operation: HttpOperation, function: Function) -> Function:
         refused = _key_refusal(req)
         if refused is not None:
             return refused
-        with acting_as(key_actor(req)):
+        with acting_as(acting(req)):
             return cast(func.HttpResponse, call(req, context))
 
     return _same_kind(function, door)
@@ -303,7 +330,8 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
 
 class OperatorDoors:
     """The operators' operations on one blueprint, each through both doors (`console=False`:
-    the admin key's only). `operation(...)` takes `HttpApi.operation`'s declaration; the route
+    the admin key's only; `actor`: served in-process to that actor, through no door).
+    `operation(...)` takes `HttpApi.operation`'s declaration; the route
     is the key door's, under `prefix`."""
 
     def __init__(
@@ -314,13 +342,14 @@ class OperatorDoors:
         auth_level: func.AuthLevel,
         console: bool,
         role: str = OPERATOR_ROLE,
+        actor: Actor | None = None,
     ) -> None:
         self.prefix = prefix
         self.key = HttpApi(
             parameters=parameters,
             auth_level=auth_level,
             bounded=True,
-            wrap=key_door,
+            wrap=functools.partial(key_door, actor=actor) if actor is not None else key_door,
             security=("masterKey",) if auth_level == func.AuthLevel.ADMIN else None,
         )
         self.blueprint = self.key.blueprint

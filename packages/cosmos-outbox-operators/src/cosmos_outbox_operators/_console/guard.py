@@ -31,22 +31,36 @@ other site can make a browser send, and never in a URL (`?code=` is refused). Bu
 not enforced (the local host checks none) a bodyless POST from another site's page (a "simple"
 request: no preflight) would reach it, so its actions are refused from another site as well
 (`check_same_site`: an `Origin` that is not this host's, a `Sec-Fetch-Site` of `cross-site` or
-`same-site`), whether or not keys are enforced; a script or the command line sends neither."""
+`same-site`), whether or not keys are enforced; a script or the command line sends neither.
+
+**A local host takes actions only for its own names** (`check_local_host`). The same-origin
+check compares `Origin` with the request's own `Host`, and a local host answers to any name: a
+page on a name its owner points at 127.0.0.1 (DNS rebinding) sends its own name as both, and
+passed (issue 72). So on a local host (`FUNCTIONS_CORETOOLS_ENVIRONMENT=true`: Core Tools,
+funcstack) an action through either door needs a `Host` of a loopback name (`localhost`,
+`127.0.0.1` and the rest of 127.0.0.0/8, `::1`; any port) or one the owner lists in
+`OUTBOX_LOCAL_HOSTS` (comma-separated: a dev container's forwarded name). Reads stay open. In
+Azure the platform routes to the app only the names bound to it, and no check is needed."""
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import os
 import secrets
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
+from cosmos_outbox.http import is_local_host
+
 __all__ = [
     "CSRF_COOKIE",
     "CSRF_HEADER",
+    "LOCAL_HOSTS_SETTING",
     "TRUST_FORWARDED_SETTING",
     "CrossSiteError",
     "check_action",
+    "check_local_host",
     "check_same_site",
     "new_token",
     "token_cookie",
@@ -58,6 +72,9 @@ SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 #: `true` where a proxy in front of the app (Front Door, Application Gateway) rewrites `Host` and
 #: sets `X-Forwarded-Host` / `X-Original-Host`: only then are they taken for this app's host.
 TRUST_FORWARDED_SETTING = "OUTBOX_TRUST_FORWARDED_HOST"
+#: Names besides the loopback ones a local host takes actions for (comma-separated).
+LOCAL_HOSTS_SETTING = "OUTBOX_LOCAL_HOSTS"
+_LOOPBACK_NAMES = frozenset({"localhost"})
 
 
 class CrossSiteError(Exception):
@@ -103,15 +120,44 @@ def check_action(
         )
 
 
+def check_local_host(
+    method: str, headers: Mapping[str, str], environment: Mapping[str, str] | None = None
+) -> None:
+    """Refuse (`CrossSiteError`) an action a local host received for a name not its own (the
+    module docstring); reads pass, and so does every request where the host is not local."""
+    env = os.environ if environment is None else environment
+    if method.upper() in SAFE_METHODS or not is_local_host(env):
+        return
+    sent = headers.get("host", "").strip()
+    name = (urlsplit(f"//{sent}").hostname or "") if sent else ""
+    configured = {n.strip().lower() for n in env.get(LOCAL_HOSTS_SETTING, "").split(",")}
+    if name in _LOOPBACK_NAMES or name in configured - {""} or _loopback_address(name):
+        return
+    raise CrossSiteError(
+        f"this local host takes actions only for its loopback names, not for {sent[:100]!r}: a "
+        "page on a name that resolves to this machine would act as you (DNS rebinding). Use "
+        f"localhost or 127.0.0.1, or list the name in {LOCAL_HOSTS_SETTING}"
+    )
+
+
+def _loopback_address(name: str) -> bool:
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
 def check_same_site(
     method: str, headers: Mapping[str, str], environment: Mapping[str, str] | None = None
 ) -> None:
     """Refuse (`CrossSiteError`) an action the admin key's door received from another site's
     page: an `Origin` that is not this host's, or a `Sec-Fetch-Site` other than `same-origin`
     or `none` (typed by the user). Reads pass; so does a request with neither header (a script,
-    the command line: no browser sends an action without one of them)."""
+    the command line: no browser sends an action without one of them). A local host's actions
+    need one of its own names (`check_local_host`)."""
     if method.upper() in SAFE_METHODS:
         return
+    check_local_host(method, headers, environment)
     origin = headers.get("origin")
     if origin is not None:
         netloc = urlsplit(origin.strip()).netloc.lower() if origin.strip() != "null" else ""
@@ -144,6 +190,7 @@ def _hosts(headers: Mapping[str, str], environment: Mapping[str, str] | None) ->
 
 
 def _same_origin(headers: Mapping[str, str]) -> None:
+    check_local_host("POST", headers)
     hosts = _hosts(headers, None)
     origin = headers.get("origin")
     if origin is not None:

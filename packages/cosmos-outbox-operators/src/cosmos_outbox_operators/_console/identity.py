@@ -10,33 +10,9 @@ identities in Azure App Service authentication"):
   (an app role assigned to the user is one claim of type `role_typ`, "roles" for Entra ID);
 * `X-MS-CLIENT-PRINCIPAL-ID` (the object id), `-NAME` (a display name: UPN, e-mail), `-IDP`.
 
-"External requests aren't allowed to set these headers, so they're present only if set by App
-Service" -- while authentication is enabled on the app, which the platform says by setting the
-environment variable `WEBSITE_AUTH_ENABLED=True` (the Functions host reads the same variable:
-azure-functions-host, `EnvironmentSettingNames.EasyAuthEnabled`). But that variable is also an
-ordinary app setting: anyone can set it where nothing strips a client's headers (a container, a
-local host's settings file), and from it alone the app cannot tell. So a principal is believed
-only when three things hold (`sign_in_trust`), and each refusal says which one failed:
-
-1. **The app's owner says what signs operators in**, `OUTBOX_CONSOLE_SIGN_IN`:
-   `app-service-authentication` (Azure App Service Authentication; the deployment that turns it
-   on sets it: deploy/modules/functionapp.bicep) or `local-stand-in` (a local host's stand-in
-   that strips client-sent headers as the platform does: funcstack's `FUNCSTACK_SIGN_IN=true`).
-   Unset: no principal is believed, whatever else is set. A setting of our own, named for this
-   one purpose, is not set by accident or copied from another app's environment listing.
-2. **The platform says authentication is on**: `WEBSITE_AUTH_ENABLED=True`.
-3. **The host is the one the owner named**: a local host -- Core Tools sets
-   `FUNCTIONS_CORETOOLS_ENVIRONMENT=true` on its host and workers (azure-functions-core-tools
-   `Program.cs`; the host's `EnvironmentSettingNames.CoreToolsEnvironment`), funcstack too --
-   has no App Service Authentication: there `app-service-authentication` is refused, and
-   `local-stand-in` is believed only there (a local setting copied to Azure opens nothing).
-
-What remains trusted is the owner's word: `app-service-authentication` set where App Service
-Authentication is off (or `local-stand-in` and `WEBSITE_AUTH_ENABLED` written into Core Tools'
-local.settings.json, where nothing strips headers) would believe a forged header; the operating
-guide says so (docs/operating-the-outbox.md, "Who may act"). The four headers always come
-together from the platform, but a forger sends four as easily as one: their presence is not
-checked, it would prove nothing.
+Whether those headers are believed here is the core's rule (`cosmos_outbox.http.sign_in_trust`:
+the owner's `OUTBOX_CONSOLE_SIGN_IN`, the platform's `WEBSITE_AUTH_ENABLED`, not a local host),
+shared with the route helper's Idempotency-Key, whose per-caller scope reads the same headers.
 
 **A bearer token** is validated by App Service Authentication, which then names its subject in
 the same headers. The console's actions need the page's token (`guard`) unless the bearer was
@@ -55,18 +31,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from cosmos_outbox.http import SignInTrust, sign_in_trust
+
 __all__ = [
-    "APP_SERVICE_AUTHENTICATION",
-    "AUTH_ENABLED_SETTING",
-    "LOCAL_HOST_SETTING",
-    "LOCAL_STAND_IN",
     "OPERATOR_ROLE",
     "PRINCIPAL_HEADER",
-    "SIGN_IN_SETTING",
     "Principal",
     "SignInTrust",
     "bearer_validated",
@@ -75,14 +47,6 @@ __all__ = [
     "sign_in_trusted",
 ]
 
-#: Set to "True" by App Service while its authentication is enabled on the app.
-AUTH_ENABLED_SETTING = "WEBSITE_AUTH_ENABLED"
-#: Set to "true" by Core Tools (and funcstack) on a local host and its workers.
-LOCAL_HOST_SETTING = "FUNCTIONS_CORETOOLS_ENVIRONMENT"
-#: The app's owner says what signs operators in (module docstring).
-SIGN_IN_SETTING = "OUTBOX_CONSOLE_SIGN_IN"
-APP_SERVICE_AUTHENTICATION = "app-service-authentication"
-LOCAL_STAND_IN = "local-stand-in"
 #: App Service Authentication's session cookie (a browser's ambient credential).
 SESSION_COOKIE = "AppServiceAuthSession"
 PRINCIPAL_HEADER = "x-ms-client-principal"
@@ -107,66 +71,6 @@ class Principal:
     roles: frozenset[str]
 
 
-@dataclass(frozen=True)
-class SignInTrust:
-    """Whether a principal header is believed here, by what (`mode`), and if not, why (a
-    sentence naming the setting to change)."""
-
-    trusted: bool
-    mode: str
-    why: str = ""
-
-
-def _true(env: Mapping[str, str], name: str) -> bool:
-    return env.get(name, "").strip().lower() == "true"
-
-
-def sign_in_trust(environment: Mapping[str, str] | None = None) -> SignInTrust:
-    """The rule of the module docstring, read from `environment` (default: the process's)."""
-    env = os.environ if environment is None else environment
-    mode = env.get(SIGN_IN_SETTING, "").strip().lower()
-    local = _true(env, LOCAL_HOST_SETTING)
-    if not _true(env, AUTH_ENABLED_SETTING):
-        return SignInTrust(
-            False,
-            mode,
-            "App Service Authentication is not enabled on this app "
-            f"({AUTH_ENABLED_SETTING} is not true)",
-        )
-    if mode == APP_SERVICE_AUTHENTICATION and local:
-        return SignInTrust(
-            False,
-            mode,
-            f"this is a local host ({LOCAL_HOST_SETTING}=true), which has no App Service "
-            f"Authentication: anyone could send the principal header. Locally, sign in through "
-            f"funcstack's stand-in (FUNCSTACK_SIGN_IN=true) with {SIGN_IN_SETTING}="
-            f"{LOCAL_STAND_IN}",
-        )
-    if mode == LOCAL_STAND_IN and not local:
-        return SignInTrust(
-            False,
-            mode,
-            f"{SIGN_IN_SETTING}={LOCAL_STAND_IN} is a local host's setting, and this host is "
-            f"not one ({LOCAL_HOST_SETTING} is not true): in Azure set "
-            f"{SIGN_IN_SETTING}={APP_SERVICE_AUTHENTICATION}",
-        )
-    if mode in (APP_SERVICE_AUTHENTICATION, LOCAL_STAND_IN):
-        return SignInTrust(True, mode)
-    named = (
-        f"{SIGN_IN_SETTING}={mode!r} names nothing known"
-        if mode
-        else f"{SIGN_IN_SETTING} is not set"
-    )
-    return SignInTrust(
-        False,
-        mode,
-        f"{named}: {AUTH_ENABLED_SETTING}=True alone is an app setting anyone can set, so the "
-        f"principal header is believed only where the app's owner says App Service "
-        f"Authentication signs operators in ({SIGN_IN_SETTING}={APP_SERVICE_AUTHENTICATION}, "
-        f"set by the deployment that enables it; {LOCAL_STAND_IN} under funcstack's sign-in)",
-    )
-
-
 def sign_in_trusted(environment: Mapping[str, str] | None = None) -> bool:
     """Whether a principal header is believed here (`sign_in_trust`)."""
     return sign_in_trust(environment).trusted
@@ -176,7 +80,7 @@ def bearer_validated(headers: Mapping[str, str], trust: SignInTrust) -> bool:
     """Whether the request's `Authorization: Bearer` token was validated by App Service
     Authentication: it is believed here (in Azure), and no session cookie came with the request,
     so the principal it set can only be the token's (module docstring)."""
-    if not trust.trusted or trust.mode != APP_SERVICE_AUTHENTICATION:
+    if not trust.by_app_service:
         return False
     if not headers.get("authorization", "").lower().startswith("bearer "):
         return False

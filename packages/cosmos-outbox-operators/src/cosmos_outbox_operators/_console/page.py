@@ -103,27 +103,30 @@ def _https(req: func.HttpRequest) -> bool:
     return bool(forwarded == "https" or urlsplit(req.url).scheme == "https")
 
 
+def _refusal(req: func.HttpRequest, refused: RefusedError) -> func.HttpResponse:
+    """The page's answer to someone its door refused: to the sign-in when no one is signed in,
+    else the refusal, as a page."""
+    url = urlsplit(req.url)
+    path = url.path
+    status = refused.problem.status
+    if status == 401 and sign_in_trusted() and principal_of(req.headers) is None:
+        # not signed in: to the platform's sign-in, then back here (with the query: a
+        # shared journey's link, ?event=<id>)
+        back = f"{path}?{url.query}" if url.query else path
+        return func.HttpResponse(
+            status_code=302, headers={"Location": login_path(back), "Cache-Control": "no-store"}
+        )
+    from cosmos_outbox_operators._console.render import page
+
+    return _html(
+        page("refused.html", status=status, detail=refused.problem.detail, base=path), status
+    )
+
+
 def register_page(doors: OperatorDoors) -> None:
     """The page and its static files, on the doors' blueprint."""
     page_route = f"{doors.prefix}/{CONSOLE_SEGMENT}"
     role = doors.role
-
-    def refusal(req: func.HttpRequest, refused: RefusedError) -> func.HttpResponse:
-        url = urlsplit(req.url)
-        path = url.path
-        status = refused.problem.status
-        if status == 401 and sign_in_trusted() and principal_of(req.headers) is None:
-            # not signed in: to the platform's sign-in, then back here (with the query: a
-            # shared journey's link, ?event=<id>)
-            back = f"{path}?{url.query}" if url.query else path
-            return func.HttpResponse(
-                status_code=302, headers={"Location": login_path(back), "Cache-Control": "no-store"}
-            )
-        from cosmos_outbox_operators._console.render import page
-
-        return _html(
-            page("refused.html", status=status, detail=refused.problem.detail, base=path), status
-        )
 
     def console_page(req: func.HttpRequest) -> func.HttpResponse:
         """The operators' console (a signed-in operator's)."""
@@ -131,7 +134,7 @@ def register_page(doors: OperatorDoors) -> None:
         try:
             actor = admit_signed_in(req.headers, role=role, return_to=base)
         except RefusedError as refused:
-            return refusal(req, refused)
+            return _refusal(req, refused)
         from cosmos_outbox_operators._console.render import page
 
         token = cookie_value(req.headers, CSRF_COOKIE) or new_token()

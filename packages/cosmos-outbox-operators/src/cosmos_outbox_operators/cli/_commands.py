@@ -1,5 +1,8 @@
 """The commands of `cosmos-outbox`, each one or more calls of the app's operators' routes, and
 what each prints: a few lines for a person, or the routes' JSON with `--json` (for scripts).
+The routes are the app's over HTTP, or, with `--direct` (or `--settings FILE`), the same routes
+served in-process on the stores with the app's settings (`_direct`): for an app whose relay
+runs as `cosmos-outbox relay` processes, or that serves no operators' routes.
 
 Exit codes: 0 done; 1 the app answered an error (its problem in one line on stderr; with
 `--json`, the problem document, on one line) or could not be reached; 2 the command line is
@@ -15,8 +18,9 @@ import os
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeAlias
 
+from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators.cli._client import (
     DEFAULT_API,
     DEFAULT_TIMEOUT,
@@ -24,6 +28,10 @@ from cosmos_outbox_operators.cli._client import (
     OperatorsApi,
     OperatorsApiError,
 )
+from cosmos_outbox_operators.cli._direct import DirectApi
+
+#: The operators' routes: the app's over HTTP, or served in-process on the stores.
+Api: TypeAlias = OperatorsApi | DirectApi
 
 __all__ = ["main", "parser"]
 
@@ -31,6 +39,8 @@ API_VARIABLE = "COSMOS_OUTBOX_API"
 TIMEOUT_VARIABLE = "COSMOS_OUTBOX_TIMEOUT"
 PREFIX_VARIABLE = "COSMOS_OUTBOX_ROUTE_PREFIX"
 DONE, FAILED, USAGE, PARTLY = 0, 1, 2, 3
+DIRECT_HELP = "run on the stores with the app's settings, not through its routes"
+SETTINGS_HELP = "a local.settings.json whose Values are read too (the environment wins)"
 
 
 class AppProblemError(Exception):
@@ -70,7 +80,7 @@ class Output:
             print(text, file=self.err, flush=True)
 
 
-def _ok(api: OperatorsApi, method: str, path: str, body: Any = None) -> Any:
+def _ok(api: Api, method: str, path: str, body: Any = None) -> Any:
     status, answer = api.call(method, path, body)
     if status >= 400:
         raise AppProblemError(status, answer)
@@ -80,13 +90,13 @@ def _ok(api: OperatorsApi, method: str, path: str, body: Any = None) -> Any:
 # -- the commands ---------------------------------------------------------------------------
 
 
-def _status(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _status(api: Api, args: argparse.Namespace, out: Output) -> int:
     body = _ok(api, "GET", api.route("status"))
 
     def lines(s: Any) -> Iterator[str]:
         age = s.get("oldestPendingAgeSeconds")
         yield (
-            f"pending {s['pending']} transaction(s)"
+            f"pending {s['pending']} event(s)"
             + (f", the oldest {age:g} s old" if age is not None else "")
             + f"; quarantined {s['quarantined']}"
         )
@@ -110,13 +120,13 @@ def _status(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
     return DONE
 
 
-def _health(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _health(api: Api, args: argparse.Namespace, out: Output) -> int:
     body = _ok(api, "GET", api.route("health"))
     out.result(body, lambda b: iter([json.dumps(b, ensure_ascii=False)]))
     return DONE
 
 
-def _journey(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _journey(api: Api, args: argparse.Namespace, out: Output) -> int:
     if args.event_id:
         event = urllib.parse.quote(args.event_id, safe="")
         body = _ok(api, "GET", api.route(f"journey/events/{event}"))
@@ -133,7 +143,7 @@ def _journey(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
     return DONE
 
 
-def _documents(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _documents(api: Api, args: argparse.Namespace, out: Output) -> int:
     aggregate = urllib.parse.quote(args.aggregate_id, safe="")
     items = _pages(api, api.route(f"documents/{aggregate}"), args.page_size)
 
@@ -147,7 +157,7 @@ def _documents(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
     return DONE
 
 
-def _pages(api: OperatorsApi, path: str, page_size: int) -> list[Any]:
+def _pages(api: Api, path: str, page_size: int) -> list[Any]:
     """Every item of a paged listing, its pages followed to the end."""
     items: list[Any] = []
     token: str | None = None
@@ -163,7 +173,7 @@ def _pages(api: OperatorsApi, path: str, page_size: int) -> list[Any]:
             return items
 
 
-def _quarantine(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _quarantine(api: Api, args: argparse.Namespace, out: Output) -> int:
     if args.action == "list":
         items = _pages(api, api.route("quarantine"), args.page_size)
 
@@ -204,27 +214,31 @@ def _quarantine(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int
     return DONE
 
 
+#: The dead letters' filter: each option's name on the command line, and the routes' name of it.
+FILTER = {
+    "aggregate_type": "aggregateType",
+    "aggregate_id": "aggregateId",
+    "action_name": "action",
+    "dead_letter_reason": "deadLetterReason",
+    "since": "since",
+    "until": "until",
+}
+
+
+def _filter(args: argparse.Namespace) -> dict[str, Any]:
+    """The filter given, by the routes' names."""
+    given = {key: getattr(args, name, None) for name, key in FILTER.items()}
+    return {key: value for key, value in given.items() if value is not None}
+
+
 def _selection(args: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = {}
-    if args.sequence_numbers:
-        body["sequenceNumbers"] = args.sequence_numbers
-    for name, key in (
-        ("aggregate_type", "aggregateType"),
-        ("aggregate_id", "aggregateId"),
-        ("action_name", "action"),
-        ("dead_letter_reason", "deadLetterReason"),
-        ("since", "since"),
-        ("until", "until"),
-    ):
-        value = getattr(args, name, None)
-        if value is not None:
-            body[key] = value
-    if args.all:
-        body["all"] = True
-    return body
+    body: dict[str, Any] = (
+        {"sequenceNumbers": args.sequence_numbers} if args.sequence_numbers else {}
+    )
+    return body | _filter(args) | ({"all": True} if args.all else {})
 
 
-def _dead_letters(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _dead_letters(api: Api, args: argparse.Namespace, out: Output) -> int:
     action = args.action or "count"
     if action == "count":
         body = _ok(api, "GET", api.route("deadletters"))
@@ -241,16 +255,7 @@ def _dead_letters(api: OperatorsApi, args: argparse.Namespace, out: Output) -> i
         return DONE
     entity = urllib.parse.quote(args.entity, safe="")
     if action == "list":
-        path = api.route(
-            f"deadletters/{entity}",
-            aggregateType=args.aggregate_type,
-            aggregateId=args.aggregate_id,
-            action=args.action_name,
-            deadLetterReason=args.dead_letter_reason,
-            since=args.since,
-            until=args.until,
-        )
-        items = _pages(api, path, args.page_size)
+        items = _pages(api, api.route(f"deadletters/{entity}", **_filter(args)), args.page_size)
 
         def listed(b: Any) -> Iterator[str]:
             yield f"{b['count']} dead letter(s) at {args.entity}"
@@ -268,6 +273,13 @@ def _dead_letters(api: OperatorsApi, args: argparse.Namespace, out: Output) -> i
         body = _ok(api, "GET", api.route(f"deadletters/{entity}/messages/{args.sequence_number}"))
         out.result(body, lambda b: iter([json.dumps(b, indent=2, ensure_ascii=False)]))
         return DONE
+    return _letters_acted(api, args, out, action, entity)
+
+
+def _letters_acted(
+    api: Api, args: argparse.Namespace, out: Output, action: str, entity: str
+) -> int:
+    """A resubmit or a discard, called again while matching dead letters remain."""
     request = _selection(args)
     if action == "discard":
         request["reason"] = args.reason
@@ -306,7 +318,7 @@ def _dead_letters(api: OperatorsApi, args: argparse.Namespace, out: Output) -> i
     return PARTLY if failed else DONE
 
 
-def _subscribers(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _subscribers(api: Api, args: argparse.Namespace, out: Output) -> int:
     if args.action == "release":
         kind, aggregate = args.aggregate
         body = _ok(
@@ -361,7 +373,7 @@ def _subscribers(api: OperatorsApi, args: argparse.Namespace, out: Output) -> in
     return DONE
 
 
-def _redrive(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _redrive(api: Api, args: argparse.Namespace, out: Output) -> int:
     request: dict[str, Any] = {"since": args.since, "pageSize": args.page_size}
     for name, key in (
         ("aggregate_type", "aggregateType"),
@@ -391,6 +403,48 @@ def _redrive(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
 
     out.result(page, lines)
     return PARTLY if page["quarantined"] else DONE
+
+
+def _groups(api: Api, args: argparse.Namespace, out: Output) -> int:
+    if not args.action:
+        body = _ok(api, "GET", api.route("groups"))
+
+        def listed(b: Any) -> Iterator[str]:
+            yield f"{len(b['groups'])} failure group(s){' (at least)' if b['atLeast'] else ''}"
+            for g in b["groups"]:
+                where = g["entity"] or "quarantine"
+                yield (
+                    f"  {g['id']}  {g['count']:>5}  {where}  {g.get('aggregateType') or '-'} "
+                    f"{g.get('action') or '-'}  {g['cause']}  (first {g.get('firstSeen')}, "
+                    f"last {g.get('lastSeen')})"
+                )
+            for gap in b.get("unanswered", []):
+                yield f"  not grouped: {gap['part']} ({gap['dependency']}: {gap['error']})"
+
+        out.result(body, listed)
+        return DONE
+    preview = args.action == "preview"
+    request = {"action": args.verb if preview else args.action}
+    if args.reason:
+        request["reason"] = args.reason
+    path = api.route(f"groups/{urllib.parse.quote(args.group_id, safe='')}/")
+    answers = []
+    while True:
+        answer = _ok(api, "POST", path + ("preview" if preview else "act"), request)
+        answers.append(answer)
+        out.progress(f"{request['action']}: {answer['done']} done, {answer['remaining']} left")
+        if preview or not answer["remaining"] or not answer["done"]:
+            break
+
+    def acted(b: Any) -> Iterator[str]:
+        count, verb = (b["matching"], "would touch") if b["previewed"] else (b["done"], "done")
+        yield f"group {b['group']['id']} ({b['group']['cause']}): {count} {verb}"
+        yield from (f"  failed: {f}" for f in b["failed"])
+        yield f"subscribers will see: {b['subscribersWillSee']}"
+
+    failed = [f for a in answers for f in a["failed"]]
+    out.result(dict(answers[-1], done=sum(a["done"] for a in answers), failed=failed), acted)
+    return PARTLY if failed else DONE
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -449,9 +503,33 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         default=os.environ.get(TIMEOUT_VARIABLE, str(DEFAULT_TIMEOUT)),
         help=f"seconds to wait for each answer ({TIMEOUT_VARIABLE}; default 60)",
     )
+    top.add_argument("--direct", action="store_true", help=DIRECT_HELP)
+    top.add_argument("--settings", metavar="FILE", help=f"{SETTINGS_HELP}; implies --direct")
     top.add_argument("--json", action="store_true", help="print the routes' JSON (for scripts)")
     top.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (
+        _readings,
+        _quarantine_commands,
+        _dead_letter_commands,
+        _subscriber_commands,
+        _group_commands,
+    ):
+        add(commands, flags)
+    redrive = commands.add_parser("redrive", parents=[flags], help="send stored events again")
+    redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")
+    redrive.add_argument("--aggregate-type", help="only events of this aggregate type")
+    redrive.add_argument("--aggregate-id", help="only this aggregate's (with the type)")
+    redrive.add_argument("--subscription", help="to this subscription only (else to all)")
+    redrive.add_argument("--page-size", type=int, default=100, help="events per call")
+    return top
+
+
+#: The top parser's commands, each added by one of the functions below.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _readings(commands: Commands, flags: argparse.ArgumentParser) -> None:
     commands.add_parser(
         "status", parents=[flags], help="the relay's backlog per lease, the quarantine"
     )
@@ -471,6 +549,8 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     documents.add_argument("aggregate_id", help="the aggregate id (its partition key)")
     documents.add_argument("--page-size", type=int, default=100)
 
+
+def _quarantine_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     quarantine = commands.add_parser("quarantine", help="list, replay or discard")
     actions = quarantine.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", parents=[flags], help="every quarantine record")
@@ -483,6 +563,8 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     discard.add_argument("event_id")
     discard.add_argument("--reason", required=True, help="why (the audit line, the notice)")
 
+
+def _dead_letter_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     letters = commands.add_parser(
         "deadletters", parents=[flags], help="the subscriptions' dead letters"
     )
@@ -513,6 +595,8 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         if verb == "discard":
             acting.add_argument("--reason", required=True, help="why (audit line, notices)")
 
+
+def _subscriber_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     subscribers = commands.add_parser(
         "subscribers", parents=[flags], help="what subscribers hold, and why"
     )
@@ -526,16 +610,26 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     release.add_argument("--version", type=int, required=True)
     release.add_argument("--reason", required=True)
 
-    redrive = commands.add_parser("redrive", parents=[flags], help="send stored events again")
-    redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")
-    redrive.add_argument("--aggregate-type", help="only events of this aggregate type")
-    redrive.add_argument("--aggregate-id", help="only this aggregate's (with the type)")
-    redrive.add_argument("--subscription", help="to this subscription only (else to all)")
-    redrive.add_argument("--page-size", type=int, default=100, help="events per call")
-    return top
+
+def _group_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
+    groups = commands.add_parser(
+        "groups", parents=[flags], help="failures grouped by cause; retry or discard a group"
+    )
+    verbs = groups.add_subparsers(dest="action")
+    preview = verbs.add_parser("preview", parents=[flags], help="what an action would do")
+    preview.add_argument("group_id")
+    preview.add_argument("verb", choices=("retry", "discard"))
+    preview.add_argument("--reason", help="why (a discard needs one)")
+    for verb, text in (
+        ("retry", "replay its quarantined events, or resubmit its dead letters"),
+        ("discard", "give its events up (subscribers are told)"),
+    ):
+        acting = verbs.add_parser(verb, parents=[flags], help=text)
+        acting.add_argument("group_id")
+        acting.add_argument("--reason", required=verb == "discard", help="why (audit line)")
 
 
-_RUN: dict[str, Callable[[OperatorsApi, argparse.Namespace, Output], int]] = {
+_RUN: dict[str, Callable[[Api, argparse.Namespace, Output], int]] = {
     "status": _status,
     "health": _health,
     "journey": _journey,
@@ -544,6 +638,7 @@ _RUN: dict[str, Callable[[OperatorsApi, argparse.Namespace, Output], int]] = {
     "deadletters": _dead_letters,
     "subscribers": _subscribers,
     "redrive": _redrive,
+    "groups": _groups,
 }
 
 
@@ -554,17 +649,7 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
         and args.action in ("resubmit", "discard")
         and not args.sequence_numbers
         and not args.all
-        and not any(
-            getattr(args, n, None) is not None
-            for n in (
-                "aggregate_type",
-                "aggregate_id",
-                "action_name",
-                "dead_letter_reason",
-                "since",
-                "until",
-            )
-        )
+        and not _filter(args)
     ):
         print(
             f"{prog}: error: name the dead letters: sequence numbers, a filter, or --all",
@@ -573,15 +658,19 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
         return USAGE
     out = Output(as_json=args.json, quiet=args.quiet, out=sys.stdout, err=sys.stderr)
     try:
-        api = OperatorsApi(
-            args.api,
-            os.environ.get(KEY_VARIABLE),
-            args.timeout,
-            prefix=args.route_prefix,
-            ask_key=True,
+        api: Api = (
+            DirectApi(settings_file=args.settings, prefix=args.route_prefix, timeout=args.timeout)
+            if args.direct or args.settings
+            else OperatorsApi(
+                args.api,
+                os.environ.get(KEY_VARIABLE),
+                args.timeout,
+                prefix=args.route_prefix,
+                ask_key=True,
+            )
         )
         return _RUN[args.command](api, args, out)
-    except OperatorsApiError as error:
+    except (OperatorsApiError, SettingsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return FAILED
     except AppProblemError as problem:

@@ -3,14 +3,22 @@
 answered another way.
 
 Served: `SELECT [TOP n] * | VALUE <expr> | <expr> [AS name], ...`, `FROM <container> [[AS]
-alias]`, `WHERE`, `ORDER BY <expr> [ASC|DESC], ...`, `OFFSET m LIMIT n`; expressions: literals
+alias]` (or none: evaluated once), `WHERE`, `ORDER BY <property> [ASC|DESC], ...`, `OFFSET m
+LIMIT n`; expressions: literals
 (strings in single or double quotes, numbers, true, false, null, undefined, arrays, objects),
 parameters (`@name`), properties (`c.a.b`, `c["a"]`, `c.items[0]`), `= != <> < <= > >=`,
 `AND OR NOT`, `[NOT] IN (...)`, `[NOT] BETWEEN a AND b`, `+ - * / %`, `||`, `? :`, `??`,
 system functions (`_values.FUNCTIONS`) and the aggregates `COUNT SUM AVG MIN MAX`.
 
+Precedence, from the tightest: `.` and `[]`; unary `-`, `+` and NOT (`NOT c.a = 1` is `(NOT
+c.a) = 1`); `* / %`; `+ -`; `||`; `< <= > >=`; `= != <>`; IN and BETWEEN; AND; OR; `??`;
+`? :`. As the service parses them (the .NET SDK's grammar of it, sql.g4, and funcstack's engine
+agree), but for `||`, which that grammar puts below the comparisons and this one, as funcstack's,
+above (docs/cosmos-sql.md).
+
 Refused: JOIN, GROUP BY, DISTINCT, subqueries and EXISTS, LIKE, `FROM x IN ...`, user-defined
-functions (`udf.`), and any function not in `_values.FUNCTIONS`.
+functions (`udf.`), any function not in `_values.FUNCTIONS`, and ORDER BY of anything but a
+property of the document (Cosmos DB refuses it too).
 """
 
 from __future__ import annotations
@@ -46,15 +54,15 @@ offset_limit: _OFFSET count _LIMIT count
      | coalesce "??" or_expr                  -> coalesce
 ?or_expr: and_expr
      | or_expr _OR and_expr                   -> or_
-?and_expr: not_expr
-     | and_expr _AND not_expr                 -> and_
-?not_expr: predicate
-     | NOT not_expr                           -> not_
+?and_expr: predicate
+     | and_expr _AND predicate                -> and_
 ?predicate: comparison
      | comparison [NOT] _IN "(" expr ("," expr)* ")"     -> in_
      | comparison [NOT] _BETWEEN concat _AND concat      -> between
-?comparison: concat
-     | comparison COMPARISON concat          -> compare
+?comparison: relation
+     | comparison EQUALITY relation           -> compare
+?relation: concat
+     | relation RELATION concat               -> compare
 ?concat: additive
      | concat "||" additive                   -> text_concat
 ?additive: multiplicative
@@ -67,6 +75,7 @@ offset_limit: _OFFSET count _LIMIT count
 ?unary: postfix
      | MINUS unary                            -> negative
      | PLUS unary
+     | NOT unary                              -> not_
 ?postfix: primary
      | postfix "." NAME                       -> member
      | postfix "[" expr "]"                   -> index
@@ -104,7 +113,8 @@ _FALSE.2: /false\b/i
 _NULL.2: /null\b/i
 _UNDEFINED.2: /undefined\b/i
 DIRECTION.2: /(asc|desc)\b/i
-COMPARISON: "=" | "!=" | "<>" | "<=" | ">=" | "<" | ">"
+EQUALITY: "=" | "!=" | "<>"
+RELATION: /<=|>=|<(?!>)|>/
 PLUS: "+"
 MINUS: "-"
 STAR: "*"

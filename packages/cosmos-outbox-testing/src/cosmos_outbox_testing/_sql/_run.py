@@ -40,9 +40,12 @@ class Compiled:
     fold: Callable[[list[Any]], Any] | None
     #: whether the SELECT clause is made of aggregates without VALUE (refused across partitions)
     fields_aggregate: bool
+    #: whether the query has a FROM clause (without one it is evaluated once, on nothing)
+    has_source: bool = True
 
     def run(self, documents: Iterable[Any]) -> list[Any]:
-        rows = [d for d in documents if self.where is None or self.where(d) is True]
+        inputs = documents if self.has_source else [UNDEFINED]
+        rows = [d for d in inputs if self.where is None or self.where(d) is True]
         for expression, descending in reversed(self.order):  # stable: the last key first
             rows.sort(
                 key=lambda d, e=expression: v.sort_key(e(d)),  # type: ignore[misc]
@@ -51,10 +54,18 @@ class Compiled:
         end = None if self.take is None else self.skip + self.take
         if self.fold is not None:
             result = self.fold(rows)
-            return ([] if result is UNDEFINED else [result])[self.skip : end]
-        shape = self.shape
-        assert shape is not None
-        return [r for r in (shape(d) for d in rows[self.skip : end]) if r is not UNDEFINED]
+            found = ([] if result is UNDEFINED else [result])[self.skip : end]
+        else:
+            shape = self.shape
+            assert shape is not None
+            # TOP and OFFSET LIMIT count results: a VALUE that is undefined is none
+            found = [r for r in (shape(d) for d in rows) if r is not UNDEFINED][self.skip : end]
+        if not v.finite(found):
+            raise QueryUnsupported(
+                "a result holds a number JSON cannot carry (an infinity or NaN, as a division "
+                "by zero makes): Cosmos DB answers such a query 400"
+            )
+        return found
 
 
 def run_query(
@@ -99,6 +110,11 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
         for sort in order.children:
             assert isinstance(sort, Tree)
             expression, direction = cast(list[Any], sort.children)
+            if not _is_path(expression, alias):
+                raise QueryUnsupported(
+                    'ORDER BY sorts by a property of the document (c.a, c["a"], c.a[0]): Cosmos '
+                    "DB refuses another expression (it could not be mapped to a document path)"
+                )
             sorts.append(
                 (compiler.expression(expression), str(direction or "asc").lower() == "desc")
             )
@@ -110,6 +126,38 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
         shape=shape,
         fold=fold,
         fields_aggregate=fields_aggregate,
+        has_source=source is not None,
+    )
+
+
+def _is_path(expression: Any, alias: str | None) -> bool:
+    """Whether an expression is a property of the document: the FROM alias, then names and
+    constant indices (`c.a.b`, `c["a"]`, `c.items[0]`), at least one."""
+    steps = 0
+    while isinstance(expression, Tree) and expression.data in ("member", "index"):
+        if expression.data == "index":
+            index = expression.children[1]
+            if not (isinstance(index, Tree) and index.data in ("string", "number")):
+                return False
+            if index.data == "number" and not str(index.children[0]).isdigit():
+                return False
+        expression, steps = expression.children[0], steps + 1
+    return (
+        steps > 0
+        and isinstance(expression, Tree)
+        and expression.data == "reference"
+        and str(expression.children[0]) == alias
+    )
+
+
+def _string_index(expression: Any) -> bool:
+    """Whether an expression is a property named by a string (`c["name"]`): named so in a
+    SELECT list, as `c.name` is."""
+    return (
+        isinstance(expression, Tree)
+        and expression.data == "index"
+        and isinstance(expression.children[1], Tree)
+        and expression.children[1].data == "string"
     )
 
 
@@ -162,6 +210,8 @@ class _Compiler:
                 name = str(alias)
             elif isinstance(expression, Tree) and expression.data == "member":
                 name = str(expression.children[1])
+            elif _string_index(expression):
+                name = unquote(str(expression.children[1].children[0]))
             elif isinstance(expression, Tree) and expression.data == "reference":
                 name = str(expression.children[0])
             else:

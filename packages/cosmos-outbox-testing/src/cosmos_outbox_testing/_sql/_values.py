@@ -8,8 +8,14 @@ clause treats as not true.
   across types; `!=`, `<`, `<=`, `>`, `>=` the same, and undefined between two objects or two
   arrays;
 - AND, OR, NOT on three values (true, false, undefined; anything not a boolean is undefined);
-- arithmetic on numbers only (a boolean is not a number), `||` on strings only;
+- arithmetic on numbers only (a boolean is not a number), as doubles: a division by zero is an
+  infinity or NaN, a number to the other operators, and a result holding one is refused
+  (`finite`: Cosmos DB answers the query 400); `||` on strings only;
+- strings are counted and ordered by their UTF-16 code units;
 - ORDER BY sorts across types: undefined, null, booleans (false first), numbers, strings.
+
+Where the docs are silent, Microsoft's own code is the reference (docs/cosmos-sql.md):
+funcstack's engine is held to the same answers by a property test.
 
 Pure functions over the JSON a document holds (`dict`, `list`, `str`, `int`/`float`, `bool`,
 None) and `UNDEFINED`.
@@ -96,6 +102,8 @@ def compare(operator: str, left: Any, right: Any) -> Any:
         return left != right
     if kind == 1:  # null against null: equal, neither less nor greater
         return operator in ("<=", ">=")
+    if kind == 4 and not (_bmp(left) and _bmp(right)):
+        left, right = _utf16(left), _utf16(right)
     match operator:
         case "<":
             return bool(left < right)
@@ -107,27 +115,37 @@ def compare(operator: str, left: Any, right: Any) -> Any:
             return bool(left >= right)
 
 
+def _bmp(text: str) -> bool:
+    """Whether a string's characters are each one UTF-16 code unit (none past U+FFFF)."""
+    return text.isascii() or max(text) < "\U00010000"
+
+
+def _utf16(text: str) -> bytes:
+    """A string as Cosmos DB orders and counts it: by its UTF-16 code units (a character past
+    U+FFFF is two, which sort below U+E000)."""
+    return text.encode("utf-16-be", "surrogatepass")
+
+
 def truth(value: Any) -> Any:
     """A value as a logical operand: true, false, or undefined (anything not a boolean)."""
     return value if type(value) is bool else UNDEFINED
 
 
-def logical_and(left: Any, right: Any) -> Any:
-    left, right = truth(left), truth(right)
-    if left is False or right is False:
-        return False
-    if left is True and right is True:
-        return True
-    return UNDEFINED
+def _connective(decisive: bool) -> Callable[[Any, Any], Any]:
+    """AND (`decisive` False) or OR (True) over true, false and undefined: either operand
+    `decisive` decides it; both the other value, that value; else undefined."""
+
+    def combined(left: Any, right: Any) -> Any:
+        left, right = truth(left), truth(right)
+        if left is decisive or right is decisive:
+            return decisive
+        return left if left is right and left is not UNDEFINED else UNDEFINED
+
+    return combined
 
 
-def logical_or(left: Any, right: Any) -> Any:
-    left, right = truth(left), truth(right)
-    if left is True or right is True:
-        return True
-    if left is False and right is False:
-        return False
-    return UNDEFINED
+logical_and = _connective(False)
+logical_or = _connective(True)
 
 
 def logical_not(value: Any) -> Any:
@@ -136,27 +154,56 @@ def logical_not(value: Any) -> Any:
 
 
 def arithmetic(operator: str, left: Any, right: Any) -> Any:
-    """`+ - * / %` on two numbers; undefined for anything else, and for a division by zero."""
+    """`+ - * / %` on two numbers, as doubles (a division by zero is an infinity, or NaN: a
+    number to the operators; a result that holds one is refused, see `finite`); undefined for
+    anything else."""
     if not (is_number(left) and is_number(right)):
         return UNDEFINED
+    a, b = float(left), float(right)
     match operator:
         case "+":
-            return left + right
+            return _number(a + b)
         case "-":
-            return left - right
+            return _number(a - b)
         case "*":
-            return left * right
-    if right == 0:
-        return UNDEFINED
-    if operator == "/":
-        quotient = left / right
-        return int(quotient) if quotient.is_integer() and abs(quotient) < 2**53 else quotient
-    remainder = math.fmod(left, right)  # the sign of the dividend, as JavaScript's %
-    return int(remainder) if type(left) is int and type(right) is int else remainder
+            return _number(a * b)
+        case "/":
+            if b == 0:
+                return (
+                    math.nan
+                    if a == 0 or math.isnan(a)
+                    else math.copysign(math.inf, a) * math.copysign(1.0, b)
+                )
+            return _number(a / b)
+    if b == 0 or not math.isfinite(a):
+        return math.nan
+    return _number(math.fmod(a, b))  # the sign of the dividend, as JavaScript's %
+
+
+def _number(value: float) -> Any:
+    """A double as the query's number: an integer where it is one (2, not 2.0), but -0.0, an
+    infinity and NaN as they are."""
+    if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+        if value == 0 and math.copysign(1.0, value) < 0:
+            return value
+        return int(value)
+    return value
 
 
 def negative(value: Any) -> Any:
-    return -value if is_number(value) else UNDEFINED
+    return _number(-float(value)) if is_number(value) else UNDEFINED
+
+
+def finite(value: Any) -> bool:
+    """Whether a result can be answered: a number JSON cannot carry (an infinity or NaN, made
+    by a division by zero) cannot, and Cosmos DB answers such a query 400."""
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is list:
+        return all(finite(item) for item in value)
+    if type(value) is dict:
+        return all(finite(item) for item in value.values())
+    return True
 
 
 def member(value: Any, name: Any) -> Any:
@@ -176,7 +223,7 @@ def sort_key(value: Any) -> tuple[int, Any]:
     kind = _kind(value)
     if kind >= 5:
         raise QueryUnsupported("ORDER BY on an array or an object value is not served")
-    return (kind, value if kind >= 2 else 0)
+    return (kind, _utf16(value) if kind == 4 else value if kind >= 2 else 0)
 
 
 def aggregate(name: str, values: Sequence[Any]) -> Any:
@@ -187,9 +234,12 @@ def aggregate(name: str, values: Sequence[Any]) -> Any:
     if name in ("SUM", "AVG"):
         if not all(is_number(v) for v in defined):
             return UNDEFINED
+        total = 0.0
+        for value in defined:  # as doubles, in order
+            total += value
         if name == "SUM":
-            return sum(defined)
-        return sum(defined) / len(defined) if defined else UNDEFINED
+            return _number(total)
+        return _number(total / len(defined)) if defined else UNDEFINED
     scalars = [v for v in defined if _kind(v) < 5]
     if not scalars or len(scalars) != len(defined):
         return UNDEFINED
@@ -217,7 +267,12 @@ def _on_text(function: Callable[[str], Any]) -> Callable[[Any], Any]:
 
 
 def _array_contains(array: Any, value: Any, partial: Any = False) -> Any:
-    if type(array) is not list or type(partial) is not bool:
+    """Whether an array holds the value (an item equal to it; with `partial`, an object with
+    each of its properties equal); undefined unless `array` is an array, `value` is defined
+    and `partial` a boolean (undefined: false)."""
+    if partial is UNDEFINED:
+        partial = False
+    if type(array) is not list or value is UNDEFINED or type(partial) is not bool:
         return UNDEFINED
     if partial and type(value) is dict:
         return any(
@@ -251,7 +306,7 @@ FUNCTIONS: Final[dict[str, tuple[int, int, Callable[..., Any]]]] = {
     "CONTAINS": (2, 3, _text_test(str.__contains__)),
     "LOWER": (1, 1, _on_text(str.lower)),
     "UPPER": (1, 1, _on_text(str.upper)),
-    "LENGTH": (1, 1, _on_text(len)),
+    "LENGTH": (1, 1, _on_text(lambda text: len(text) if _bmp(text) else len(_utf16(text)) // 2)),
     "CONCAT": (2, 64, _concat),
 }
 #: The aggregate functions (in a SELECT list or after VALUE, never inside an expression).

@@ -6,21 +6,27 @@ refuses or does not answer is "not checked", with why, never an exception."""
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import inspect
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
-from cosmos_outbox.ports import AsyncTargetRules, TargetRuleCheck, TargetRules
+from cosmos_outbox.ports import (
+    AsyncTargetRules,
+    Rule,
+    SqlFilter,
+    TargetRuleCheck,
+    TargetRules,
+    TrueFilter,
+)
+from cosmos_outbox_testing.contracts._worlds import Suite
 
 __all__ = [
     "TARGET_RULES_LAYOUT",
     "InMemoryTargetRulesWorld",
     "TargetRulesContract",
     "TargetRulesWorld",
+    "layout_rules",
 ]
 
 
@@ -36,6 +42,16 @@ TARGET_RULES_LAYOUT: dict[str, tuple[tuple[str, str], ...] | None] = {
     "kinds": (("kinds", "kind = 'a'"),),
     "both": (("both", f"(kind = 'a') AND ({_clause('both')})"),),
 }
+
+
+def layout_rules() -> dict[str, tuple[Rule, ...]]:
+    """`TARGET_RULES_LAYOUT`'s rules as the check reads them (Azure's `$Default` a TrueFilter)."""
+    return {
+        name: (Rule("$Default", TrueFilter()),)
+        if rules is None
+        else tuple(Rule(rule, SqlFilter(expression)) for rule, expression in rules)
+        for name, rules in TARGET_RULES_LAYOUT.items()
+    }
 
 
 @dataclass
@@ -62,6 +78,7 @@ class InMemoryTargetRulesWorld(TargetRulesWorld):
                     "kinds": ("kinds: SqlFilter kind = 'a'",),
                     "both": (),
                 },
+                rules=layout_rules(),
             ),
             refusing=FakeTargetRules("contract", refused="the management API did not answer"),
         )
@@ -76,12 +93,8 @@ def checked(rules: TargetRules | AsyncTargetRules) -> TargetRuleCheck:
     return found
 
 
-class TargetRulesContract:
+class TargetRulesContract(Suite[TargetRulesWorld]):
     """The targeted-delivery rule check (`TargetRulesWorld`)."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> TargetRulesWorld: ...
 
     def test_each_subscription_lacking_the_rule_is_named_with_what_lets_others_in(
         self, world: TargetRulesWorld
@@ -96,6 +109,13 @@ class TargetRulesContract:
         line = check.describe()
         assert "2 subscription(s)" in line and "plain (rule $Default: TrueFilter)" in line
         assert "cosmos-outbox target-rules --yes" in line and "fine" not in line
+
+    def test_each_subscriptions_rules_are_read_as_service_bus_holds_them(
+        self, world: TargetRulesWorld
+    ) -> None:
+        """What the operators' previews evaluate (`cosmos_outbox.operations`): every rule of
+        every subscription, its filter as written."""
+        assert dict(checked(world.rules).rules) == layout_rules()
 
     def test_a_management_api_that_refuses_or_does_not_answer_is_not_checked(
         self, world: TargetRulesWorld

@@ -19,13 +19,14 @@ until a function runs.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 
 from cosmos_outbox._function_shell import shell
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox.settings import TriggerSettings, load_trigger_settings
+from cosmos_outbox.settings._base import LEASE_INTERVAL_SETTINGS
 
 if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)
     from cosmos_outbox._wiring import Wiring
@@ -51,21 +52,7 @@ def relay_blueprint(
         minimum_interval="00:00:01",
         maximum_interval="00:01:00",
     )
-    @bp.cosmos_db_trigger(
-        arg_name="documents",
-        connection="CosmosDBConnection",
-        database_name=settings.binding_name("cosmos_database"),
-        container_name="%COSMOS_CONTAINER%",
-        lease_container_name=settings.binding_name("cosmos_lease_container"),
-        create_lease_container_if_not_exists=True,
-        # The relay's leases apart from those of an app's own trigger on the same container.
-        lease_container_prefix=settings.lease_prefix or None,
-        # A new lease (first deployment, lease container reset) starts from the oldest event
-        # still stored, not from "now": events written before the relay first ran are not lost.
-        start_from_beginning=True,  # type: ignore[arg-type]  # azure-functions 2.3 types it `time`
-        feed_poll_delay=settings.feed_poll_delay_ms,
-        max_items_per_invocation=settings.max_items_per_invocation,
-    )
+    @bp.cosmos_db_trigger(**feed_trigger(settings))
     @shell(asynchronous)
     async def relay_events(documents: func.DocumentList) -> None:
         """Relay one trigger invocation. Raises when a send fails, so the retry policy
@@ -94,43 +81,7 @@ def relay_blueprint(
         once all is found, clear what an earlier tick said; record whether the relay moves
         (`outbox.relay.stalled`), and look for dead letters that left their queue without
         being applied (`outbox.dead_letters.vanished`)."""
-        wired = wiring()
-        from cosmos_outbox._relay.backlog import report_backlog
-        from cosmos_outbox.errors import RelayNotReadyError
-
-        relay = wired.relay()
-        problem = await relay.check()
-        try:
-            backlog = await report_backlog(
-                wired.backlog(), wired.telemetry, event_ttl_seconds=wired.event_ttl_seconds
-            )
-        except RelayNotReadyError as exc:
-            await relay.not_ready(exc)
-            wired.telemetry.relay_state("not ready")
-            raise
-        await wired.backlog_history.record(backlog.pending, backlog.oldest_age_seconds)
-        if problem is None:
-            await relay.ready()
-        # healthy means moving: the relay's state (stalled, with what does not answer) as a
-        # gauge and, while it does not move, a log line each tick (`operations._status`)
-        operations = wired.operations()
-        state = await operations.status.relay(backlog.leases, not_ready=problem)
-        wired.telemetry.relay_state(state.state)
-        if state.state == "stalled":  # not ready: said by `not_ready` already
-            import logging
-
-            logging.getLogger("cosmos_outbox.relay").error(
-                "relay %s since %s: %s",
-                state.state,
-                state.since.isoformat() if state.since else "-",
-                state.summary,
-                extra={
-                    "outbox.relay_state": state.state,
-                    "outbox.not_answering": state.not_answering,
-                },
-            )
-        # a dead letter that left its queue without being applied is said (`_watch`)
-        await operations.dead_letters.watch()
+        await backlog_tick(wiring())
 
     if settings.schedule_queue is not None:
 
@@ -150,3 +101,70 @@ def relay_blueprint(
             await wiring().releases().release(release_of(message.get_body()))
 
     return bp
+
+
+async def backlog_tick(wired: Wiring) -> None:
+    """The backlog timer's tick (`outbox_backlog`, said there), on the outbox's objects."""
+    from cosmos_outbox._relay.backlog import report_backlog
+    from cosmos_outbox.errors import RelayNotReadyError
+
+    relay = wired.relay()
+    problem = await relay.check()
+    try:
+        backlog = await report_backlog(
+            wired.backlog(), wired.telemetry, event_ttl_seconds=wired.event_ttl_seconds
+        )
+    except RelayNotReadyError as exc:
+        await relay.not_ready(exc)
+        wired.telemetry.relay_state("not ready")
+        raise
+    await wired.backlog_history.record(backlog.pending, backlog.oldest_age_seconds)
+    if problem is None:
+        await relay.ready()
+    # healthy means moving: the relay's state (stalled, with what does not answer) as a
+    # gauge and, while it does not move, a log line each tick (`operations._status`)
+    operations = wired.operations()
+    state = await operations.status.relay(backlog.leases, not_ready=problem)
+    wired.telemetry.relay_state(state.state)
+    if state.state == "stalled":  # not ready: said by `not_ready` already
+        import logging
+
+        logging.getLogger("cosmos_outbox.relay").error(
+            "relay %s since %s: %s",
+            state.state,
+            state.since.isoformat() if state.since else "-",
+            state.summary,
+            extra={
+                "outbox.relay_state": state.state,
+                "outbox.not_answering": state.not_answering,
+            },
+        )
+    # a dead letter that left its queue without being applied is said (`_watch`)
+    await operations.dead_letters.watch()
+
+
+def feed_trigger(settings: TriggerSettings) -> dict[str, Any]:
+    """The relay's Cosmos DB trigger binding, from the settings."""
+    return {
+        "arg_name": "documents",
+        "connection": "CosmosDBConnection",
+        "database_name": settings.binding_name("cosmos_database"),
+        "container_name": "%COSMOS_CONTAINER%",
+        "lease_container_name": settings.binding_name("cosmos_lease_container"),
+        "create_lease_container_if_not_exists": True,
+        # The relay's processor (its leases apart from those of an app's own trigger on the same
+        # container): the host names the processor by the lease container prefix.
+        "lease_container_prefix": settings.processor_name or None,
+        # A new lease (first deployment, lease container reset) starts from the oldest event
+        # still stored, not from "now": events written before the relay first ran are not lost.
+        "start_from_beginning": True,  # azure-functions 2.3 types it `time`
+        "feed_poll_delay": settings.feed_poll_delay_ms,
+        "max_items_per_invocation": settings.max_items_per_invocation,
+        # LEASE_*_INTERVAL_MS, the settings `cosmos-outbox relay` reads too; unset (0): the
+        # property is left out and the host's processor keeps its own
+        **{
+            name: getattr(settings, f"{name}_ms")
+            for name in LEASE_INTERVAL_SETTINGS
+            if getattr(settings, f"{name}_ms")
+        },
+    }

@@ -66,6 +66,15 @@ from __future__ import annotations
 from cosmos_outbox._mapper.cloudevents import (
     application_properties as application_properties,
 )
+from cosmos_outbox._mapper.cloudevents import (
+    message_facts as message_facts,
+)
+from cosmos_outbox._mapper.cloudevents import (
+    outgoing as outgoing,
+)
+from cosmos_outbox._mapper.cloudevents import (
+    sent_facts as sent_facts,
+)
 from cosmos_outbox._mapper.document import (
     EVENT_TYPE as EVENT_TYPE,
 )
@@ -109,6 +118,9 @@ from cosmos_outbox._mapper.document import (
     selected as selected,
 )
 from cosmos_outbox._mapper.document import (
+    stored_body as stored_body,
+)
+from cosmos_outbox._mapper.document import (
     unreadable as unreadable,
 )
 from cosmos_outbox._mapper.document import (
@@ -119,6 +131,9 @@ from cosmos_outbox._mapper.event import (
 )
 from cosmos_outbox._mapper.event import (
     MAX_TTL_SECONDS as MAX_TTL_SECONDS,
+)
+from cosmos_outbox._mapper.event import (
+    Schedule as Schedule,
 )
 from cosmos_outbox._mapper.event import (
     aggregate_event_document as aggregate_event_document,
@@ -145,6 +160,9 @@ from cosmos_outbox._mapper.event import (
     released as released,
 )
 from cosmos_outbox._mapper.event import (
+    schedule_of as schedule_of,
+)
+from cosmos_outbox._mapper.event import (
     scheduled as scheduled,
 )
 from cosmos_outbox._mapper.event import (
@@ -157,6 +175,9 @@ from cosmos_outbox._mapper.message import (
     MessageEnvelope as MessageEnvelope,
 )
 from cosmos_outbox._mapper.message import (
+    SentFields as SentFields,
+)
+from cosmos_outbox._mapper.message import (
     claim_check as claim_check,
 )
 from cosmos_outbox._mapper.message import (
@@ -164,6 +185,9 @@ from cosmos_outbox._mapper.message import (
 )
 from cosmos_outbox._mapper.message import (
     payload_name as payload_name,
+)
+from cosmos_outbox._mapper.message import (
+    sent_fields as sent_fields,
 )
 from cosmos_outbox._mapper.message import (
     to_message as to_message,

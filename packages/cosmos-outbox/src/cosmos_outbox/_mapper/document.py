@@ -470,6 +470,12 @@ def selected(
     return created is not None and created >= since.timestamp()
 
 
+def stored_body(document: Mapping[str, Any]) -> str:
+    """A format 2 event document's body as stored (JSON text; empty when it has none)."""
+    body = document.get("body")
+    return body if isinstance(body, str) else ""
+
+
 def without_system_keys(document: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in document.items() if not k.startswith("_")}
 

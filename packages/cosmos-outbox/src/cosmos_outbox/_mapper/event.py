@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from cosmos_outbox import _clock as clock
 from cosmos_outbox._domain import Aggregate, Event
-from cosmos_outbox._mapper.document import EVENT_TYPE, without_system_keys
+from cosmos_outbox._mapper.document import EVENT_TYPE, parse_time, without_system_keys
 
 #: The fields of an event that are its envelope, not its data: the `Event` model's own (an
 #: option added to it is in the envelope, never in an event's body).
@@ -92,6 +92,37 @@ def stamp(document: dict[str, Any], version: int, created_at: str) -> None:
 def scheduled(document: Mapping[str, Any]) -> bool:
     """Whether an event document is a scheduled event's (it has a due time)."""
     return "deliverAt" in document
+
+
+class Schedule(NamedTuple):
+    """A scheduled event's state as its document keeps it: its due time, and when it was
+    released or cancelled (None: not), each as stored (the Azure host may have re-formatted
+    them: `parse_time` reads them)."""
+
+    deliver_at: object
+    released_at: object
+    cancelled_at: object
+
+    @property
+    def due(self) -> datetime | None:
+        """The due time, when it is a time with its offset."""
+        at = parse_time(self.deliver_at)
+        return at if at is not None and at.tzinfo is not None else None
+
+    @property
+    def state(self) -> str:
+        """cancelled, released or waiting (a cancel wins: the relay never sends it)."""
+        if self.cancelled_at is not None:
+            return "cancelled"
+        return "released" if self.released_at is not None else "waiting"
+
+
+def schedule_of(document: Mapping[str, Any]) -> Schedule | None:
+    """The schedule of an event document (None: not a scheduled event's)."""
+    if not scheduled(document):
+        return None
+    get = document.get
+    return Schedule(get("deliverAt"), get("releasedAt"), get("cancelledAt"))
 
 
 def due_text(at: datetime) -> str:

@@ -1,18 +1,26 @@
 """The message: an outbox record -> the message the relay sends (`to_message`, the claim
-check's `claim_check` and `payload_name`), and a message's envelope read back on a
-subscriber's side (`message_envelope`)."""
+check's `claim_check` and `payload_name`), a message's envelope read back on a subscriber's side
+(`message_envelope`), and what a message received elsewhere says it is (`sent_fields`: the
+operators' reading of a dead letter)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 from urllib.parse import quote
 
 from cosmos_outbox._mapper.document import FORMAT_1_ENVELOPE, parse_time
 from cosmos_outbox._mapper.event import due_text
-from cosmos_outbox._mapper.properties import DELIVER_AT_PROPERTY, FORMAT, FORMAT_PROPERTY
+from cosmos_outbox._mapper.properties import (
+    DELIVER_AT_PROPERTY,
+    FORMAT,
+    FORMAT_PROPERTY,
+    RESUBMISSION_PROPERTY,
+    TARGET_PROPERTY,
+)
 from cosmos_outbox._records import (
     OutboxMessage,
     OutboxRecord,
@@ -117,3 +125,55 @@ def message_envelope(
         {k: v for k, v in data.items() if k not in FORMAT_1_ENVELOPE and k != own},
         "data",
     )
+
+
+@dataclass(frozen=True)
+class SentFields:
+    """What a message received back (a dead letter) says of the outbox's event or notice it
+    carries, from its application properties and CloudEvents attributes, each None when it
+    does not say (a message that is not the outbox's says nothing)."""
+
+    event_id: str | None
+    aggregate_type: str | None
+    aggregate_id: str | None
+    action: str | None
+    version: int | None
+    source: str | None
+    #: how many times it was resubmitted (`outboxResubmission`)
+    resubmissions: int
+    #: the one subscription (or queue) it is for (`outboxTarget`)
+    target: str | None
+
+
+def sent_fields(
+    properties: Mapping[str, Any],
+    *,
+    message_id: str | None,
+    session_id: str | None,
+    subject: str | None,
+) -> SentFields:
+    """The fields of a message received back, its MessageId, SessionId and Subject standing in
+    for the event id, aggregate id and action it does not name."""
+    kind = _text(properties.get("aggregateType"))
+    version = properties.get("version")
+    if isinstance(version, str) and version.isdigit():
+        version = int(version)
+    resubmissions = properties.get(RESUBMISSION_PROPERTY)
+    return SentFields(
+        event_id=_text(properties.get("cloudEvents_id")) or message_id,
+        aggregate_type=kind,
+        aggregate_id=(_text(properties.get(f"{kind}Id")) if kind else None)
+        or _text(properties.get("cloudEvents_subject"))
+        or session_id,
+        action=_text(properties.get("cloudEvents_type"))
+        or _text(properties.get("action"))
+        or subject,
+        version=version if type(version) is int else None,
+        source=_text(properties.get("cloudEvents_source")),
+        resubmissions=resubmissions if type(resubmissions) is int else 0,
+        target=_text(properties.get(TARGET_PROPERTY)),
+    )
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None

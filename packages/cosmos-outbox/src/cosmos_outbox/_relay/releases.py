@@ -41,7 +41,7 @@ from typing import Any
 
 from cosmos_outbox import _clock as clock
 from cosmos_outbox._domain import utc_text
-from cosmos_outbox._mapper import EVENT_TYPE, parse_time, released, scheduled
+from cosmos_outbox._mapper import EVENT_TYPE, parse_time, released, schedule_of
 from cosmos_outbox._model import Model
 from cosmos_outbox._records import Release
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
@@ -95,13 +95,11 @@ def schedule_state(
 ) -> ScheduleState | None:
     """A stored event's schedule (None: it is not a scheduled event, or its due time is not
     a time)."""
-    due = parse_time(document.get("deliverAt"))
-    if due is None or due.tzinfo is None:
+    schedule = schedule_of(document)
+    due = schedule.due if schedule is not None else None
+    if schedule is None or due is None:
         return None
-    released_at, cancelled_at = (
-        parse_time(document.get("releasedAt")),
-        parse_time(document.get("cancelledAt")),
-    )
+    released_at, cancelled_at = parse_time(schedule.released_at), parse_time(schedule.cancelled_at)
     if cancelled_at is not None:
         return ScheduleState(due_at=due, state="cancelled", cancelled_at=cancelled_at)
     if released_at is not None:
@@ -186,7 +184,8 @@ class Releases:
                 )
             except (PreconditionFailedError, NotFoundError):
                 continue  # cancelled or released since it was read: decide again
-            due = document.get("deliverAt")
+            schedule = schedule_of(document)
+            due = schedule.deliver_at if schedule is not None else None
             return _told(
                 release, ReleaseOutcome.RELEASED, "scheduled event %s released (due %s)", due
             )
@@ -198,7 +197,12 @@ class Releases:
         self, release: Release, document: Mapping[str, Any] | None
     ) -> ReleaseOutcome | None:
         """What a release does with the event as read (None: release it)."""
-        if document is None or document.get("type") != EVENT_TYPE or not scheduled(document):
+        schedule = (
+            schedule_of(document)
+            if document is not None and document.get("type") == EVENT_TYPE
+            else None
+        )
+        if schedule is None:
             logger.warning(
                 "the release of scheduled event %s found no such event in partition %s "
                 "(expired, or never scheduled): nothing to release",
@@ -207,14 +211,13 @@ class Releases:
                 extra=_fields(release, ReleaseOutcome.GONE),
             )
             return ReleaseOutcome.GONE
-        if document.get("cancelledAt") is not None:
+        if schedule.cancelled_at is not None:
             message = "scheduled event %s was cancelled at %s: not released, never sent"
-            return _told(release, ReleaseOutcome.CANCELLED, message, document.get("cancelledAt"))
-        if document.get("releasedAt") is not None:
+            return _told(release, ReleaseOutcome.CANCELLED, message, schedule.cancelled_at)
+        if schedule.released_at is not None:
             return ReleaseOutcome.ALREADY
-        due = parse_time(document.get("deliverAt"))
-        now = clock.now()
-        if due is not None and due.tzinfo is not None and due > now:
+        due, now = schedule.due, clock.now()
+        if due is not None and due > now:
             if self._schedule is None:
                 raise RuntimeError("a release came early and there is no schedule queue")
             await self._schedule.schedule(

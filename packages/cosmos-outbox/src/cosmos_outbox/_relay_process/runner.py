@@ -5,7 +5,7 @@ the app's settings as the Functions app reads them, and the leases the Functions
 As the relay's blueprint declares its trigger (`_blueprints/relay_functions.py`), so the
 processor is built:
 
-* the processor's name is the trigger's `leaseContainerPrefix` (OUTBOX_LEASE_PREFIX): the same
+* the processor's name is the trigger's `leaseContainerPrefix` (OUTBOX_PROCESSOR_NAME): the same
   lease documents, so the relay moves between the Functions trigger and these processes on its
   checkpoints (docs/relay-anywhere.md); the lease container COSMOS_LEASE_CONTAINER is created if
   missing when the connection has the account's key (`createLeaseContainerIfNotExists`; an
@@ -13,8 +13,9 @@ processor is built:
 * a lease without a checkpoint starts from the beginning (`startFromBeginning`), the poll delay
   is FEED_POLL_DELAY_MS, a batch at most MAX_ITEMS_PER_INVOCATION documents;
 * a batch whose relay fails is given again, after the trigger's retry policy's back-off
-  (exponential, 1 s to 1 min, for ever) -- the processor keeps the lease and does not
-  checkpoint it: nothing is lost, the topic drops what was sent twice;
+  (exponential, 1 s to 1 min, for ever: the processor's `min_retry_delay` / `max_retry_delay`)
+  -- the processor keeps the lease and does not checkpoint it: nothing is lost, the topic
+  drops what was sent twice;
 * the backlog timer's work (`outbox_backlog`: the relay's check, the backlog's gauges and TTL
   guard) on BACKLOG_ESTIMATE_SCHEDULE; the console's backlog history recorded by one instance
   (the owner of the first lease), as the Functions timer runs on one instance at a time;
@@ -38,7 +39,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._mapper import read_feed
@@ -83,10 +84,70 @@ def default_instance_name(environ: dict[str, str] | None = None) -> str:
     return replica or f"{socket.gethostname()}-{os.getpid()}"
 
 
+def lease_intervals(**given: float | None) -> dict[str, float]:
+    """The processor's lease intervals (seconds), by keyword: those `given`, else the change
+    feed processor's own defaults, read from its signature (cosmos-changefeed says them once)."""
+    from cosmos_outbox.settings._base import lease_intervals_of
+
+    return lease_intervals_of(given)
+
+
+def relay_lease_intervals(
+    settings: OutboxSettings, environ: Mapping[str, str], **given: float | None
+) -> dict[str, float]:
+    """The relay's lease intervals (seconds), each from the first of: `given` (the command's
+    flags), the app settings the Functions trigger's binding reads (LEASE_*_INTERVAL_MS), the
+    local host's (FUNCTIONS_HOST_COSMOS_LEASE_*_INTERVAL, ms), the processor's own default;
+    SettingsError naming where they came from when the renew interval is not under the
+    expiration interval."""
+    from cosmos_outbox.settings import SettingsError
+    from cosmos_outbox.settings._base import (
+        LEASE_INTERVAL_SETTINGS,
+        LOCAL_HOST_INTERVAL_SETTINGS,
+        check_renewal,
+    )
+
+    found: dict[str, float | None] = {}
+    sources: dict[str, str] = {}
+    for name, setting in LEASE_INTERVAL_SETTINGS.items():
+        local = LOCAL_HOST_INTERVAL_SETTINGS[name]
+        candidates = (
+            (given.get(name), f"--{name.replace('_', '-')}"),
+            (settings.lease_interval(name), setting),
+            (_milliseconds(environ.get(local), local), local),
+        )
+        value, source = next(
+            ((v, s) for v, s in candidates if v is not None), (None, "the processor's default")
+        )
+        found[name], sources[name] = value, source
+    intervals = lease_intervals(**found)
+    try:
+        check_renewal(intervals, sources)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    return intervals
+
+
+def _milliseconds(raw: str | None, name: str) -> float | None:
+    """A local host's interval setting (ms) in seconds; None when unset or 0."""
+    if raw is None or not raw.strip():
+        return None
+    from cosmos_outbox.settings import SettingsError
+
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: milliseconds, a whole number, not {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name}: milliseconds, 0 or more, not {value}")
+    return value / 1000 if value else None
+
+
 class RelayProcessor:
     """The relay on the change feed processor (see the module). `settings`: the outbox's, read
     from the environment when not given (`cosmos_outbox.settings.load_settings`). Lease
-    intervals in seconds (.NET's defaults: renew 17, acquire 13, expiry 60). `services` replaces
+    intervals in seconds; those not given are the change feed processor's own defaults
+    (cosmos-changefeed's, .NET's: `lease_intervals`). `services` replaces
     what the settings would build (an app's own, as `Outbox(services=...)`); `meter_provider`
     and `tracer_provider` replace the global OpenTelemetry providers for the relay's telemetry.
     `async with RelayProcessor() as relay:` starts it and stops it."""
@@ -97,9 +158,9 @@ class RelayProcessor:
         *,
         instance_name: str | None = None,
         legacy_events: LegacyEvents | None = None,
-        lease_renew_interval: float = 17.0,
-        lease_acquire_interval: float = 13.0,
-        lease_expiration_interval: float = 60.0,
+        lease_renew_interval: float | None = None,
+        lease_acquire_interval: float | None = None,
+        lease_expiration_interval: float | None = None,
         stall_after: float = DEFAULT_STALL_AFTER_SECONDS,
         services: Services | None = None,
         meter_provider: MeterProvider | None = None,
@@ -109,10 +170,16 @@ class RelayProcessor:
 
         self.settings = settings if settings is not None else load_settings()
         self.instance_name = instance_name or default_instance_name()
-        self.processor_name = self.settings.lease_prefix
+        self.processor_name = self.settings.processor_name
         self.stall_after = stall_after
         self._legacy = legacy_events
-        self._intervals = (lease_renew_interval, lease_acquire_interval, lease_expiration_interval)
+        self._intervals = relay_lease_intervals(
+            self.settings,
+            os.environ,
+            lease_renew_interval=lease_renew_interval,
+            lease_acquire_interval=lease_acquire_interval,
+            lease_expiration_interval=lease_expiration_interval,
+        )
         self._services = services
         self._meter_provider, self._tracer_provider = meter_provider, tracer_provider
         self._facts = Facts(self.processor_name, self.instance_name, _now())
@@ -125,7 +192,6 @@ class RelayProcessor:
         #: The targeted-delivery rules' check at start (None until it ran: `_target_rules`).
         self.target_rules: TargetRuleCheck | None = None
         self._closing: list[Callable[[], Any]] = []
-        self._failures: dict[str, int] = {}
         self._listening = asyncio.Event()
 
     # -- what it knows -------------------------------------------------------------------------
@@ -182,9 +248,9 @@ class RelayProcessor:
             self.settings.cosmos_lease_container,
             self.settings.feed_poll_delay_ms / 1000,
             self.settings.max_items_per_invocation,
-            self._intervals[1],
-            self._intervals[0],
-            self._intervals[2],
+            self._intervals["lease_acquire_interval"],
+            self._intervals["lease_renew_interval"],
+            self._intervals["lease_expiration_interval"],
             extra={"outbox.relay_instance": self.instance_name},
         )
 
@@ -218,7 +284,7 @@ class RelayProcessor:
         self._listening.clear()
         processor, self._processor = self._processor, None
         if processor is not None:
-            await processor.stop(grace=grace)
+            await processor.stop(timeout=grace)
             kept = self._facts.state().held  # a lease's release is what takes it off
             if kept:
                 logger.warning(
@@ -336,7 +402,7 @@ class RelayProcessor:
             try:
                 monitored, leases = await self._containers()
                 self._estimator = AsyncCosmosBacklogEstimator(
-                    monitored, leases, lease_prefix=self.processor_name
+                    monitored, leases, processor_name=self.processor_name
                 )
                 processor = ChangeFeedProcessor(
                     monitored,
@@ -349,12 +415,16 @@ class RelayProcessor:
                     max_items=settings.max_items_per_invocation,
                     on_lease_acquired=lambda token: self._facts.acquired(token, _now()),
                     on_lease_released=self._released,
-                    on_error=lambda token, exc: self._facts.failed(
-                        token, f"{error_type(exc)}: {exc}", _now()
+                    on_error=lambda failure: self._facts.failed(
+                        failure.lease_token,
+                        f"{error_type(failure.error)}: {failure.error}",
+                        _now(),
                     ),
-                    lease_renew_interval=self._intervals[0],
-                    lease_acquire_interval=self._intervals[1],
-                    lease_expiration_interval=self._intervals[2],
+                    min_retry_delay=RETRY_MIN_SECONDS,
+                    max_retry_delay=RETRY_MAX_SECONDS,
+                    lease_renew_interval=self._intervals["lease_renew_interval"],
+                    lease_acquire_interval=self._intervals["lease_acquire_interval"],
+                    lease_expiration_interval=self._intervals["lease_expiration_interval"],
                 )
                 await processor.start()
                 self._processor = processor
@@ -383,22 +453,13 @@ class RelayProcessor:
 
     def _released(self, token: str) -> None:
         self._facts.released(token)
-        self._failures.pop(token, None)
 
     async def _handle(self, context: LeaseContext, changes: list[dict[str, Any]]) -> None:
-        """One batch of a lease: relayed, or raised after the retry policy's back-off (the
-        processor gives the same batch again and does not checkpoint it)."""
+        """One batch of a lease: relayed, or raised (the processor gives the same batch again
+        after the retry policy's back-off, and does not checkpoint it)."""
         assert self._wiring is not None
         token = context.lease_token
-        try:
-            await self._wiring.relay().relay(read_feed(changes, legacy=self._legacy))
-        except Exception:
-            failures = self._failures[token] = self._failures.get(token, 0) + 1
-            backoff = min(RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (failures - 1))
-            # the processor waits its poll delay after a failed batch: the rest is waited here
-            await asyncio.sleep(max(0.0, backoff - self.settings.feed_poll_delay_ms / 1000))
-            raise
-        self._failures.pop(token, None)
+        await self._wiring.relay().relay(read_feed(changes, legacy=self._legacy))
         self._facts.checkpointed(token, context.continuation, _now())
 
     # -- the backlog timer ------------------------------------------------------------------

@@ -11,7 +11,7 @@ and nothing of its batch is written."""
 from __future__ import annotations
 
 from cosmos_outbox._domain import utc_text
-from cosmos_outbox._mapper import EVENT_TYPE, cancelled, scheduled
+from cosmos_outbox._mapper import EVENT_TYPE, cancelled, schedule_of
 from cosmos_outbox.errors import NotFoundError, TooLateToCancelError
 from cosmos_outbox.ports import AsyncBatchStore, BatchOperation
 
@@ -28,15 +28,16 @@ async def cancel_operation(
     document = await store.read(partition_key, event_id)
     if document is None or document.get("type") != EVENT_TYPE:
         raise NotFoundError("scheduled event", event_id)
-    if not scheduled(document):
+    schedule = schedule_of(document)
+    if schedule is None:
         raise ValueError(
             f"event {event_id} is not scheduled (it is relayed once committed): only an event "
             "published with deliver_at or deliver_after can be cancelled"
         )
-    if document.get("cancelledAt") is not None:
+    if schedule.cancelled_at is not None:
         return None
-    if document.get("releasedAt") is not None:
-        raise TooLateToCancelError(event_id, document.get("releasedAt"))
+    if schedule.released_at is not None:
+        raise TooLateToCancelError(event_id, str(schedule.released_at))
     return BatchOperation("replace", cancelled(document, utc_text()), if_match=document["_etag"])
 
 
@@ -48,6 +49,9 @@ async def cancel_refused(store: AsyncBatchStore, partition_key: str, event_id: s
     document = await store.read(partition_key, event_id)
     if document is None:
         raise NotFoundError("scheduled event", event_id) from None
-    if document.get("releasedAt") is not None:
-        raise TooLateToCancelError(event_id, document.get("releasedAt")) from None
-    return document.get("cancelledAt") is not None
+    schedule = schedule_of(document)
+    if schedule is None:
+        return False
+    if schedule.released_at is not None:
+        raise TooLateToCancelError(event_id, str(schedule.released_at)) from None
+    return schedule.cancelled_at is not None

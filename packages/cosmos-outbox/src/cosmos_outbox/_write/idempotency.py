@@ -214,11 +214,8 @@ def record_document(record: IdempotencyRecord, *, ttl_seconds: int) -> dict[str,
          "createdAt", "ttl"}
 
     The key is not in it (the id is its hash); the relay skips it as it skips aggregates."""
-    answer: dict[str, Any] = {"status": record.answer.status}
-    if record.answer.location is not None:
-        answer["location"] = record.answer.location
-    if record.answer.body is not None:
-        answer["body"] = record.answer.body
+    given = {"location": record.answer.location, "body": record.answer.body}
+    answer = {"status": record.answer.status, **{k: v for k, v in given.items() if v is not None}}
     return {
         "id": record.record_id,
         "partitionKey": record.aggregate_id,

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 from cosmos_outbox._domain import Aggregate, Event, read_back
-from cosmos_outbox._mapper import aggregate_event_document, aggregate_partition
+from cosmos_outbox._mapper import aggregate_event_document, aggregate_partition, stored_body
 from cosmos_outbox._renamed import deprecated
 from cosmos_outbox._write.batch import Batch, envelope_at_most, json_bytes, text_at_most
 from cosmos_outbox._write.cancels import cancel_operation, cancel_refused
@@ -91,8 +91,8 @@ def aggregate_batch(
             event = event.model_copy(update={"traceparent": traceparent})
         stored = aggregate_event_document(event, source=source, ttl_seconds=event_ttl_seconds)
         documents.append(stored)
-        bound += text_at_most(stored["body"]) + envelope_at_most(
-            stored["partitionKey"],
+        bound += text_at_most(stored_body(stored)) + envelope_at_most(
+            aggregate_partition(event.aggregate_id),
             event.aggregate_id,
             event.aggregate_type,
             event.action,

@@ -1,7 +1,8 @@
 """`cosmos-outbox`, the package's command line (also `python -m cosmos_outbox`): its commands
 are found by name in the entry-point group `cosmos_outbox.commands`, which the distributions
 on top of the core fill (cosmos-outbox-operators: `status`, `health`, `journey`, `documents`,
-`quarantine`, `deadletters`, `subscribers`, `redrive`, over the operators' routes of any app),
+`quarantine`, `deadletters`, `subscribers`, `redrive`, `groups`, over the operators' routes
+of any app or, with `--direct`, on the stores with the app's settings),
 beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a process of its own;
 `target-rules`, the targeted-delivery rule of the topic's subscriptions). The command
 named first on the line runs with the whole line (its options before it included); an
@@ -55,6 +56,7 @@ OPERATOR_COMMANDS = (
     "deadletters",
     "subscribers",
     "redrive",
+    "groups",
 )
 USAGE = 2
 

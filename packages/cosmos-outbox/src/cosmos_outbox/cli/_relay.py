@@ -19,7 +19,7 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         prog=f"{prog} relay",
         description=(
             "Run the outbox's relay (change feed -> Service Bus) as a process, on the change feed "
-            "processor, sharing the Functions trigger's leases (OUTBOX_LEASE_PREFIX). Settings: "
+            "processor, sharing the Functions trigger's leases (OUTBOX_PROCESSOR_NAME). Settings: "
             "the Functions app's, from the environment (and --settings). Stops on SIGTERM/SIGINT, "
             "releasing its leases."
         ),
@@ -41,11 +41,12 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         default=8080,
         help="the probes' port (/live, /ready, /health); 0: any free one [8080]",
     )
-    p.add_argument("--lease-acquire-interval", type=float, default=13.0, metavar="S", help="[13]")
-    p.add_argument("--lease-renew-interval", type=float, default=17.0, metavar="S", help="[17]")
-    p.add_argument(
-        "--lease-expiration-interval", type=float, default=60.0, metavar="S", help="[60]"
-    )
+    from cosmos_outbox._relay_process.runner import lease_intervals
+
+    names = ("lease_acquire_interval", "lease_renew_interval", "lease_expiration_interval")
+    for name, default in lease_intervals(**dict.fromkeys(names)).items():
+        flag = f"--{name.replace('_', '-')}"
+        p.add_argument(flag, type=float, metavar="S", help=f"[the processor's, {default:g}]")
     p.add_argument(
         "--stall-after",
         type=float,

@@ -4,7 +4,6 @@ bounded timeouts."""
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -34,16 +33,23 @@ def client_options() -> dict[str, Any]:
 
 
 def cosmos_client(
-    *, connection_string: str | None = None, endpoint: str | None = None, verify_tls: bool = True
+    *,
+    connection_string: str | None = None,
+    endpoint: str | None = None,
+    verify_tls: bool = True,
+    **sdk_options: Any,
 ) -> CosmosClient:
     """One client per process (it pools connections): from a connection string (a key), else
     the account `endpoint` with `DefaultAzureCredential` (the app's managed identity). Building
-    it reads the account: a store that is down or hangs fails here, as StoreUnavailableError."""
-    options = _options(verify_tls)
+    it reads the account: a store that is down or hangs fails here, as StoreUnavailableError.
+    The certificate is verified with the process's trust store (`verify_tls=False`: not at all,
+    for an emulator whose certificate cannot be trusted); `sdk_options` go to the SDK's client
+    over the library's (an `ssl_config` naming another authority, say)."""
+    options = _options(verify_tls) | sdk_options
     if not environment_settings(requests=True):
         from azure.core.pipeline.transport import RequestsTransport
 
-        options["transport"] = RequestsTransport(use_env_settings=False)
+        options.setdefault("transport", RequestsTransport(use_env_settings=False))
     with cosmos_errors():
         if connection_string is not None:
             return CosmosClient.from_connection_string(connection_string, **options)
@@ -54,15 +60,20 @@ def cosmos_client(
 
 
 def async_cosmos_client(
-    *, connection_string: str | None = None, endpoint: str | None = None, verify_tls: bool = True
+    *,
+    connection_string: str | None = None,
+    endpoint: str | None = None,
+    verify_tls: bool = True,
+    **sdk_options: Any,
 ) -> AsyncCosmosClient:
     """`cosmos_client` on the SDK's `aio` client: one per process and event loop (it reads the
     account on its first request)."""
-    options = _options(verify_tls)
+    require_aiohttp()
+    options = _options(verify_tls) | sdk_options
     if not environment_settings(requests=False):
         from azure.core.pipeline.transport import AioHttpTransport
 
-        options["transport"] = AioHttpTransport(use_env_settings=False)
+        options.setdefault("transport", AioHttpTransport(use_env_settings=False))
     if connection_string is not None:
         return AsyncCosmosClient.from_connection_string(connection_string, **options)
     from azure.identity.aio import DefaultAzureCredential
@@ -71,12 +82,26 @@ def async_cosmos_client(
     return AsyncCosmosClient(endpoint, credential=DefaultAzureCredential(), **options)
 
 
+def require_aiohttp() -> None:
+    """The SDKs' `aio` clients send with aiohttp, which the `aio` extra brings: without it, an
+    ImportError that names the extra (the SDK's own says only that aiohttp is missing, at the
+    first request)."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "cosmos-outbox's async API (cosmos_outbox.aio) sends with aiohttp, which is not "
+            'installed: pip install "cosmos-outbox[aio]"',
+            name="aiohttp",
+        ) from None
+
+
 def _options(verify_tls: bool) -> dict[str, Any]:
     options = client_options()
     if not verify_tls:
-        # Only for local emulators with self-signed certificates.
+        # Only for an emulator whose certificate cannot be trusted (Microsoft's, self-signed):
+        # urllib3 then warns at each unverified request, as it should.
         options["connection_verify"] = False
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     return options
 
 

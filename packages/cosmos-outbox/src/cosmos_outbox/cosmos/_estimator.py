@@ -1,7 +1,7 @@
 """The backlog estimator on Cosmos DB, on cosmos-changefeed's estimator (the one implementation
 of finding a processor's leases and reading what follows their checkpoints; the relay's leases
 are that processor's whether the Functions trigger or `cosmos-outbox relay` writes them): for
-each lease of the relay (the processor named by its lease prefix, OUTBOX_LEASE_PREFIX, over the
+each lease of the relay (the processor named OUTBOX_PROCESSOR_NAME, over the
 outbox's container), its first pending changes, of which the transactions that carry events
 are counted:
 
@@ -30,8 +30,9 @@ relay sharing the lease container and the prefix is not counted here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -39,7 +40,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from cosmos_changefeed import ChangeFeedEstimator, PendingChanges
+from cosmos_changefeed import ChangeFeedEstimator, MissingResourceError, PendingChanges
 from cosmos_changefeed.aio import ChangeFeedEstimator as AsyncChangeFeedEstimator
 from cosmos_outbox._mapper import EVENT_TYPE, document_created_at
 from cosmos_outbox.cosmos._errors import cosmos_errors
@@ -85,7 +86,7 @@ def _lsn(change: Mapping[str, Any]) -> int:
         return 0
 
 
-def _lease_container_missing(exc: CosmosHttpResponseError, name: str) -> RelayNotReadyError:
+def _lease_container_missing(name: str) -> RelayNotReadyError:
     return RelayNotReadyError(
         f"the relay's lease container {name!r} does not exist: its trigger cannot start. "
         "Create it (partition key /id; the deploy templates create it), or let the trigger "
@@ -94,29 +95,43 @@ def _lease_container_missing(exc: CosmosHttpResponseError, name: str) -> RelayNo
     )
 
 
+@contextlib.contextmanager
+def _leases_named(name: str, *, read: bool = False) -> Iterator[None]:
+    """Store failures translated (`cosmos_errors`); the lease container `name` missing is the
+    relay not ready, naming it: cosmos-changefeed's MissingResourceError for it (the monitored
+    container's, naming it and the fix, goes on), or, once the leases are `read`, a 404."""
+    with cosmos_errors():
+        try:
+            yield
+        except MissingResourceError as exc:
+            if exc.role == "lease container":
+                raise _lease_container_missing(name) from exc
+            raise
+        except CosmosHttpResponseError as exc:
+            if read and exc.status_code == 404:
+                raise _lease_container_missing(name) from exc
+            raise
+
+
 class CosmosBacklogEstimator(BacklogEstimator):
-    """Estimates from the relay's leases (the processor `lease_prefix`) over the monitored
+    """Estimates from the relay's leases (the processor `processor_name`) over the monitored
     container (sync SDK). Raises RelayNotReadyError when the lease container does not exist,
     StoreUnavailableError/ThrottledError when the store fails."""
 
     def __init__(
-        self, monitored: ContainerProxy, leases: ContainerProxy, *, lease_prefix: str = ""
+        self, monitored: ContainerProxy, leases: ContainerProxy, *, processor_name: str = ""
     ) -> None:
         self._lease_container = str(leases.id)
         self._estimator = ChangeFeedEstimator(
-            monitored, leases, processor_name=lease_prefix, estimate_from="beginning"
+            monitored, leases, processor_name=processor_name, estimate_from="beginning"
         )
 
     def pending(self) -> list[PendingChanges]:
         """The leases' pending changes as cosmos-changefeed reads them (`estimate`'s input)."""
-        with cosmos_errors():
-            self._estimator.lease_prefix()  # the monitored container's 404 is not the leases'
-            try:
-                return self._estimator.get_pending(SCAN)
-            except CosmosHttpResponseError as exc:
-                if exc.status_code == 404:
-                    raise _lease_container_missing(exc, self._lease_container) from exc
-                raise
+        with _leases_named(self._lease_container):  # the monitored container missing: NotFound
+            self._estimator.lease_prefix()
+        with _leases_named(self._lease_container, read=True):
+            return self._estimator.get_pending(SCAN)
 
     def estimate(self) -> list[LeaseBacklog]:
         return [backlog_of(found) for found in self.pending()]
@@ -126,23 +141,23 @@ class AsyncCosmosBacklogEstimator(AsyncBacklogEstimator):
     """`CosmosBacklogEstimator` on the SDK's `aio` client."""
 
     def __init__(
-        self, monitored: AsyncContainerProxy, leases: AsyncContainerProxy, *, lease_prefix: str = ""
+        self,
+        monitored: AsyncContainerProxy,
+        leases: AsyncContainerProxy,
+        *,
+        processor_name: str = "",
     ) -> None:
         self._lease_container = str(leases.id)
         self._estimator = AsyncChangeFeedEstimator(
-            monitored, leases, processor_name=lease_prefix, estimate_from="beginning"
+            monitored, leases, processor_name=processor_name, estimate_from="beginning"
         )
 
     async def pending(self) -> list[PendingChanges]:
         """The leases' pending changes as cosmos-changefeed reads them (`estimate`'s input)."""
-        with cosmos_errors():
+        with _leases_named(self._lease_container):
             await self._estimator.lease_prefix()
-            try:
-                return await self._estimator.get_pending(SCAN)
-            except CosmosHttpResponseError as exc:
-                if exc.status_code == 404:
-                    raise _lease_container_missing(exc, self._lease_container) from exc
-                raise
+        with _leases_named(self._lease_container, read=True):
+            return await self._estimator.get_pending(SCAN)
 
     async def estimate(self) -> list[LeaseBacklog]:
         return [backlog_of(found) for found in await self.pending()]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from cosmos_outbox.http._aggregate_routes import AggregateRoutes
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
+from cosmos_outbox.http._callers import SignInTrust, is_local_host, sign_in_trust
 from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
 from cosmos_outbox.http._declaration import (
     DEFAULT_PAGE_SIZE,
@@ -67,9 +68,11 @@ __all__ = [
     "Reply",
     "RequestModel",
     "ResponseHeader",
+    "SignInTrust",
     "TokenCodec",
     "View",
     "http_routes",
+    "is_local_host",
     "is_page",
     "next_token",
     "omit_null_defaults",
@@ -77,5 +80,6 @@ __all__ = [
     "parse_body",
     "parse_json",
     "parse_key",
+    "sign_in_trust",
     "view_of",
 ]

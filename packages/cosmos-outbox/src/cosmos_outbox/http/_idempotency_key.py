@@ -10,11 +10,14 @@ batch as the change.
   or spaces is accepted too, as the same key (`abc` and `"abc"` are one key). The key is 1-255
   characters; parameters (`"abc";p=1`), an empty value, a list or anything else is a 400.
 - **Scope.** A key is unique per route (method and route template: `PATCH contacts/{id}`) and,
-  where the platform names the caller (App Service authentication / Easy Auth sets
-  `X-MS-CLIENT-PRINCIPAL-IDP` and `-ID` and strips them from what clients send), per caller.
-  With function keys the app cannot tell callers apart: callers sharing a key share key
-  scopes. A change's record lives in the changed aggregate's partition, so on a change route a
-  key is also scoped to the aggregate it names.
+  where the platform names the caller, per caller: App Service Authentication (Easy Auth) sets
+  `X-MS-CLIENT-PRINCIPAL-IDP` and `-ID` and strips them from what clients send, and they are
+  read only where it is believed to (`cosmos_outbox.http.sign_in_trust`: the owner's
+  `OUTBOX_CONSOLE_SIGN_IN`, the platform's word, not a local host); elsewhere
+  they are anyone's writing and count for nothing (issue 72: naming oneself another caller made
+  a used key new). With function keys the app cannot tell callers apart: callers sharing a key
+  share key scopes. A change's record lives in the changed aggregate's partition, so on a
+  change route a key is also scoped to the aggregate it names.
 - **Fingerprint.** SHA-256 of the canonical JSON of the method, the route template, the path
   values and the validated body (the fields sent, after validation: formatting and key order do
   not matter). Headers are not part of it.
@@ -31,6 +34,7 @@ from pydantic import BaseModel
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, fingerprint
 from cosmos_outbox.http._call import HttpCall
+from cosmos_outbox.http._callers import sign_in_trust
 from cosmos_outbox.http._problems import bad_request
 
 A = TypeVar("A", bound="Aggregate")
@@ -76,8 +80,16 @@ def parse_key(value: str | None) -> str | None:
     return value
 
 
-def scope(method: str, route: str, headers: Mapping[str, str]) -> str:
-    """Where a key is unique: the route, and the caller when the platform names one."""
+def scope(
+    method: str,
+    route: str,
+    headers: Mapping[str, str],
+    environment: Mapping[str, str] | None = None,
+) -> str:
+    """Where a key is unique: the route, and the caller when a believed platform names one
+    (`sign_in_trust` of `environment`, default the process's)."""
+    if not sign_in_trust(environment).trusted:
+        return f"{method} {route}"
     caller = "/".join(str(headers.get(name) or "") for name in PRINCIPAL_HEADERS)
     return f"{method} {route}" + (f" {caller}" if caller.strip("/") else "")
 

@@ -11,6 +11,7 @@ SessionId, aggregate type), so a new event class is in the document without bein
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -100,6 +101,33 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
+#: The parameters of a paged operation.
+_PAGED: list[dict[str, Any]] = [
+    {
+        "name": "pageSize",
+        "in": "query",
+        "schema": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_PAGE_SIZE,
+            "default": DEFAULT_PAGE_SIZE,
+        },
+    },
+    {
+        "name": "continuationToken",
+        "in": "query",
+        "schema": _TOKEN,
+        "description": "The continuationToken of the previous page, unchanged",
+    },
+    {
+        "name": "x-continuation-token",
+        "in": "header",
+        "schema": _TOKEN,
+        "description": "Same as continuationToken (send one, or the same in both)",
+    },
+]
+
+
 def _parameters(op: HttpOperation) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
         {"name": p.name, "in": "path", "required": True, "schema": p.schema} for p in op.path
@@ -115,30 +143,7 @@ def _parameters(op: HttpOperation) -> list[dict[str, Any]]:
         for q in op.query
     ]
     if op.paged:
-        params += [
-            {
-                "name": "pageSize",
-                "in": "query",
-                "schema": {
-                    "type": "integer",
-                    "minimum": 1,
-                    "maximum": MAX_PAGE_SIZE,
-                    "default": DEFAULT_PAGE_SIZE,
-                },
-            },
-            {
-                "name": "continuationToken",
-                "in": "query",
-                "schema": _TOKEN,
-                "description": "The continuationToken of the previous page, unchanged",
-            },
-            {
-                "name": "x-continuation-token",
-                "in": "header",
-                "schema": _TOKEN,
-                "description": "Same as continuationToken (send one, or the same in both)",
-            },
-        ]
+        params += copy.deepcopy(_PAGED)
     if op.conditional:
         params += [
             {

@@ -164,26 +164,9 @@ def from_exception(exc: Exception) -> HttpProblemError:
                 "continuationToken",
             )
         case TransientStoreError():
-            seconds = str(max(1, math.ceil(exc.retry_after)))
-            title = "Too Many Requests" if exc.status == 429 else "Service Unavailable"
-            return HttpProblemError(
-                exc.status,
-                title,
-                f"Cosmos DB (the store) is {'busy' if exc.status == 429 else 'unavailable'}; "
-                "retry later",
-                headers={"Retry-After": seconds},
-            )
+            return _store_busy(exc)
         case UnrecordedChangeError():
-            logger.error(
-                "change refused: %s",
-                exc,
-                extra={
-                    "aggregate.type": exc.aggregate_type,
-                    "aggregate.id": exc.aggregate_id,
-                    "aggregate.changed_fields": exc.fields,
-                },
-            )
-            return HttpProblemError(500, "Internal Server Error", "an unexpected error occurred")
+            return _unrecorded(exc)
         case SettingsError():
             logger.error("configuration error: %s", exc)
             return HttpProblemError(
@@ -193,6 +176,30 @@ def from_exception(exc: Exception) -> HttpProblemError:
                 headers={"Retry-After": "30"},
             )
     logger.error("unhandled error", exc_info=exc)
+    return HttpProblemError(500, "Internal Server Error", "an unexpected error occurred")
+
+
+def _store_busy(exc: TransientStoreError) -> HttpProblemError:
+    seconds = str(max(1, math.ceil(exc.retry_after)))
+    busy = exc.status == 429
+    return HttpProblemError(
+        exc.status,
+        "Too Many Requests" if busy else "Service Unavailable",
+        f"Cosmos DB (the store) is {'busy' if busy else 'unavailable'}; retry later",
+        headers={"Retry-After": seconds},
+    )
+
+
+def _unrecorded(exc: UnrecordedChangeError) -> HttpProblemError:
+    logger.error(
+        "change refused: %s",
+        exc,
+        extra={
+            "aggregate.type": exc.aggregate_type,
+            "aggregate.id": exc.aggregate_id,
+            "aggregate.changed_fields": exc.fields,
+        },
+    )
     return HttpProblemError(500, "Internal Server Error", "an unexpected error occurred")
 
 

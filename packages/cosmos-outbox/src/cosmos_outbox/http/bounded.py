@@ -48,11 +48,18 @@ def waiting_on(dependency: str) -> Iterator[None]:
         yield
         return
     holder.append(dependency)
+    cancelled = False
     try:
         yield
+    except asyncio.CancelledError:
+        # the bound ran out and cancelled the wait: it is still what the call waited on (its
+        # 503 names it; removed, the answer said "the store or the message broker": issue 72)
+        cancelled = True
+        raise
     finally:
-        with contextlib.suppress(ValueError):
-            holder.remove(dependency)
+        if not cancelled:
+            with contextlib.suppress(ValueError):
+                holder.remove(dependency)
 
 
 def run_bounded(work: Callable[[], T], *, what: str) -> T:

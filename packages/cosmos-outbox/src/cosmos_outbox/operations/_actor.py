@@ -22,10 +22,11 @@ class Actor:
     """An operator: one signed in (`name`, the identity provider's display name, and `id`, its
     object id), the holder of the admin key (the host checked it; which key it was, the app
     cannot tell), nobody (the admin key's door admitted a request that sent no key: a local host,
-    which checks no key), or unknown (an action run outside the operators' routes: a test, a
-    script of the app's own)."""
+    which checks no key), the command line run on the stores with the app's settings (`name`:
+    the user and machine it ran as; what it could do, the settings' credentials allowed), or
+    unknown (an action run outside the operators' routes: a test, a script of the app's own)."""
 
-    kind: Literal["signed-in operator", "admin key", "nobody", "unknown"]
+    kind: Literal["signed-in operator", "admin key", "nobody", "command line", "unknown"]
     name: str | None = None
     id: str | None = None
 
@@ -34,6 +35,8 @@ class Actor:
             return f"{self.name} (id {self.id})"
         if self.kind == "nobody":
             return f"nobody: {self.name}"
+        if self.kind == "command line":
+            return f"the command line as {self.name}"
         return self.kind
 
     def log_fields(self) -> dict[str, Any]:

@@ -2,66 +2,56 @@
 subscriptions (and of queues an app names: `cosmos_outbox.ports.DeadLetterEntity`) counted,
 listed with a filter, peeked, resubmitted and discarded, one message or all matching a filter.
 
-**Resubmission through duplicate detection.** A dead letter sent again with its own MessageId
-(the event id) is dropped by the topic inside its duplicate-detection window: it would leave
-the dead-letter queue and reach nobody. So a resubmission gets a MessageId of its own,
-`uuid5(namespace, "<event id>@<subscription>#<n>")`, `n` the resubmission's number (1, then one
-more each time the message is dead-lettered again and resubmitted: `outboxResubmission`), and
-keeps everything else: the body, the SessionId (per-aggregate order), the Subject and every
-application property, the event id in `cloudEvents_id` included. The id is derived, not drawn:
-the same resubmission sent twice (the action repeated after a timeout, or a crash between the
-send and the dead letter's removal) has the same MessageId, and inside the window the topic
-drops the second.
-
-**Only the subscription that dead-lettered it.** A message sent to the topic reaches every
-subscription whose rule takes it. A resubmission carries `outboxTarget` = the subscription,
-and each subscription's rule takes what names no target or names it (`NOT
-EXISTS(outboxTarget) OR outboxTarget = '<subscription>'`; the Bicep in deploy/ and the local
-Service Bus configuration declare it for every subscription). A subscription without that
-clause receives it too: the library's subscriber drops it (its inbox knows the event id, and
-its projection the version: `Dispatcher(subscription=...)` also skips a message targeted at
-another subscription); a subscriber of its own that deduplicates on MessageId would take it for
-a new message: give its subscription the clause. A queue's dead letter goes back to the queue.
-
-**Nothing leaves a dead-letter queue unless its resubmission was accepted**: the port's `move`
-sends, and only then completes.
-
-**Discard** gives the version up at that subscription: a discard notice (`OutboxEventDiscarded`,
-`outboxTarget` = the subscription) is sent in the message's session, then the dead letter is
-removed, so the library's subscriber there records an accepted gap and applies the versions it
-held after it. A dead letter that is not an outbox event (no aggregate, no version) is removed
-with no notice, and the answer says so.
-
-Each call handles at most MAX_PER_CALL dead letters, within about half the operators' bound
-(`cosmos_outbox.http.bounded.BOUND_SECONDS`): the answer says how many matching ones remain,
-and the command line calls again until none do.
-"""
+docs/operating-the-outbox.md ("Resubmissions and re-drives through duplicate detection") says
+what a resubmission is and why: a MessageId of its own, derived (`resubmission_id`: the same
+resubmission sent twice is dropped by the topic), everything else as it was sent, to the
+subscription that dead-lettered it only (`outboxTarget`; a queue's goes back to the queue), and
+nothing leaves a dead-letter queue unless its resubmission was accepted (the port's `move`
+sends, then completes). A discard gives the version up at that subscription: a discard notice
+in the message's session (`_giving_up`), then the dead letter removed; one that is not an outbox
+event is removed with no notice, and the answer says so. Each call handles at most MAX_PER_CALL
+dead letters, within about half the operators' bound: the answer says how many remain."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, Literal, cast
 
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
     RESUBMISSION_PROPERTY,
     TARGET_PROPERTY,
-    discard_notice,
+    outgoing,
+    sent_facts,
 )
-from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._deliveries import Received, received
 from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
+from cosmos_outbox.operations._giving_up import notice_of_event
+from cosmos_outbox.operations._letters import (
+    PREVIEW_ITEMS,
+    ActionReport,
+    DeadLetterCounts,
+    DeadLetterMessage,
+    Described,
+    EntityCount,
+    Handled,
+    HandledLetter,
+    LetterFilter,
+    LetterPreview,
+    LetterSummary,
+    Selection,
+    describe,
+)
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
-    DeadLetter,
     DeadLetterEntity,
     Outgoing,
+    TargetRuleCheck,
 )
 
 if TYPE_CHECKING:
@@ -71,11 +61,6 @@ __all__ = [
     "COUNT_LIMIT",
     "MAX_PER_CALL",
     "DeadLetterOperators",
-    "Described",
-    "LetterFilter",
-    "LetterPreview",
-    "LetterSummary",
-    "Selection",
     "describe",
     "resubmission",
     "resubmission_id",
@@ -92,49 +77,6 @@ PEEK_BATCH = 100
 #: The kind named in a 404.
 DEAD_LETTER = "dead letter"
 WATCHED = "watched subscription or queue"
-
-
-@dataclass(frozen=True)
-class Described:
-    """What a dead letter is, read from its properties: the outbox's event (or notice) it
-    carries, when it is one."""
-
-    letter: DeadLetter
-    event_id: str | None
-    aggregate_type: str | None
-    aggregate_id: str | None
-    action: str | None
-    version: int | None
-    source: str | None
-    resubmissions: int
-    target: str | None
-
-    @property
-    def is_outbox_message(self) -> bool:
-        return bool(self.aggregate_type and self.aggregate_id and self.version)
-
-
-def describe(letter: DeadLetter) -> Described:
-    properties = letter.application_properties
-    kind = _text(properties.get("aggregateType"))
-    aggregate = _text(properties.get(f"{kind}Id")) if kind else None
-    version = properties.get("version")
-    if isinstance(version, str) and version.isdigit():
-        version = int(version)
-    resubmissions = properties.get(RESUBMISSION_PROPERTY)
-    return Described(
-        letter=letter,
-        event_id=_text(properties.get("cloudEvents_id")) or letter.message_id,
-        aggregate_type=kind,
-        aggregate_id=aggregate or _text(properties.get("cloudEvents_subject")) or letter.session_id,
-        action=_text(properties.get("cloudEvents_type"))
-        or _text(properties.get("action"))
-        or letter.subject,
-        version=version if type(version) is int else None,
-        source=_text(properties.get("cloudEvents_source")),
-        resubmissions=resubmissions if type(resubmissions) is int else 0,
-        target=_text(properties.get(TARGET_PROPERTY)),
-    )
 
 
 def resubmission_id(event_id: str, target: str, number: int) -> str:
@@ -168,175 +110,9 @@ def discard_of(
 ) -> Outgoing | None:
     """The notice that gives the dead letter's version up at `entity` (None: not an outbox
     message, nothing to tell)."""
-    if not described.is_outbox_message:
-        return None
-    from cosmos_outbox._mapper import application_properties
-
-    assert described.aggregate_type and described.aggregate_id and described.version
-    notice = discard_notice(
-        aggregate_type=described.aggregate_type,
-        aggregate_id=described.aggregate_id,
-        version=described.version,
-        event_id=described.event_id,
-        action=described.action,
-        reason=reason,
-        by=by,
-        at=datetime.now(UTC),
-        source=described.source or f"/{described.aggregate_type}s",
-        target=entity.name if entity.kind == "subscription" else None,
-    )
-    return Outgoing(
-        body=notice.body,
-        message_id=notice.message_id,
-        session_id=notice.session_id,
-        subject=notice.subject,
-        content_type=notice.content_type,
-        application_properties=application_properties(notice),
-    )
-
-
-@dataclass(frozen=True)
-class LetterFilter:
-    """Which dead letters: of an aggregate type (and one aggregate), an action, a reason
-    (found, ignoring case, in the dead-letter reason or its description), enqueued in a time
-    range. Nothing set: every one."""
-
-    aggregate_type: str | None = None
-    aggregate_id: str | None = None
-    action: str | None = None
-    reason: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-
-    def matches(self, described: Described) -> bool:
-        letter = described.letter
-        if self.aggregate_type is not None and described.aggregate_type != self.aggregate_type:
-            return False
-        if self.aggregate_id is not None and described.aggregate_id != self.aggregate_id:
-            return False
-        if self.action is not None and described.action != self.action:
-            return False
-        if self.reason is not None:
-            wanted = self.reason.casefold()
-            found = f"{letter.reason or ''}\n{letter.description or ''}".casefold()
-            if wanted not in found:
-                return False
-        at = letter.enqueued_at
-        if self.since is not None and (at is None or at < self.since.timestamp()):
-            return False
-        return not (self.until is not None and (at is None or at >= self.until.timestamp()))
-
-    @property
-    def empty(self) -> bool:
-        return all(
-            v is None
-            for v in (
-                self.aggregate_type,
-                self.aggregate_id,
-                self.action,
-                self.reason,
-                self.since,
-                self.until,
-            )
-        )
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Dead letters named by their sequence numbers, or all matching a filter (`every`: all of
-    them, said explicitly)."""
-
-    sequence_numbers: tuple[int, ...] = ()
-    filter: LetterFilter = field(default_factory=LetterFilter)
-    every: bool = False
-
-
-@dataclass(frozen=True)
-class EntityCount:
-    entity: DeadLetterEntity
-    #: None when its dead-letter queue could not be read (`error` says why)
-    count: int | None
-    #: the count stopped at COUNT_LIMIT: there are at least that many
-    at_least: bool
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class Handled:
-    """One dead letter an action handled: what was sent for it (its MessageId, and for a
-    resubmission its number), and the outcome (None: done)."""
-
-    described: Described
-    sent: Outgoing | None
-    outcome: str | None
-
-
-@dataclass(frozen=True)
-class ActionReport:
-    action: str
-    entity: DeadLetterEntity
-    handled: list[Handled]
-    #: matching dead letters not handled by this call (call again)
-    remaining: int
-    subscribers_will_see: str
-
-    @property
-    def done(self) -> list[Handled]:
-        return [h for h in self.handled if h.outcome is None]
-
-    @property
-    def failed(self) -> list[Handled]:
-        return [h for h in self.handled if h.outcome is not None]
-
-
-class LetterSummary(Model):
-    """A dead letter in a preview: what it is and why it was dead-lettered."""
-
-    sequence_number: int
-    event_id: str | None
-    aggregate_type: str | None
-    aggregate_id: str | None
-    action: str | None
-    version: int | None
-    dead_letter_reason: str | None
-    enqueued_time: datetime | None
-
-    @classmethod
-    def of(cls, described: Described) -> LetterSummary:
-        letter = described.letter
-        return of_attributes(
-            cls,
-            described,
-            sequence_number=letter.sequence_number,
-            dead_letter_reason=letter.reason,
-            enqueued_time=datetime.fromtimestamp(letter.enqueued_at, UTC)
-            if letter.enqueued_at is not None
-            else None,
-        )
-
-
-#: Dead letters a preview shows one by one.
-PREVIEW_ITEMS = 10
-
-
-class LetterPreview(Model):
-    """What a resubmit or a discard of a selection would touch, before it is confirmed: how many
-    dead letters match at that subscription (or queue), how many one call handles (the rest
-    are handled by calling again), the first of them, their aggregates, and what subscribers
-    will see. Nothing is sent or removed."""
-
-    action: Literal["resubmit", "discard"]
-    entity: str
-    kind: str
-    matching: int
-    #: the count stopped at its limit: at least that many match
-    at_least: bool
-    per_call: int
-    aggregates: int
-    first: list[LetterSummary]
-    #: dead letters that are not outbox events (a discard removes them with no notice)
-    not_outbox_messages: int
-    subscribers_will_see: str
+    target = entity.name if entity.kind == "subscription" else None
+    notice = notice_of_event(described, reason=reason, by=by, target=target)
+    return outgoing(notice) if notice is not None else None
 
 
 class DeadLetterOperators:
@@ -351,11 +127,25 @@ class DeadLetterOperators:
         *,
         budget_seconds: Callable[[], float] | None = None,
         watch: DeadLetterWatch | None = None,
+        rules: Callable[[], Awaitable[TargetRuleCheck]] | None = None,
     ) -> None:
         self._queues = queues
         self.watched = tuple(watched)
         self._budget = budget_seconds or _half_the_bound
         self._watch = watch
+        #: the topic's subscriptions and their rules as last read (the status keeps them)
+        self._rules = rules
+
+    async def deliveries(
+        self, entity: DeadLetterEntity, sent: Sequence[Outgoing | None]
+    ) -> list[Received]:
+        """What each subscription of the topic receives of `sent` (a subscription's dead
+        letters go to the topic: its rules decide, `_deliveries`); nothing for a queue's."""
+        if entity.kind != "subscription" or self._rules is None:
+            return []
+        facts = [sent_facts(o) for o in sent if o is not None]
+        names = [e.name for e in self.watched if e.kind == "subscription"]
+        return received(await self._rules(), facts, names)
 
     async def watch(self) -> list[VanishedLetter]:
         """One look for dead letters that left their queue without being applied (the backlog
@@ -387,6 +177,16 @@ class DeadLetterOperators:
             letters = [d for d in scanned if selection.filter.matches(d)]
         aggregates = {(d.aggregate_type, d.aggregate_id) for d in letters if d.aggregate_id}
         silent = sum(1 for d in letters if not d.is_outbox_message)
+        by = str(current_actor())
+        deliveries = await self.deliveries(
+            entity,
+            [
+                resubmission(d, entity)
+                if action == "resubmit"
+                else discard_of(d, entity, reason="", by=by)
+                for d in letters
+            ],
+        )
         if action == "resubmit":
             will_see = (
                 f"{len(letters)} message(s) again at {entity.name} only, each in its session "
@@ -410,7 +210,8 @@ class DeadLetterOperators:
             aggregates=len(aggregates),
             first=[LetterSummary.of(d) for d in letters[:PREVIEW_ITEMS]],
             not_outbox_messages=silent,
-            subscribers_will_see=will_see,
+            subscribers_will_see=will_see + _as_rules_decide(deliveries),
+            deliveries=deliveries,
         )
 
     def entity(self, name: str) -> DeadLetterEntity:
@@ -426,23 +227,31 @@ class DeadLetterOperators:
             raise NotFoundError(WATCHED, "(none: set OUTBOX_SUBSCRIPTIONS)")
         return queues
 
+    async def _peeks(self, entity: DeadLetterEntity, after: int) -> AsyncIterator[list[Described]]:
+        """The dead letters after sequence number `after`, in order, a peek (PEEK_BATCH) at a
+        time, until one comes back short."""
+        port = self._port()
+        start = after + 1
+        while True:
+            page = await answered(
+                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            )
+            yield [describe(m) for m in page]
+            if len(page) < PEEK_BATCH:
+                return
+            start = page[-1].sequence_number + 1
+
     async def scan(
         self, entity: DeadLetterEntity, *, after: int = 0, limit: int = COUNT_LIMIT
     ) -> tuple[list[Described], bool]:
         """The dead letters after sequence number `after`, in order, at most `limit`; and
         whether there are more."""
-        port = self._port()
         found: list[Described] = []
-        start = after + 1
-        while len(found) < limit:
-            page = await answered(
-                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
-            )
-            found += [describe(m) for m in page]
-            if len(page) < PEEK_BATCH:
-                return found[:limit], len(found) > limit
-            start = page[-1].sequence_number + 1
-        return found[:limit], True
+        async for page in self._peeks(entity, after):
+            found += page
+            if len(found) >= limit and len(page) == PEEK_BATCH:
+                return found[:limit], True
+        return found[:limit], len(found) > limit
 
     async def count(self, entity: DeadLetterEntity) -> EntityCount:
         """How many dead letters `entity` holds (peeked: Listen rights only); a queue that
@@ -452,47 +261,51 @@ class DeadLetterOperators:
         except Exception as exc:
             from cosmos_outbox.telemetry import error_type
 
-            return EntityCount(entity, None, False, f"{error_type(exc)}: {str(exc)[:200]}")
-        return EntityCount(entity, len(letters), more)
+            error = f"{error_type(exc)}: {str(exc)[:200]}"
+            return EntityCount(
+                name=entity.name, kind=entity.kind, dead_letters=None, at_least=False, error=error
+            )
+        return EntityCount(
+            name=entity.name, kind=entity.kind, dead_letters=len(letters), at_least=more
+        )
 
-    async def counts(self) -> list[EntityCount]:
+    async def counts(self) -> DeadLetterCounts:
         """`count` of each watched entity."""
-        return [await self.count(entity) for entity in self.watched]
+        return DeadLetterCounts(entities=[await self.count(entity) for entity in self.watched])
 
     async def page(
         self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
-    ) -> tuple[list[Described], int | None]:
+    ) -> tuple[list[LetterSummary], int | None]:
         """Up to `page_size` dead letters matching, after sequence number `after`; and the
         sequence number to go on after (None: no more)."""
-        port = self._port()
+        found, more = await self._page(entity, selected, page_size=page_size, after=after)
+        return [LetterSummary.of(d) for d in found], more
+
+    async def _page(
+        self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
+    ) -> tuple[list[Described], int | None]:
         found: list[Described] = []
-        start = after + 1
         scanned = 0
-        while True:
-            page = await answered(
-                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
-            )
-            for letter in page:
-                described = describe(letter)
+        async for page in self._peeks(entity, after):
+            for described in page:
                 if selected.matches(described):
                     found.append(described)
                     if len(found) == page_size:
-                        more, _ = await self.scan(entity, after=letter.sequence_number, limit=1)
-                        return found, letter.sequence_number if more else None
+                        number = described.letter.sequence_number
+                        more, _ = await self.scan(entity, after=number, limit=1)
+                        return found, number if more else None
             scanned += len(page)
-            if len(page) < PEEK_BATCH:
-                return found, None
-            start = page[-1].sequence_number + 1
-            if scanned >= COUNT_LIMIT:  # a page of fewer items, and a token to go on
-                return found, page[-1].sequence_number
+            if scanned >= COUNT_LIMIT and len(page) == PEEK_BATCH:  # a page of fewer items,
+                return found, page[-1].letter.sequence_number  # and a token to go on
+        return found, None
 
-    async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> Described:
+    async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> DeadLetterMessage:
         [*found] = await answered(
             SERVICE_BUS, self._port().peek(entity, from_sequence=sequence_number, max_count=1)
         )
         if not found or found[0].sequence_number != sequence_number:
             raise NotFoundError(DEAD_LETTER, f"{entity.name} #{sequence_number}")
-        return describe(found[0])
+        return DeadLetterMessage.of(describe(found[0]))
 
     async def _selected(
         self, entity: DeadLetterEntity, selection: Selection
@@ -549,10 +362,20 @@ class DeadLetterOperators:
         resubmit = action == "resubmit"
         await self._record(entity, letters, "resubmitted" if resubmit else "discarded")
         handled = await self._move(entity, plan)
+        deliveries = await self.deliveries(entity, [h.sent for h in handled if h.outcome is None])
         will_see = (_will_see_resubmission if resubmit else _will_see_discard)(entity, handled)
-        report = ActionReport(action, entity, handled, remaining, will_see)
-        _audit(report, reason=reason)
-        return report
+        will_see += _as_rules_decide(deliveries)
+        _audit(action, entity, handled, remaining, will_see, reason=reason)
+        return ActionReport(
+            action=action,
+            entity=entity.name,
+            done=sum(1 for h in handled if h.outcome is None),
+            failed=sum(1 for h in handled if h.outcome is not None),
+            remaining=remaining,
+            handled=[HandledLetter.of(h) for h in handled],
+            subscribers_will_see=will_see,
+            deliveries=deliveries,
+        )
 
     async def _record(
         self,
@@ -566,30 +389,7 @@ class DeadLetterOperators:
         if self._watch is None:
             return
         try:
-            await self._watch.handled(
-                entity,
-                [
-                    (
-                        d.letter.sequence_number,
-                        d.event_id,
-                        {
-                            "message_id": d.letter.message_id,
-                            "aggregate_type": d.aggregate_type,
-                            "aggregate_id": d.aggregate_id,
-                            "action": d.action,
-                            "version": d.version,
-                            "reason": d.letter.reason,
-                            "dead_lettered_at": datetime.fromtimestamp(d.letter.enqueued_at, UTC)
-                            if d.letter.enqueued_at is not None
-                            else None,
-                        },
-                    )
-                    for d in letters
-                    if d.is_outbox_message
-                ],
-                fate=fate,
-                by=str(current_actor()),
-            )
+            await self._watch.handled(entity, letters, fate=fate, by=str(current_actor()))
         except Exception:
             import logging
 
@@ -620,6 +420,12 @@ class DeadLetterOperators:
             outcomes = await answered(SERVICE_BUS, port.move(entity, {n: plan[n][1] for n in part}))
             handled += [Handled(plan[n][0], plan[n][1], outcomes.get(n)) for n in part]
         return handled
+
+
+def _as_rules_decide(deliveries: list[Received]) -> str:
+    if not deliveries:
+        return ""
+    return ". As each subscription's rules decide: " + "; ".join(d.text() for d in deliveries)
 
 
 def _half_the_bound() -> float:
@@ -672,23 +478,29 @@ def _will_see_discard(entity: DeadLetterEntity, handled: list[Handled]) -> str:
     return "; ".join(parts)
 
 
-def _audit(report: ActionReport, *, reason: str | None) -> None:
-    numbers = [h.described.letter.sequence_number for h in report.done]
+def _audit(
+    action: str,
+    entity: DeadLetterEntity,
+    handled: list[Handled],
+    remaining: int,
+    will_see: str,
+    *,
+    reason: str | None,
+) -> None:
+    done = [h for h in handled if h.outcome is None]
+    numbers = [h.described.letter.sequence_number for h in done]
+    failed = len(handled) - len(done)
     audit(
-        f"deadletters.{report.action}",
-        f"{len(report.done)} of {len(report.handled)} dead letter(s) of {report.entity.name} "
-        f"{'resubmitted' if report.action == 'resubmit' else 'discarded'} "
-        f"(sequence numbers {numbers}), {len(report.failed)} not, {report.remaining} remaining"
+        f"deadletters.{action}",
+        f"{len(done)} of {len(handled)} dead letter(s) of {entity.name} "
+        f"{'resubmitted' if action == 'resubmit' else 'discarded'} "
+        f"(sequence numbers {numbers}), {failed} not, {remaining} remaining"
         + (f"; reason: {reason}" if reason else ""),
-        will_see=report.subscribers_will_see,
-        entity=report.entity.name,
+        will_see=will_see,
+        entity=entity.name,
         sequence_numbers=numbers,
-        event_ids=[h.described.event_id for h in report.done],
-        failed=len(report.failed),
-        remaining=report.remaining,
+        event_ids=[h.described.event_id for h in done],
+        failed=failed,
+        remaining=remaining,
         reason=reason,
     )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

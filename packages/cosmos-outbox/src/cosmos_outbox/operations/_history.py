@@ -13,7 +13,7 @@ from cosmos_outbox._mapper import parse_time
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxRecord, Unreadable
-from cosmos_outbox.operations._dead_letters import Described
+from cosmos_outbox.operations._letters import Described
 from cosmos_outbox.operations._watch import WatchRecord
 
 

@@ -1,31 +1,25 @@
 """The operators' use cases behind one object, `Operations`, split by role as Wolverine splits
 its message store (`IDeadLetters`, `IScheduledMessages`, ...): `status` (the relay's backlog,
 its history, health), `quarantine` (list, show, replay, discard), `dead_letters`, `journey`
-(an event's, an aggregate's, its documents), `subscribers` (their holds and their release) and
-`redrive`. Every way in (the operators' routes, their console, the command line through the
-routes) calls these and nothing else. Replay and re-drive send through the relay itself
-(`cosmos_outbox._relay.forwarding.Relay`), so an event goes out exactly as the change-feed
-trigger would send it: same session and version, the same quarantine rules (a replay with its
-own MessageId, the event id; a re-drive with MessageIds of its own: `_redrive`).
-Aggregate-neutral: a re-drive may be narrowed to one aggregate type, and to one aggregate of it.
+(an event's, an aggregate's, its documents), `subscribers` (their holds and their release),
+`redrive` and `groups` (failures grouped by cause, retried or discarded a group at a time).
+Every way in (the operators' routes, their console, the command line) calls these and nothing
+else. Replay and re-drive send through the relay itself (`cosmos_outbox._relay.forwarding`),
+so an event goes out exactly as the change-feed trigger would send it: same session and
+version, the same quarantine rules (a replay with its own MessageId, the event id; a re-drive
+with MessageIds of its own: `_redrive`). Aggregate-neutral: a re-drive may be narrowed to one
+aggregate type, and to one aggregate of it.
 """
 
 from __future__ import annotations
 
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._groups import GroupOperators
 from cosmos_outbox.operations._journey import JourneyOperators
 from cosmos_outbox.operations._parts import PagingTokens as PagingTokens
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
 from cosmos_outbox.operations._redrive import RedriveOperators
-from cosmos_outbox.operations._roles import (
-    DeadLetterOperations,
-    JourneyOperations,
-    QuarantineOperations,
-    RedriveOperations,
-    StatusOperations,
-    SubscriberOperations,
-)
 from cosmos_outbox.operations._status import StatusOperators
 from cosmos_outbox.operations._subscribers import SubscriberOperators
 from cosmos_outbox.operations._watch import DeadLetterWatch
@@ -40,11 +34,17 @@ class Operations:
     def __init__(self, parts: Parts) -> None:
         self.tokens = parts.tokens
         letters = DeadLetterOperators(
-            parts.dead_letters, parts.watched, watch=DeadLetterWatch(parts)
+            parts.dead_letters,
+            parts.watched,
+            watch=DeadLetterWatch(parts),
+            rules=lambda: self.status.rule_check(),
         )
-        self.status: StatusOperations = StatusOperators(parts, letters)
-        self.quarantine: QuarantineOperations = QuarantineOperators(parts)
-        self.dead_letters: DeadLetterOperations = letters
-        self.journey: JourneyOperations = JourneyOperators(parts, letters)
-        self.subscribers: SubscriberOperations = SubscriberOperators(parts, letters)
-        self.redrive: RedriveOperations = RedriveOperators(parts, letters)
+        self.status = StatusOperators(parts, letters)
+        self.quarantine = QuarantineOperators(parts)
+        self.dead_letters = letters
+        self.journey = JourneyOperators(parts, letters, self.status.rule_check)
+        self.subscribers = SubscriberOperators(parts, letters)
+        self.redrive = RedriveOperators(parts, letters, self.status.rule_check)
+        self.groups = GroupOperators(
+            self.quarantine, letters, self.status.rule_check, source_base=parts.source_base
+        )

@@ -1,52 +1,53 @@
-"""The quarantine's use cases: its records, replay through the relay, and discard.
-
-**Discarding a quarantined event gives its version up**: its discard notice
-(`OutboxEventDiscarded`, with the version, action, reason and who discarded it) is sent in its
-session, where the event would have been, to every subscription, and only then the record is
-marked discarded (kept, with who and why, until it expires): the library's subscriber records an
-accepted gap and applies the versions it held after it. A discarded event is not replayed.
-
-Every action writes one audit log line (`cosmos_outbox.operations._audit`) with what subscribers
-will see, its values as fields (`extra`): `outbox.audit` (`quarantine.replay`,
-`quarantine.discard`, `redrive`, `deadletters.resubmit`, ...), `outbox.subscribers_will_see`,
-`outbox.event_id`, `outbox.reason`..., and who did it (`cosmos_outbox.operations`: "by <name> (id
-<object id>)" or "by admin key", and the fields `outbox.actor`, `outbox.actor_kind`,
-`outbox.actor_name`, `outbox.actor_id`); the discard notice names the same actor
-(`discardedBy`).
-"""
+"""The quarantine's use cases: its records, replay through the relay, and discard
+(docs/operating-the-outbox.md, "Recovery"). A discard gives the event's version up: its discard
+notice is sent in its session to every subscription, and only then the record is marked
+discarded (kept, with who and why, until it expires); a discarded event is not replayed. Every
+action writes one audit line (`_audit`) naming who did it and what subscribers will see."""
 
 from __future__ import annotations
 
-import logging
-from dataclasses import dataclass
-from typing import Any
+from datetime import datetime
 
 from cosmos_outbox._domain import DomainError
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
-from cosmos_outbox.operations._giving_up import notice_of_event, will_see_notice
+from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._giving_up import Notice, notice_of_event, will_see_notice
 from cosmos_outbox.operations._parts import Parts
-from cosmos_outbox.ports import (
-    Page,
-)
+from cosmos_outbox.ports import Page
 from cosmos_outbox.telemetry import error_type
 
-#: The log category operators filter on (kept across module moves).
-logger = logging.getLogger("cosmos_outbox.operators")
 
+class Discarded(Model):
+    """A quarantined event given up: what was given up, by whom and why, the notice sent (null
+    when its aggregate or version could not be read), and what subscribers will see."""
 
-@dataclass(frozen=True)
-class Discarded:
-    """A quarantined event given up: its record (discarded), the notice sent (None when its
-    aggregate or version could not be read), and what subscribers will see."""
-
-    entry: QuarantinedEvent
-    notice: OutboxMessage | None
+    event_id: str
+    aggregate_type: str | None
+    aggregate_id: str
+    action: str | None
+    version: int | None
+    status: str
+    reason: str
+    discarded_by: str | None
+    discarded_at: datetime | None
+    notice: Notice | None
     subscribers_will_see: str
-    #: it was discarded before: nothing was done again
-    already: bool = False
+
+    @classmethod
+    def of(
+        cls, entry: QuarantinedEvent, notice: OutboxMessage | None, subscribers_will_see: str
+    ) -> Discarded:
+        return of_attributes(
+            cls,
+            entry,
+            reason=entry.discard_reason or "",
+            notice=Notice.of(notice) if notice is not None else None,
+            subscribers_will_see=subscribers_will_see,
+        )
 
 
 class QuarantineOperators:
@@ -113,12 +114,11 @@ class QuarantineOperators:
         `discardedBy`, the record's) is the current actor."""
         entry = await self._parts.quarantine.get(event_id)
         if entry.discarded:
-            return Discarded(
+            return Discarded.of(
                 entry,
                 None,
                 f"nothing new: it was discarded at {entry.discarded_at} by "
                 f"{entry.discarded_by}, and its notice sent then",
-                already=True,
             )
         by = str(current_actor())
         notice = notice_of_event(entry.event, reason=reason, by=by)
@@ -135,34 +135,22 @@ class QuarantineOperators:
             entry, by=by, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
         )
         _audit("quarantine.discard", discarded, reason, will_see=will_see)
-        return Discarded(discarded, notice, will_see)
+        return Discarded.of(discarded, notice, will_see)
 
 
 def _audit(
     action: str, entry: QuarantinedEvent, reason: str, *, will_see: str = "nothing new"
 ) -> None:
-    actor = current_actor()
-    fields: dict[str, Any] = {
-        **actor.log_fields(),
-        "outbox.audit": action,
-        "outbox.subscribers_will_see": will_see,
-        "outbox.event_id": entry.event_id,
-        "outbox.aggregate_type": entry.aggregate_type,
-        "outbox.aggregate_id": entry.aggregate_id,
-        "outbox.action": entry.action,
-        "outbox.version": entry.version,
-        "outbox.reason": reason,
-        "outbox.replays": entry.replays,
-    }
-    logger.warning(
-        "outbox audit: %s of event %s (%s %s v%s) by %s: %s; subscribers will see: %s",
+    audit(
         action,
-        entry.event_id,
-        entry.aggregate_type,
-        entry.aggregate_id,
-        entry.version,
-        actor,
-        reason,
-        will_see,
-        extra=fields,
+        f"event {entry.event_id} ({entry.aggregate_type} {entry.aggregate_id} "
+        f"v{entry.version}): {reason}",
+        will_see=will_see,
+        event_id=entry.event_id,
+        aggregate_type=entry.aggregate_type,
+        aggregate_id=entry.aggregate_id,
+        action=entry.action,
+        version=entry.version,
+        reason=reason,
+        replays=entry.replays,
     )

@@ -1,55 +1,48 @@
 """An honest re-drive: stored events sent again, and a report of what reached the topic and what
 subscribers will apply, never a bare "sent".
 
-Service Bus does not tell a sender that it dropped a message as a duplicate: a re-drive with the
-events' own MessageIds inside the topic's duplicate-detection window is accepted and dropped,
-and the sender cannot know. So a re-drive never reuses them: each event goes out under a
-MessageId of its own, `uuid5(namespace, "<event id>#<re-drive id>")` (the re-drive id drawn once
-per re-drive, carried by its continuation token from page to page), the event id unchanged as
-its CloudEvents id (`cloudEvents_id`) and `outboxRedrive` naming the re-drive. The topic cannot
-drop one as a duplicate: every message the relay reports sent reached the topic as a new
-message, and reached each subscription whose rule takes it — every subscription, or one
-(`subscription`: `outboxTarget`, as a dead letter's resubmission). A subscriber that
-deduplicates on the event id (the library's inbox and version check) applies only what it has
-not applied yet; when the app knows a subscriber's projection container (OUTBOX_SUBSCRIPTIONS
-`name=container`) the report counts, per such subscriber, the events it applied already (it
-drops them), holds (dropped: applied when its gap closes) and will apply.
-
-An event an operator discarded (given up: its quarantine record says so) is not re-driven. A
-scheduled event keeps its due time: one not released yet has its release scheduled again for its
-due time (it is sent then, once, under its own MessageId: `scheduled`), one released is sent
-again as any event, and one cancelled is not re-driven (`cancelled`): it is never sent.
-
-Long re-drives go a page at a time (`page_size` events, per aggregate in version order across
-pages): the answer carries a continuation token with the totals so far; the command line
-follows it and shows the progress. Events go through the relay
-(`cosmos_outbox._relay.forwarding.Relay`), so they are sent as the change-feed trigger sends them
-(claim check, quarantine rules).
-"""
+Each event goes out under a MessageId of its own, `uuid5("<event id>#<re-drive id>")` (the
+re-drive id drawn once, carried by its continuation token from page to page), the event id
+unchanged as its `cloudEvents_id` and `outboxRedrive` naming the re-drive, to every
+subscription or to one (`outboxTarget`): docs/operating-the-outbox.md says why the topic then
+drops none as a duplicate, and what each subscription receives as its rules decide. A discarded
+event is not re-driven; a scheduled one keeps its due time (not released yet: its release
+scheduled again; cancelled: not re-driven). A page at a time (`page_size` events, per aggregate
+in version order across pages), through the relay (`cosmos_outbox._relay.forwarding.Relay`), so
+events are sent as the change-feed trigger sends them (claim check, quarantine rules)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY
+from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY, message_facts, to_message
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
-from cosmos_outbox.errors import InvalidContinuationError, PublishFailedError
+from cosmos_outbox.errors import (
+    DependencyUnavailableError,
+    InvalidContinuationError,
+    PublishFailedError,
+)
 from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._deliveries import verdicts
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import of_aggregate, stored_events
+from cosmos_outbox.ports import AsyncDocumentStore, TargetRuleCheck
 from cosmos_outbox.subscriber._bookkeeping import inbox_id, last_version
 from cosmos_outbox.telemetry import error_type
+
+if TYPE_CHECKING:
+    from cosmos_outbox._relay.forwarding import RelayReport
 
 __all__ = [
     "EventSummary",
@@ -89,11 +82,11 @@ def rewrite(redrive_id: str, target: str | None) -> Callable[[OutboxMessage], Ou
 
 
 class SubscriberCounts(Model):
-    """What one subscription receives of a re-drive and, when the app knows its subscriber's
-    projection container, what that subscriber does with it: applied already (dropped), held
-    already (dropped: applied when its gap closes), to apply. `known` False: a subscription
-    whose subscriber the app does not know (it receives the messages; what it does with them
-    is its own)."""
+    """What one subscription of the topic receives of a re-drive, as its rules decide
+    (`_deliveries`), and, when the app knows its subscriber's projection container, what that
+    subscriber does with what it receives: applied already (dropped), held already (dropped:
+    applied when its gap closes), to apply. `known` False: a subscription whose subscriber the
+    app does not know (what it does with the messages is its own)."""
 
     subscription: str
     already_applied: int = 0
@@ -102,6 +95,9 @@ class SubscriberCounts(Model):
     known: bool = True
     #: messages it receives (so far, or in all for a preview)
     receives: int = 0
+    #: messages whose fate its rules do not settle (never counted as received), and why
+    unknown: int = 0
+    why_unknown: str | None = None
 
 
 class EventSummary(Model):
@@ -156,6 +152,8 @@ class RedriveState:
     subscribers: dict[str, list[int]] = field(default_factory=dict)
     scheduled: int = 0
     cancelled: int = 0
+    #: per subscription, why some of its messages' fate is unknown
+    unknown_why: dict[str, str] = field(default_factory=dict)
 
 
 class RedrivePage(Model):
@@ -196,10 +194,17 @@ class RedriveOperators:
     its paging tokens (`tokens`), and the projection containers of the subscribers the app
     knows (`subscribers()`, by subscription)."""
 
-    def __init__(self, parts: Parts, dead_letters: DeadLetterOperators) -> None:
+    def __init__(
+        self,
+        parts: Parts,
+        dead_letters: DeadLetterOperators,
+        rules: Callable[[], Awaitable[TargetRuleCheck]],
+    ) -> None:
         self._parts = parts
         self._letters = dead_letters
         self._tokens = parts.tokens.redrive
+        #: the topic's subscriptions and their rules as last read (the status keeps them)
+        self._rules = rules
 
     def _open(self, token: str, scope: list[str | None]) -> RedriveState:
         cursor = self._tokens.decode(token)
@@ -267,7 +272,7 @@ class RedriveOperators:
         sent = len(events) - cancelled
         state = RedriveState(redrive_id="preview", scope=[])
         counted = events[:PREVIEW_COUNTED]
-        counts = await self._count_subscribers(counted, subscription, state, receives=sent)
+        counts = await self._count_subscribers(events, subscription, state, read=PREVIEW_COUNTED)
         return RedrivePreview(
             since=since,
             aggregate_type=aggregate_type,
@@ -320,12 +325,11 @@ class RedriveOperators:
                 self._parts.relay().relay(page, rewrite=rewrite(state.redrive_id, subscription)),
                 seconds=max(1.0, bounded_seconds() * 0.9),
             )
+        except DependencyUnavailableError:
+            raise  # its own wait, naming Service Bus: a 503 that says so, not a failed send
         except Exception as exc:
             raise PublishFailedError(f"re-drive failed to send: {error_type(exc)}") from exc
-        sent = sum(
-            1 for e in page if not (isinstance(e, OutboxRecord) and e.cancelled_at is not None)
-        )
-        counts = await self._count_subscribers(page, subscription, state, receives=sent)
+        counts = await self._count_subscribers(page, subscription, state)
         state.done += len(page)
         state.accepted += report.sent
         state.quarantined += len(report.quarantined)
@@ -361,25 +365,8 @@ class RedriveOperators:
             scheduled=state.scheduled,
             cancelled=state.cancelled,
         )
-        scope_text = " ".join(p for p in (aggregate_type, aggregate_id) if p)
-        audit(
-            "redrive",
-            f"re-drive {state.redrive_id} since {since.isoformat()}"
-            f"{f' of {scope_text}' if scope_text else ''}"
-            f"{f' to subscription {subscription}' if subscription else ''}: page of "
-            f"{len(page)} event(s), {report.sent} accepted by the topic as new messages, "
-            f"{len(report.quarantined)} quarantined; {state.done} of {result.events} done",
-            will_see=result.subscribers_will_see,
-            redrive_id=state.redrive_id,
-            since=since.isoformat(),
-            aggregate_type=aggregate_type,
-            aggregate_id=aggregate_id,
-            subscription=subscription,
-            events=len(page),
-            accepted=report.sent,
-            quarantined=len(report.quarantined),
-            done=state.done,
-            total=result.events,
+        _audit_page(
+            state, since, (aggregate_type, aggregate_id, subscription), page, report, result
         )
         return result
 
@@ -389,40 +376,30 @@ class RedriveOperators:
         subscription: str | None,
         state: RedriveState,
         *,
-        receives: int,
+        read: int | None = None,
     ) -> list[SubscriberCounts]:
-        """Per subscription receiving the re-drive (only `subscription` when targeted; every
-        watched one and every subscriber's the app knows): what it receives and, for a
-        subscriber whose container the app knows, the page's events it applied already, holds,
-        or will apply; added to the totals."""
+        """Per subscription of the topic (and every watched one, every subscriber's the app
+        knows): what it receives of the page's messages as its rules decide (`_deliveries`:
+        unknown where they do not settle it), and, for a subscriber whose container the app
+        knows, which of those it applied already, holds, or will apply (over the first `read`
+        events); added to the totals."""
         stores = self._parts.subscribers()
+        sendable = [e for e in page if isinstance(e, OutboxRecord) and e.cancelled_at is None]
+        message = rewrite(state.redrive_id, subscription)
+        facts = [
+            message_facts(message(to_message(e)), base=self._parts.source_base) for e in sendable
+        ]
         names = {e.name for e in self._letters.watched if e.kind == "subscription"} | set(stores)
-        for name in sorted(names):
-            if subscription is not None and name != subscription:
-                continue
-            totals = state.subscribers.setdefault(name, [0, 0, 0, 0])
-            totals.extend([0] * (4 - len(totals)))
-            totals[3] += receives
-            store = stores.get(name)
-            if store is None:
-                continue
-            versions: dict[str, int] = {}
-            for event in page:
-                if not isinstance(event, OutboxRecord) or event.cancelled_at is not None:
-                    continue
-                aggregate = event.aggregate_id
-                if event.deliver_at is not None:  # no version: its inbox record says
-                    seen = await store.read(aggregate, inbox_id(event.event_id)) is not None
-                    totals[0 if seen else 2] += 1
-                    continue
-                if aggregate not in versions:
-                    versions[aggregate] = last_version(await store.read(aggregate, aggregate))
-                if event.version <= versions[aggregate]:
-                    totals[0] += 1
-                elif await store.read(aggregate, inbox_id(event.event_id)) is not None:
-                    totals[1] += 1
-                else:
-                    totals[2] += 1
+        for name, fates in verdicts(await self._rules(), facts, sorted(names)).items():
+            totals = state.subscribers.setdefault(name, [0] * 5)
+            totals.extend([0] * (5 - len(totals)))
+            taken = [e for e, f in zip(sendable, fates, strict=True) if f.verdict == "receives"]
+            unsure = [f.why for f in fates if f.verdict == "unknown"]
+            totals[3], totals[4] = totals[3] + len(taken), totals[4] + len(unsure)
+            if unsure:
+                state.unknown_why.setdefault(name, unsure[0])
+            if (store := stores.get(name)) is not None:
+                await _count_applied(store, taken[:read] if read else taken, totals)
         return [
             SubscriberCounts(
                 subscription=name,
@@ -430,10 +407,34 @@ class RedriveOperators:
                 held=totals[1],
                 to_apply=totals[2],
                 known=name in stores,
-                receives=totals[3] if len(totals) > 3 else 0,
+                receives=totals[3],
+                unknown=totals[4],
+                why_unknown=state.unknown_why.get(name),
             )
             for name, totals in sorted(state.subscribers.items())
         ]
+
+
+async def _count_applied(
+    store: AsyncDocumentStore, events: list[OutboxRecord], totals: list[int]
+) -> None:
+    """Of `events` (those a subscriber receives), add to `totals` how many it applied already
+    (0), holds (1) and will apply (2), as its projection container says."""
+    versions: dict[str, int] = {}
+    for event in events:
+        aggregate = event.aggregate_id
+        if event.deliver_at is not None:  # no version: its inbox record says
+            seen = await store.read(aggregate, inbox_id(event.event_id)) is not None
+            totals[0 if seen else 2] += 1
+            continue
+        if aggregate not in versions:
+            versions[aggregate] = last_version(await store.read(aggregate, aggregate))
+        if event.version <= versions[aggregate]:
+            totals[0] += 1
+        elif await store.read(aggregate, inbox_id(event.event_id)) is not None:
+            totals[1] += 1
+        else:
+            totals[2] += 1
 
 
 def bounded_seconds() -> float:
@@ -442,52 +443,41 @@ def bounded_seconds() -> float:
     return bounded.BOUND_SECONDS
 
 
+def _per_subscription(counts: list[SubscriberCounts], counted: int | None = None) -> str:
+    """Each subscription: what its rules give it, and what its subscriber does with that."""
+    parts = []
+    for c in counts:
+        text = f"{c.subscription} receives {c.receives}"
+        if c.unknown:
+            text += f" and {c.unknown} it may or may not ({c.why_unknown})"
+        if not c.known:
+            text += ", its subscriber unknown to this app"
+        elif c.receives:
+            over = f" of the first {counted}" if counted is not None else ""
+            text += (
+                f"{over}: {c.to_apply} to apply, {c.already_applied} applied already (dropped), "
+                f"{c.held} held already (applied when its gap closes)"
+            )
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def _where(subscription: str | None) -> str:
+    return (
+        f"targeted at subscription {subscription} (outboxTarget)"
+        if subscription
+        else "to the topic"
+    )
+
+
 def _will_see_preview(
     sent: int, subscription: str | None, counts: list[SubscriberCounts], counted: int
 ) -> str:
-    where = (
-        f"subscription {subscription} only (outboxTarget)"
-        if subscription
-        else "every subscription whose rule takes them"
-    )
-    text = (
-        f"{sent} message(s) at {where}, in each aggregate's session in version order, each "
-        "with a MessageId of its own and the event id unchanged: a subscriber that "
-        "deduplicates on the event id applies only what it has not applied yet; one that "
-        "deduplicates on MessageId takes each for a new message"
-    )
-    for c in counts:
-        if c.known:
-            text += (
-                f"; {c.subscription} (of the first {counted}): {c.to_apply} to apply, "
-                f"{c.already_applied} applied already, {c.held} held already"
-            )
-        else:
-            text += f"; {c.subscription}: receives {c.receives}, its subscriber unknown to this app"
-    return text
+    return _sent_as(f"{sent} message(s) {_where(subscription)}", counts, counted)
 
 
 def _will_see(state: RedriveState, subscription: str | None, counts: list[SubscriberCounts]) -> str:
-    where = (
-        f"subscription {subscription} only (outboxTarget)"
-        if subscription
-        else "every subscription whose rule takes them"
-    )
-    text = (
-        f"{state.accepted} new message(s) so far at {where}, in each aggregate's session in "
-        "version order, each with a MessageId of its own (outboxRedrive) and the event id "
-        "unchanged (cloudEvents_id): a subscriber that deduplicates on the event id applies "
-        "only what it has not applied yet; one that deduplicates on MessageId takes each for "
-        "a new message"
-    )
-    for c in counts:
-        if not c.known:
-            text += f"; {c.subscription}: {c.receives} received, its subscriber unknown to this app"
-            continue
-        text += (
-            f"; {c.subscription}: {c.already_applied} applied already (dropped), {c.held} held "
-            f"already (dropped, applied when its gap closes), {c.to_apply} to apply"
-        )
+    text = _sent_as(f"{state.accepted} new message(s) so far {_where(subscription)}", counts)
     if state.quarantined:
         text += (
             f"; {state.quarantined} event(s) quarantined again, each with its "
@@ -501,3 +491,47 @@ def _will_see(state: RedriveState, subscription: str | None, counts: list[Subscr
     if state.cancelled:
         text += f"; {state.cancelled} cancelled scheduled event(s) not re-driven: never sent"
     return text
+
+
+def _sent_as(what: str, counts: list[SubscriberCounts], counted: int | None = None) -> str:
+    """What subscribers will see of `what` a re-drive sends, as each subscription's rules
+    decide."""
+    return (
+        f"{what}, in each aggregate's session in version order, each with a MessageId of its "
+        "own (outboxRedrive) and the event id unchanged (cloudEvents_id): a subscriber that "
+        "deduplicates on the event id applies only what it has not applied yet; one that "
+        "deduplicates on MessageId takes each for a new message. As each subscription's rules "
+        f"decide: {_per_subscription(counts, counted) or 'no subscription known'}"
+    )
+
+
+def _audit_page(
+    state: RedriveState,
+    since: datetime,
+    scope: tuple[str | None, str | None, str | None],
+    page: Sequence[object],
+    report: RelayReport,
+    result: RedrivePage,
+) -> None:
+    """The audit line of one page of a re-drive (what was sent, what subscribers will see)."""
+    aggregate_type, aggregate_id, subscription = scope
+    scope_text = " ".join(p for p in (aggregate_type, aggregate_id) if p)
+    audit(
+        "redrive",
+        f"re-drive {state.redrive_id} since {since.isoformat()}"
+        f"{f' of {scope_text}' if scope_text else ''}"
+        f"{f' to subscription {subscription}' if subscription else ''}: page of "
+        f"{len(page)} event(s), {report.sent} accepted by the topic as new messages, "
+        f"{len(report.quarantined)} quarantined; {state.done} of {result.events} done",
+        will_see=result.subscribers_will_see,
+        redrive_id=state.redrive_id,
+        since=since.isoformat(),
+        aggregate_type=aggregate_type,
+        aggregate_id=aggregate_id,
+        subscription=subscription,
+        events=len(page),
+        accepted=report.sent,
+        quarantined=len(report.quarantined),
+        done=state.done,
+        total=result.events,
+    )

@@ -1,25 +1,17 @@
 """The relay as operators see it: ready, healthy or stalled (`RelayState`), its backlog per
 lease, what blocks it, the unresolved quarantine, the scheduled events waiting
-(`StatusOperators.now`), the backlog timer's last hour, and health.
+(`StatusOperators.now`), the backlog timer's last hour, health, and the subscriptions lacking
+the targeted-delivery rule (docs/operating-the-outbox.md, "Subscriptions lacking the
+targeted-delivery rule").
 
-**Healthy means moving.** Ready is configured: the relay found what it needs (its topic, its
-lease container, the claim check's container). Healthy is moving: every pending event leaves
-within the trigger's poll delay and a bound (`OUTBOX_RELAY_STALL_SECONDS`, 60 s by default:
-`Parts.stall_after_seconds` is both). Stalled is pending and not moving: an event waits longer
-than that, or the relay records failed attempts on one (its blocked record). A stalled relay
-says since when (the first failed attempt, or when the oldest waiting event should have left),
-which dependency does not answer (the status asks each: Cosmos DB answered the status's own
-reads; Service Bus is asked with one round trip that changes nothing, `Relay.probe`, at most
-once every `PROBE_EVERY_SECONDS`) and the last error it knows. The relay's own view
-(`checkpoint` times, an owner holding each lease) says nothing about movement: a lease is
-renewed while its invocation hangs on a broker that does not answer.
-
-**The targeted-delivery rules** (issue 66 item 5): the status says which subscriptions of the
-topic lack the rule targeted deliveries need, or "not checked" and why (no management
-connection, credentials without Manage rights, no answer). The management API is asked at most
-every `TARGET_RULES_EVERY_SECONDS` (rules change at an upgrade, not between two polls of the
-console; a read that does not answer within `TARGET_RULES_SECONDS` is "not checked", asked
-again a minute later); the answer says when it was read."""
+**Healthy means moving.** Ready is configured; healthy is moving: every pending event leaves
+within the trigger's poll delay and a bound (`Parts.stall_after_seconds`). Stalled is pending
+and not moving: an event waits longer than that, or the relay records failed attempts on one. A
+stalled relay says since when, which dependency does not answer (Service Bus is asked with one
+round trip that changes nothing, `Relay.probe`, at most every PROBE_EVERY_SECONDS) and the last
+error it knows: a lease renewed says nothing about movement. The topic's rules are read at most
+every TARGET_RULES_EVERY_SECONDS (past TARGET_RULES_SECONDS: "not checked", asked again after
+TARGET_RULES_RETRY_SECONDS)."""
 
 from __future__ import annotations
 
@@ -278,6 +270,13 @@ class StatusOperators:
         #: the last read of the topic's rules: when (monotonic), what it found, and whether the
         #: management API answered in time
         self._rules: tuple[float, TargetRulesState, bool] | None = None
+        self._check = TargetRuleCheck("", False, reason="not read yet")
+
+    async def rule_check(self) -> TargetRuleCheck:
+        """The topic's subscriptions and their rules as last read (`target_rules`' read, kept
+        as long): what the previews evaluate (`_deliveries`)."""
+        await self.target_rules()
+        return self._check
 
     async def target_rules(self) -> TargetRulesState:
         """Which subscriptions of the topic lack the targeted-delivery rule, or not checked and
@@ -290,7 +289,22 @@ class StatusOperators:
                 return kept
         port = self._parts.target_rules()
         in_time = True
-        if port is None:
+        probed = self._probed
+        silent = (
+            probed is not None
+            and not probed[1].answers
+            and time.monotonic() - probed[0] < PROBE_EVERY_SECONDS
+        )
+        if silent and self._rules is not None:  # Service Bus is away: what it last said stands
+            return self._rules[1]
+        if silent:
+            in_time = False
+            check = TargetRuleCheck(
+                str(getattr(port, "topic", "")),
+                False,
+                reason="Service Bus does not answer the status's probe (asked again once it does)",
+            )
+        elif port is None:
             check = TargetRuleCheck(
                 "", False, reason="these services read no topic's rules (no SERVICEBUS_TOPIC)"
             )
@@ -311,7 +325,7 @@ class StatusOperators:
                 check = TargetRuleCheck(topic, False, reason=f"{error_type(exc)}: {exc!s:.200}")
         read_at = datetime.fromtimestamp(self._parts.clock(), UTC)
         found = TargetRulesState.of(check, read_at=read_at)
-        self._rules = (time.monotonic(), found, in_time)
+        self._rules, self._check = (time.monotonic(), found, in_time), check
         return found
 
     async def _probe(self) -> DependencyState:

@@ -32,6 +32,15 @@ from azure.core.exceptions import (
 )
 from azure.core.pipeline.transport import HttpRequest, RequestsTransport
 
+from cosmos_outbox._subscription_rules import (
+    CorrelationFilter,
+    FalseFilter,
+    Rule,
+    RuleFilter,
+    SqlFilter,
+    TrueFilter,
+    UnreadableFilter,
+)
 from cosmos_outbox.ports import (
     TARGET_RULES_COMMAND,
     AsyncTargetRules,
@@ -135,6 +144,52 @@ def admin_client(
     raise ValueError("a connection string or a namespace")
 
 
+#: The correlation filter's fields as the SDK names them, each the system property it compares.
+_CORRELATION_ATTRIBUTES = (
+    "correlation_id",
+    "message_id",
+    "to",
+    "reply_to",
+    "label",
+    "session_id",
+    "reply_to_session_id",
+    "content_type",
+)
+
+
+def rule_of(rule: RuleProperties) -> Rule:
+    """The management API's rule as `cosmos_outbox._subscription_rules` evaluates it: its filter
+    and its action's text (a `SqlRuleAction`'s; None: no action)."""
+    from azure.servicebus.management import (
+        CorrelationRuleFilter,
+        FalseRuleFilter,
+        SqlRuleFilter,
+        TrueRuleFilter,
+    )
+
+    f = rule.filter
+    found: RuleFilter
+    if isinstance(f, TrueRuleFilter):
+        found = TrueFilter()
+    elif isinstance(f, FalseRuleFilter):
+        found = FalseFilter()
+    elif isinstance(f, SqlRuleFilter):
+        parameters = sorted((f.parameters or {}).items(), key=lambda item: item[0])
+        found = SqlFilter(f.sql_expression or "", tuple(parameters))
+    elif isinstance(f, CorrelationRuleFilter):
+        system = tuple(
+            (name.replace("_", ""), str(value))
+            for name in _CORRELATION_ATTRIBUTES
+            if (value := getattr(f, name, None)) not in (None, "")
+        )
+        found = CorrelationFilter(system, tuple((f.properties or {}).items()))
+    else:
+        found = UnreadableFilter(f"a filter of type {type(f).__name__}")
+    action = getattr(rule.action, "sql_expression", None)
+    text = action.strip() if isinstance(action, str) else ""
+    return Rule(rule.name, found, text or None)
+
+
 def _filter_text(rule: RuleProperties) -> str:
     f = rule.filter
     expression = getattr(f, "sql_expression", None)
@@ -150,8 +205,10 @@ def check_target_rules(admin: ServiceBusAdministrationClient, topic: str) -> Tar
     try:
         names = tuple(s.name for s in admin.list_subscriptions(topic))
         lacking = []
+        read: dict[str, tuple[Rule, ...]] = {}
         for name in names:
             rules = list(admin.list_rules(topic, name))
+            read[name] = tuple(rule_of(r) for r in rules)
             letting_in = [r for r in rules if not keeps_others_out(r, name)]
             if letting_in:
                 lacking.append(
@@ -184,7 +241,7 @@ def check_target_rules(admin: ServiceBusAdministrationClient, topic: str) -> Tar
             reason=f"the management API did not answer ({type(exc).__name__}: {_first_line(exc)};"
             " the official emulator serves it from 2.0 only, on another port)",
         )
-    return TargetRuleCheck(topic, True, names, tuple(lacking))
+    return TargetRuleCheck(topic, True, names, tuple(lacking), rules=read)
 
 
 def _refused(exc: Exception) -> str:

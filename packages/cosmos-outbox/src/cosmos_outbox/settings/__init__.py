@@ -30,9 +30,6 @@ from cosmos_outbox.settings._base import (
     DEFAULT_IDEMPOTENCY_TTL_SECONDS as DEFAULT_IDEMPOTENCY_TTL_SECONDS,
 )
 from cosmos_outbox.settings._base import (
-    DEFAULT_LEASE_PREFIX as DEFAULT_LEASE_PREFIX,
-)
-from cosmos_outbox.settings._base import (
     DEFAULT_MAX_ITEMS_PER_INVOCATION as DEFAULT_MAX_ITEMS_PER_INVOCATION,
 )
 from cosmos_outbox.settings._base import (
@@ -40,6 +37,9 @@ from cosmos_outbox.settings._base import (
 )
 from cosmos_outbox.settings._base import (
     DEFAULT_PAYLOAD_MAX_BYTES as DEFAULT_PAYLOAD_MAX_BYTES,
+)
+from cosmos_outbox.settings._base import (
+    DEFAULT_PROCESSOR_NAME as DEFAULT_PROCESSOR_NAME,
 )
 from cosmos_outbox.settings._base import (
     DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES as DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES,
@@ -90,4 +90,6 @@ __all__ = [
     "load_settings",
     "read_settings",
 ]
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+#: Renamed in 0.5 (one name per idea: the processor's name): warns, naming the new one.
+_RENAMED = {"DEFAULT_LEASE_PREFIX": "cosmos_outbox.settings.DEFAULT_PROCESSOR_NAME"}
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, renamed=_RENAMED)

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # The host cannot resolve %SETTING% in int binding properties, but the Python worker indexes the
 # app with the app settings in its environment: the trigger reads these at indexing time
@@ -17,17 +18,51 @@ DEFAULT_FEED_POLL_DELAY_MS = 1000
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
 # NCRONTAB with seconds, as the timer trigger wants it: every minute.
 DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
-#: The relay's lease documents' prefix (the trigger's `lease_container_prefix`): a trigger of
-#: the app's own on the same container and lease container without this prefix does not share
-#: the relay's leases (in Azure two triggers sharing leases split the changes between them).
-DEFAULT_LEASE_PREFIX = "outbox."
+#: The relay's change feed processor's name (OUTBOX_PROCESSOR_NAME): what its lease documents
+#: start with (the Functions trigger's `leaseContainerPrefix`, which the host passes to the
+#: processor as its name; cosmos-changefeed's `processor_name`). A trigger of the app's own on
+#: the same container and lease container, of another name, does not share the relay's leases
+#: (in Azure two triggers sharing leases split the changes between them).
+DEFAULT_PROCESSOR_NAME = "outbox."
 #: The database and the relay's lease container when COSMOS_DATABASE, COSMOS_LEASE_CONTAINER
 #: are not set.
 DEFAULT_DATABASE = "outbox"
 DEFAULT_LEASE_CONTAINER = "leases"
 
+#: The relay's lease intervals, by the change feed processor's keyword: the Cosmos DB trigger's
+#: binding properties of those names (`leaseAcquireInterval`, `leaseExpirationInterval`,
+#: `leaseRenewInterval`, milliseconds), which the trigger's binding and `cosmos-outbox relay` both
+#: read from these app settings; 0 (their default) keeps the processor's own, as the trigger
+#: does for a 0 (cosmos-changefeed's, .NET's: 13 s, 60 s, 17 s).
+LEASE_INTERVAL_SETTINGS = {
+    "lease_acquire_interval": "LEASE_ACQUIRE_INTERVAL_MS",
+    "lease_expiration_interval": "LEASE_EXPIRATION_INTERVAL_MS",
+    "lease_renew_interval": "LEASE_RENEW_INTERVAL_MS",
+}
+#: The same, as the local stack's Functions host (funcstack) takes them for a trigger that sets
+#: none (milliseconds; local only: Azure's host has no such setting): `cosmos-outbox relay` reads
+#: them when the settings above are 0, so a relay process beside a local trigger keeps its
+#: intervals.
+LOCAL_HOST_INTERVAL_SETTINGS = {
+    "lease_acquire_interval": "FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL",
+    "lease_expiration_interval": "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL",
+    "lease_renew_interval": "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL",
+}
+
+
+def retired(field: str, why: str) -> Any:
+    """The validator of a retired setting's field (read only to be refused): set, it is an
+    error saying `why` (what replaced it)."""
+
+    def refuse(cls: type, value: str | None) -> None:
+        if value is not None:
+            raise ValueError(why)
+
+    return field_validator(field)(classmethod(refuse))
+
+
 #: Settings that were replaced: read only to refuse them with a word on what replaced them.
-RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE"})
+RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE", "OUTBOX_LEASE_PREFIX"})
 #: Ten days: event documents must outlive any relay outage, or they expire unrelayed.
 DEFAULT_EVENT_TTL_SECONDS = 864000
 #: The largest message (and batch) the relay sends: 256 KB, Service Bus Standard's limit. A link
@@ -64,13 +99,16 @@ class TriggerSettings(BaseModel):
         alias="BACKLOG_ESTIMATE_SCHEDULE",
         pattern=r"^\s*\S+(\s+\S+){5}\s*$",  # six NCRONTAB fields
     )
-    #: "" keeps the leases a relay deployed before 0.3 wrote (they have no prefix).
-    lease_prefix: str = Field(
-        default=DEFAULT_LEASE_PREFIX,
-        alias="OUTBOX_LEASE_PREFIX",
+    #: The relay's processor's name (`DEFAULT_PROCESSOR_NAME` says what it is); "" keeps the
+    #: leases a relay deployed before 0.3 wrote (they have no prefix).
+    processor_name: str = Field(
+        default=DEFAULT_PROCESSOR_NAME,
+        alias="OUTBOX_PROCESSOR_NAME",
         max_length=64,
         pattern=r"^[A-Za-z0-9._-]*$",
     )
+    #: OUTBOX_LEASE_PREFIX, renamed OUTBOX_PROCESSOR_NAME in 0.5: read only to be refused.
+    lease_prefix_renamed: str | None = Field(default=None, alias="OUTBOX_LEASE_PREFIX")
     #: The Service Bus queue (in the topic's namespace) the relay schedules scheduled events'
     #: releases on; read at indexing: set, the relay's blueprint registers `release_due_events`
     #: on it. None: no scheduled events relayed (one is quarantined, the reason naming this).
@@ -82,16 +120,50 @@ class TriggerSettings(BaseModel):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
     )
 
+    #: The relay's lease intervals in ms (`LEASE_INTERVAL_SETTINGS`); 0: the processor's own.
+    lease_acquire_interval_ms: int = Field(
+        default=0, alias="LEASE_ACQUIRE_INTERVAL_MS", ge=0, le=86_400_000
+    )
+    lease_expiration_interval_ms: int = Field(
+        default=0, alias="LEASE_EXPIRATION_INTERVAL_MS", ge=0, le=86_400_000
+    )
+    lease_renew_interval_ms: int = Field(
+        default=0, alias="LEASE_RENEW_INTERVAL_MS", ge=0, le=86_400_000
+    )
+
     #: The relay trigger's database and lease container (`binding_name` says how it binds them).
     cosmos_database: str = Field(default=DEFAULT_DATABASE, alias="COSMOS_DATABASE", min_length=1)
     cosmos_lease_container: str = Field(
         default=DEFAULT_LEASE_CONTAINER, alias="COSMOS_LEASE_CONTAINER", min_length=1
     )
 
+    _renamed = retired(
+        "lease_prefix_renamed",
+        "is renamed OUTBOX_PROCESSOR_NAME (the relay's processor's name, as the change feed "
+        "processor calls it): set OUTBOX_PROCESSOR_NAME to the same value (the leases stay the "
+        "relay's) and remove OUTBOX_LEASE_PREFIX",
+    )
+
     @field_validator("schedule_queue", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    @model_validator(mode="after")
+    def _renewed_before_it_expires(self) -> TriggerSettings:
+        given = {name: self.lease_interval(name) for name in LEASE_INTERVAL_SETTINGS}
+        if any(value is not None for value in given.values()):  # else the processor's own
+            sources = {
+                name: setting if given[name] is not None else "the processor's default"
+                for name, setting in LEASE_INTERVAL_SETTINGS.items()
+            }
+            check_renewal(lease_intervals_of(given), sources)
+        return self
+
+    def lease_interval(self, name: str) -> float | None:
+        """A lease interval in seconds (`name`: the processor's keyword), None when 0 (unset)."""
+        milliseconds = int(getattr(self, f"{name}_ms"))
+        return milliseconds / 1000 if milliseconds else None
 
     def binding_name(self, field: str) -> str:
         """What the relay trigger binds the setting of `field` with: its `%NAME%` expression
@@ -103,6 +175,36 @@ class TriggerSettings(BaseModel):
         if field in self.model_fields_set:
             return f"%{type(self).model_fields[field].alias}%"
         return str(getattr(self, field))
+
+
+def lease_intervals_of(given: Mapping[str, float | None]) -> dict[str, float]:
+    """Lease intervals in seconds, by the processor's keyword: those `given`, else the change
+    feed processor's own defaults, read from its signature (cosmos-changefeed says them once)."""
+    import inspect
+
+    from cosmos_changefeed.aio import ChangeFeedProcessor
+
+    parameters = inspect.signature(ChangeFeedProcessor).parameters
+    return {
+        name: float(value if value is not None else parameters[name].default)
+        for name, value in given.items()
+    }
+
+
+def check_renewal(intervals: Mapping[str, float], sources: Mapping[str, str]) -> None:
+    """Refuse a renew interval at or over the expiration interval (the change feed processor
+    would refuse it, for ever, at each start): `sources` names where each came from."""
+    renew, expiry = (
+        intervals.get("lease_renew_interval"),
+        intervals.get("lease_expiration_interval"),
+    )
+    if renew is not None and expiry is not None and renew >= expiry:
+        raise ValueError(
+            f"the lease renew interval ({renew:g} s, {sources['lease_renew_interval']}) must be "
+            f"shorter than the expiration interval ({expiry:g} s, "
+            f"{sources['lease_expiration_interval']}): a lease renewed less often than it expires "
+            "is taken by another instance between two renewals"
+        )
 
 
 def problems(exc: ValidationError) -> str:
@@ -121,10 +223,12 @@ def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSe
         "BACKLOG_ESTIMATE_SCHEDULE",
         "COSMOS_DATABASE",
         "COSMOS_LEASE_CONTAINER",
+        *LEASE_INTERVAL_SETTINGS.values(),
     )
     values = {n: env[n] for n in names if env.get(n)}
-    if "OUTBOX_LEASE_PREFIX" in env:  # set to "" on purpose: a relay deployed before 0.3
-        values["OUTBOX_LEASE_PREFIX"] = env["OUTBOX_LEASE_PREFIX"].strip()
+    for name in ("OUTBOX_PROCESSOR_NAME", "OUTBOX_LEASE_PREFIX"):  # "" on purpose: before 0.3
+        if name in env:
+            values[name] = env[name].strip()
     if env.get("SERVICEBUS_SCHEDULE_QUEUE", "").strip():
         values["SERVICEBUS_SCHEDULE_QUEUE"] = env["SERVICEBUS_SCHEDULE_QUEUE"].strip()
     try:

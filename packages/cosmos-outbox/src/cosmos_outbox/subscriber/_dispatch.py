@@ -89,24 +89,7 @@ class AsyncDispatcher:
                 payloads=lambda _: fetched or b"",
             )
         except (PayloadStoreError, SettingsError) as exc:
-            dataref = dataref_of(message.application_properties)
-            logger.error(
-                "message %s (delivery %s): its payload could not be fetched from %s: %s; "
-                "abandoned (dead-lettered after the subscription's MaxDeliveryCount)",
-                message.message_id,
-                message.delivery_count,
-                dataref,
-                exc,
-                extra={
-                    "messageId": message.message_id,
-                    "eventId": message.message_id,
-                    "deliveryCount": message.delivery_count,
-                    "dataref": dataref,
-                    "outcome": "payload-unavailable",
-                    "reason": str(exc),
-                    "error.type": type(exc).__name__,
-                },
-            )
+            _payload_unavailable(message, exc)
             raise
         fields = _fields(event, message.delivery_count)
         if event.aggregate_type != self.aggregate_type:
@@ -123,11 +106,7 @@ class AsyncDispatcher:
                 self.aggregate_type,
             )
             return None
-        if (
-            self.subscription is not None
-            and event.target is not None
-            and event.target != self.subscription
-        ):
+        if self.subscription is not None and event.target not in (None, self.subscription):
             _ignored(
                 event,
                 fields,
@@ -174,6 +153,28 @@ class AsyncDispatcher:
             extra={**fields, "outcome": result.outcome.value, "applied": result.applied},
         )
         return result
+
+
+def _payload_unavailable(message: func.ServiceBusMessage, exc: Exception) -> None:
+    """Said when a claim-check message's payload could not be fetched (it is abandoned)."""
+    dataref = dataref_of(message.application_properties)
+    logger.error(
+        "message %s (delivery %s): its payload could not be fetched from %s: %s; "
+        "abandoned (dead-lettered after the subscription's MaxDeliveryCount)",
+        message.message_id,
+        message.delivery_count,
+        dataref,
+        exc,
+        extra={
+            "messageId": message.message_id,
+            "eventId": message.message_id,
+            "deliveryCount": message.delivery_count,
+            "dataref": dataref,
+            "outcome": "payload-unavailable",
+            "reason": str(exc),
+            "error.type": type(exc).__name__,
+        },
+    )
 
 
 def settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore | PayloadStore]:

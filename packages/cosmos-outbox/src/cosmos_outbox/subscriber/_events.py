@@ -18,6 +18,7 @@ from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
 from cosmos_outbox._mapper import (
+    DELIVER_AT_PROPERTY,
     DISCARD_NOTICE_SUBJECT,
     QUARANTINE_NOTICE_SUBJECT,
     TARGET_PROPERTY,
@@ -165,7 +166,11 @@ def from_message(
         version = 0  # a notice of an event whose version could not be read: nothing to mark
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise UnreadableEventError(f"event {where} have no integer version")
-    if where == "properties" and "deliverAt" in properties and (deliver_at is None or version):
+    if (
+        where == "properties"
+        and DELIVER_AT_PROPERTY in properties
+        and (deliver_at is None or version)
+    ):
         raise UnreadableEventError(
             "a scheduled event's deliverAt is not a time with its offset, or it has a version"
         )

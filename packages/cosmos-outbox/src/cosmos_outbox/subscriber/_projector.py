@@ -267,45 +267,7 @@ class AsyncProjector:
                     projection, _held_event(orphan, event.aggregate_type), incoming=False
                 )
                 return await self._handle(event)
-            held = {
-                "id": held_id(event.version),
-                "partitionKey": partition,
-                "type": HELD_TYPE,
-                "aggregateType": event.aggregate_type,
-                "missingVersion": missing,
-                "heldAt": datetime.now(UTC).isoformat(),
-                "event": {
-                    "id": event.event_id,
-                    "type": event.type,
-                    "version": event.version,
-                    "data": dict(event.data),
-                },
-                "ttl": -1,
-            }
-            await self._write_with_inbox(event, held, held=True)
-            telemetry.held(event.aggregate_type)
-            known = await self._read(gap_id(missing), partition)
-            why, release = hold_reason(event.aggregate_type, partition, missing, known)
-            logger.warning(
-                "%s %s: event %s version %d held, version %d missing: %s; %s",
-                event.aggregate_type,
-                partition,
-                event.event_id,
-                event.version,
-                missing,
-                why,
-                release,
-                extra={
-                    "outcome": "held",
-                    "aggregateType": event.aggregate_type,
-                    "aggregateId": partition,
-                    "version": event.version,
-                    "missingVersion": missing,
-                    "reason": why,
-                    "release": release,
-                },
-            )
-            return Result(Outcome.HELD, missing=missing)
+            return await self._hold(event, missing)
         applied = await self._apply(projection, event, incoming=True)
         if event.type == DISCARD_NOTICE:
             outcome = Outcome.GAP_ACCEPTED
@@ -314,6 +276,49 @@ class AsyncProjector:
         else:
             outcome = Outcome.IGNORED
         return Result(outcome, applied=applied)
+
+    async def _hold(self, event: IncomingEvent, missing: int) -> Result:
+        """Hold `event` until version `missing` of its aggregate arrives, saying why."""
+        partition = event.aggregate_id
+        held = {
+            "id": held_id(event.version),
+            "partitionKey": partition,
+            "type": HELD_TYPE,
+            "aggregateType": event.aggregate_type,
+            "missingVersion": missing,
+            "heldAt": datetime.now(UTC).isoformat(),
+            "event": {
+                "id": event.event_id,
+                "type": event.type,
+                "version": event.version,
+                "data": dict(event.data),
+            },
+            "ttl": -1,
+        }
+        await self._write_with_inbox(event, held, held=True)
+        telemetry.held(event.aggregate_type)
+        known = await self._read(gap_id(missing), partition)
+        why, release = hold_reason(event.aggregate_type, partition, missing, known)
+        logger.warning(
+            "%s %s: event %s version %d held, version %d missing: %s; %s",
+            event.aggregate_type,
+            partition,
+            event.event_id,
+            event.version,
+            missing,
+            why,
+            release,
+            extra={
+                "outcome": "held",
+                "aggregateType": event.aggregate_type,
+                "aggregateId": partition,
+                "version": event.version,
+                "missingVersion": missing,
+                "reason": why,
+                "release": release,
+            },
+        )
+        return Result(Outcome.HELD, missing=missing)
 
     async def _apply_scheduled(
         self, projection: dict[str, Any] | None, event: IncomingEvent

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._mapper import parse_time
+from cosmos_outbox._model import Model
 from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore
 from cosmos_outbox.subscriber._bookkeeping import (
@@ -30,8 +30,7 @@ from cosmos_outbox.subscriber._bookkeeping import (
 __all__ = ["AcceptedGap", "HeldAggregate", "SubscriberStatus", "subscriber_status"]
 
 
-@dataclass(frozen=True)
-class HeldAggregate:
+class HeldAggregate(Model):
     """An aggregate whose later versions wait for `missing_version`: why, and what releases
     them."""
 
@@ -50,8 +49,7 @@ class HeldAggregate:
     quarantined_event_id: str | None = None
 
 
-@dataclass(frozen=True)
-class AcceptedGap:
+class AcceptedGap(Model):
     """A version an operator gave up, which the subscriber moved past."""
 
     aggregate_type: str | None
@@ -66,14 +64,13 @@ class AcceptedGap:
     subscription: str | None = None
 
 
-@dataclass(frozen=True)
-class SubscriberStatus:
+class SubscriberStatus(Model):
     """What a subscriber holds (`held`: per aggregate, `held_events` in all) and the gaps it
     accepted (until their records expire with the inbox's)."""
 
     held_events: int = 0
-    held: list[HeldAggregate] = field(default_factory=list)
-    accepted_gaps: list[AcceptedGap] = field(default_factory=list)
+    held: list[HeldAggregate] = []
+    accepted_gaps: list[AcceptedGap] = []
 
 
 async def subscriber_status(

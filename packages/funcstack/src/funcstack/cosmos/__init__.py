@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from funcstack.cosmos._control import (
         CosmosControlError,
         PhysicalPartition,
+        merge_partitions,
         physical_partitions,
         split_partition,
     )
@@ -20,13 +21,18 @@ if TYPE_CHECKING:
         CosmosStartError,
         start_cosmos,
     )
+    from funcstack.cosmos._tls import ADDRESS, LocalTls, local_tls
 
 __all__ = [
+    "ADDRESS",
     "EMULATOR_KEY",
     "CosmosControlError",
     "CosmosEndpoint",
     "CosmosStartError",
+    "LocalTls",
     "PhysicalPartition",
+    "local_tls",
+    "merge_partitions",
     "physical_partitions",
     "split_partition",
     "start_cosmos",
@@ -43,6 +49,10 @@ __getattr__, __dir__ = lazy_exports(
         "start_cosmos": "funcstack.cosmos._launcher",
         "CosmosControlError": "funcstack.cosmos._control",
         "PhysicalPartition": "funcstack.cosmos._control",
+        "merge_partitions": "funcstack.cosmos._control",
+        "ADDRESS": "funcstack.cosmos._tls",
+        "LocalTls": "funcstack.cosmos._tls",
+        "local_tls": "funcstack.cosmos._tls",
         "physical_partitions": "funcstack.cosmos._control",
         "split_partition": "funcstack.cosmos._control",
     },

@@ -1,12 +1,13 @@
 """The local Cosmos DB endpoint's local-only routes (``/_emulators/...``), from Python: fault
 injection and the physical partitions of a container (its partition key ranges, and a live
-split on request).
+split or merge on request).
 
-Azure has no such calls: the service splits a physical partition on its own (past 50 GB of
-data, or when a throughput raise needs more partitions) and a client only sees the outcome,
-through the REST resource ``/dbs/{db}/colls/{coll}/pkranges`` (the parent range gone, answering
-410 with sub-status 1002, the children listing it in ``parents``). These routes make that
-outcome happen when a test asks for it (``splits.js`` serves them).
+Azure has no such data-plane calls: the service splits a physical partition on its own (past
+50 GB of data, or when a throughput raise needs more partitions) and merges partitions when
+asked through its control plane (``az cosmosdb sql container merge``); a client only sees the
+outcome, through the REST resource ``/dbs/{db}/colls/{coll}/pkranges`` (the old ranges gone,
+answering 410 with sub-status 1002, what replaced them listing them in ``parents``). These
+routes make that outcome happen when a test asks for it (``splits.js`` serves them).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "CosmosControlError",
     "PhysicalPartition",
     "control",
+    "merge_partitions",
     "physical_partitions",
     "split_partition",
 ]
@@ -48,10 +50,10 @@ class PhysicalPartition:
 
 
 def _tls_context() -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # the endpoint's self-signed certificate
-    return context
+    """Verifying the endpoint's certificate: signed by funcstack's local authority (_tls.py)."""
+    from funcstack.cosmos._tls import local_tls
+
+    return ssl.create_default_context(cafile=str(local_tls().ca_file))
 
 
 def control(
@@ -118,3 +120,16 @@ def split_partition(
     body = {} if range_id is None else {"rangeId": str(range_id)}
     answer = control(endpoint, "POST", f"{_route(database, container)}/split", body)
     return [str(child) for child in answer["children"]]
+
+
+def merge_partitions(
+    endpoint: str, database: str, container: str, range_ids: list[str] | None = None
+) -> str:
+    """Merge adjacent physical partitions of a container into one now, as Azure's merge does
+    (``range_ids``: two or more adjacent ranges; None: the two adjacent ranges holding the
+    fewest documents together). Returns the merged range's id; the merged ranges' ids answer
+    410 / 1002 from then on, and /pkranges lists the merged range with them in its
+    ``parents``."""
+    body: dict[str, Any] = {} if range_ids is None else {"rangeIds": [str(r) for r in range_ids]}
+    answer = control(endpoint, "POST", f"{_route(database, container)}/merge", body)
+    return str(answer["merged"])

@@ -1,16 +1,21 @@
 """Start / stop the local Cosmos DB endpoint (``node funcstack/cosmos/server.js``).
 
 The endpoint is the npm package ``@vercel/cosmosdb-server`` 1.0.1 extended at start-up
-(atomic batch, incremental change feed, TTL, 404/409/412, physical partitions and their
-splits, keep-alive); the unmodified ``azure-cosmos`` SDK talks to it over HTTPS with
-``connection_verify=False``. ``CosmosEndpoint`` also reaches its local-only routes (fault
-injection, a container's physical partitions and a live split: ``_control.py``).
+(atomic batch, the change feed in both modes, TTL, 404/409/412, physical partitions, their
+splits and merges, keep-alive); the unmodified ``azure-cosmos`` SDK talks to it over HTTPS,
+verifying its certificate: one signed by funcstack's local certificate authority (``_tls.py``),
+trusted through the environment funcstack gives what it starts (``LocalTls.environment()``) or
+``CosmosEndpoint.client_options()``. Its address is ``https://[::ffff:127.0.0.1]:<port>/``
+(127.0.0.1, IPv4-mapped), which azure-cosmos verifies where it would not verify 127.0.0.1.
+``CosmosEndpoint`` also reaches its local-only routes (fault injection, a container's
+physical partitions, a live split or merge: ``_control.py``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
 import subprocess
 import threading
 import time
@@ -31,9 +36,11 @@ from funcstack._processes import (
 from funcstack.cosmos._control import (
     PhysicalPartition,
     control,
+    merge_partitions,
     physical_partitions,
     split_partition,
 )
+from funcstack.cosmos._tls import ADDRESS, LocalTls, local_tls
 from funcstack.starts import record_start
 
 logger = logging.getLogger(__name__)
@@ -59,7 +66,12 @@ class CosmosStartError(RuntimeError):
 @dataclass(frozen=True)
 class CosmosEndpoint:
     """A running local endpoint process. Without a state directory, state is in memory only:
-    ``stop()`` loses it."""
+    ``stop()`` loses it.
+
+    ``verify_tls``: whether a client's default trust store verifies its certificate (False:
+    it is signed by funcstack's local authority, ``tls``, which a process trusts through
+    ``tls.environment()``, an azure-cosmos client through ``client_options()``, any other
+    client through ``tls.ca_file``)."""
 
     endpoint: str
     key: str
@@ -67,10 +79,26 @@ class CosmosEndpoint:
     process: subprocess.Popen[bytes]
     port: int = 0
     _log: IO[bytes] | None = field(default=None, repr=False, compare=False)
+    #: funcstack's local certificate authority and the endpoint's certificate (None: plain
+    #: HTTP, or a certificate given to ``start_cosmos``).
+    tls: LocalTls | None = None
 
     @property
     def connection_string(self) -> str:
         return f"AccountEndpoint={self.endpoint};AccountKey={self.key};"
+
+    def client_options(self) -> dict[str, Any]:
+        """The keyword arguments that make an azure-cosmos client (sync or aio) verify the
+        endpoint's certificate in a process whose environment does not trust funcstack's
+        authority (``tls.environment()`` is that trust: what funcstack gives the hosts and
+        processes it starts): ``CosmosClient(endpoint.endpoint, endpoint.key,
+        **endpoint.client_options())``. An ``ssl_config`` naming the authority (it verifies
+        the endpoint under any of its names, 127.0.0.1 and localhost too; the aio client then
+        opens a connection per request: ``_tls.py``); ``connection_verify=verify_tls`` when
+        the endpoint has no certificate of funcstack's."""
+        if self.tls is None:
+            return {"connection_verify": self.verify_tls}
+        return self.tls.client_options()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate (SIGTERM), wait, kill on timeout. Idempotent."""
@@ -128,6 +156,15 @@ class CosmosEndpoint:
         their ``parents``. CosmosControlError names a missing container or range."""
         return split_partition(self.endpoint, database, container, range_id)
 
+    def merge(self, database: str, container: str, range_ids: list[str] | None = None) -> str:
+        """Merge adjacent physical partitions of a container into one now, as Azure's merge
+        does (``range_ids``: two or more adjacent ranges; None: the two adjacent ranges holding
+        the fewest documents together); returns the merged range's id. Requests naming a
+        merged range answer 410 with sub-status 1002 from then on, and /pkranges lists the
+        merged range with them in its ``parents``; its LSN goes on from the highest of theirs.
+        CosmosControlError names a missing container or range, or ranges not adjacent."""
+        return merge_partitions(self.endpoint, database, container, range_ids)
+
     def stats(self, *, collect: bool = False) -> dict[str, Any]:
         """What the endpoint holds and how late its main thread runs (local only):
         ``memory`` (``rss``, its process's resident set, and ``heapUsed``, ``heapTotal``,
@@ -152,6 +189,29 @@ class CosmosEndpoint:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+#: The hosts azure-cosmos does not verify (it turns verification off for them, per request).
+UNVERIFIED_HOSTS = frozenset({"127.0.0.1", "localhost"})
+
+
+def _named(endpoint: str, host: str, port: int) -> str:
+    """The address the endpoint is given as: ``https://[::ffff:127.0.0.1]:<port>/`` when it
+    listens on 127.0.0.1 (or localhost), which azure-cosmos verifies (``_tls.py``); the one it
+    listens on when that address cannot be reached (no IPv6 in this kernel), said in the log."""
+    if host not in UNVERIFIED_HOSTS:
+        return endpoint
+    try:
+        with socket.create_connection((ADDRESS, port), timeout=2.0):
+            pass
+    except OSError as exc:
+        logger.warning(
+            "the cosmos endpoint cannot be reached at [%s]:%s (%s): it is named %s, for which "
+            "azure-cosmos turns TLS verification off (docs/cosmos.md, Certificate)",
+            ADDRESS, port, exc, endpoint,
+        )  # fmt: skip
+        return endpoint
+    return f"https://[{ADDRESS}]:{port}/"
 
 
 def start_cosmos(
@@ -190,8 +250,12 @@ def start_cosmos(
         str(port),
         *(extra_args or []),
     ]
+    local: LocalTls | None = None
     if tls is not None:
         cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
+    elif "--no-ssl" not in (extra_args or []):
+        local = local_tls([host])  # a certificate a client can trust and verify
+        cmd += ["--cert", str(local.cert_file), "--key", str(local.key_file)]
     if state_dir is None and state_file is not None:
         state_dir = state_file.with_suffix("") if state_file.suffix == ".json" else state_file
     if state_dir is not None:
@@ -212,6 +276,28 @@ def start_cosmos(
         **OWN_PROCESS_GROUP,
     )
     record_start("cosmos", process.pid, identity=state_dir or port or None)
+    ready = _await_ready(process, log, log_path, timeout)
+    address = str(ready["endpoint"])
+    endpoint = CosmosEndpoint(
+        endpoint=_named(address, host, int(str(ready["port"]))) if local else address,
+        key=EMULATOR_KEY,
+        verify_tls=False,
+        process=process,
+        port=int(str(ready["port"])),
+        _log=log,
+        tls=local,
+    )
+    logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
+    note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
+    return endpoint
+
+
+def _await_ready(
+    process: subprocess.Popen[bytes], log: IO[bytes] | None, log_path: Path | None, timeout: float
+) -> dict[str, object]:
+    """The endpoint's ready line; CosmosStartError (the endpoint stopped, its log closed) when
+    it is not ready within ``timeout``, saying how it exited, what it wrote instead and the
+    last lines of its log."""
     ready: dict[str, object] = {}
     assert process.stdout is not None
     stdout = process.stdout
@@ -249,14 +335,4 @@ def start_cosmos(
             + ")"
             + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
         )
-    endpoint = CosmosEndpoint(
-        endpoint=str(ready["endpoint"]),
-        key=EMULATOR_KEY,
-        verify_tls=False,
-        process=process,
-        port=int(str(ready["port"])),
-        _log=log,
-    )
-    logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
-    note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
-    return endpoint
+    return ready

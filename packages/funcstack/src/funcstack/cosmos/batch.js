@@ -12,7 +12,7 @@
 const { CosmosError, badRequest, send } = require("./responses");
 const { header, isTrue, headerPartitionKey } = require("./requests");
 const { opCreate, opReplace, opUpsert, opRead, opDelete, opPatch } = require("./documents");
-const globalLsn = require("./lsn");
+const { Write } = require("./lsn");
 
 const MAX_BATCH_OPERATIONS = 100;
 const MAX_BATCH_BYTES = 2 * 1024 * 1024;
@@ -25,7 +25,7 @@ function handleBatch(req, res, store, ops) {
   }
   const pk = headerPartitionKey(req);
   const atomic = isTrue(req, "x-ms-cosmos-batch-atomic") || header(req, "x-ms-cosmos-batch-atomic") === undefined;
-  const lsn = globalLsn.next(); // one transaction = one LSN, like the service
+  const write = new Write(store.collection); // one transaction = one LSN, like the service
   const results = [];
   const undos = [];
   let failedIndex = -1;
@@ -40,22 +40,22 @@ function handleBatch(req, res, store, ops) {
       const type = String(op.operationType || "");
       switch (type) {
         case "Create":
-          r = opCreate(store, op.resourceBody, pk, lsn);
+          r = opCreate(store, op.resourceBody, pk, write);
           break;
         case "Upsert":
-          r = opUpsert(store, op.resourceBody, pk, op.ifMatch, lsn);
+          r = opUpsert(store, op.resourceBody, pk, op.ifMatch, write);
           break;
         case "Replace":
-          r = opReplace(store, op.id, op.resourceBody, pk, op.ifMatch, lsn);
+          r = opReplace(store, op.id, op.resourceBody, pk, op.ifMatch, write);
           break;
         case "Read":
           r = opRead(store, op.id, pk, op.ifNoneMatch);
           break;
         case "Delete":
-          r = opDelete(store, op.id, pk, op.ifMatch);
+          r = opDelete(store, op.id, pk, op.ifMatch, write);
           break;
         case "Patch":
-          r = opPatch(store, op.id, op.resourceBody, pk, op.ifMatch, lsn);
+          r = opPatch(store, op.id, op.resourceBody, pk, op.ifMatch, write);
           break;
         default:
           throw badRequest(`Operation type '${type}' is not supported in Batch.`);
@@ -76,6 +76,7 @@ function handleBatch(req, res, store, ops) {
         failedIndex = i;
         // roll back everything applied so far, newest first, and mark earlier ops 424
         for (let j = undos.length - 1; j >= 0; j -= 1) undos[j]();
+        write.undo(); // nothing of it is kept, nor its LSN
         for (let j = 0; j < i; j += 1) results[j] = { statusCode: 424, requestCharge: 0 };
       }
     }

@@ -7,8 +7,9 @@
  * document, 412 for a stale If-Match, 400 for an invalid body, id or ttl and for a body whose
  * partition key is not the header's (sub-status 1001).
  *
- * Each operation works on a Store (store.js) and returns {statusCode, doc, undo}: `undo`
- * puts the previous version back, which the transactional batch (batch.js) uses to roll back.
+ * Each operation works on a Store (store.js) as a part of a write (`write`, lsn.js: its LSN in
+ * the range the document lands in) and returns {statusCode, doc, undo}: `undo` puts the
+ * previous version back, which the transactional batch (batch.js) uses to roll back.
  */
 
 const { CosmosError, notFound, conflict, preconditionFailed, badRequest } = require("./responses");
@@ -46,15 +47,15 @@ function keyFor(store, body, pk) {
   return pk !== null ? storeKey(pk) : storeKey(docPartitionComponents(store.colData, body));
 }
 
-function opCreate(store, body, pk, lsn) {
+function opCreate(store, body, pk, write) {
   validateBody(body);
   checkPartition(store, body, pk);
   const key = keyFor(store, body, pk);
   if (store.get(body.id, key)) throw conflict();
-  return { statusCode: 201, doc: store.insert(body, lsn), undo: () => store.restore(body.id, key, null) };
+  return { statusCode: 201, doc: store.insert(body, write), undo: () => store.restore(body.id, key, null) };
 }
 
-function opReplace(store, id, body, pk, ifMatch, lsn) {
+function opReplace(store, id, body, pk, ifMatch, write) {
   validateBody(body);
   checkPartition(store, body, pk);
   const key = keyFor(store, body, pk);
@@ -63,13 +64,13 @@ function opReplace(store, id, body, pk, ifMatch, lsn) {
   if (!old) throw notFound();
   if (ifMatch && unquote(ifMatch) !== unquote(old._etag)) throw preconditionFailed();
   if (target === body.id) {
-    return { statusCode: 200, doc: store.overwrite(body, old, lsn), undo: () => store.restore(body.id, key, old) };
+    return { statusCode: 200, doc: store.overwrite(body, old, write), undo: () => store.restore(body.id, key, old) };
   }
   // an id is not immutable: a replace whose body names another id renames the document
   // (409 when that id is taken in the partition); the partition key cannot change
   if (store.get(body.id, key)) throw conflict();
-  store.remove(old);
-  const doc = store.insert(body, lsn);
+  store.remove(old, write);
+  const doc = store.insert(body, write);
   return {
     statusCode: 200,
     doc,
@@ -80,16 +81,16 @@ function opReplace(store, id, body, pk, ifMatch, lsn) {
   };
 }
 
-function opUpsert(store, body, pk, ifMatch, lsn) {
+function opUpsert(store, body, pk, ifMatch, write) {
   validateBody(body);
   checkPartition(store, body, pk);
   const key = keyFor(store, body, pk);
   const old = store.get(body.id, key);
   if (ifMatch && (!old || unquote(ifMatch) !== unquote(old._etag))) throw preconditionFailed();
   if (old) {
-    return { statusCode: 200, doc: store.overwrite(body, old, lsn), undo: () => store.restore(body.id, key, old) };
+    return { statusCode: 200, doc: store.overwrite(body, old, write), undo: () => store.restore(body.id, key, old) };
   }
-  return { statusCode: 201, doc: store.insert(body, lsn), undo: () => store.restore(body.id, key, null) };
+  return { statusCode: 201, doc: store.insert(body, write), undo: () => store.restore(body.id, key, null) };
 }
 
 function opRead(store, id, pk, ifNoneMatch) {
@@ -101,16 +102,16 @@ function opRead(store, id, pk, ifNoneMatch) {
   return { statusCode: 200, doc, undo: () => {} };
 }
 
-function opDelete(store, id, pk, ifMatch) {
+function opDelete(store, id, pk, ifMatch, write) {
   const key = storeKey(pk);
   const old = store.get(id, key);
   if (!old) throw notFound();
   if (ifMatch && unquote(ifMatch) !== unquote(old._etag)) throw preconditionFailed();
-  store.remove(old);
+  store.remove(old, write);
   return { statusCode: 204, doc: undefined, undo: () => store.restore(id, key, old) };
 }
 
-function opPatch(store, id, patch, pk, ifMatch, lsn) {
+function opPatch(store, id, patch, pk, ifMatch, write) {
   const key = storeKey(pk);
   const old = store.get(id, key);
   if (!old) throw notFound();
@@ -127,7 +128,7 @@ function opPatch(store, id, patch, pk, ifMatch, lsn) {
       throw new CosmosError(412, "PreconditionFailed", "Condition specified in the patch request is not satisfied.");
     }
   }
-  const result = store.applyPatch(id, key, operations, lsn);
+  const result = store.applyPatch(id, key, operations, write);
   if (result.statusCode >= 400) {
     const body = result.body || {};
     throw new CosmosError(result.statusCode, body.code || "BadRequest", body.message || "patch failed");

@@ -3,13 +3,16 @@
  * Indexes of a container's documents for the local Cosmos DB endpoint (store.js), so that the
  * paths a running app takes all the time cost what they touch, not what the container holds:
  *
- *   - the LSN index: the container's writes in LSN order, (lsn, _rid) per written version.
- *     The service serves a partition's change feed from its log by position (the continuation
- *     is an LSN, Microsoft.Azure.Cosmos's ChangeFeedStartFrom / the etag of a page): a read
- *     from a continuation looks the position up (binary search) and walks forward over what
- *     was written since, never over the whole container. An entry is live while the document
+ *   - the LSN index, one per physical partition (partition key range: each has its own LSNs,
+ *     lsn.js): the range's writes in LSN order, (lsn, _rid) per written version. The service
+ *     serves a partition's change feed from its log by position (the continuation is an LSN,
+ *     Microsoft.Azure.Cosmos's ChangeFeedStartFrom / the etag of a page): a read from a
+ *     continuation looks the position up (binary search) and walks forward over what was
+ *     written since, never over the whole container. An entry is live while the document
  *     with that _rid still carries that LSN; the others (older versions, deleted documents)
- *     are skipped and dropped once they outnumber the documents (amortised, in one pass);
+ *     are skipped and dropped once they outnumber the live ones (amortised, in one pass). A
+ *     split or a merge builds them again for the ranges that replaced the old (`forget`):
+ *     each document lands in its range's index with the LSN it was written with;
  *   - the expiry index: a min-heap of (expiry time, _rid, lsn) of every version with a time to
  *     live, which the TTL sweep (ttl.js) pops instead of reading every document every second,
  *     as the service's background TTL deletion works through what has expired;
@@ -54,6 +57,7 @@ class LsnIndex {
   constructor() {
     this.lsns = [];
     this.rids = [];
+    this.floor = 0; // entries after the last build or compaction: all live then
   }
 
   get size() {
@@ -94,9 +98,9 @@ class LsnIndex {
     }
   }
 
-  /** Drop what is no longer live once it outnumbers the `liveCount` documents. */
-  compact(liveCount, live) {
-    if (this.lsns.length <= 2 * liveCount + SLACK) return;
+  /** Drop what is no longer live once the entries are twice what was live at the last pass. */
+  compact(live) {
+    if (this.lsns.length <= 2 * this.floor + SLACK) return;
     const lsns = [];
     const rids = [];
     for (let i = 0; i < this.lsns.length; i += 1) {
@@ -106,6 +110,7 @@ class LsnIndex {
     }
     this.lsns = lsns;
     this.rids = rids;
+    this.floor = lsns.length;
   }
 }
 
@@ -211,14 +216,15 @@ class ExpiryHeap {
 class ContainerIndex {
   /**
    * `docs` is the package's documents of the container (its `_data` map: _rid -> item);
-   * `versions` = {lsn(item), expiresAt(item), partition(item)}: the LSN of the version an item
-   * holds, when it expires (ms, or null) and its partition index key, read without parsing a
-   * document kept across a restart.
+   * `versions` = {lsn(item), range(item), expiresAt(item), partition(item)}: the LSN of the
+   * version an item holds, the id of the range (physical partition) holding it, when it
+   * expires (ms, or null) and its partition index key, read without parsing a document kept
+   * across a restart.
    */
   constructor(docs, versions, defaultTtl) {
     this.docs = docs;
     this.versions = versions;
-    this.lsn = new LsnIndex();
+    this.byRange = new Map(); // range id -> LsnIndex
     this.expiry = new ExpiryHeap();
     // key -> _rid, or a Set of _rids when more than one; built when first asked for (a
     // restart does not pay for it before the first query scoped to a partition)
@@ -229,12 +235,29 @@ class ContainerIndex {
       const item = docs._data.get(rid);
       return item && versions.lsn(item) === lsn ? item : null;
     };
-    const rids = [...docs._data.keys()];
-    const lsns = rids.map(rid => versions.lsn(docs._data.get(rid)));
-    // stored in the order of their last write: nearly sorted already
-    const order = rids.map((_, i) => i).sort((a, b) => lsns[a] - lsns[b]);
-    for (const i of order) this.lsn.add(lsns[i], rids[i]);
+    const groups = new Map(); // range id -> [rids, lsns]
+    for (const [rid, item] of docs._data) {
+      const range = versions.range(item);
+      let group = groups.get(range);
+      if (!group) groups.set(range, (group = [[], []]));
+      group[0].push(rid);
+      group[1].push(versions.lsn(item));
+    }
+    for (const [range, [rids, lsns]] of groups) {
+      // stored in the order of their last write: nearly sorted already
+      const order = rids.map((_, i) => i).sort((a, b) => lsns[a] - lsns[b]);
+      const index = this.rangeIndex(range);
+      for (const i of order) index.add(lsns[i], rids[i]);
+      index.floor = index.size;
+    }
     this.rebuildExpiry(defaultTtl);
+  }
+
+  /** The LSN index of a range (empty until its first write). */
+  rangeIndex(rangeId) {
+    let index = this.byRange.get(rangeId);
+    if (!index) this.byRange.set(rangeId, (index = new LsnIndex()));
+    return index;
   }
 
   enter(key, rid) {
@@ -289,16 +312,20 @@ class ContainerIndex {
     }).size;
   }
 
-  /** The items of the live versions written after `sinceLsn`, in LSN order. */
-  changedSince(sinceLsn) {
-    return this.lsn.since(sinceLsn, this.live);
+  /** The items of the live versions written in the range `rangeId` after `sinceLsn`, in LSN order. */
+  changedSince(rangeId, sinceLsn) {
+    return this.rangeIndex(rangeId).since(sinceLsn, this.live);
   }
 
-  /** A version was written (or put back); `at` is its expiry time or null, `key` its partition's. */
-  written(lsn, rid, at, key) {
-    this.lsn.add(lsn, rid);
+  /**
+   * A version was written (or put back) in the range `rangeId`; `at` is its expiry time or
+   * null, `key` its partition's.
+   */
+  written(lsn, rid, at, key, rangeId) {
+    const index = this.rangeIndex(rangeId);
+    index.add(lsn, rid);
     this.enter(key, rid);
-    this.lsn.compact(this.docs._data.size, this.live);
+    index.compact(this.live);
     if (at !== null) {
       this.expiry.push(at, rid, lsn);
       if (this.expiry.size > 2 * this.docs._data.size + SLACK) this.expiry.filter(this.live);
@@ -325,4 +352,9 @@ function indexOf(collection, versions) {
   return index;
 }
 
-module.exports = { indexOf, LsnIndex, ExpiryHeap };
+/** Build a container's indexes again at their next use (its ranges were split or merged). */
+function forget(collection) {
+  byCollection.delete(collection);
+}
+
+module.exports = { indexOf, forget, LsnIndex, ExpiryHeap };

@@ -14,7 +14,8 @@
  *                  ids.js), lib/routes (the package's own routes, passthrough.js),
  *                  lib/utils/get-value (the unique-key values the package indexes by,
  *                  store.js), lib/handler/_patch-operations (patchOperation, store.js),
- *                  the engine's lib/parser.js source (sqlparser.js adds PEG.js's cache to it);
+ *                  the engine's lib/parser.js source (sqlparser.js adds PEG.js's cache to it)
+ *                  and its lib/aggregate-functions (sqlsemantics.js replaces its AVG);
  *   the model      Items (documents, collections, databases): `_data` (Map _rid -> item,
  *                  each with read()), `_index`, `_ridCount`, `_set`, `_item`, `_getId`,
  *                  `_getPartition`, `_getPartitionKeyPath`, `_uniqueKeyPaths`, `_parent`, `_getQuery`,
@@ -141,8 +142,19 @@ function find(node, type) {
 
 /** The engine's syntax tree, UDF calls, order items and continuation token as used here. */
 function checkEngine() {
-  const { queryEngine } = require("./sqlparser"); // eslint-disable-line global-require
+  const { queryEngine, aggregateFunctions } = require("./sqlparser"); // eslint-disable-line global-require
   const engine = queryEngine();
+  const aggregates = aggregateFunctions();
+  expect(["AVG", "COUNT", "SUM", "MIN", "MAX"].every(name => isFn(aggregates[name])) &&
+    engine("SELECT VALUE AVG(c.n) FROM c").exec([{ n: 1 }, { n: 3 }]).result[0] === 2 && (() => {
+    const avg = aggregates.AVG;
+    aggregates.AVG = () => "probe";
+    try {
+      return engine("SELECT VALUE AVG(c.n) FROM c").exec([{ n: 1 }]).result[0] === "probe";
+    } finally {
+      aggregates.AVG = avg;
+    }
+  })(), `${ENGINE}'s lib/aggregate-functions: not the object its code calls AVG on (sqlsemantics.js)`);
   expect(isFn(engine), `${ENGINE}: no query function as its default export`);
   const q = engine("SELECT TOP 5 c.a FROM c JOIN t IN c.tags WHERE c.x = 1 AND c.y IN (1, @p) AND " +
     "c.z BETWEEN 1 AND 2 AND NOT IS_DEFINED(c.w) AND udf.f(c['v']) ORDER BY c.a DESC");

@@ -1,39 +1,61 @@
 "use strict";
 /*
- * The account's log sequence number (LSN), for the local Cosmos DB endpoint (server.js).
+ * Log sequence numbers (LSNs) of the local Cosmos DB endpoint's writes (server.js), as the
+ * service numbers them: each physical partition (partition key range) has its own sequence
+ * (ranges.js keeps each range's latest). A write advances the LSN of the range it lands in,
+ * once: every operation of one transactional batch shares one LSN and one time (`_ts`, the
+ * all-versions feed's `crts`), as one commit, even when the batch runs across a second's
+ * boundary; a delete is a write too, and so is a time-to-live expiry. What reads LSNs: each
+ * version's `_lsn` (store.js), the change feed's continuation (`etag: "<lsn>"` of the range
+ * read), the session token and the `lsn` / `x-ms-global-committed-lsn` headers of an answer
+ * (the range's latest: responses.js), the estimators that subtract them (.NET's
+ * ChangeFeedEstimatorIterator, KEDA's scaler, cosmos-changefeed's).
  *
- * As the service does, every write advances it (all operations of one transactional batch
- * share one LSN, a delete is a write too); every document response carries it (`lsn`, and the
- * session token `x-ms-session-token: 0:-1#<lsn>`), the change feed's continuation is an LSN
- * (`etag: "<lsn>"`) and the state file keeps it across restarts. This module is the only
- * place the counter lives: one per process, shared by every room that reads or advances it.
- * A write's time is its LSN's too (`timeOf`): the documents of one transactional batch share
- * one `_ts`, as one commit, even when the batch runs across a second's boundary.
+ * `Write` is one request's write: it takes an LSN from a range when it first writes there and
+ * can give them back (a transactional batch that failed: nothing of it is kept, nor its LSN).
  */
 
-let value = 0;
-let issuedAt = 0;
+const { rangeLsn, setRangeLsn } = require("./ranges");
 
-/** The latest LSN (the one a read answers with). */
-function current() {
-  return value;
+class Write {
+  /** A write to the container `owner` (the package's collection); `ttlExpired`: a TTL delete. */
+  constructor(owner, { ttlExpired = false } = {}) {
+    this.owner = owner;
+    this.ttlExpired = ttlExpired;
+    this.lsns = new Map(); // range id -> this write's LSN there
+    this.before = new Map(); // range id -> the range's LSN before
+    this.at = 0; // when it was written (ms), taken with its first LSN
+    this.undos = []; // what else it recorded (the all-versions log), undone with it
+  }
+
+  /** This write's LSN in the range `rangeId`: that range's next, taken once. */
+  lsnIn(rangeId) {
+    let lsn = this.lsns.get(rangeId);
+    if (lsn === undefined) {
+      const was = rangeLsn(this.owner, rangeId);
+      this.before.set(rangeId, was);
+      lsn = was + 1;
+      setRangeLsn(this.owner, rangeId, lsn);
+      this.lsns.set(rangeId, lsn);
+      if (!this.at) this.at = Date.now();
+    }
+    return lsn;
+  }
+
+  /** When it was written (ms): one time for all it wrote. */
+  time() {
+    if (!this.at) this.at = Date.now();
+    return this.at;
+  }
+
+  /** Give its LSNs back and undo what it recorded (a transactional batch that failed). */
+  undo() {
+    for (let i = this.undos.length - 1; i >= 0; i -= 1) this.undos[i]();
+    this.undos = [];
+    for (const [rangeId, was] of this.before) setRangeLsn(this.owner, rangeId, was);
+    this.before.clear();
+    this.lsns.clear();
+  }
 }
 
-/** Advance for a write and return the write's own LSN. */
-function next() {
-  value += 1;
-  issuedAt = Date.now();
-  return value;
-}
-
-/** When `lsn`'s write happened, in ms: when it was issued if it is the latest, else now. */
-function timeOf(lsn) {
-  return lsn === value && issuedAt ? issuedAt : Date.now();
-}
-
-/** Start from a restored snapshot's LSN. */
-function set(lsn) {
-  value = lsn;
-}
-
-module.exports = { current, next, set, timeOf };
+module.exports = { Write };

@@ -16,41 +16,13 @@
  *   - the partition key header (`x-ms-documentdb-partitionkey`).
  * A document operation lands in the range that holds its key's EPK; responses name the
  * range(s) a request read or wrote (`x-ms-documentdb-partitionkeyrangeid` when one, and the
- * session token, one "<range>:-1#<lsn>" per range).
+ * session token, one "<range>:-1#<lsn>" per range, each with that range's own LSN). A
+ * document's EPK is store.js's (the store places and indexes documents by it).
  */
 
-const { effectivePartitionKeyV1, effectivePartitionKeyV2 } = require("./epk");
 const { header, headerPartitionKey } = require("./requests");
-const { docPartitionComponents, sameComponents } = require("./store");
-const { liveRange, liveRanges, rangeOfEpk, overlapping } = require("./ranges");
-
-function keyEpk(colData, components) {
-  const comps = components.map(v => (v === undefined ? {} : v));
-  // a container created with partitionKey.version 1 hashes its keys with V1
-  if ((colData.partitionKey || {}).version === 1) return effectivePartitionKeyV1(comps);
-  return effectivePartitionKeyV2(comps);
-}
-
-/**
- * A document's EPK, kept on the stored version (store.js StoredDocument) once computed: a
- * version's partition key never changes, nor its container's hash version.
- */
-function itemEpk(colData, item) {
-  if (item.epk === null) item.epk = keyEpk(colData, item.components());
-  return item.epk;
-}
-
-/** A document's EPK (an object read from the store: its stored version keeps it). */
-function docEpk(colData, doc) {
-  if (doc.__stored) return itemEpk(colData, doc.__stored);
-  const components = docPartitionComponents(colData, doc);
-  const key = `${(colData.partitionKey || {}).version === 1 ? 1 : 2}${JSON.stringify(components)}`;
-  const cached = doc.__epk;
-  if (cached && cached.key === key) return cached.epk;
-  const epk = keyEpk(colData, components);
-  Object.defineProperty(doc, "__epk", { value: { key, epk }, enumerable: false, configurable: true, writable: true });
-  return epk;
-}
+const { docPartitionComponents, sameComponents, keyEpk, itemEpk, docEpk } = require("./store");
+const { liveRange, liveRanges, rangeOfEpk, overlapping, rangeLsn } = require("./ranges");
 
 /** The EPK range a request is scoped to (a feed range), or null for the whole container. */
 function epkScope(req) {
@@ -115,10 +87,11 @@ function rangeOfKey(store, components) {
 
 /**
  * Name the range(s) a request works on in its answer: `x-ms-documentdb-partitionkeyrangeid`
- * when it is one, and the session token of each (responses.js).
+ * when it is one, and, read when the answer is sent (after the write), each one's latest LSN
+ * for its session token (responses.js). `owner` is the package's collection.
  */
-function answerFor(res, ranges) {
-  res.partitionKeyRangeIds = ranges.map(r => r.id);
+function answerFor(res, owner, ranges) {
+  res.rangeLsns = () => ranges.map(r => [r.id, rangeLsn(owner, r.id)]);
   if (ranges.length === 1) res.setHeader("x-ms-documentdb-partitionkeyrangeid", ranges[0].id);
   else res.removeHeader("x-ms-documentdb-partitionkeyrangeid");
 }

@@ -6,8 +6,9 @@
  * its process is killed (SIGKILL included), as a write the service acknowledged is durable
  * (its replica set commits a write with a majority quorum before answering: "Global data
  * distribution with Azure Cosmos DB - under the hood", learn.microsoft.com).
- * Kept: every database, container (settings) and live document with its LSN and modification
- * time, the offers, the account's LSN and the counters that make resource ids, so the same
+ * Kept: every database, container (settings, physical partitions and each one's LSN) and live
+ * document with its LSN and modification time, the offers and the counters that make resource
+ * ids, so the same
  * _rid / _self / _etag values come back (the SDK's change feed continuations and the
  * Functions trigger's leases name a container by its _rid). Not kept: UDFs.
  *
@@ -15,7 +16,7 @@
  * journal (write(2)) before its answer is sent; the answer waits for nothing else, so a
  * write costs the same whatever the endpoint holds. store.js reports each document version
  * written or removed (`observe`); at the answer the journal gets the latest version of each
- * (or its absence), the container's resource-id counter and the LSN, and, after a request
+ * (or its absence), the container's resource-id counter and its ranges' LSNs, and, after a request
  * that may change databases, containers or offers (any method but GET / HEAD outside
  * .../docs), the account's metadata when it changed. When the journal has grown past
  * max(64 MB, half the snapshot) (or --state-compact-bytes N, when given), a new snapshot is
@@ -42,7 +43,7 @@ const {
   docPartitionComponents
 } = require("./store");
 const { pathSegments } = require("./requests");
-const globalLsn = require("./lsn");
+const { STATE, rangesOf, startLsnsAt } = require("./ranges");
 
 /** The journal's size that starts a compaction (a snapshot), unless the snapshot's half is more. */
 const COMPACT_MIN_BYTES = 64 * 1024 * 1024;
@@ -90,7 +91,7 @@ class Replay {
   }
 
   header(header) {
-    this.lsn = header.lsn;
+    this.lsn = header.lsn || 0; // the account's one LSN, in a state kept before ranges had theirs
     this.applyMeta(header.meta);
   }
 
@@ -99,10 +100,14 @@ class Replay {
     for (const d of meta.dbs) {
       for (const c of d.colls) {
         const kept = this.cols.get(c.body._rid);
+        const lsns = (c.body[STATE] && c.body[STATE].lsns) || null;
         if (kept) {
           kept.ridCount = Math.max(kept.ridCount, c.ridCount);
           kept.body = c.body;
-        } else this.cols.set(c.body._rid, { ridCount: c.ridCount, base: [], changed: new Map(), body: c.body });
+          if (lsns) kept.lsns = lsns;
+        } else {
+          this.cols.set(c.body._rid, { ridCount: c.ridCount, base: [], changed: new Map(), body: c.body, lsns });
+        }
       }
     }
     for (const rid of this.cols.keys()) if (!rids.has(rid)) this.cols.delete(rid);
@@ -154,12 +159,16 @@ class Replay {
       kept.changed.delete(rid);
       kept.changed.set(rid, null);
     }
+    // each range's LSN after the commit ({container: {range: lsn}})
+    for (const [colRid, lsns] of Object.entries(record.r || {})) {
+      const kept = this.cols.get(colRid);
+      if (kept) kept.lsns = lsns;
+    }
     this.lsn = Math.max(this.lsn, record.l || 0);
   }
 
   /** Put the state into a new account; returns the number of documents. */
   build(account) {
-    globalLsn.set(this.lsn);
     const meta = this.meta;
     if (!meta) return 0;
     account.databases._ridCount = meta.ridCount;
@@ -180,6 +189,8 @@ class Replay {
         for (const item of base) if (!changed.has(item.rid)) setKept(docs, item);
         for (const body of changed.values()) if (body) docs._set(body);
         keepAsText(colItem); // the journals' versions too
+        if (kept.lsns) rangesOf(colItem).lsns = { ...kept.lsns };
+        else startLsnsAt(colItem, this.lsn); // kept with the account's one LSN: each range from it
         indexes(colItem); // built now rather than by the first request
       }
     }
@@ -235,7 +246,6 @@ function restore(account, state) {
     throw new StateError(`unknown state file version ${JSON.stringify(state && state.version)}`);
   }
   const migrating = state.version === 1;
-  globalLsn.set(state.globalLsn);
   account.databases._ridCount = state.ridCount;
   if (!migrating) account.offers.restore(state.offers);
   for (const d of state.dbs) {
@@ -254,6 +264,7 @@ function restore(account, state) {
         colItem.documents._set(doc);
         stampAs(doc, x.lsn, x.mtime);
       }
+      startLsnsAt(colItem, state.globalLsn); // every range goes on from the account's one LSN
     }
   }
 }
@@ -306,7 +317,6 @@ class Kept {
     this.legacyFile = legacyFile;
     this.compactBytes = compactBytes;
     this.dirty = new Map(); // collection -> Set of document _rids changed since the last commit
-    this.lsn = 0;
     this.metaText = "";
     this.knownContainers = new Set();
   }
@@ -349,7 +359,6 @@ class Kept {
       }
     }
     this.remember(metaOf(account));
-    this.lsn = globalLsn.current();
     observe((collection, rid) => this.touch(collection, rid));
     const heap = Math.round(process.memoryUsage().heapUsed / 1048576);
     const used = process.cpuUsage(cpu);
@@ -364,7 +373,7 @@ class Kept {
   }
 
   header(account) {
-    return { lsn: globalLsn.current(), meta: metaOf(account) };
+    return { meta: metaOf(account) }; // each container's ranges keep their LSNs in its body
   }
 
   containers(account) {
@@ -382,9 +391,9 @@ class Kept {
    */
   commit(account, checkMeta) {
     if (!account) return;
-    const lsn = globalLsn.current();
     let needMeta = checkMeta;
     const counts = {};
+    const lsns = {};
     const puts = [];
     const dels = [];
     for (const [collection, rids] of this.dirty) {
@@ -392,6 +401,7 @@ class Kept {
       if (!col) continue;
       if (!this.knownContainers.has(col._rid)) needMeta = true;
       counts[col._rid] = collection.documents._ridCount;
+      if (col[STATE] && col[STATE].lsns) lsns[col._rid] = col[STATE].lsns;
       for (const rid of rids) {
         const item = collection.documents._data.get(rid);
         const stored = item && storedItem(collection.documents, item);
@@ -405,19 +415,20 @@ class Kept {
       const m = metaOf(account);
       if (JSON.stringify(m) !== this.metaText) meta = m;
     }
-    if (!puts.length && !dels.length && meta === null && lsn === this.lsn) {
+    if (!puts.length && !dels.length && meta === null) {
       this.dirty.clear();
       return;
     }
-    // {"l": lsn, "m": meta, "c": counts, "p": puts, "d": dels}, the absent ones left out
-    let line = `{"l":${lsn}`;
-    if (meta !== null) line += `,"m":${JSON.stringify(meta)}`;
-    if (puts.length || dels.length) line += `,"c":${JSON.stringify(counts)}`;
+    // {"m": meta, "c": counts, "r": ranges' LSNs, "p": puts, "d": dels}, the absent ones left
+    // out ("l", the account's one LSN, in journals written before ranges had theirs)
+    const parts = [];
+    if (meta !== null) parts.push(`"m":${JSON.stringify(meta)}`);
+    if (puts.length || dels.length) parts.push(`"c":${JSON.stringify(counts)}`, `"r":${JSON.stringify(lsns)}`);
+    let line = `{${parts.join(",")}`;
     if (puts.length) line += `,"p":[${puts.join(",")}]`;
     if (dels.length) line += `,"d":${JSON.stringify(dels)}`;
     this.dir.appendLine(`${line}}`); // throws: nothing is cleared, the next commit has it all
     this.dirty.clear();
-    this.lsn = lsn;
     if (meta !== null) this.remember(meta);
     this.maybeCompact(account);
   }

@@ -28,7 +28,8 @@ const { CosmosError, CROSS_PARTITION_QUERY_NOT_SERVABLE, badRequest, send } = re
 const { readJson, header, isTrue, headerPartitionKey } = require("./requests");
 const { answerFor, requestScope } = require("./partitions");
 const { liveRanges } = require("./ranges");
-const { runPage, runAll, runAggregate, runWhole, prepare, setBudget, budget } = require("./queryrun");
+const { runPage, runAll, runAggregate, runWhole, runSourceless, prepare, setBudget, budget } = require("./queryrun");
+const { NOT_JSON, holdsNotJson } = require("./queryengine");
 
 /** A continuation the client sent: ours (parsed), or null to start from the beginning. */
 function parseContinuation(raw) {
@@ -68,6 +69,7 @@ async function queryDocuments(store, body, req, scope, span, c) {
       : [{ name: aggregate.name.toUpperCase() }];
     for (const part of parts) part.text = `SELECT VALUE ${part.name}(${aggregate.argument}) ${aggregate.source}`;
     const r = await runAggregate(store, parts, { ...base, continuation: c, partial: true });
+    if (holdsNotJson(r.values)) throw badRequest(NOT_JSON);
     const item = aggregate.name === "avg" ? { sum: r.values[0], count: r.values[1] } : r.values[0];
     // one row: the value the rewritten query selects, [{"item": value}]
     return { result: [[item === undefined ? {} : { item }]], continuation: r.continuation, metrics: r.metrics };
@@ -76,39 +78,24 @@ async function queryDocuments(store, body, req, scope, span, c) {
   if (headerPartitionKey(req) === null && shape.aggregateWithoutValue) {
     throw badRequest("Cross partition query only supports 'VALUE <AggregateFunc>' for aggregates.");
   }
-  const value = shape.distinct || shape.offset !== null ? null : valueAggregate(shape.query, parameters, badRequest);
-  if (value) {
-    const name = value.name.toUpperCase();
-    const parts = name === "AVG" ? [{ name: "SUM" }, { name: "COUNT" }] : [{ name }];
-    for (const part of parts) part.text = `SELECT VALUE ${part.name}(${value.argument}) ${value.source}`;
-    const r = await runAggregate(store, parts, { ...base, continuation: null, partial: false });
-    let v = r.values[0];
-    if (name === "AVG") v = r.values[1] > 0 && typeof r.values[0] === "number" ? r.values[0] / r.values[1] : undefined;
-    const top = /^\s*select\s+top\s+(\d+)\s/i.exec(shape.query);
-    const rows = v === undefined || (top && parseInt(top[1], 10) === 0) ? [] : [v];
-    return { result: rows, continuation: null, metrics: { ...r.metrics, output: rows.length } };
+  const once = await answeredAtOnce(store, shape, parameters, base);
+  if (once) {
+    const rows = cut(once.result, shape);
+    if (holdsNotJson(rows)) throw badRequest(NOT_JSON);
+    return { result: rows, continuation: null, metrics: { ...once.metrics, output: rows.length } };
   }
   if (!shape.distinct && shape.offset === null) {
-    if (prepare(shape.query).analysis.aggregates) {
-      const r = await runWhole(store, shape.query, base);
-      return { result: r.result, continuation: null, metrics: r.metrics };
-    }
-    return runPage(store, shape.query, { ...base, continuation: c, partial: true });
+    const page = await runPage(store, shape.query, { ...base, continuation: c, partial: true });
+    if (page.notJson && holdsNotJson(page.result)) throw badRequest(NOT_JSON);
+    return page;
   }
   // DISTINCT and OFFSET/LIMIT, which the package's engine does not parse, are applied to
   // the whole (ordered) result here; pages are cut from it with a continuation of our own.
   const all = await runAll(store, shape.query, base);
   let rows = all.result;
-  if (shape.distinct) {
-    const seen = new Set();
-    rows = rows.filter(row => {
-      const key = canonicalJson(row);
-      if (seen.has(key)) return false;
-      seen.add(key);
-      return true;
-    });
-  }
+  if (shape.distinct) rows = distinct(rows);
   if (shape.offset !== null) rows = rows.slice(shape.offset, shape.offset + shape.limit);
+  if (all.notJson && holdsNotJson(rows)) throw badRequest(NOT_JSON);
   const start = c && Number.isInteger(c.local) ? c.local : 0;
   const end = maxItemCount > 0 ? start + maxItemCount : rows.length;
   return {
@@ -116,6 +103,48 @@ async function queryDocuments(store, body, req, scope, span, c) {
     continuation: end < rows.length ? { local: end } : null,
     metrics: { ...all.metrics, output: Math.min(end, rows.length) - start }
   };
+}
+
+/**
+ * The rows of a query the engine answers in one go, or null: one without FROM (evaluated
+ * once, on nothing, as the service evaluates it: not once per document read), a `SELECT VALUE
+ * AGG(x)` (from partial results, queryrun.js) and aggregates in an object (over every document
+ * at once). Their TOP, DISTINCT and OFFSET LIMIT are applied to these rows (`cut`), not to the
+ * documents read. {result, metrics}: a row that held an infinity or NaN is the value itself (an
+ * aggregate's) or queryengine.js's mark for it, which `holdsNotJson` finds.
+ */
+async function answeredAtOnce(store, shape, parameters, base) {
+  if (!prepare(shape.query).query.ast.body.from) return runSourceless(store, shape.query, base);
+  const value = valueAggregate(shape.query, parameters, badRequest);
+  if (value) {
+    const name = value.name.toUpperCase();
+    const parts = name === "AVG" ? [{ name: "SUM" }, { name: "COUNT" }] : [{ name }];
+    for (const part of parts) part.text = `SELECT VALUE ${part.name}(${value.argument}) ${value.source}`;
+    const r = await runAggregate(store, parts, { ...base, continuation: null, partial: false });
+    let v = r.values[0];
+    if (name === "AVG") v = r.values[1] > 0 && typeof r.values[0] === "number" ? r.values[0] / r.values[1] : undefined;
+    return { result: v === undefined ? [] : [v], metrics: r.metrics };
+  }
+  if (prepare(shape.query).analysis.aggregates) return runWhole(store, shape.query, base);
+  return null;
+}
+
+/** Rows answered at once cut as the query's DISTINCT, OFFSET LIMIT and TOP say. */
+function cut(rows, shape) {
+  let out = shape.distinct ? distinct(rows) : rows;
+  if (shape.offset !== null) out = out.slice(shape.offset, shape.offset + shape.limit);
+  return shape.top !== null ? out.slice(0, shape.top) : out;
+}
+
+/** The rows without the repeats of one (DISTINCT: by value, the order of fields ignored). */
+function distinct(rows) {
+  const seen = new Set();
+  return rows.filter(row => {
+    const key = canonicalJson(row);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }
 
 /**
@@ -269,7 +298,7 @@ async function acrossRanges(req, res, store, body) {
     const after = live.find(r => r.minInclusive === max);
     if (after) continuation = { span: [after.minInclusive, after.maxExclusive], inner: null };
   }
-  answerFor(res, live.filter(r => r.minInclusive >= min && r.maxExclusive <= max));
+  answerFor(res, owner, live.filter(r => r.minInclusive >= min && r.maxExclusive <= max));
   return { ...page, continuation };
 }
 

@@ -62,7 +62,11 @@ function prepare(text) {
   } catch (err) {
     throw new Refused(err.message);
   }
-  p = { query, analysis, text, udf };
+  // rows that are stored documents (`SELECT *`, `SELECT VALUE c`) hold no infinity or NaN:
+  // `evaluate` does not look
+  const select = query.ast.body.select;
+  const stored = Boolean(select["*"]) || Boolean(select.value && select.value.type === "identifier");
+  p = { query, analysis, text, udf, stored };
   prepared.set(text, p);
   if (prepared.size > PREPARED_MAX) prepared.delete(prepared.keys().next().value);
   return p;
@@ -254,14 +258,53 @@ function callsUdf(task) {
   return texts.some(text => prepare(text).udf);
 }
 
-/** A task's result, or {error} when the engine refuses the query. */
+/** Whether a value holds no number JSON cannot carry (an infinity or NaN). */
+function finite(value) {
+  if (typeof value === "number") return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every(finite);
+  if (value !== null && typeof value === "object") {
+    for (const key in value) if (!finite(value[key])) return false;
+  }
+  return true;
+}
+
+/**
+ * What the service answers (400, sub-status 4001) to a query whose results hold an infinity or
+ * NaN (a division by zero), which JSON cannot carry (JSON.stringify would make it null).
+ */
+const NOT_JSON = "The response content contains a numeric value that cannot be represented in JSON " +
+  "(e.g. Infinity and NaN).";
+/** A row that held an infinity or NaN, in its place (rows cross threads as JSON). */
+const NOT_JSON_ROW = Object.freeze({ __funcstack_not_json__: true });
+
+/** Whether rows answered hold an infinity or NaN (or a row marked for one): the query's 400. */
+function holdsNotJson(rows) {
+  return rows.some(r => !finite(r) || (r !== null && typeof r === "object" && r.__funcstack_not_json__ === true));
+}
+
+/**
+ * A task's result, or {error} when the engine refuses the query. A row holding an infinity or
+ * NaN is answered as NOT_JSON_ROW, with `notJson` set: the query is refused (query.js) if such
+ * a row is among those answered once TOP, DISTINCT and OFFSET LIMIT have cut them (the service
+ * refuses what it would send). An aggregate's partial values keep theirs (they are cloned, not
+ * sent as JSON).
+ */
 function evaluate(task) {
+  let result;
   try {
-    return KINDS[task.kind](task);
+    result = KINDS[task.kind](task);
   } catch (err) {
     if (err instanceof Refused) return { error: err.message };
     throw err;
   }
+  if (task.text !== undefined && prepare(task.text).stored) return result;
+  for (const key of ["rows", "result"]) {
+    if (Array.isArray(result[key]) && !finite(result[key])) {
+      result[key] = result[key].map(row => (finite(row) ? row : NOT_JSON_ROW));
+      result.notJson = true;
+    }
+  }
+  return result;
 }
 
 module.exports = {
@@ -272,6 +315,8 @@ module.exports = {
   combined,
   positionOf,
   Refused,
+  NOT_JSON,
+  holdsNotJson,
   CHUNK,
   PAGE_BYTES
 };

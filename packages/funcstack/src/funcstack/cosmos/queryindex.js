@@ -21,7 +21,7 @@
  */
 
 const { below, above, rankOf, MIN_RID, MAX_RID } = require("./sortedkeys");
-const { MARK_NOT_IN, MARK_NOT_BETWEEN } = require("./sqlsemantics");
+const { MARK_NOT_IN, notBetween } = require("./sqlsemantics");
 
 const AGGREGATES = new Set(["COUNT", "SUM", "MIN", "MAX", "AVG"]);
 
@@ -147,7 +147,7 @@ function condition(node, alias) {
         { exact: "primitive" });
     }
     case "scalar_between_expression": {
-      if (node.begin.type === "parameter_name" && node.begin.name === MARK_NOT_BETWEEN) return NONE;
+      if (notBetween(node)) return NONE;
       const segs = memberPath(node.value, alias);
       const low = valueOf(node.begin);
       const high = valueOf(node.end);

@@ -168,13 +168,15 @@ function parse(text, parameters, badRequest) {
 
 /**
  * A query as the local engine runs it: its text without DISTINCT and OFFSET/LIMIT (applied
- * by the caller) and whether it aggregates without VALUE. 400 for GROUP BY and bad syntax.
+ * by the caller), its TOP (a number, its parameter's value, or null) and whether it
+ * aggregates without VALUE. 400 for GROUP BY and bad syntax.
  */
 function engineShape(text, parameters, badRequest) {
   const s = parse(text, parameters, badRequest);
   return {
     query: s.engineText,
     distinct: s.distinct,
+    top: s.top,
     offset: s.offset,
     limit: s.limit,
     aggregateWithoutValue: !s.value && (s.aggregates.length > 0 || s.composed)
@@ -210,8 +212,10 @@ function projectionObject(projection, alias) {
     const expression = as ? item.slice(0, as.index).trim() : item;
     let name = as ? as[1] : null;
     if (!name) {
+      // a property by its name, the FROM alias by its own, anything else $1, $2, ...
       const prop = /(?:\.([\w$]+)|\[\s*"([^"]+)"\s*\])$/.exec(expression);
-      name = prop ? (prop[1] || prop[2]) : `$${(unnamed += 1)}`;
+      const own = expression === alias ? alias : null;
+      name = prop ? (prop[1] || prop[2]) : own || `$${(unnamed += 1)}`;
     }
     return `${JSON.stringify(name)}: ${expression}`;
   });

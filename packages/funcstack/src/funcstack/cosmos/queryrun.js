@@ -245,6 +245,7 @@ async function runPage(store, text, options) {
   let bytes = 0;
   let cut = null;
   let stoppedAt = null;
+  let notJson = false; // a row held an infinity or NaN (queryengine.js evaluate)
   const udfs = udfSources(store);
   const order = pl.order ? { items: pl.order.items.map(o => ({ segs: o.segs })) } : null;
   const { ended, walker } = await eachBatch(store, pl, resumeAt(c), options, clock, async batch => {
@@ -265,6 +266,7 @@ async function runPage(store, text, options) {
     }, pl);
     token = null;
     for (const row of r.rows) rows.push(row);
+    notJson = notJson || Boolean(r.notJson);
     produced = r.produced;
     bytes = r.bytes;
     metrics.retrieved += r.retrieved;
@@ -300,7 +302,7 @@ async function runPage(store, text, options) {
     }
   }
   metrics.output = rows.length;
-  return { result: rows, continuation, metrics: finish(metrics, clock) };
+  return { result: rows, continuation, metrics: finish(metrics, clock), notJson };
 }
 
 function topOf(node, params) {
@@ -312,13 +314,14 @@ function topOf(node, params) {
 /** Every row of a query (DISTINCT, OFFSET/LIMIT and aggregates of objects are cut from them). */
 async function runAll(store, text, options) {
   const page = await runPage(store, text, { ...options, continuation: null, maxItemCount: -1, partial: false });
-  return { result: page.result, metrics: page.metrics };
+  return { result: page.result, metrics: page.metrics, notJson: page.notJson };
 }
 
 /**
  * A query the engine runs over every document in scope at once (aggregates in an object, as
  * in `SELECT COUNT(1) AS n FROM c` in one partition): the documents are selected a slice at a
- * time, then given to the engine together. {result, metrics}.
+ * time, then given to the engine together. {result, metrics, notJson} (queryengine.js
+ * `evaluate`: a row held an infinity or NaN).
  */
 async function runWhole(store, text, options) {
   const p = prepare(text);
@@ -337,7 +340,7 @@ async function runWhole(store, text, options) {
   metrics.retrieved = r.retrieved;
   metrics.retrievedBytes = r.retrievedBytes;
   metrics.output = r.result.length;
-  return { result: r.result, metrics: finish(metrics, clock) };
+  return { result: r.result, metrics: finish(metrics, clock), notJson: Boolean(r.notJson) };
 }
 
 /**
@@ -414,6 +417,19 @@ function wholeContainerCount(parts, options) {
 }
 
 /**
+ * A query without FROM, evaluated once, in this thread (it reads no document): the engine is
+ * given one empty document, which the query cannot name. {result, metrics, notJson}.
+ */
+function runSourceless(store, text, options) {
+  const p = prepare(text);
+  const r = evaluateHere({
+    kind: "whole", text: p.text, parameters: options.parameters, udfs: udfSources(store), chunks: [[{}]]
+  });
+  if (r.error !== undefined) throw badRequest(r.error);
+  return { result: r.result, metrics: { ...newMetrics(null), retrieved: 0 }, notJson: Boolean(r.notJson) };
+}
+
+/**
  * `text` run by the engine over `docs` (a patch's condition on the document it patches), with
  * the service's semantics, in this thread: {result}.
  */
@@ -440,6 +456,7 @@ module.exports = {
   runAll,
   runAggregate,
   runWhole,
+  runSourceless,
   evaluate,
   setBudget,
   budget,

@@ -17,6 +17,16 @@
  *   - a split replaces one range by two children that carry it on: the parent's id is gone
  *     (a request naming it answers 410 with sub-status 1002, PartitionKeyRangeGone, which is
  *     what makes the SDKs refresh their routing map) and the children name it in `parents`;
+ *     a merge replaces adjacent ranges by one that names them all in `parents` (the SDKs
+ *     read on in it, scoped by EPK to the range they had: FeedRangeCompositeContinuation's
+ *     "merge" branch);
+ *   - each range keeps its own log sequence number (LSN), as each physical partition of the
+ *     service does: a write in a range advances that range's LSN only (lsn.js), and the
+ *     session token and the change feed's etag a range answers are its own. A split's
+ *     children carry on from the parent's LSN and a merge's range from the highest of its
+ *     parents', so a continuation taken on a parent stays valid on what replaced it (the SDKs
+ *     hand the parent's etag to each child; .NET's processor keeps it in the children's
+ *     leases, or in EPK leases after a merge);
  *   - the ranges are read as a change feed (`A-IM: Incremental feed`): without If-None-Match
  *     every live range and an etag; with the etag of an earlier read only the ranges that
  *     appeared since (a split's children, whose `parents` tell the SDK which range they
@@ -132,7 +142,8 @@ function layOut(owner, count) {
   const bounds = [FULL_MIN, ...layoutBoundaries(colData, count), FULL_MAX];
   const ranges = [];
   for (let i = 0; i < count; i += 1) ranges.push(newRange(owner, colData, i, bounds[i], bounds[i + 1], [], 1));
-  colData[STATE] = { version: 1, nextId: count, ranges, gone: {} };
+  colData[STATE] = { version: 1, nextId: count, ranges, gone: {}, lsns: {} };
+  for (const r of ranges) colData[STATE].lsns[r.id] = 0;
   return colData[STATE];
 }
 
@@ -140,6 +151,37 @@ function layOut(owner, count) {
 function rangesOf(owner) {
   const colData = owner.read();
   return colData[STATE] || layOut(owner, 1);
+}
+
+/**
+ * The latest LSN of a range (live, or gone: its last), 0 before its first write. Ranges kept
+ * before each had its own (one LSN for the account) start from that account's LSN: every
+ * etag handed out before is at most that, and every document keeps the LSN it was written
+ * with (persistence.js gives it, `startLsnsAt`).
+ */
+function rangeLsn(owner, id) {
+  const state = rangesOf(owner);
+  return (state.lsns && state.lsns[id]) || 0;
+}
+
+/** Set a range's latest LSN (lsn.js advances it, a rolled-back batch puts it back). */
+function setRangeLsn(owner, id, lsn) {
+  const state = rangesOf(owner);
+  if (!state.lsns) state.lsns = {};
+  state.lsns[id] = lsn;
+}
+
+/**
+ * Give every range of a container kept without LSNs of their own (or without ranges: one is
+ * laid out) the account's `lsn`, the one LSN the endpoint kept before.
+ */
+function startLsnsAt(owner, lsn) {
+  const kept = owner.read()[STATE];
+  if (kept && kept.lsns) return;
+  const state = kept || layOut(owner, 1);
+  state.lsns = {};
+  for (const r of state.ranges) state.lsns[r.id] = lsn;
+  for (const id of Object.keys(state.gone)) state.lsns[id] = lsn;
 }
 
 /** The live ranges of a container, in EPK order. */
@@ -160,9 +202,9 @@ function overlapping(owner, min, max) {
 
 /** 410 / 1002 (PartitionKeyRangeGone), as the service answers a range that was split. */
 function rangeGone(id, children) {
-  const why = children
-    ? `was split into ${children.join(", ")}`
-    : "does not exist in this container";
+  let why = "does not exist in this container";
+  if (children && children.length === 1) why = `was merged into ${children[0]}`;
+  else if (children) why = `was split into ${children.join(", ")}`;
   return new CosmosError(410, "Gone",
     `The partition key range '${id}' ${why} (PartitionKeyRangeGone): refresh the partition key ranges (pkranges) and retry on the ranges that replaced it.`,
     1002);
@@ -196,7 +238,48 @@ function splitAt(owner, rangeId, cut) {
   state.nextId += 2;
   state.ranges.splice(index, 1, left, right);
   state.gone[parent.id] = [left.id, right.id];
+  // the children carry on from the parent's LSN, as a split partition's do
+  const lsn = rangeLsn(owner, parent.id);
+  setRangeLsn(owner, left.id, lsn);
+  setRangeLsn(owner, right.id, lsn);
   return [left, right];
+}
+
+/**
+ * Merge adjacent live ranges (by id, at least two, in any order) into one: a new id
+ * (`nextId`), the EPK span they covered, every one of them and their ancestors in `parents`
+ * (what the SDKs' routing maps drop when they read it), and the highest of their LSNs (so
+ * that every etag handed out on them is at most its LSN). Their ids are gone for good
+ * (410 / 1002 naming the merged range). Returns the merged range.
+ */
+function mergeRanges(owner, rangeIds) {
+  const state = rangesOf(owner);
+  const colData = owner.read();
+  const wanted = new Set(rangeIds.map(String));
+  const indexes = [];
+  state.ranges.forEach((r, i) => { if (wanted.has(r.id)) indexes.push(i); });
+  if (wanted.size < 2 || indexes.length !== wanted.size) {
+    const unknown = [...wanted].filter(id => !state.ranges.some(r => r.id === id));
+    throw badRequest(unknown.length
+      ? `No live partition key range ${unknown.map(id => `'${id}'`).join(", ")} in container '${colData.id}' ` +
+        `(live: ${state.ranges.map(r => r.id).join(", ")}).`
+      : "A merge takes at least two partition key ranges.");
+  }
+  if (indexes[indexes.length - 1] - indexes[0] !== indexes.length - 1) {
+    throw badRequest(`Partition key ranges ${[...wanted].join(", ")} of container '${colData.id}' are not ` +
+      "adjacent: only ranges next to each other in the EPK space merge.");
+  }
+  const merged = state.ranges.slice(indexes[0], indexes[indexes.length - 1] + 1);
+  state.version += 1;
+  const parents = [];
+  for (const r of merged) for (const id of [...r.parents, r.id]) if (!parents.includes(id)) parents.push(id);
+  const range = newRange(owner, colData, state.nextId, merged[0].minInclusive,
+    merged[merged.length - 1].maxExclusive, parents, state.version);
+  state.nextId += 1;
+  state.ranges.splice(indexes[0], merged.length, range);
+  for (const r of merged) state.gone[r.id] = [range.id];
+  setRangeLsn(owner, range.id, Math.max(...merged.map(r => rangeLsn(owner, r.id))));
+  return range;
 }
 
 /**
@@ -274,7 +357,11 @@ module.exports = {
   liveRange,
   rangeOfEpk,
   overlapping,
+  rangeLsn,
+  setRangeLsn,
+  startLsnsAt,
   splitAt,
+  mergeRanges,
   cutPoint,
   handlePartitionKeyRanges,
   publicContainer

@@ -11,7 +11,7 @@
  *   - replace (PUT /dbs/{db}/colls/{coll}): the settings change, the documents stay;
  *   - delete: the resource's offers (and its containers') go with it;
  *   - delete by partition key (POST .../operations/partitionkeydelete): every document of
- *     one key, one write.
+ *     one key, one write (one LSN of the key's range; each a delete in the all-versions feed).
  */
 
 const crypto = require("crypto");
@@ -23,7 +23,7 @@ const { completeIndexingPolicy, withContainerDefaults, checkDefaultTtl } = requi
 const { requestedThroughput, DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
 const { handleWithPackage } = require("./passthrough");
 const { initialRangeCount, layOut, publicContainer } = require("./ranges");
-const globalLsn = require("./lsn");
+const { Write } = require("./lsn");
 
 /** POST /dbs/{db}/colls/{coll}/operations/partitionkeydelete: every document of one key. */
 function handlePartitionKeyDelete(account, req, res, segs) {
@@ -31,10 +31,10 @@ function handlePartitionKeyDelete(account, req, res, segs) {
   const pk = headerPartitionKey(req);
   if (pk === null) throw badRequest("The partition key to delete must be given (x-ms-documentdb-partitionkey).");
   const key = storeKey(pk);
+  const write = new Write(store.collection); // one write: the key's range's LSN advances once
   for (const doc of store.inPartition(pk)) {
-    if (sameStoreKey(storeKey(docPartitionComponents(store.colData, doc)), key)) store.remove(doc);
+    if (sameStoreKey(storeKey(docPartitionComponents(store.colData, doc)), key)) store.remove(doc, write);
   }
-  globalLsn.next();
   send(req, res, 200, undefined);
 }
 

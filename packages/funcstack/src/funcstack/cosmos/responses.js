@@ -4,13 +4,12 @@
  * `CosmosError` (status, code, sub-status) and the errors every room throws (404 with
  * sub-status 1003 for a missing owner, 409, 412, 400, 413), and `send` / `sendError`, which
  * write the service's headers on every answer (x-ms-activity-id, x-ms-request-charge, the
- * LSN and the session token "<range>:-1#<lsn>" of each range the request touched, the
- * body's etag) and its error body
+ * body's etag; on an answer about documents the LSN and the session token "<range>:-1#<lsn>"
+ * of each range the request touched, each range's own LSN) and its error body
  * {"code", "message"[, "additionalErrorInfo"]}.
  */
 
 const crypto = require("crypto");
-const globalLsn = require("./lsn");
 
 class CosmosError extends Error {
   constructor(statusCode, code, message, subStatus) {
@@ -51,10 +50,16 @@ function send(req, res, statusCode, body, headers = {}) {
   res.setHeader("date", new Date().toUTCString());
   // The partition's LSN after this operation (a write's own LSN; the latest for a read) and
   // the session token built from it, as the service sends them ("<range>:<version>#<lsn>",
-  // one per range the request touched, comma-separated; partitions.js names them).
-  const lsn = globalLsn.current();
-  res.setHeader("lsn", String(lsn));
-  res.setHeader("x-ms-session-token", (res.partitionKeyRangeIds || ["0"]).map(id => `${id}:-1#${lsn}`).join(","));
+  // the vector session token of a single-region account, one per range the request touched,
+  // comma-separated, each with its own range's LSN; partitions.js names them). `lsn` and
+  // x-ms-global-committed-lsn are the partition's LSN (the highest of those touched).
+  if (res.rangeLsns) {
+    const lsns = res.rangeLsns();
+    const lsn = String(Math.max(0, ...lsns.map(([, n]) => n)));
+    res.setHeader("lsn", lsn);
+    res.setHeader("x-ms-global-committed-lsn", lsn);
+    res.setHeader("x-ms-session-token", lsns.map(([id, n]) => `${id}:-1#${n}`).join(","));
+  }
   if (body && typeof body === "object" && !Array.isArray(body) && body._etag && !headers.etag) {
     res.setHeader("etag", body._etag);
   }

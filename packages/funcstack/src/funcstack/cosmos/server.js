@@ -30,13 +30,13 @@
  * One room per idea, each following the service's behaviour in its own file:
  *   server.js       the listener: routing of each request to a room, createServer, the CLI
  *   ids.js          resource ids in the service's encoding (patches the package's ResourceId)
- *   lsn.js          the account's LSN counter (the only shared mutable state besides faults)
+ *   lsn.js          LSNs: each physical partition's own, taken by each write (`Write`)
  *   responses.js    CosmosError, the service's errors, send / sendError
  *   requests.js     bodies, headers, partition key header, path segments
  *   store.js        the Store over the package's collection: stamps, partition keys, TTL on access
  *   partitions.js   EPK of a document, its range, the scope of a request (range, feed range, key)
  *   ranges.js       a container's physical partitions (partition key ranges), /pkranges
- *   splits.js       live splits on request (local only)
+ *   splits.js       live splits and merges on request (local only)
  *   documents.js    point operations (create, replace, upsert, read, delete, patch)
  *   batch.js        the transactional batch
  *   query.js        queries, query plans, the read feed (answered as the gateway answers)
@@ -47,7 +47,8 @@
  *   pathindexes.js  range indexes on document paths, as the indexing policy declares them
  *   sortedkeys.js   the service's order of values across types; the indexes' sorted entries
  *   sqlsemantics.js the service's SQL semantics where the package's engine differs
- *   changefeed.js   the incremental change feed
+ *   changefeed.js   the change feed: latest version (incremental) and all versions and deletes
+ *   allversions.js  the log of every create, replace and delete the all-versions feed reads
  *   settings.js     container settings completed as the service completes them
  *   resources.js    database / container create, replace, delete; delete by partition key
  *   offers.js       throughput (offers)
@@ -100,7 +101,7 @@ const { startSweep } = require("./ttl");
 const { handleStatsControl } = require("./stats");
 const queryThreads = require("./queryworker");
 const persistence = require("./persistence");
-const globalLsn = require("./lsn");
+const { Write } = require("./lsn");
 
 const MAX_DOCUMENT_BYTES = 2 * 1024 * 1024;
 
@@ -129,7 +130,7 @@ async function handleDocuments(account, req, res, segs) {
   const colData = store.colData;
   res.setHeader("x-ms-alt-content-path", `dbs/${account.database(segs[1]).read().id}/colls/${colData.id}`);
   res.setHeader("x-ms-content-path", colData._rid);
-  answerFor(res, requestScope(req, store).ranges);
+  answerFor(res, store.collection, requestScope(req, store).ranges);
   const method = req.method;
   const pk = () => headerPartitionKey(req);
   if (segs.length === 5) {
@@ -162,12 +163,12 @@ async function handleDocuments(account, req, res, segs) {
     }
     if (raw.length > MAX_DOCUMENT_BYTES) throw tooLarge();
     if (pk() === null && body && typeof body === "object" && !Array.isArray(body)) {
-      answerFor(res, [rangeOfKey(store, docPartitionComponents(colData, body))]);
+      answerFor(res, store.collection, [rangeOfKey(store, docPartitionComponents(colData, body))]);
     }
-    const lsn = globalLsn.next();
+    const write = new Write(store.collection);
     const r = isTrue(req, "x-ms-documentdb-is-upsert")
-      ? opUpsert(store, body, pk(), header(req, "if-match"), lsn)
-      : opCreate(store, body, pk(), lsn);
+      ? opUpsert(store, body, pk(), header(req, "if-match"), write)
+      : opCreate(store, body, pk(), write);
     send(req, res, r.statusCode, wantsMinimal(req) ? undefined : r.doc, docHeaders(r.doc));
     return true;
   }
@@ -178,24 +179,46 @@ async function handleDocuments(account, req, res, segs) {
     return true;
   }
   if (method === "DELETE") {
-    const r = opDelete(store, id, pk(), header(req, "if-match"));
-    globalLsn.next(); // a delete is a write: the session token it answers is a new one
+    // a delete is a write: its range's LSN advances, the session token it answers is a new one
+    const r = opDelete(store, id, pk(), header(req, "if-match"), new Write(store.collection));
     send(req, res, r.statusCode, undefined);
     return true;
   }
   if (method === "PUT") {
     const body = await readJson(req, MAX_DOCUMENT_BYTES);
-    const r = opReplace(store, id, body, pk(), header(req, "if-match"), globalLsn.next());
+    const r = opReplace(store, id, body, pk(), header(req, "if-match"), new Write(store.collection));
     send(req, res, r.statusCode, wantsMinimal(req) ? undefined : r.doc, docHeaders(r.doc));
     return true;
   }
   if (method === "PATCH") {
     const body = await readJson(req);
-    const r = opPatch(store, id, body, pk(), header(req, "if-match"), globalLsn.next());
+    const r = opPatch(store, id, body, pk(), header(req, "if-match"), new Write(store.collection));
     send(req, res, r.statusCode, wantsMinimal(req) ? undefined : r.doc, docHeaders(r.doc));
     return true;
   }
   throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+}
+
+/**
+ * The account read (GET /): the package's account, its regional endpoints named by the address
+ * the client reached it at (its Host header). The SDK sends every request after this read to
+ * the regional endpoint it names (enable_endpoint_discovery), so a client keeps the address
+ * it was given: azure-cosmos verifies the certificate of https://[::ffff:127.0.0.1]:<port>/
+ * but not of https://127.0.0.1:<port>/ (docs/cosmos.md, "Certificate"), and a client of
+ * another name (a LAN address) is not sent to the one the endpoint listens on.
+ */
+function readAccount(account, req, res, opts) {
+  const meta = account.read();
+  const scheme = opts.ssl === false ? "http" : "https";
+  const { localAddress, localPort } = req.socket;
+  const listening = localAddress.includes(":") ? `[${localAddress}]:${localPort}` : `${localAddress}:${localPort}`;
+  const here = `${scheme}://${req.headers.host || listening}/`;
+  const located = locations => locations.map(loc => ({ ...loc, databaseAccountEndpoint: here }));
+  send(req, res, 200, {
+    ...meta,
+    writableLocations: located(meta.writableLocations),
+    readableLocations: located(meta.readableLocations),
+  });
 }
 
 function createRequestListener(getAccount, opts) {
@@ -220,6 +243,10 @@ function createRequestListener(getAccount, opts) {
         if (refused) {
           req.resume();
           throw refused;
+        }
+        if (req.method === "GET" && segs.length === 0) {
+          readAccount(account, req, res, opts);
+          return;
         }
         if (await handleDocuments(account, req, res, segs)) return;
         if (await handleOffers(account, req, res, segs)) return;
@@ -302,12 +329,6 @@ function createServer(opts = {}) {
       server.close();
       server.emit("error", err);
       return;
-    }
-    if (opts.ssl === false) {
-      const meta = account.read();
-      for (const loc of [...meta.writableLocations, ...meta.readableLocations]) {
-        loc.databaseAccountEndpoint = `http://${host}:${port}/`;
-      }
     }
   });
   persistence.attach(server, () => account, kept);

@@ -1,27 +1,33 @@
 "use strict";
 /*
- * Live splits of a container's physical partitions, on request, for the local Cosmos DB
- * endpoint (server.js). The service splits a partition on its own (past 50 GB, or when a
- * throughput raise needs more partitions) and clients only ever see the result: the parent
- * range's id answers 410 / 1002 and /pkranges lists the children with the parent in their
- * `parents` (ranges.js). Locally a split happens when asked, at once:
+ * Live splits and merges of a container's physical partitions, on request, for the local
+ * Cosmos DB endpoint (server.js). The service splits a partition on its own (past 50 GB, or
+ * when a throughput raise needs more partitions) and merges partitions when asked through
+ * its control plane (`az cosmosdb sql container merge`, "Merge partitions in Azure Cosmos DB",
+ * learn.microsoft.com); clients only ever see the result: the old ranges' ids answer
+ * 410 / 1002 and /pkranges lists what replaced them with the old ids in their `parents`
+ * (ranges.js). Locally either happens when asked, at once:
  *
  *   GET  /_emulators/partitions/{db}/{coll}        the live ranges, with their documents' count
  *   POST /_emulators/partitions/{db}/{coll}/split  {"rangeId": "2"} (optional; default: the
  *        range holding the most documents) -> {"parent": "2", "children": ["4", "5"], ...}
+ *   POST /_emulators/partitions/{db}/{coll}/merge  {"rangeIds": ["1", "2"]} (adjacent ranges;
+ *        optional: default, the two adjacent ranges holding the fewest documents together)
+ *        -> {"parents": ["1", "2"], "merged": "4", ...}
  *
  * The cut is the median EPK of the range's documents, so each child holds about half of them
  * and every partition key stays whole in one child (ranges.js). Local only, like the fault
- * injection: no Azure counterpart to call. A throughput raise past 10,000 RU/s per partition
+ * injection: no data-plane call in Azure. A throughput raise past 10,000 RU/s per partition
  * splits as the service does (splitForThroughput, from offers.js), at once instead of in the
- * background.
+ * background. After either, the container's LSN indexes are built again for its new ranges
+ * (indexes.js): each document's version keeps the LSN it was written with.
  */
 
 const { CosmosError, badRequest, send } = require("./responses");
 const { readJson } = require("./requests");
-const { itemEpk } = require("./partitions");
-const { liveRanges, splitAt, cutPoint } = require("./ranges");
-const { Store, collections, itemExpired } = require("./store");
+const { liveRanges, splitAt, mergeRanges, cutPoint } = require("./ranges");
+const { Store, collections, itemExpired, itemEpk } = require("./store");
+const { forget } = require("./indexes");
 
 /** The container's live ranges with the EPKs of their live documents (sorted). */
 function rangesWithEpks(store) {
@@ -61,7 +67,33 @@ function splitRange(store, rangeId) {
       "cannot be split: it is one EPK wide.");
   }
   const children = splitAt(store.collection, chosen.range.id, cut);
+  forget(store.collection);
   return { parent: chosen.range, children };
+}
+
+/**
+ * Merge adjacent live ranges of a container (by id; null: the two adjacent ranges holding
+ * the fewest documents together, the first in EPK order on a tie) into one. Returns the
+ * ranges merged and the merged range.
+ */
+function mergeRange(store, rangeIds) {
+  const ranges = rangesWithEpks(store);
+  let ids = rangeIds;
+  if (ids === null || ids === undefined) {
+    if (ranges.length < 2) {
+      throw badRequest(`Container '${store.colData.id}' has one physical partition: nothing to merge.`);
+    }
+    let best = 0;
+    for (let i = 1; i + 1 < ranges.length; i += 1) {
+      const size = ranges[i].epks.length + ranges[i + 1].epks.length;
+      if (size < ranges[best].epks.length + ranges[best + 1].epks.length) best = i;
+    }
+    ids = [ranges[best].range.id, ranges[best + 1].range.id];
+  }
+  const parents = ranges.filter(e => ids.map(String).includes(e.range.id)).map(e => e.range);
+  const merged = mergeRanges(store.collection, ids);
+  forget(store.collection);
+  return { parents, merged };
 }
 
 /** The live ranges as the control route lists them. */
@@ -83,15 +115,16 @@ function controlledStore(account, dbId, collId) {
   return new Store(collection);
 }
 
-/** /_emulators/partitions/{db}/{coll}[/split]: true when the request was one of these. */
+/** /_emulators/partitions/{db}/{coll}[/split|/merge]: true when the request was one of these. */
 async function handleRangesControl(account, req, res, segs) {
   if (segs[0] !== "_emulators" || segs[1] !== "partitions") return false;
   const listingRoute = segs.length === 4 && req.method === "GET";
-  const splitRoute = segs.length === 5 && segs[4] === "split" && req.method === "POST";
-  if (!listingRoute && !splitRoute) {
+  const action = segs.length === 5 && req.method === "POST" ? segs[4] : null;
+  if (!listingRoute && action !== "split" && action !== "merge") {
     req.resume();
     throw new CosmosError(404, "NotFound",
-      "Local routes: GET /_emulators/partitions/{db}/{coll}, POST /_emulators/partitions/{db}/{coll}/split.");
+      "Local routes: GET /_emulators/partitions/{db}/{coll}, POST /_emulators/partitions/{db}/{coll}/split, " +
+      "POST /_emulators/partitions/{db}/{coll}/merge.");
   }
   const store = controlledStore(account, segs[2], segs[3]);
   if (listingRoute) {
@@ -99,7 +132,17 @@ async function handleRangesControl(account, req, res, segs) {
     return true;
   }
   const body = (await readJson(req)) || {};
-  if (typeof body !== "object" || Array.isArray(body)) throw badRequest("The body is {\"rangeId\": \"<id>\"} or empty.");
+  if (typeof body !== "object" || Array.isArray(body)) {
+    throw badRequest(action === "split" ? "The body is {\"rangeId\": \"<id>\"} or empty."
+      : "The body is {\"rangeIds\": [\"<id>\", \"<id>\", ...]} or empty.");
+  }
+  if (action === "merge") {
+    const ids = body.rangeIds === undefined || body.rangeIds === null ? null : body.rangeIds;
+    if (ids !== null && !Array.isArray(ids)) throw badRequest("rangeIds: a list of partition key range ids.");
+    const { parents, merged } = mergeRange(store, ids === null ? null : ids.map(String));
+    send(req, res, 200, { parents: parents.map(p => p.id), merged: merged.id, ranges: listing(store) });
+    return true;
+  }
   const rangeId = body.rangeId === undefined || body.rangeId === null ? null : String(body.rangeId);
   const { parent, children } = splitRange(store, rangeId);
   send(req, res, 200, {
@@ -139,4 +182,4 @@ function splitForThroughput(account, offer) {
   return 0; // a database's shared throughput: its containers' partitions are not modelled
 }
 
-module.exports = { handleRangesControl, splitRange, splitForThroughput };
+module.exports = { handleRangesControl, splitRange, mergeRange, splitForThroughput };

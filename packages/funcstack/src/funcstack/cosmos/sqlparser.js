@@ -16,6 +16,9 @@
  * each rule function looks its result up on entry and keeps it before its one `return s0;`. If
  * the code does not have the shape this expects (another version of the package), start-up
  * fails naming the file. Grammar, actions and errors are the package's own.
+ *
+ * `aggregateFunctions()` is the engine's object of aggregate functions its code calls
+ * (internals.js checks it; sqlsemantics.js puts the service's AVG on it).
  */
 
 const fs = require("fs");
@@ -25,6 +28,8 @@ const path = require("path");
 const SERVER_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
 const ENGINE = require.resolve("@zeit/cosmosdb-query", { paths: [SERVER_DIR] });
 const PARSER = require.resolve("./parser", { paths: [path.dirname(ENGINE)] });
+/** The engine's aggregate functions: the object its code calls AVG, COUNT, ... on. */
+const AGGREGATES = require.resolve("./aggregate-functions", { paths: [path.dirname(ENGINE)] });
 
 const ENTRY = "\nfunction peg$parse(input, options) {\n";
 const RULE = /\n {2}function (peg\$parse[A-Za-z0-9_]+)\(\) \{\n/g;
@@ -73,4 +78,12 @@ function queryEngine() {
   return require(ENGINE).default; // eslint-disable-line global-require
 }
 
-module.exports = { withResultsCache, queryEngine, ENGINE, PARSER };
+/**
+ * The engine's aggregate functions (`AVG`, `COUNT`, ...: the object its code calls them on,
+ * which sqlsemantics.js gives the service's AVG).
+ */
+function aggregateFunctions() {
+  return require(AGGREGATES); // eslint-disable-line global-require, import/no-dynamic-require
+}
+
+module.exports = { withResultsCache, queryEngine, aggregateFunctions, ENGINE, PARSER, AGGREGATES };

@@ -6,12 +6,21 @@
  * engine's own evaluation runs with the service's rules in these places:
  *
  *   - `=`, `!=` / `<>`, IN and BETWEEN across types, or of a missing value, are undefined, not
- *     false or true (the service's "Equality and comparison operators" table), so NOT of them
+ *     false or true (the service's "Equality and comparison operators" table; `!=` between two
+ *     objects or two arrays as well, where `=` compares them whole), so NOT of them
  *     is undefined too and a WHERE keeps neither side: they become calls of functions of ours
  *     (FUNCTIONS, passed to the engine with the container's UDFs);
  *   - `x NOT IN (...)` and `x NOT BETWEEN a AND b`, which the engine's parser refuses, are
- *     written for it as IN / BETWEEN with a marker and turned into NOT of them after parsing;
+ *     written for it as IN / BETWEEN with a marker (`x IN (<mark>, ...)`, `x BETWEEN [<mark>,
+ *     a] AND b`) and turned into NOT of them after parsing;
  *   - STARTSWITH, ENDSWITH and CONTAINS with their third argument (ignore case);
+ *     ARRAY_CONTAINS of an undefined value, and its partial match (`arrayContains`);
+ *   - an item of a SELECT list without a name of its own is named as the service names it:
+ *     a property by its name (`c.n`: "n", `c["n"]`: "n"), anything else `$1`, `$2`, ... in
+ *     the list's order (the engine names `c.a[0]` "0" and cannot compile `c.a[@i]`);
+ *   - AVG of values none of which is a number (all undefined) is undefined, not NaN (0 / 0):
+ *     the engine's AVG is replaced by the service's on its aggregate functions' object
+ *     (sqlparser.js `aggregateFunctions`, checked by internals.js);
  *   - ORDER BY one path keeps the documents without a value there (undefined sorts first, as
  *     the service's default indexing policy indexes every path): the engine drops them when it
  *     sorts by one path and keeps them by two, so `_rid` is added as a last, hidden order, in
@@ -20,6 +29,8 @@
  *
  * `withMarkers(text)` before the parse, `serviceSemantics(ast)` after; FUNCTIONS at run time.
  */
+
+const { aggregateFunctions } = require("./sqlparser");
 
 const MARK_NOT_IN = "@__funcstack_not_in";
 const MARK_NOT_BETWEEN = "@__funcstack_not_between";
@@ -73,31 +84,73 @@ function or(a, b) {
 function textTest(test) {
   return (a, b, ignoreCase) => {
     if (typeof a !== "string" || typeof b !== "string") return undefined;
-    if (ignoreCase !== undefined && typeof ignoreCase !== "boolean") return undefined;
+    // only the calls with three arguments come here: an ignore-case flag that is not a
+    // boolean (undefined included: a missing property) makes the call undefined
+    if (typeof ignoreCase !== "boolean") return undefined;
     return ignoreCase ? test(a.toLowerCase(), b.toLowerCase()) : test(a, b);
   };
+}
+
+/**
+ * ARRAY_CONTAINS(array, value[, partial]) as the service answers it: undefined unless `array`
+ * is an array, `value` is defined and `partial` a boolean (undefined: false); a partial match
+ * of an object is an item with each of its properties equal (the engine's also matches
+ * nested objects partially, and finds an undefined value nowhere: false).
+ */
+function arrayContains(array, value, partial = false) {
+  if (!Array.isArray(array) || value === undefined || typeof partial !== "boolean") return undefined;
+  if (partial && typeOf(value) === "object") {
+    const entries = Object.entries(value);
+    return array.some(item => typeOf(item) === "object" &&
+      entries.every(([k, v]) => Object.prototype.hasOwnProperty.call(item, k) && deepEqual(item[k], v)));
+  }
+  return array.some(item => deepEqual(item, value));
 }
 
 /** The functions the rewritten queries call (as UDFs; their names cannot clash with an id). */
 const FUNCTIONS = {
   __funcstack_eq: equal,
   __funcstack_ne: (a, b) => {
+    // undefined between two objects or two arrays too ("Equality and comparison operators":
+    // `!=`, like `<`, compares neither), where `=` compares them whole
+    const t = typeOf(a);
+    if (t === "object" || t === "array") return undefined;
     const eq = equal(a, b);
     return eq === undefined ? undefined : !eq;
   },
   __funcstack_in: (value, list) => list.reduce((found, item) => or(found, equal(value, item)), false),
   __funcstack_between: (value, low, high) => and(compare(">=", value, low), compare("<=", value, high)),
+  __funcstack_array_contains: arrayContains,
   __funcstack_startswith: textTest((a, b) => a.startsWith(b)),
   __funcstack_endswith: textTest((a, b) => a.endsWith(b)),
   __funcstack_contains: textTest((a, b) => a.includes(b))
 };
 
 /**
- * Calls `visit(i)` for each index of `text` outside string literals (and returns the text):
- * the positions where a keyword may start.
+ * AVG as the service computes it: the mean of the numbers, undefined when a value is not a
+ * number (a string, a boolean, null, an array or an object) or when there is no number.
  */
-function outsideLiterals(text, visit) {
-  for (let i = 0; i < text.length; i += 1) {
+function serviceAvg(values) {
+  let sum = 0;
+  let count = 0;
+  for (const v of values) {
+    if (v === undefined) continue;
+    if (typeof v !== "number") return undefined;
+    sum += v;
+    count += 1;
+  }
+  return count > 0 ? sum / count : undefined;
+}
+
+aggregateFunctions().AVG = serviceAvg;
+
+/**
+ * Calls `visit(i, depth)` for each index of `text` outside string literals, with the depth of
+ * brackets there; `visit` returning true stops the walk.
+ */
+function outsideLiterals(text, visit, from = 0) {
+  let depth = 0;
+  for (let i = from; i < text.length; i += 1) {
     const ch = text[i];
     if (ch === "'" || ch === '"') {
       let j = i + 1;
@@ -105,26 +158,50 @@ function outsideLiterals(text, visit) {
       i = j;
       continue;
     }
-    visit(i);
+    if (visit(i, depth) === true) return;
+    if (ch === "(" || ch === "[" || ch === "{") depth += 1;
+    else if (ch === ")" || ch === "]" || ch === "}") depth -= 1;
   }
 }
 
-/** The query's text with NOT IN / NOT BETWEEN written as IN / BETWEEN with a marker. */
+const startsWord = (text, i) => i === 0 || !/[\w@$.]/.test(text[i - 1]);
+
+/** Where the lower bound of a BETWEEN that starts at `from` ends: its AND (-1: none). */
+function lowerBoundEnd(text, from) {
+  let end = -1;
+  outsideLiterals(text, (i, depth) => {
+    if (depth < 0) return true; // the bracket the BETWEEN is in closed: no AND of its own
+    if (depth === 0 && startsWord(text, i) && /^and\b/i.test(text.slice(i, i + 4))) {
+      end = i;
+      return true;
+    }
+    return false;
+  }, from);
+  return end;
+}
+
+/**
+ * The query's text with NOT IN / NOT BETWEEN written as IN / BETWEEN with a marker: `x NOT IN
+ * (a)` as `x IN (<mark>, a)`, `x NOT BETWEEN a AND b` as `x BETWEEN [<mark>, a] AND b` (the
+ * lower bound in an array with the marker, so that the parse is the BETWEEN's own).
+ */
 function withMarkers(text) {
   const edits = [];
   outsideLiterals(text, i => {
-    if (i > 0 && /[\w@$.]/.test(text[i - 1])) return;
+    if (!startsWord(text, i)) return;
     const m = /^not\s+(in\s*\(\s*|between\s)/i.exec(text.slice(i, i + 40));
     if (!m) return;
     if (/^in/i.test(m[1])) {
       const empty = text[i + m[0].length] === ")";
       edits.push([i, m[0].length, `IN (${MARK_NOT_IN}${empty ? "" : ", "}`]);
-    } else {
-      edits.push([i, m[0].length, `BETWEEN ${MARK_NOT_BETWEEN} AND `]);
+      return;
     }
+    const end = lowerBoundEnd(text, i + m[0].length);
+    if (end < 0) return; // not a BETWEEN the parser takes: its error is the answer
+    edits.push([i, m[0].length, `BETWEEN [${MARK_NOT_BETWEEN}, `], [end, 0, "] "]);
   });
   let out = text;
-  for (const [at, length, replacement] of edits.reverse()) {
+  for (const [at, length, replacement] of edits.sort((x, y) => y[0] - x[0])) {
     out = out.slice(0, at) + replacement + out.slice(at + length);
   }
   return out;
@@ -139,43 +216,15 @@ const call = (name, args) => ({
 const not = argument => ({ type: "scalar_unary_expression", operator: "NOT", argument });
 const isMark = (node, name) => node && node.type === "parameter_name" && node.name === name;
 
-/** The left-to-right operands of a chain of ANDs (`a AND b AND c`: [a, b, c]). */
-function andOperands(node) {
-  if (node.type === "scalar_binary_expression" && node.operator === "AND") {
-    return [...andOperands(node.left), ...andOperands(node.right)];
-  }
-  return [node];
-}
-
-function andChain(operands) {
-  return operands.reduce((left, right) => ({ type: "scalar_binary_expression", left, operator: "AND", right }));
-}
-
-/**
- * `x BETWEEN <marker> AND a AND b` parses as (x BETWEEN <marker> AND a) AND b: within the
- * chain of ANDs, each marked BETWEEN takes the next operand as its upper bound, negated.
- */
-function notBetweens(node) {
-  const operands = andOperands(node);
-  if (!operands.some(o => o.type === "scalar_between_expression" && isMark(o.begin, MARK_NOT_BETWEEN))) return node;
-  const out = [];
-  for (let i = 0; i < operands.length; i += 1) {
-    const o = operands[i];
-    if (o.type === "scalar_between_expression" && isMark(o.begin, MARK_NOT_BETWEEN)) {
-      if (i + 1 >= operands.length) throw new SyntaxError("Syntax error, incorrect syntax near 'BETWEEN'.");
-      out.push({ ...o, begin: o.end, end: operands[i + 1], negated: true });
-      i += 1;
-    } else out.push(o);
-  }
-  return andChain(out);
-}
+/** Whether a BETWEEN's lower bound is the array NOT BETWEEN was written as (withMarkers). */
+const notBetween = node => node.begin && node.begin.type === "scalar_array_expression" &&
+  node.begin.elements.length === 2 && isMark(node.begin.elements[0], MARK_NOT_BETWEEN);
 
 /** The node rewritten (children first), with the service's semantics. */
 function rewrite(node) {
   if (Array.isArray(node)) return node.map(rewrite);
   if (!node || typeof node !== "object") return node;
   let n = node;
-  if (n.type === "scalar_binary_expression" && n.operator === "AND") n = notBetweens(n);
   const out = {};
   for (const [k, v] of Object.entries(n)) out[k] = rewrite(v);
   n = out;
@@ -192,14 +241,17 @@ function rewrite(node) {
       return negated ? not(found) : found;
     }
     case "scalar_between_expression": {
-      if (isMark(n.begin, MARK_NOT_BETWEEN)) throw new SyntaxError("Syntax error, incorrect syntax near 'BETWEEN'.");
-      const found = call("__funcstack_between", [n.value, n.begin, n.end]);
-      return n.negated ? not(found) : found;
+      const negated = notBetween(n);
+      const found = call("__funcstack_between", [n.value, negated ? n.begin.elements[1] : n.begin, n.end]);
+      return negated ? not(found) : found;
     }
     case "scalar_function_expression": {
       const name = n.udf ? null : String(n.name.name).toUpperCase();
       const fn = { STARTSWITH: "__funcstack_startswith", ENDSWITH: "__funcstack_endswith", CONTAINS: "__funcstack_contains" };
       if (name && fn[name] && n.arguments.length === 3) return call(fn[name], n.arguments);
+      if (name === "ARRAY_CONTAINS" && (n.arguments.length === 2 || n.arguments.length === 3)) {
+        return call("__funcstack_array_contains", n.arguments);
+      }
       return n;
     }
     default:
@@ -217,12 +269,29 @@ function rootAlias(select) {
 }
 
 /**
+ * The SELECT list's items without a name of their own named as the service names them: a
+ * property by its name (the engine's own for `c.n`; `c["n"]`), anything else `$1`, `$2`, ...
+ */
+function nameSelectItems(select) {
+  const list = select && select.properties;
+  if (!list || !Array.isArray(list.properties)) return;
+  let unnamed = 0;
+  for (const item of list.properties) {
+    const e = item.property;
+    if (item.alias || e.type === "identifier" || (e.type === "scalar_member_expression" && !e.computed)) continue;
+    const named = e.type === "scalar_member_expression" && e.property.type === "string_constant";
+    item.alias = { type: "identifier", name: named ? e.property.value : `$${(unnamed += 1)}` };
+  }
+}
+
+/**
  * The engine's syntax tree of a query (`Query.ast`) with the service's semantics (see the
  * header); changed in place, before the engine's code is made from it.
  */
 function serviceSemantics(ast) {
   const body = ast.body;
   const rewritten = rewrite(body);
+  nameSelectItems(rewritten.select);
   const orderBy = rewritten.orderBy;
   const alias = rootAlias(rewritten);
   if (orderBy && alias) {
@@ -242,4 +311,6 @@ function serviceSemantics(ast) {
   return ast;
 }
 
-module.exports = { withMarkers, serviceSemantics, rootAlias, FUNCTIONS, equal, compare, MARK_NOT_IN, MARK_NOT_BETWEEN };
+module.exports = {
+  withMarkers, serviceSemantics, notBetween, rootAlias, FUNCTIONS, equal, compare, MARK_NOT_IN, MARK_NOT_BETWEEN
+};

@@ -6,17 +6,22 @@
  *
  *   - partition key components of a document (missing values are "undefined", `{}` on the
  *     wire, as the service hashes them), the store key;
- *   - stamps: each written version carries its LSN and its modification time (non-enumerable
- *     `__lsn` / `__mtime`, never sent) and a quoted etag, as the service's etags are;
+ *   - stamps: each written version carries its LSN (its range's: lsn.js) and its
+ *     modification time (non-enumerable `__lsn` / `__mtime`, never sent) and a quoted etag,
+ *     as the service's etags are;
+ *   - where a document lies: its effective partition key (EPK, epk.js: hash V1 for a
+ *     container created with partitionKey.version 1, V2 otherwise) and the range (physical
+ *     partition, ranges.js) holding it;
  *   - TTL as the service applies it: the container's defaultTtl (absent: off) overridden by
  *     the item's ttl (-1: never); an expired document is deleted when it is accessed;
  *   - `resolveStore`: a document operation on a missing database or container answers 404
  *     with sub-status 1003, as the service does;
  *   - every version written, put back or removed is reported: to the container's indexes
- *     (indexes.js: the LSN index the change feed reads, the expiry index the TTL sweep pops;
- *     pathindexes.js: the range indexes queries read, given the version replaced too) and to
- *     the one observer `observe` registers (persistence.js's journal, which writes it before
- *     the answer);
+ *     (indexes.js: the LSN index of its range the change feed reads, the expiry index the TTL
+ *     sweep pops; pathindexes.js: the range indexes queries read, given the version replaced
+ *     too), to the all-versions log while one is kept (allversions.js: each create, replace
+ *     and delete with its metadata, a TTL expiry as a delete) and to the one observer
+ *     `observe` registers (persistence.js's journal, which writes it before the answer);
  *   - a document is kept as its JSON text (`StoredDocument`: the body the service answers,
  *     Latin-1 text as one string, anything else as its UTF-8 bytes), with what the rooms need to
  *     find, scope and expire it without parsing it, and parsed into a new object when read: a
@@ -24,11 +29,14 @@
  *     ~1 KB cost about twice that (docs/cosmos.md, "Memory").
  */
 
-const globalLsn = require("./lsn");
+const { Write } = require("./lsn");
 const { patchOperation, getValue } = require("./internals");
 const { CosmosError, ownerNotFound } = require("./responses");
 const { indexOf } = require("./indexes");
 const { existingPathIndexes } = require("./pathindexes");
+const { effectivePartitionKeyV1, effectivePartitionKeyV2 } = require("./epk");
+const { liveRanges, rangeOfEpk } = require("./ranges");
+const allVersions = require("./allversions");
 
 function getPath(obj, pathSegments) {
   let cur = obj;
@@ -68,8 +76,52 @@ function sameStoreKey(a, b) {
   return JSON.stringify(a === undefined ? null : a) === JSON.stringify(b === undefined ? null : b);
 }
 
-function stamp(doc, lsn) {
-  const at = globalLsn.timeOf(lsn); // one write, one time: a batch's documents share their _ts
+/** The EPK of a partition key (its components), with the container's hash version. */
+function keyEpk(colData, components) {
+  const comps = components.map(v => (v === undefined ? {} : v));
+  // a container created with partitionKey.version 1 hashes its keys with V1
+  if ((colData.partitionKey || {}).version === 1) return effectivePartitionKeyV1(comps);
+  return effectivePartitionKeyV2(comps);
+}
+
+/**
+ * A stored document's EPK, kept on it (StoredDocument) once computed: a version's partition
+ * key never changes, nor its container's hash version.
+ */
+function itemEpk(colData, item) {
+  if (item.epk === null) item.epk = keyEpk(colData, item.components());
+  return item.epk;
+}
+
+/** A document's EPK (an object read from the store: its stored version keeps it). */
+function docEpk(colData, doc) {
+  if (doc.__stored) return itemEpk(colData, doc.__stored);
+  const components = docPartitionComponents(colData, doc);
+  const key = `${(colData.partitionKey || {}).version === 1 ? 1 : 2}${JSON.stringify(components)}`;
+  const cached = doc.__epk;
+  if (cached && cached.key === key) return cached.epk;
+  const epk = keyEpk(colData, components);
+  Object.defineProperty(doc, "__epk", { value: { key, epk }, enumerable: false, configurable: true, writable: true });
+  return epk;
+}
+
+/** The id of the live range holding a document (a parsed version); one range needs no EPK. */
+function rangeIdOf(collection, doc) {
+  const ranges = liveRanges(collection);
+  if (ranges.length === 1) return ranges[0].id;
+  return rangeOfEpk(collection, docEpk(collection.read(), doc)).id;
+}
+
+/** The same for an item of the package's documents (a StoredDocument, told without parsing it). */
+function itemRangeId(collection, item) {
+  const ranges = liveRanges(collection);
+  if (ranges.length === 1) return ranges[0].id;
+  if (!(item instanceof StoredDocument)) return rangeIdOf(collection, item.read());
+  return rangeOfEpk(collection, itemEpk(collection.read(), item)).id;
+}
+
+/** Stamp a version as written at `lsn`, at `at` (ms: a batch's documents share their _ts). */
+function stamp(doc, lsn, at) {
   Object.defineProperty(doc, "__lsn", { value: lsn, enumerable: false, configurable: true, writable: true });
   Object.defineProperty(doc, "__mtime", { value: at, enumerable: false, configurable: true, writable: true });
   doc._ts = Math.floor(at / 1000);
@@ -256,6 +308,7 @@ function indexes(collection) {
   const colData = collection.read();
   return indexOf(collection, {
     lsn: itemLsn,
+    range: item => itemRangeId(collection, item),
     partition: item => (item instanceof StoredDocument
       ? partitionKeyOf(item.key)
       : docPartitionKey(colData, item.read())),
@@ -284,8 +337,11 @@ function observe(fn) {
 function written(collection, doc, previous = null) {
   const colData = collection.read();
   const docs = collection.documents;
-  docs._data.set(doc._rid, storedOf(docs, colData, doc)); // the same place in the map
-  indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(colData, doc), docPartitionKey(colData, doc));
+  const stored = storedOf(docs, colData, doc);
+  if (doc.__epk) stored.epk = doc.__epk.epk; // placed by its EPK already (stamped): not again
+  docs._data.set(doc._rid, stored); // the same place in the map
+  indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(colData, doc), docPartitionKey(colData, doc),
+    itemRangeId(collection, stored));
   const paths = existingPathIndexes(collection);
   if (paths) paths.written(doc, previous);
   if (observer) observer(collection, doc._rid);
@@ -297,6 +353,28 @@ function removed(collection, doc) {
   const paths = existingPathIndexes(collection);
   if (paths) paths.removed(doc);
   if (observer) observer(collection, doc._rid);
+}
+
+/**
+ * A created or replaced version `doc` (over `previous`, or null) of the write `write`, in the
+ * container's all-versions log when one is kept (allversions.js).
+ */
+function loggedVersion(collection, write, doc, previous) {
+  if (!allVersions.keeping(collection)) return;
+  const colData = collection.read();
+  const item = collection.documents._data.get(doc._rid);
+  allVersions.record(collection, write, itemRangeId(collection, item), allVersions.versionEntry(
+    lsnOf(doc), Math.floor(write.time() / 1000), itemEpk(colData, item), item.components(), item.json,
+    previous ? lsnOf(previous) : null));
+}
+
+/** The delete of `doc` by the write `write` (at `lsn` in the range `rangeId`), likewise. */
+function loggedDelete(collection, write, rangeId, lsn, doc) {
+  if (!allVersions.keeping(collection)) return;
+  const colData = collection.read();
+  allVersions.record(collection, write, rangeId, allVersions.deleteEntry(
+    lsn, Math.floor(write.time() / 1000), docEpk(colData, doc), docPartitionComponents(colData, doc), doc.id,
+    colData, lsnOf(doc), write.ttlExpired));
 }
 
 /** The package's write, its unique key violation answered 409 as the service answers it. */
@@ -325,7 +403,7 @@ class Store {
     if (item instanceof StoredDocument) { // told from what is kept beside its text, then parsed
       if (key !== undefined && !sameStoreKey(storeKey(item.components()), key)) return null;
       if (itemExpired(this.colData, item, Date.now())) {
-        this.remove(item.read());
+        this.expire(item.read());
         return null;
       }
       return item.read();
@@ -336,16 +414,35 @@ class Store {
       return null;
     }
     if (isExpired(this.colData, doc, Date.now())) {
-      this.remove(doc);
+      this.expire(doc);
       return null;
     }
     return doc;
   }
 
-  remove(doc) {
+  /**
+   * Remove a document: a delete of the write `write` (its LSN in the document's range; the
+   * all-versions log records it), or, without one, a version taken back (a batch rolled back).
+   */
+  remove(doc, write = null) {
     const key = storeKey(docPartitionComponents(this.colData, doc));
     this.docs.delete(doc.id, key === undefined || key === null || key === "" ? doc.id : key);
     removed(this.collection, doc);
+    if (write) {
+      const rangeId = rangeIdOf(this.collection, doc);
+      loggedDelete(this.collection, write, rangeId, write.lsnIn(rangeId), doc);
+    }
+  }
+
+  /** Delete a document whose time to live has passed: a write of its own, as the service's. */
+  expire(doc) {
+    this.remove(doc, new Write(this.collection, { ttlExpired: true }));
+  }
+
+  /** A version stamped for the write `write` in the range its key lands in. */
+  stamped(doc, write) {
+    const rangeId = rangeIdOf(this.collection, doc);
+    return stamp(doc, write.lsnIn(rangeId), write.time());
   }
 
   /**
@@ -365,7 +462,7 @@ class Store {
       if (isExpired(colData, doc, now)) expired.push(doc);
       else out.push(doc);
     }
-    expired.forEach(d => this.remove(d));
+    expired.forEach(d => this.expire(d));
     return out;
   }
 
@@ -377,12 +474,20 @@ class Store {
     return indexes(this.collection).inPartition(partitionKeyOf(pk[0]));
   }
 
-  insert(body, lsn) {
-    return written(this.collection, stamp(uniqueKeysKept(() => this.docs.create(body)), lsn));
+  /** Create a document: a write of `write` (a Write of its own when not given one). */
+  insert(body, write) {
+    const w = ownWrite(this.collection, write);
+    const doc = written(this.collection, this.stamped(uniqueKeysKept(() => this.docs.create(body)), w));
+    loggedVersion(this.collection, w, doc, null);
+    return doc;
   }
 
-  overwrite(body, old, lsn) {
-    return written(this.collection, stamp(uniqueKeysKept(() => this.docs.replace(body, old)), lsn), old);
+  /** Replace the version `old` of a document by `body`, as the write `write`. */
+  overwrite(body, old, write) {
+    const w = ownWrite(this.collection, write);
+    const doc = written(this.collection, this.stamped(uniqueKeysKept(() => this.docs.replace(body, old)), w), old);
+    loggedVersion(this.collection, w, doc, old);
+    return doc;
   }
 
   /** Put a previous version (or absence) back: used to roll back a failed batch. */
@@ -396,13 +501,14 @@ class Store {
   }
 
   /**
-   * The live documents written after `sinceLsn`, in LSN order (the change feed): read from the
-   * LSN index, so the cost is what was written since, not the container's size.
+   * The live documents written in the range `rangeId` after `sinceLsn`, in LSN order (the
+   * change feed): read from the range's LSN index, so the cost is what was written since, not
+   * the container's size.
    */
-  *changedSince(sinceLsn) {
+  *changedSince(rangeId, sinceLsn) {
     const colData = this.colData;
     const now = Date.now();
-    for (const item of indexes(this.collection).changedSince(sinceLsn)) {
+    for (const item of indexes(this.collection).changedSince(rangeId, sinceLsn)) {
       if (!itemExpired(colData, item, now)) yield item.read();
     }
   }
@@ -419,7 +525,7 @@ class Store {
       const [, rid, lsn] = index.expiry.pop();
       const item = index.live(rid, lsn);
       if (item && itemExpired(colData, item, now)) {
-        this.remove(item.read());
+        this.expire(item.read());
         deleted += 1;
       }
     }
@@ -447,9 +553,9 @@ class Store {
 
   /**
    * The package's patch of one document: {statusCode, body} as its handler answers; the
-   * patched version (`doc`, on success) is stamped with `lsn`.
+   * patched version (`doc`, on success) is a write of `write`.
    */
-  applyPatch(id, key, operations, lsn) {
+  applyPatch(id, key, operations, write) {
     const old = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
     const result = patchOperation(this.collection, {
       id,
@@ -457,8 +563,10 @@ class Store {
       operations
     });
     if (result.statusCode < 400) {
+      const w = ownWrite(this.collection, write);
       const doc = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
-      result.doc = written(this.collection, stamp(doc, lsn), old);
+      result.doc = written(this.collection, this.stamped(doc, w), old);
+      loggedVersion(this.collection, w, result.doc, old);
     }
     return result;
   }
@@ -467,6 +575,11 @@ class Store {
   udfs() {
     return this.docs._userDefinedFunctions();
   }
+}
+
+/** `write` when it is a Write (lsn.js), else a Write of its own to `collection`. */
+function ownWrite(collection, write) {
+  return write instanceof Write ? write : new Write(collection);
 }
 
 /** Every container of every database of the account (the package's collection objects). */
@@ -498,6 +611,10 @@ module.exports = {
   observe,
   docPartitionComponents,
   sameComponents,
+  keyEpk,
+  itemEpk,
+  docEpk,
+  rangeIdOf,
   storeKey,
   sameStoreKey,
   stamp,

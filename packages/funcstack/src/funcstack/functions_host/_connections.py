@@ -22,9 +22,11 @@ An identity-based connection authenticates with azure-identity as the host does
 (``__clientId`` as its managed identity's client id). A connection with neither form is a
 ``SettingError`` naming the settings looked for.
 
-The local-only app setting ``FUNCTIONS_HOST_COSMOS_VERIFY_TLS=false`` turns TLS verification off
-for Cosmos DB (a local endpoint with a self-signed certificate; the host in Azure always
-verifies).
+The host verifies Cosmos DB's certificate as the host in Azure does, with its process's trust
+store: funcstack's local endpoint's too, since funcstack gives every host its local authority
+in that store (``cosmos/_tls.py``). The local-only app setting
+``FUNCTIONS_HOST_COSMOS_VERIFY_TLS=false`` turns verification off, for an endpoint whose
+certificate cannot be trusted (Microsoft's emulator's, self-signed).
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ __all__ = [
     "servicebus_client_for",
 ]
 
-#: Local-only app setting: "false" accepts a local endpoint's self-signed certificate.
+#: Local-only app setting: "false" accepts an endpoint's certificate unverified (an emulator's).
 VERIFY_TLS_SETTING = "FUNCTIONS_HOST_COSMOS_VERIFY_TLS"
 
 

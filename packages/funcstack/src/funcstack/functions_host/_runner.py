@@ -50,6 +50,9 @@ from funcstack.functions_host._listener import HostServices, Listener
 from funcstack.functions_host._python_version import python_version_notice
 from funcstack.functions_host._sign_in import CORE_TOOLS_ENVIRONMENT, SignIn
 
+#: Set on the worker: "true" when this host checks keys by auth level (``enforce_keys``).
+KEYS_ENFORCED_ENVIRONMENT = "FUNCSTACK_KEYS_ENFORCED"
+
 logger = logging.getLogger("funcstack.functions_host")
 
 #: The function group of the HTTP functions (Flex Consumption's ``http``).
@@ -179,6 +182,9 @@ class Runner:
         # a local host, as Core Tools says to its host and workers (its Program.cs sets it at
         # start): an app can tell it runs without App Service's front end
         environment[CORE_TOOLS_ENVIRONMENT] = "true"
+        # whether this host checks keys, the host's word (never a setting's): an app can tell a
+        # key it was sent was checked (docs/functions-host.md, "Keys")
+        environment[KEYS_ENFORCED_ENVIRONMENT] = "true" if self.enforce_keys else "false"
         # App Service Authentication's local stand-in, when the settings turn it on; its
         # WEBSITE_AUTH_ENABLED is the host's to set, never a setting's (SignIn.worker_environment)
         self._sign_in = SignIn.from_settings()
@@ -209,6 +215,42 @@ class Runner:
             await self.load()
         worker = self.worker
         assert worker is not None
+        served = self._served()
+        await self._serve_http(worker, [s for s in served if s.trigger_type == "httpTrigger"])
+        services = HostServices(
+            worker,
+            self._function_timeout,
+            self._host_json,
+            host_id(self.app_dir, self.group),
+        )
+        for spec in served:
+            make = TRIGGERS.get(spec.trigger_type)
+            if make is None:
+                continue
+            listener = make(spec, services)
+            listener.start()
+            self._listeners.append(listener)
+        if self._opening is not None:
+            await self._opening
+        self.not_listening = await self._wait_listening()
+        if self.not_listening:
+            logger.warning(
+                "host listening on %s (%d function(s)); not listening (each keeps trying, and "
+                "says when it listens): %s",
+                self.url,
+                len(served),
+                "; ".join(f"{name} ({why})" for name, why in self.not_listening.items()),
+            )
+        else:
+            logger.info(
+                "host listening on %s (%d function(s); every trigger listening)",
+                self.url,
+                len(served),
+            )
+
+    def _served(self) -> list[FunctionSpec]:
+        """The functions this host serves (its group's; a group with none is refused), the
+        ones watching a container with the same leases as another warned of, as in Azure."""
         served = [
             spec
             for spec in self.functions
@@ -240,7 +282,10 @@ class Runner:
                 opts.lease_container_name,
                 opts.lease_container_prefix,
             )
-        http_specs = [spec for spec in served if spec.trigger_type == "httpTrigger"]
+        return served
+
+    async def _serve_http(self, worker: LanguageWorker, http_specs: list[FunctionSpec]) -> None:
+        """The HTTP functions served on the host's port (the port the OS chose kept)."""
         limits = KestrelLimits.from_settings()
         http_host = HttpHost(
             http_specs,
@@ -274,36 +319,6 @@ class Runner:
         sockets = self._site_runner.addresses
         if sockets:
             self.port = int(sockets[0][1])
-        services = HostServices(
-            worker,
-            self._function_timeout,
-            self._host_json,
-            host_id(self.app_dir, self.group),
-        )
-        for spec in served:
-            make = TRIGGERS.get(spec.trigger_type)
-            if make is None:
-                continue
-            listener = make(spec, services)
-            listener.start()
-            self._listeners.append(listener)
-        if self._opening is not None:
-            await self._opening
-        self.not_listening = await self._wait_listening()
-        if self.not_listening:
-            logger.warning(
-                "host listening on %s (%d function(s)); not listening (each keeps trying, and "
-                "says when it listens): %s",
-                self.url,
-                len(served),
-                "; ".join(f"{name} ({why})" for name, why in self.not_listening.items()),
-            )
-        else:
-            logger.info(
-                "host listening on %s (%d function(s); every trigger listening)",
-                self.url,
-                len(served),
-            )
 
     async def _wait_listening(self) -> dict[str, str]:
         """Until every listener listens or has said why it cannot (by function: why); after

@@ -21,13 +21,17 @@ principal and token headers are removed from every request; and
   the shape App Service writes for Entra ID (``auth_typ`` "aad", ``name_typ`` "name",
   ``role_typ`` "roles", the object id claim: a UUID made from the name);
 * ``GET /.auth/me`` answers the session's claims (401 without one), ``GET /.auth/logout``
-  ends the session and redirects (``post_logout_redirect_uri``, a path).
+  ends the session and redirects (``post_logout_redirect_uri``, a path): the cookie is removed
+  and the session refused from then on, should its value be sent again (a copy kept by a script
+  or another browser); a session also ends ``SESSION_SECONDS`` (8 h, App Service's default)
+  after it began.
 
 What differs (packages/funcstack/docs/azure-differences.md): no identity provider, no tokens
 (``X-MS-TOKEN-*`` are never set, a bearer token is not validated: scripts use keys locally),
 Entra ID only (``/.auth/login/aad``), and the session is signed with ``FUNCSTACK_SIGN_IN_SECRET``
 when set (the same on every instance and across restarts), else with a key made at start (a
-restart signs everyone out). Neither setting reaches the worker."""
+restart signs everyone out); the sessions signed out are remembered by the host that signed them
+out, until it stops. Neither setting reaches the worker."""
 
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ import json
 import logging
 import os
 import secrets
+import time
 import uuid
 from collections.abc import Mapping
 from urllib.parse import parse_qs
@@ -58,6 +63,8 @@ logger = logging.getLogger("funcstack.functions_host.sign_in")
 
 #: Local-only app setting: "true" turns the stand-in on.
 SIGN_IN_SETTING = "FUNCSTACK_SIGN_IN"
+#: How long a session lasts (App Service Authentication's default cookie lifetime: 8 hours).
+SESSION_SECONDS = 8 * 3600
 #: Local-only app setting: the app roles the sign-in form proposes (separated by spaces).
 ROLES_SETTING = "FUNCSTACK_SIGN_IN_ROLES"
 #: Local-only app setting: what sessions are signed with (stable across restarts and instances).
@@ -94,6 +101,8 @@ class SignIn:
     def __init__(self, secret: bytes, *, roles: str = "") -> None:
         self._key = hashlib.sha256(b"funcstack-sign-in|" + secret).digest()
         self._roles = roles
+        #: the sessions signed out here (their ids), refused if their cookie comes again
+        self._ended: set[str] = set()
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str] | None = None) -> SignIn | None:
@@ -140,13 +149,28 @@ class SignIn:
         if not hmac.compare_digest(mac, expected):
             return None
         try:
-            claims = json.loads(_unb64url(payload))
+            sealed = json.loads(_unb64url(payload))
         except ValueError:
             return None
-        return claims if isinstance(claims, dict) else None
+        if not isinstance(sealed, dict) or not isinstance(sealed.get("claims"), dict):
+            return None
+        if sealed.get("sid") in self._ended or float(sealed.get("exp", 0)) < time.time():
+            return None
+        claims: dict[str, object] = sealed["claims"]
+        return claims
 
     def session_of(self, request: web.BaseRequest) -> dict[str, object] | None:
         return self._open(request.cookies.get(SESSION_COOKIE))
+
+    def _end(self, cookie: str | None) -> None:
+        """Remember the session of `cookie` as signed out (its value refused from now on)."""
+        payload = (cookie or "").partition(".")[0]
+        try:
+            sealed = json.loads(_unb64url(payload)) if self._open(cookie) is not None else None
+        except ValueError:
+            sealed = None
+        if isinstance(sealed, dict) and isinstance(sealed.get("sid"), str):
+            self._ended.add(sealed["sid"])
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -168,6 +192,7 @@ class SignIn:
             return web.json_response([_me(session)])
         if path == "/.auth/logout" and request.method == "GET":
             target = _local_path(request.query.get("post_logout_redirect_uri"))
+            self._end(request.cookies.get(SESSION_COOKIE))
             response = web.Response(status=302, headers={"Location": target})
             response.del_cookie(SESSION_COOKIE, path="/")
             return response
@@ -218,8 +243,13 @@ class SignIn:
         target = _local_path((form.get("post_login_redirect_uri") or ["/"])[0])
         logger.info("signed in (local stand-in) as %s with roles %s", name, ",".join(roles))
         response = web.Response(status=302, headers={"Location": target})
+        session = {
+            "claims": claims,
+            "sid": secrets.token_urlsafe(16),
+            "exp": time.time() + SESSION_SECONDS,
+        }
         response.set_cookie(
-            SESSION_COOKIE, self._seal(claims), path="/", httponly=True, samesite="Lax"
+            SESSION_COOKIE, self._seal(session), path="/", httponly=True, samesite="Lax"
         )
         return response
 

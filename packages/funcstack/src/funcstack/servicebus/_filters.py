@@ -18,7 +18,8 @@ receives everything (the service's default ``$Default`` rule, a TrueFilter).
   ``<>``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``IS [NOT] NULL``, ``[NOT] IN (...)``,
   ``EXISTS(p)``; properties ``name``, ``user.name``, ``[odd-name]`` and ``sys.<system
   property>`` (the names above, ``Subject`` too); constants: 'strings' ('' for a quote),
-  numbers, TRUE, FALSE, NULL. Three-valued logic: a missing property makes a comparison
+  numbers, TRUE, FALSE, NULL; an application property's name in any case (names are
+  case-insensitive). Three-valued logic: a missing property makes a comparison
   unknown, which does not match; values of different types are not equal. Not supported (the
   config is refused with the reason): arithmetic, LIKE, functions.
 * A rule's ``Action`` (``SET sys.To = 'x'``, ``REMOVE p``) is accepted, so that an emulator
@@ -83,6 +84,17 @@ class Facts:
 
     system: Mapping[str, Any]
     user: Mapping[str, Any]
+
+    def named(self, name: str) -> tuple[bool, Any]:
+        """(present, value) of application property `name` as a SQL filter names it: its case
+        aside (the SQL filter syntax: "Property names are case-insensitive")."""
+        if name in self.user:
+            return True, self.user[name]
+        folded = name.lower()
+        for key, value in self.user.items():
+            if key.lower() == folded:
+                return True, value
+        return False, None
 
     @classmethod
     def of(cls, properties_raw: bytes, app_properties: Mapping[Any, Any] | None) -> Facts:
@@ -290,7 +302,7 @@ class _Parser:
             self._take(")")
             if scope == "sys":
                 return lambda facts: facts.system.get(prop) is not None
-            return lambda facts: prop in facts.user
+            return lambda facts: facts.named(prop)[0]
         left = self._operand()
         kind, word = self._peek()
         negate = False
@@ -347,7 +359,7 @@ class _Parser:
             scope, prop = self._scoped(value)
             if scope == "sys":
                 return lambda facts: facts.system.get(prop)
-            return lambda facts: facts.user.get(prop)
+            return lambda facts: facts.named(prop)[1]
         raise self._error(f"expected a property or a constant, found {value or 'the end'!r}")
 
     def _scoped(self, name: str) -> tuple[str, str]:

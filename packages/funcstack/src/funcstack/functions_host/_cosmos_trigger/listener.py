@@ -138,7 +138,7 @@ class CosmosTriggerListener(TriggerListener):
         close the clients."""
         await super().stop()  # its start, or its wait for the processor to listen
         if self._processor is not None:
-            await self._processor.stop(grace=_STOP_GRACE_SECONDS)
+            await self._processor.stop(timeout=_STOP_GRACE_SECONDS)
             self._processor = None
         await self._close_clients()
 

@@ -24,11 +24,12 @@ def change_feed_mode_refusal(function: str, binding: dict[str, Any]) -> str | No
     if mode.lower() == ALL_VERSIONS_AND_DELETES.lower():
         return (
             f"function {function}: the Cosmos DB trigger's change_feed_mode (changeFeedMode) "
-            f"'{mode}' is not served by funcstack: its Cosmos DB endpoint keeps only the latest "
-            "version of each document and nothing of a delete or a TTL expiry, so it cannot "
-            "give the all-versions-and-deletes feed (deletes, TTL expirations, intermediate "
-            f"versions with their metadata). Use '{LATEST_VERSION}' (the default) locally, or "
-            "run this function against Azure Cosmos DB"
+            f"'{mode}' is not served by funcstack's Functions host: its trigger reads the "
+            "latest version of each document only, and would miss every delete silently "
+            "(funcstack's Cosmos DB endpoint serves the all-versions-and-deletes feed to the "
+            "SDKs and to cosmos-changefeed's processor; Microsoft's 'Change feed modes' page "
+            f"lists no Functions trigger support for it). Use '{LATEST_VERSION}' (the default) "
+            "locally, or run this function against Azure Cosmos DB"
         )
     return (
         f"function {function}: the Cosmos DB trigger's change_feed_mode (changeFeedMode) "

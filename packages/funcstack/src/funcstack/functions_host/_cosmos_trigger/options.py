@@ -13,11 +13,11 @@ default).
 
 ``changeFeedMode`` (azure-functions 2.3's ``change_feed_mode``): ``LatestVersion`` (the default)
 is served; ``AllVersionsAndDeletes`` is refused when the app is indexed
-(``mode.change_feed_mode_refusal``): the local endpoint keeps the latest version of each document
-only, and nothing of a delete or a TTL expiry, so it cannot give that feed (the full-fidelity
-change feed: ``current``, ``previous`` and ``metadata`` with ``operationType``, ``lsn``,
-``crts``, ``previousImageLSN``, ``timeToLiveExpired`` per change; "Change feed modes in Azure
-Cosmos DB"). A function that would run and miss every delete must not start.
+(``mode.change_feed_mode_refusal``): the trigger does not pass the mode to its processor (the
+local endpoint serves that feed -- ``current`` and ``metadata`` with ``operationType``, ``lsn``,
+``crts``, ``previousImageLSN``, ``timeToLiveExpired`` per change, "Change feed modes in Azure
+Cosmos DB" -- to the SDKs and cosmos-changefeed; that page lists no Functions trigger support
+for the mode). A function that would run and miss every delete must not start.
 
 LOCAL ONLY: the app settings ``FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL``,
 ``..._RENEW_INTERVAL`` and ``..._EXPIRATION_INTERVAL`` (ms) replace the processor's defaults for

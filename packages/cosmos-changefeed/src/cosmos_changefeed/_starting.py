@@ -1,0 +1,81 @@
+"""A processor's start, written once as a flow of ``_protocol`` operations that the sync and
+the aio processor drive (``ChangeFeedProcessorCore.StartAsync``): every check that needs a
+round trip is made here, before any lease is taken, so a start that fails has changed nothing
+but, at most, the leases it created.
+
+In order: the monitored container's resource id (its properties read: a missing container or
+database is ``MissingResourceError``, named) and, for a start from a ``Continuation``, that the
+continuation is this container's; the lease store's partition key path and whether it honours
+a ``ttl`` (a missing lease container, named); the leases' mode against the processor's
+(``ChangeFeedModeSwitchingCheck``); what KEDA's ``azure-cosmosdb`` scaler would find under its
+own prefix (``_names.keda_prefix``); then the store initialised (``BootstrapperCore``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cosmos_changefeed import _names
+from cosmos_changefeed._continuation import Continuation
+from cosmos_changefeed._options import ProcessorOptions
+from cosmos_changefeed._protocol import (
+    LeaseManager,
+    ListDocuments,
+    Op,
+    ReadContainerRid,
+    StoreFacts,
+)
+from cosmos_changefeed._reading import ProcessorStart, resolve_start
+
+
+@dataclass(frozen=True)
+class Started:
+    """What a start found and did."""
+
+    manager: LeaseManager
+    created: int
+    start: ProcessorStart
+    #: Whether the lease store honours a ``ttl`` (None: not known).
+    expires_documents: bool | None
+    #: The prefix KEDA's scaler finds this processor's leases by; None when it finds none (the
+    #: account's host has no dot: ``localhost``).
+    keda_prefix: str | None
+    #: Leases under KEDA's prefix that are not this processor's (another container's with the
+    #: same processor name): KEDA would add their lag to this processor's.
+    foreign_leases: list[str] = field(default_factory=list)
+
+    @property
+    def prefix(self) -> str:
+        return self.manager.prefix
+
+
+def start_flow(
+    options: ProcessorOptions, account_endpoint: str, started: dt.datetime
+) -> Generator[Op, Any, Started]:
+    """Start a processor of ``options`` at ``started`` (see the module)."""
+    rid = yield ReadContainerRid()
+    if isinstance(options.start_from, Continuation):
+        options.start_from.check_container(rid)
+    start = resolve_start(options.start_from, options.mode, started)
+    path, expires = yield StoreFacts()
+    manager = LeaseManager(
+        _names.store_prefix(options.processor_name, account_endpoint, rid),
+        options.instance_name,
+        partition_key_path=path,
+        mode=options.mode,
+    )
+    manager.check_mode((yield from manager.all_leases()))
+    keda = _names.keda_prefix(options.processor_name, account_endpoint)
+    foreign: list[str] = []
+    if keda is not None:
+        docs = yield ListDocuments(keda)
+        foreign = sorted(
+            str(doc["id"])
+            for doc in docs
+            if doc.get("LeaseToken") and not str(doc["id"]).startswith(manager.lease_prefix)
+        )
+    created = yield from manager.initialize()
+    return Started(manager, created, start, expires, keda, foreign)

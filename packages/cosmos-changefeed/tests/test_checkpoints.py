@@ -1,0 +1,209 @@
+"""When a lease is checkpointed (``_checkpoints``), on the sync and the aio processor in-process:
+per batch (the default), every N batches or T seconds (``CheckpointPolicy``), and manually
+(``checkpoint="manual"``). A crash is an instance frozen in its handler (``inprocess.Frozen``:
+from then on nothing it writes reaches the lease container, as after a SIGKILL); the heir's
+deliveries say what was given again -- the resend bound. ``test_takeover`` holds the same bound
+against a process SIGKILLed for real."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from inprocess import CHECKPOINT, FLAVOURS, Delivered, Flavour, Member, eventually, fleet
+
+from cosmos_changefeed import ChangeFeedProcessor, CheckpointPolicy, InMemoryLeaseStore
+from cosmos_changefeed._checkpoints import CheckpointPlan
+from cosmos_changefeed.testing import InMemoryFeed, InMemoryFeedSource
+
+DOCS = 24
+
+
+def one_key(feed: InMemoryFeed, count: int = DOCS, start: int = 0) -> list[str]:
+    """``count`` documents of one partition key (one lease), from ``d<start>``."""
+    ids = [f"d{i:02d}" for i in range(start, start + count)]
+    for item in ids:
+        feed.upsert({"id": item, "pk": "one"})
+    return ids
+
+
+def crash_at(
+    batch: int, delivered: Delivered, member: list[Member], handed: list[list[str]]
+) -> Callable[[Any, list[dict[str, Any]]], object]:
+    """A handle that records each batch and freezes its instance in the ``batch``-th one."""
+
+    def handle(context: Any, changes: list[dict[str, Any]]) -> object:
+        handed.append([doc["id"] for doc in changes])
+        delivered(context, changes)
+        if len(handed) == batch:
+            member[0].switch.freeze()
+        return None
+
+    return handle
+
+
+def given_again(flavour: Flavour, crash: int, **options: Any) -> tuple[list[list[str]], list[str]]:
+    """One lease read in batches of 2 by an instance frozen in its ``crash``-th batch, then by
+    an heir: the batches the first instance was given, and what the heir was given again."""
+    feed = InMemoryFeed(1)
+    ids = one_key(feed)
+    first, heir = Delivered(), Delivered()
+    handed: list[list[str]] = []
+    holder: list[Member] = []
+    with fleet(flavour, feed) as f:
+        doomed = f.processor(
+            "doomed",
+            crash_at(crash, first, holder, handed),
+            start_from="beginning",
+            max_items=2,
+            **options,
+        )
+        holder.append(doomed)
+        doomed.start()
+        eventually(lambda: len(handed) >= crash)
+        f.processor("heir", heir, start_from="beginning", max_items=2).start()
+        eventually(lambda: heir.ids | first.ids >= set(ids))
+    again = sorted(heir.ids & first.ids)
+    return handed, again
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_by_default_a_crash_gives_again_only_the_batch_in_flight(flavour: Flavour) -> None:
+    handed, again = given_again(flavour, crash=7)
+    assert len(handed) == 7
+    assert again == sorted(handed[-1])
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_every_n_batches_a_crash_gives_again_fewer_than_n_batches_and_the_one_in_flight(
+    flavour: Flavour,
+) -> None:
+    handed, again = given_again(flavour, crash=8, checkpoint=CheckpointPolicy(batches=5))
+    # checkpointed after the 5th batch: the 6th, 7th and 8th (in flight) are given again
+    assert again == sorted(doc for batch in handed[5:8] for doc in batch)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_every_t_seconds_an_idle_lease_is_checkpointed_once_its_time_has_passed(
+    flavour: Flavour,
+) -> None:
+    feed, delivered = InMemoryFeed(1), Delivered()
+    with fleet(flavour, feed) as f:
+        policy = CheckpointPolicy(batches=1_000, seconds=1.0)
+        member = f.processor("p", delivered, max_items=3, checkpoint=policy).start()
+        member.wait_until_listening()
+        ids = one_key(feed, 9)
+        eventually(lambda: delivered.ids >= set(ids))
+        last = delivered.batches[-1][0].continuation
+        assert f.stored()["0"].continuation != last, "checkpointed before its time"
+        eventually(lambda: f.stored()["0"].continuation == last, within=5)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_stop_checkpoints_what_the_policy_had_not_yet(flavour: Flavour) -> None:
+    feed, delivered = InMemoryFeed(1), Delivered()
+    with fleet(flavour, feed) as f:
+        policy = CheckpointPolicy(batches=1_000)
+        member = f.processor("p", delivered, max_items=2, checkpoint=policy).start()
+        member.wait_until_listening()
+        ids = one_key(feed, 10)
+        eventually(lambda: delivered.ids >= set(ids))
+        member.stop()
+        stored = f.stored()["0"]
+        assert stored.owner is None
+        assert stored.continuation == delivered.batches[-1][0].continuation
+        again = f.processor("p", delivered, checkpoint=policy).start()
+        more = one_key(feed, 2, start=10)
+        eventually(lambda: delivered.ids >= set(more))
+        again.stop()
+    assert all(delivered.count(item) == 1 for item in ids)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_manual_checkpoints_store_only_what_the_handler_checkpointed(flavour: Flavour) -> None:
+    feed = InMemoryFeed(1)
+    ids = one_key(feed)
+    first, heir = Delivered(), Delivered()
+    handed: list[list[str]] = []
+    holder: list[Member] = []
+
+    def handle(context: Any, changes: list[dict[str, Any]]) -> object:
+        handed.append([doc["id"] for doc in changes])
+        first(context, changes)
+        if len(handed) == 8:
+            holder[0].switch.freeze()
+        return CHECKPOINT if len(handed) % 3 == 0 else None  # after the 3rd and 6th batches
+
+    with fleet(flavour, feed) as f:
+        member = f.processor(
+            "doomed", handle, start_from="beginning", max_items=2, checkpoint="manual"
+        )
+        holder.append(member)
+        member.start()
+        eventually(lambda: len(handed) >= 8)
+        f.processor("heir", heir, start_from="beginning", max_items=2).start()
+        eventually(lambda: heir.ids | first.ids >= set(ids))
+    assert sorted(heir.ids & first.ids) == sorted(doc for batch in handed[6:8] for doc in batch)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_a_manual_processor_stops_without_checkpointing_what_was_not(flavour: Flavour) -> None:
+    feed, delivered = InMemoryFeed(2), Delivered()
+    with fleet(flavour, feed) as f:
+        member = f.processor("p", delivered, start_from="beginning", checkpoint="manual")
+        member.start()
+        ids = one_key(feed, 6)
+        eventually(lambda: delivered.ids >= set(ids))
+        member.stop()
+        stored = f.stored()
+        again = f.processor("p", delivered, start_from="beginning", checkpoint="manual").start()
+        eventually(lambda: all(delivered.count(item) == 2 for item in ids))
+        again.stop()
+    assert all(lease.owner is None and lease.continuation is None for lease in stored.values())
+
+
+def test_a_manual_checkpoint_of_an_earlier_batch_after_a_later_one_is_a_no_op() -> None:
+    plan = CheckpointPlan("manual")
+    first, second = plan.handed(), plan.handed()
+    assert plan.manual_checkpoint(second)
+    assert not plan.manual_checkpoint(first)
+    assert plan.handled('"9"') is None and plan.stopping() is None
+
+
+def test_a_plan_checkpoints_every_n_batches_or_t_seconds_whichever_first() -> None:
+    now = [0.0]
+    plan = CheckpointPlan(CheckpointPolicy(batches=3, seconds=10.0), clock=lambda: now[0])
+    assert [plan.handled(f'"{n}"') for n in (1, 2, 3, 4)] == [None, None, '"3"', None]
+    assert plan.caught_up() is None
+    now[0] = 10.0
+    assert plan.caught_up() == '"4"'
+    assert plan.handled('"5"') is None
+    now[0] = 25.0
+    assert plan.handled('"6"') == '"6"'
+    plan.written('"6"')
+    assert plan.stopping() is None
+    plan.handled('"7"')
+    assert plan.stopping() == '"7"'
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (CheckpointPolicy, "batches must be 1 or more"),
+        ("auto", "a CheckpointPolicy"),
+    ],
+)
+def test_a_checkpoint_option_that_cannot_be_honoured_is_refused(option: Any, message: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        checkpoint = option(batches=0) if option is CheckpointPolicy else option
+        ChangeFeedProcessor(
+            InMemoryFeedSource(),
+            InMemoryLeaseStore(),
+            processor_name="p",
+            instance_name="i",
+            handler=lambda context, changes: None,
+            checkpoint=checkpoint,
+        )
+    with pytest.raises(ValueError, match="seconds"):
+        CheckpointPolicy(seconds=0)

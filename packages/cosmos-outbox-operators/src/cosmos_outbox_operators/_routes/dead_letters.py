@@ -1,0 +1,218 @@
+"""The dead letters' routes: the dead-letter queues of the watched subscriptions and queues,
+counted, listed with a filter, peeked, resubmitted and discarded (and both actions previewed).
+Their answers are the core's (`cosmos_outbox.operations`); what a request names is parsed here
+(`DeadLetterSelection`, `DeadLetterDiscard`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Annotated, Any, Self
+
+from pydantic import ConfigDict, Field, TypeAdapter, model_validator
+
+from cosmos_outbox.errors import InvalidContinuationError
+from cosmos_outbox.http import (
+    HttpCall,
+    Identifier,
+    PageView,
+    QueryParameter,
+    Reply,
+    RequestModel,
+    next_token,
+    omit_null_defaults,
+)
+from cosmos_outbox.operations import (
+    MAX_PER_CALL,
+    ActionReport,
+    DeadLetterCounts,
+    DeadLetterMessage,
+    LetterFilter,
+    LetterPreview,
+    LetterSummary,
+    Selection,
+)
+from cosmos_outbox_operators._routes._context import Routes
+from cosmos_outbox_operators._types import (
+    WHOLE,
+    AggregateType,
+    FilterText,
+    Instant,
+    OperatorReason,
+)
+
+#: A filter's fields, in the query of a list and in the body of an action (camelCase).
+FILTER_FIELDS = ("aggregateType", "aggregateId", "action", "deadLetterReason", "since", "until")
+_NO_FILTER: dict[str, Any] = dict.fromkeys(FILTER_FIELDS, False)
+#: The three ways to name dead letters, as JSON Schema: a field that must be left out is `false`.
+_ONE_WAY: list[dict[str, Any]] = [
+    {
+        "required": ["sequenceNumbers"],
+        "properties": {"sequenceNumbers": {"minItems": 1}, "all": {"const": False}, **_NO_FILTER},
+    },
+    {
+        "anyOf": [{"required": [name]} for name in FILTER_FIELDS],
+        "properties": {"sequenceNumbers": {"maxItems": 0}, "all": {"const": False}},
+    },
+    {
+        "required": ["all"],
+        "properties": {"all": {"const": True}, "sequenceNumbers": {"maxItems": 0}, **_NO_FILTER},
+    },
+]
+
+
+def letter_filter(named: Mapping[str, Any]) -> LetterFilter:
+    """The filter `named` gives by its fields' names (a list's query, an action's body)."""
+    return LetterFilter(*(named.get(name) for name in FILTER_FIELDS))
+
+
+class DeadLetterSelection(RequestModel):
+    """Which dead letters: `sequenceNumbers` (at most 100), or those matching a filter (an
+    aggregate type and id, an action, text in the dead-letter reason or description, enqueued
+    since / until), or `all: true`; exactly one of the three (the schema says so too)."""
+
+    model_config = ConfigDict(json_schema_extra=omit_null_defaults({"oneOf": _ONE_WAY}))
+
+    sequence_numbers: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=100)] = []
+    aggregate_type: AggregateType | None = None
+    aggregate_id: Identifier | None = None
+    action: Identifier | None = None
+    dead_letter_reason: FilterText | None = None
+    since: Instant | None = None
+    until: Instant | None = None
+    all: bool = False
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Self:
+        ways = [bool(self.sequence_numbers), not self.filter.empty, self.all]
+        if sum(ways) != 1:
+            raise ValueError(
+                "name the dead letters one way: sequenceNumbers, or a filter (aggregateType, "
+                "aggregateId, action, deadLetterReason, since, until), or all: true"
+            )
+        return self
+
+    @property
+    def filter(self) -> LetterFilter:
+        return letter_filter(self.model_dump(by_alias=True))
+
+    @property
+    def selection(self) -> Selection:
+        return Selection(tuple(self.sequence_numbers), self.filter, self.all)
+
+
+class DeadLetterDiscard(DeadLetterSelection):
+    """A selection of dead letters to give up, and why (the audit line, the notices)."""
+
+    reason: OperatorReason
+
+
+class DeadLetterPage(PageView):
+    items: list[LetterSummary]
+
+
+#: The list's filter, as query parameters (the same fields as a selection's filter).
+_FILTER_QUERY = tuple(
+    QueryParameter(name, TypeAdapter(kind), description)
+    for name, kind, description in (
+        ("aggregateType", AggregateType, "only dead letters of this aggregate type"),
+        ("aggregateId", Identifier, "only those of this aggregate"),
+        ("action", Identifier, "only those of this action"),
+        ("deadLetterReason", FilterText, "only those whose reason or description has this"),
+        ("since", Instant, "only those enqueued at or after this time"),
+        ("until", Instant, "only those enqueued before this time"),
+    )
+)
+
+
+def declare(routes: Routes) -> None:
+    operations = routes.operations
+    counted = {"MAX_PER_CALL": MAX_PER_CALL}
+
+    @routes.get("deadletters", DeadLetterCounts, errors=(400, 429, 500, 503))
+    async def count_dead_letters(call: HttpCall[None]) -> Reply:
+        """Operators: how many dead letters each watched subscription (and queue) holds"""
+        return Reply(await operations().dead_letters.counts())
+
+    @routes.get("deadletters/{entity}", DeadLetterPage, paged=True, query=_FILTER_QUERY)
+    async def list_dead_letters(call: HttpCall[None]) -> Reply:
+        """Operators: the dead letters of one watched subscription (or queue), a page at a time,
+        those matching the filter given"""
+        ops = operations()
+        letters = ops.dead_letters
+        cursor = call.cursor(ops.tokens.dead_letters)
+        if cursor is not None and not cursor.store_token.isdigit():
+            raise InvalidContinuationError("not a dead letters' token")
+        found, next_after = await letters.page(
+            letters.entity(call.path["entity"]),
+            letter_filter(call.query),
+            page_size=call.page_size,
+            after=int(cursor.store_token) if cursor is not None else 0,
+        )
+        token = next_token(
+            str(next_after) if next_after is not None else None, cursor, ops.tokens.dead_letters
+        )
+        body = DeadLetterPage.of_items(found, token)
+        return Reply(body, {"X-Continuation-Token": token} if token else {})
+
+    @routes.get("deadletters/{entity}/messages/{sequenceNumber}", DeadLetterMessage, query=(WHOLE,))
+    async def peek_dead_letter(call: HttpCall[None]) -> Reply:
+        """Operators: one dead letter, whole (body, properties, reason, description, delivery
+        count, enqueued time)"""
+        letters = operations().dead_letters
+        entity = letters.entity(call.path["entity"])
+        return Reply(await letters.peek(entity, int(call.path["sequenceNumber"])))
+
+    @routes.post(
+        "deadletters/{entity}/resubmit",
+        ActionReport,
+        request=DeadLetterSelection,
+        summary_values=counted,
+    )
+    async def resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
+        """Operators: send dead letters again, each with a MessageId of its own that the topic's
+        duplicate detection cannot drop, to that subscription only (at most {MAX_PER_CALL} a
+        call: `remaining` says how many more match); a dead letter leaves its queue only once
+        its resubmission was accepted"""
+        letters = operations().dead_letters
+        entity = letters.entity(call.path["entity"])
+        return Reply(await letters.resubmit(entity, call.body.selection))
+
+    @routes.post(
+        "deadletters/{entity}/discard",
+        ActionReport,
+        request=DeadLetterDiscard,
+        summary_values=counted,
+    )
+    async def discard_dead_letters(call: HttpCall[Any]) -> Reply:
+        """Operators: give dead letters up at that subscription: each one's version given up
+        there by a discard notice in its session, then the dead letter removed (at most
+        {MAX_PER_CALL} a call)"""
+        letters = operations().dead_letters
+        entity = letters.entity(call.path["entity"])
+        return Reply(await letters.discard(entity, call.body.selection, reason=call.body.reason))
+
+    _previews(routes)
+
+
+def _previews(routes: Routes) -> None:
+    operations = routes.operations
+
+    async def preview(call: HttpCall[Any], action: str) -> Reply:
+        letters = operations().dead_letters
+        entity = letters.entity(call.path["entity"])
+        return Reply(await letters.preview(entity, call.body.selection, action=action))
+
+    @routes.post(
+        "deadletters/{entity}/resubmit/preview", LetterPreview, request=DeadLetterSelection
+    )
+    async def preview_resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
+        """Operators: what a resubmit of this selection would touch, before it is confirmed: how
+        many dead letters match, of how many aggregates, the first of them, and what subscribers
+        will see; nothing is sent or removed"""
+        return await preview(call, "resubmit")
+
+    @routes.post("deadletters/{entity}/discard/preview", LetterPreview, request=DeadLetterDiscard)
+    async def preview_discard_dead_letters(call: HttpCall[Any]) -> Reply:
+        """Operators: what a discard of this selection would touch, before it is confirmed (the
+        reason is checked as the discard checks it); nothing is sent or removed"""
+        return await preview(call, "discard")

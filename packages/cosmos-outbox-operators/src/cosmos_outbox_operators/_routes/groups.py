@@ -1,0 +1,65 @@
+"""The failure groups' routes: the quarantined events and dead letters grouped by cause, and a
+whole group retried or discarded (previewed first) through the same use cases as one row
+(`cosmos_outbox.operations.Operations.groups`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Self
+
+from pydantic import model_validator
+
+from cosmos_outbox.http import HttpCall, Reply, RequestModel
+from cosmos_outbox.operations import MAX_PER_CALL, FailureGroups, GroupOutcome
+from cosmos_outbox_operators._routes._context import Routes
+from cosmos_outbox_operators._types import OperatorReason
+
+
+class GroupAction(RequestModel):
+    """What to do with a failure group: `retry` (a quarantined event replayed, a dead letter
+    resubmitted) or `discard` (given up, with `reason`, required then)."""
+
+    action: Literal["retry", "discard"]
+    reason: OperatorReason | None = None
+
+    @model_validator(mode="after")
+    def _reason(self) -> Self:
+        if self.action == "discard" and not self.reason:
+            raise ValueError("reason is required to discard: say why the group is given up")
+        return self
+
+
+def declare(routes: Routes) -> None:
+    operations = routes.operations
+
+    @routes.get("groups", FailureGroups, errors=(400, 429, 500, 503))
+    async def list_groups(call: HttpCall[None]) -> Reply:
+        """Operators: the quarantined events and dead letters grouped by cause (exception type
+        and normalised message, subscription, event type), each with its count and when it was
+        first and last seen, the largest first"""
+        return Reply(await operations().groups.groups())
+
+    async def act(call: HttpCall[Any], preview: bool) -> Reply:
+        body = call.body
+        outcome = await operations().groups.act(
+            call.path["groupId"], body.action, reason=body.reason, preview=preview
+        )
+        return Reply(outcome)
+
+    @routes.post("groups/{groupId}/preview", GroupOutcome, request=GroupAction)
+    async def preview_group(call: HttpCall[Any]) -> Reply:
+        """Operators: what a retry or discard of a failure group would do, before it is
+        confirmed: how many of its events, what subscribers will see and what each subscription
+        receives; nothing is sent or removed"""
+        return await act(call, True)
+
+    @routes.post(
+        "groups/{groupId}/act",
+        GroupOutcome,
+        request=GroupAction,
+        summary_values={"MAX_PER_CALL": MAX_PER_CALL},
+    )
+    async def act_on_group(call: HttpCall[Any]) -> Reply:
+        """Operators: retry or discard a failure group through the same use cases as one row,
+        at most {MAX_PER_CALL} of its events a call (`remaining` says how many are left); each
+        event's action is audited, and the group's"""
+        return await act(call, False)

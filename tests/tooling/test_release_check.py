@@ -1,0 +1,220 @@
+"""The release check's own checks (tools/release), each shown to catch what it is for, in-process
+on small distributions made here: a file git tracks missing from an sdist, a wheel from the
+sdist that differs from the tree's, a requirement between ours or in a doc that the versions
+built do not meet, a README's relative link, the release order, the local index's pages and the
+docs' shell lines as the trials read them. `make release-check` runs them all on the real five."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import subprocess
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tools.docblocks import install_lines, json_files, shell_lines
+from tools.release import build, index, requirements
+from tools.release.dists import Distribution, distributions, read
+
+PYPROJECT = """[project]
+name = "{name}"
+version = "{version}"
+requires-python = ">=3.11"
+classifiers = ["Programming Language :: Python :: 3.11", "Programming Language :: Python :: 3.13"]
+dependencies = [{dependencies}]
+
+[project.optional-dependencies]
+test = [{test}]
+"""
+
+
+def distribution(
+    root: Path, name: str, version: str, *, dependencies: str = "", test: str = ""
+) -> Distribution:
+    folder = root / name
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(
+        PYPROJECT.format(name=name, version=version, dependencies=dependencies, test=test)
+    )
+    return read(folder)
+
+
+def sdist(path: Path, prefix: str, files: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w:gz") as archive:
+        for name, data in files.items():
+            info = tarfile.TarInfo(f"{prefix}/{name}")
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+
+
+def test_a_file_git_tracks_and_the_sdist_lacks_is_named(tmp_path: Path) -> None:
+    dist = distribution(tmp_path, "shop", "1.0.0")
+    (dist.folder / "src").mkdir()
+    (dist.folder / "src" / "shop.txt").write_text("x = 1\n")
+    (dist.folder / "stray.pyc").write_bytes(b"\0")
+    subprocess.run(["git", "init", "-q"], cwd=dist.folder, check=True)
+    subprocess.run(["git", "add", "pyproject.toml", "src/shop.txt"], cwd=dist.folder, check=True)
+    out = tmp_path / "dist"
+    out.mkdir()
+    prefix = f"{dist.module}-{dist.version}"
+    whole = {"pyproject.toml": b"", "src/shop.txt": b"x = 1\n", "PKG-INFO": b""}
+    sdist(out / dist.sdist, prefix, whole)
+    problems = build.Problems()
+    build.check_sdist_files(dist, out, problems)
+    assert problems.found == []
+
+    sdist(out / dist.sdist, prefix, {"pyproject.toml": b"", "stray.pyc": b"\0"})
+    build.check_sdist_files(dist, out, problems)
+    assert problems.found == [
+        "shop-1.0.0.tar.gz: src/shop.txt is tracked by git and missing from the sdist",
+        "shop-1.0.0.tar.gz: stray.pyc is in the sdist and not tracked by git",
+    ]
+
+
+def test_a_wheel_from_the_sdist_that_differs_from_the_trees_is_named(tmp_path: Path) -> None:
+    dist = distribution(tmp_path, "shop", "1.0.0")
+    out, scratch = tmp_path / "dist", tmp_path / "scratch"
+    (scratch / "tree").mkdir(parents=True)
+    out.mkdir()
+    for folder, files in (
+        (out, {"shop/__init__.py": b"x = 1\n", "shop/data.json": b"{}"}),
+        (
+            scratch / "tree",
+            {"shop/__init__.py": b"x = 2\n", "shop/data.json": b"{}", "shop/a.js": b""},
+        ),
+    ):
+        with zipfile.ZipFile(folder / dist.wheel, "w") as wheel:
+            for name, data in files.items():
+                wheel.writestr(name, data)
+    problems = build.Problems()
+    build.compare_wheels(dist, out, scratch, problems)
+    assert problems.found == [
+        "shop-1.0.0-py3-none-any.whl: shop/a.js in only the tree's wheel (the sdist lacks it)",
+        "shop-1.0.0-py3-none-any.whl: shop/__init__.py differs between the sdist's wheel and the "
+        "tree's",
+    ]
+
+
+def test_a_requirement_between_ours_that_no_version_built_meets_is_named(tmp_path: Path) -> None:
+    core = distribution(tmp_path, "shop-core", "0.5.0")
+    kit = distribution(
+        tmp_path,
+        "shop-kit",
+        "0.1.0",
+        dependencies='"shop-core>=0.5,<0.6"',
+        test='"shop-core>=0.4,<0.5"',
+    )
+    problems = build.Problems()
+    requirements.check_between([core, kit], problems)
+    assert problems.found == [
+        "shop-kit pyproject.toml: requires shop-core>=0.4,<0.5, and shop-core is 0.5.0"
+    ]
+
+
+def test_a_requirement_a_doc_shows_that_no_version_built_meets_is_named(tmp_path: Path) -> None:
+    core = distribution(tmp_path, "shop-core", "0.5.0")
+    kit = distribution(tmp_path, "shop-core-kit", "0.1.0")
+    text = (
+        "Add `shop-core>=0.4,<0.5` to requirements.txt.\n"
+        'pip install "shop-core[aio]>=0.5,<0.6" shop-core-kit\n'
+        "shop-core-kit==0.2.0\n"
+    )
+    assert requirements.unmet(text, [core, kit]) == [
+        (1, "shop-core>=0.4,<0.5 is not met by shop-core 0.5.0"),
+        (3, "shop-core-kit==0.2.0 is not met by shop-core-kit 0.1.0"),
+    ]
+
+
+def test_a_readme_link_relative_to_the_repository_is_named(tmp_path: Path) -> None:
+    dist = distribution(tmp_path, "shop", "1.0.0")
+    out = tmp_path / "dist"
+    out.mkdir()
+    info = f"{dist.module}-{dist.version}.dist-info"
+    metadata = (
+        "Metadata-Version: 2.4\nName: shop\nVersion: 1.0.0\n"
+        + "".join(f"Project-URL: {label}, https://example.org\n" for label in build.URLS)
+        + "\n[the changelog](CHANGELOG.md), [a heading](#install), [site](https://example.org)\n"
+    )
+    with zipfile.ZipFile(out / dist.wheel, "w") as wheel:
+        wheel.writestr(f"{info}/METADATA", metadata)
+        wheel.writestr(f"{info}/licenses/LICENSE", "MIT")
+        wheel.writestr("shop/py.typed", "")
+    problems = build.Problems()
+    build.check_metadata(dist, out, problems)
+    assert problems.found == [
+        "shop-1.0.0-py3-none-any.whl: its README links to CHANGELOG.md, relative to the "
+        "repository: broken on PyPI"
+    ]
+
+
+def test_a_changelog_without_the_versions_dated_heading_is_named(tmp_path: Path) -> None:
+    dist = distribution(tmp_path, "shop", "1.0.0")
+    changelog = dist.folder / "CHANGELOG.md"
+    changelog.write_text("# Changelog\n\n## [Unreleased]\n\n- a fix\n\n## [1.0.0] - 2026-11-26\n")
+    problems = build.Problems()
+    build.check_changelog(dist, problems, released=False)
+    assert problems.found == []
+    build.check_changelog(dist, problems, released=True)  # at a tag: the fix would be left out
+    assert problems.found == ["shop CHANGELOG.md: an [Unreleased] section holds entries"]
+    changelog.write_text("# Changelog\n\n## [1.0.0] - unreleased\n")
+    problems = build.Problems()
+    build.check_changelog(dist, problems, released=False)
+    assert problems.found == [
+        "shop CHANGELOG.md: no heading '## [1.0.0] - YYYY-MM-DD' for the version in pyproject.toml"
+    ]
+
+
+def test_the_release_order_puts_each_distribution_after_what_it_requires() -> None:
+    assert [d.name for d in distributions()] == [
+        "cosmos-changefeed",
+        "cosmos-outbox",
+        "cosmos-outbox-testing",
+        "cosmos-outbox-operators",
+        "funcstack",
+    ]
+
+
+def test_the_local_index_is_a_pep_503_page_per_project(tmp_path: Path) -> None:
+    dist = distribution(tmp_path, "Shop_Core", "1.0.0")
+    out = tmp_path / "dist"
+    out.mkdir()
+    (out / dist.sdist).write_bytes(b"sdist")
+    (out / dist.wheel).write_bytes(b"wheel")
+    index.write([dist], out, tmp_path / "index")
+    page = (tmp_path / "index" / "simple" / "shop-core" / "index.html").read_text()
+    digest = hashlib.sha256(b"wheel").hexdigest()
+    assert f'href="../../files/{dist.wheel}#sha256={digest}"' in page
+    assert 'data-requires-python="&gt;=3.11"' in page
+    assert 'href="shop-core/"' in (tmp_path / "index" / "simple" / "index.html").read_text()
+
+
+def test_the_docs_shell_lines_are_read_as_a_terminal_runs_them(tmp_path: Path) -> None:
+    doc = tmp_path / "guide.md"
+    doc.write_text(
+        "# Guide\n\n## Install\n\n```bash\npip install shop   # the shop\n"
+        'pip install "shop[aio]" \\\n  shop-kit\n```\n\n'
+        "`host.json`, the host's:\n\n```json\n{}\n```\n\n"
+        "## Run it\n\n```\nshop run --app .\n```\n\n```python\nprint('not shell')\n```\n"
+    )
+    assert [line.text for line in install_lines(doc, "guide")] == [
+        "pip install shop   # the shop",
+        'pip install "shop[aio]" shop-kit',
+    ]
+    assert [(s.heading, s.text) for s in shell_lines(doc, "guide")][-1] == (
+        "Run it",
+        "shop run --app .",
+    )
+    assert json_files(doc) == {"host.json": "{}\n"}
+
+
+@pytest.mark.parametrize("doc", ["docs/quick-start.md", "docs/your-own-app.md", "README.md"])
+def test_every_guide_the_check_tries_has_install_lines_without_placeholders(doc: str) -> None:
+    """A `<placeholder>` in a line the check runs verbatim is a doc bug: bash reads `<` as a
+    redirection."""
+    root = Path(__file__).resolve().parents[2]
+    lines = shell_lines(root / doc, doc)
+    assert install_lines(root / doc, doc)
+    assert [line.text for line in lines if "<" in line.text.split("#", 1)[0]] == []

@@ -1,0 +1,168 @@
+"""The docs' code blocks as things that run: one reader of a README's or a guide's fenced blocks,
+shared by the repository's test of its Python blocks (tests/repository/test_docs_run.py, in
+.venv) and by the release check (tools/release, in clean venvs with the distributions installed
+from the local index).
+
+- Python blocks (```` ```python ````, found by pytest-examples): a block whose first line names a
+  file (`# orders/domain.py`) is that file (blocks naming the same file continue it); any other
+  block is a script of its own; a block fenced ```` ```python test="typecheck" ```` (one that
+  needs a running stack or an Azure account) is only type-checked. `write_project` writes them
+  into a folder; `DRIVER`, run by the interpreter under test, imports the modules (indexing a
+  `FunctionApp` named `app`, as the worker does), runs the scripts, then runs the test files
+  (`test_*.py`) with pytest in an interpreter of their own.
+- Shell blocks (```` ```bash ````, ```` ```sh ````, or a fence with no language): their lines,
+  which the release check runs verbatim (`shell_lines`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_examples import CodeExample, find_examples
+
+FILE_LINE = re.compile(r"#\s*(?P<path>[A-Za-z0-9_./-]+\.py)\b")
+#: Checks one document's folder: imports its modules, indexes their apps, runs its scripts and
+#: its tests. argv: the folder, then the modules and scripts in the document's order.
+DRIVER = """
+import importlib, runpy, sys
+from pathlib import Path
+import azure.functions as func
+folder = Path(sys.argv[1])
+sys.path.insert(0, str(folder))
+tests = []
+for entry in sys.argv[2:]:
+    kind, name = entry.split(":", 1)
+    if kind == "test":
+        tests.append(name)
+    elif kind == "script":
+        runpy.run_path(str(folder / name), run_name="__main__")
+    else:
+        app = getattr(importlib.import_module(name), "app", None)
+        if isinstance(app, func.FunctionApp):
+            assert app.get_functions(), f"{name}.app has no functions"
+if tests:  # in an interpreter of their own: the apps above are indexed (the worker does it once)
+    import subprocess
+    sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              "-p", "no:randomly", "--rootdir", str(folder), *tests],
+                             cwd=folder, env={**__import__("os").environ,
+                                              "PYTHONPATH": str(folder)}))
+"""
+#: The fences whose lines are shell commands.
+SHELL_FENCES = ("bash", "sh", "shell", "")
+FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[^`]*)$")
+
+
+def python_blocks(doc: Path) -> list[CodeExample]:
+    """The document's Python blocks, in order."""
+    return [e for e in find_examples(doc) if e.prefix.split(" ", 1)[0] in ("py", "python")]
+
+
+def write_project(doc: str, folder: Path, examples: list[CodeExample]) -> Iterator[str]:
+    """Write the blocks as files in `folder`; yield what the driver does with each (in order,
+    once per file): `module:NAME`, `script:PATH` or `test:PATH`."""
+    seen: set[str] = set()
+    for example in examples:
+        first = example.source.splitlines()[0] if example.source else ""
+        named = FILE_LINE.match(first)
+        path = named["path"] if named else f"example_{example.start_line}.py"
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for parent in target.relative_to(folder).parents:
+            if parent != Path() and not (folder / parent / "__init__.py").exists():
+                (folder / parent / "__init__.py").write_text("")
+        with target.open("a", encoding="utf-8") as out:
+            out.write(example.source)
+        if path in seen or example.prefix_settings().get("test") == "typecheck":
+            continue
+        assert named or "def test_" not in example.source, (
+            f"{doc}:{example.start_line}: a block of tests names no file: start it with "
+            "`# tests/test_<name>.py` so that it runs as tests"
+        )
+        seen.add(path)
+        if Path(path).name.startswith("test_"):
+            yield f"test:{path}"
+        elif not named:
+            yield f"script:{path}"
+        else:
+            yield "module:" + path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+@dataclass(frozen=True)
+class ShellLine:
+    """One command line of a shell block, as the document shows it."""
+
+    doc: str
+    line: int
+    heading: str
+    text: str
+
+
+def shell_lines(doc: Path, name: str) -> list[ShellLine]:
+    """Every command line of the document's shell blocks (a line continued with `\\` joined to
+    the next), with the heading of the section it is in."""
+    found: list[ShellLine] = []
+    heading, fence, pending, start = "", None, "", 0
+    for number, raw in enumerate(doc.read_text("utf-8").splitlines(), start=1):
+        opened = FENCE.match(raw)
+        if opened:
+            fence = None if fence is not None else opened["info"].strip().split(" ", 1)[0]
+            continue
+        if fence is None:
+            if raw.startswith("#"):
+                heading = raw.lstrip("#").strip()
+            continue
+        if fence not in SHELL_FENCES:
+            continue
+        text = raw.strip()
+        if not pending:
+            start = number
+        if text.endswith("\\"):
+            pending += text[:-1].rstrip() + " "
+            continue
+        command, pending = (pending + text).strip(), ""
+        if command and not command.startswith("#"):
+            found.append(ShellLine(name, start, heading, command))
+    return found
+
+
+def install_lines(doc: Path, name: str) -> list[ShellLine]:
+    """The lines of the document's shell blocks under its "Install" heading."""
+    return [s for s in shell_lines(doc, name) if s.heading == "Install"]
+
+
+#: The paragraph before a JSON block that names the file it is starts with its name:
+#: "`funcstack.json`, what the app needs ...".
+JSON_NAME = re.compile(r"^`(?P<name>[\w.-]+\.json)`")
+
+
+def json_files(doc: Path) -> dict[str, str]:
+    """The document's JSON blocks that the paragraph before names as a file (it starts with the
+    file's name in backticks): name -> text."""
+    found: dict[str, str] = {}
+    lines = doc.read_text("utf-8").splitlines()
+    number = 0
+    while number < len(lines):
+        opened = FENCE.match(lines[number])
+        if not opened:
+            number += 1
+            continue
+        closing = next(i for i in range(number + 1, len(lines)) if FENCE.match(lines[i]))
+        named = JSON_NAME.match(_paragraph_before(lines, number))
+        if opened["info"].strip() == "json" and named:
+            found[named["name"]] = "\n".join(lines[number + 1 : closing]) + "\n"
+        number = closing + 1
+    return found
+
+
+def _paragraph_before(lines: list[str], number: int) -> str:
+    """The first line of the paragraph that ends right before line `number`."""
+    end = number - 1
+    while end >= 0 and not lines[end].strip():
+        end -= 1
+    start = end
+    while start > 0 and lines[start - 1].strip():
+        start -= 1
+    return lines[start] if start >= 0 else ""

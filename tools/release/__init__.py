@@ -1,0 +1,14 @@
+"""The release check (`make release-check`, `python -m tools.release`): what would be uploaded to
+PyPI, built once, checked, served as a local index that stands for PyPI, and tried as a stranger
+would try it, in clean venvs on every Python each distribution supports. RELEASING.md says what
+it proves and what only a real upload can.
+
+- `dists`: the five distributions, read from their pyproject.toml (names, versions, Pythons);
+- `build`: the sdists and wheels (the wheel built from the sdist, as pip builds it) and their
+  checks: metadata and README as the registry renders them, the wheel's contents, the same wheel
+  from the tree, every file of the package's folder in its sdist, the requirements between them
+  and in the docs resolvable;
+- `index`: dist/ as a PEP 503 simple index on 127.0.0.1;
+- `trial`: the clean venvs: each README's and guide's install lines run verbatim, its first
+  example, each distribution's own tests from its sdist.
+"""

@@ -1,0 +1,173 @@
+"""`python -m tools.release` (`make release-check`): build, check, serve, try. Exit 1 on any
+problem, each named; the last line says what ran and how long it took.
+
+Options: `--python 3.11` (repeatable: only those Pythons), `--build-only` (build and check, no
+venvs), `--full` (pip itself on every Python, every distribution's own tests on every Python
+it supports: `plan`), `--tag <name>-v<version>` (the release workflow: the tag must name a
+distribution at its version, its CHANGELOG heading dated; implies `--full`), `--keep` (keep
+the scratch folder and print it), `--doc README.md` (repeatable: only those documents' trials).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+from tools.docblocks import install_lines
+from tools.release import build, index, requirements
+from tools.release.dists import ROOT, Distribution, distributions
+from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial
+
+DIST = ROOT / "dist"
+#: The Python of the repository's venv: `make test` runs every distribution's tests on it from
+#: the tree (test-suite, test-funcstack, test-operators, test-changefeed).
+TREE_PYTHON = "3.13"
+
+
+def interpreters(wanted: list[str]) -> dict[str, str]:
+    """The Pythons found (scripts/find-python); each missing one named in a line."""
+    found = {}
+    for version in wanted:
+        done = subprocess.run(
+            [str(ROOT / "scripts" / "find-python"), version],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode == 0:
+            found[version] = done.stdout.strip()
+        else:
+            print(f"release-check: no Python {version}, its trials skipped: {done.stderr.strip()}")
+    return found
+
+
+def build_and_check(dists: list[Distribution], scratch: Path, tag: str | None) -> list[str]:
+    """dist/ built anew; what the checks found."""
+    shutil.rmtree(DIST, ignore_errors=True)
+    DIST.mkdir()
+    problems = build.Problems()
+    for dist in dists:
+        build.build(dist, DIST, scratch / "build" / dist.name)
+        build.compare_wheels(dist, DIST, scratch / "build" / dist.name, problems)
+        build.check_sdist_files(dist, DIST, problems)
+        build.check_metadata(dist, DIST, problems)
+        build.check_changelog(dist, problems, released=tag is not None)
+    build.run_tools(DIST, problems)
+    requirements.check_between(dists, problems)
+    requirements.check_docs(dists, problems)
+    if tag is not None:
+        named = [d for d in dists if tag == f"{d.name}-v{d.version}"]
+        if not named:
+            versions = ", ".join(f"{d.name}-v{d.version}" for d in dists)
+            problems.add(tag, f"names no distribution at its version (they are {versions})")
+    return problems.found
+
+
+def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bool) -> list[Trial]:
+    """A trial per README and supported Python found, and per guide; the longest first.
+
+    `full` (the release workflow): pip itself runs every document's lines, and each
+    distribution's own tests run from its sdist on every Python it supports. Otherwise (`make
+    test`, where CPU is what the run waits for): pip runs each README's lines on the oldest
+    Python its distribution supports (once: a README whose lines an earlier one ran with pip
+    gets uv), uv's pip interface the same lines on the others and the guides' (the package
+    READMEs' lines again); the own tests run on that oldest Python (3.11),
+    in a trial of their own; on 3.13 `make test` runs them from the tree (test-suite,
+    test-funcstack, test-operators, test-changefeed): funcstack's, 3.13 only, are collected
+    from its sdist; 3.12 tries every install and first example."""
+    trials = []
+    by_pip: set[str] = set()  # the lines pip itself runs in make test's trials
+    for dist in dists:
+        readme = str((dist.folder / "README.md").relative_to(ROOT))
+        pythons = [p for p in dist.pythons if p in found]
+        lines = {command(line.text) for line in install_lines(ROOT / readme, readme)}
+        for python in pythons:
+            oldest = python == pythons[0]
+            # pip on the oldest Python, unless an earlier README's trial ran each line with pip
+            # (the test kit's and the operators' lines are cosmos-outbox's README's too)
+            pip = full or (oldest and not lines <= by_pip)
+            by_pip |= lines if pip else set()
+            trial = Trial(readme, python, found[python], url, DIST, pip=pip)
+            trials.append(trial)
+            if dist.name in OWN_TESTS and (full or oldest):
+                collect_only = not full and python == TREE_PYTHON
+                trials.append(replace(trial, tests=(dist,), lines=False, collect_only=collect_only))
+    for guide, python in GUIDES.items():
+        if python in found:
+            trials.append(Trial(guide, python, found[python], url, DIST, pip=full))
+    # The longest first: the sdists' tests (3.11's cosmos-outbox's the longest), then the rest.
+    return sorted(trials, key=lambda t: (t.lines, t.python != "3.11"))
+
+
+def command(line: str) -> str:
+    """A shell line without its comment and extra spaces."""
+    return " ".join(line.split("#", 1)[0].split())
+
+
+def report(outcomes: list[Outcome]) -> bool:
+    for outcome in sorted(outcomes, key=lambda o: (o.python, o.name)):
+        state = "ok" if not outcome.failures else "FAILED"
+        print(f"  {outcome.python}  {outcome.name}: {state} in {outcome.seconds:.0f} s")
+        for line in outcome.steps:
+            print(f"      {line}")
+        for failure in outcome.failures:
+            print("      " + failure.replace("\n", "\n        "))
+    return all(not o.failures for o in outcomes)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.release")
+    parser.add_argument("--python", action="append", dest="pythons")
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--tag")
+    parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--full", action="store_true")
+    parser.add_argument("--doc", action="append", dest="docs")
+    args = parser.parse_args()
+    started = time.monotonic()
+    dists = distributions()
+    scratch = Path(tempfile.mkdtemp(prefix="release-check-"))
+    try:
+        problems = build_and_check(dists, scratch, args.tag)
+        built = time.monotonic() - started
+        print(
+            f"release-check: {len(dists)} sdists and {len(dists)} wheels built and checked "
+            f"into dist/ in {built:.0f} s"
+        )
+        if problems:
+            print("release-check: FAILED\n  " + "\n  ".join(problems))
+            return 1
+        if args.build_only:
+            return 0
+        found = interpreters(args.pythons or ["3.11", "3.12", "3.13", "3.14"])
+        index.write(dists, DIST, scratch / "index")
+        with index.serving(scratch / "index") as url:
+            trials = plan(dists, found, url, full=args.full or args.tag is not None)
+            trials = [t for t in trials if not args.docs or t.doc in args.docs]
+            with ThreadPoolExecutor(max_workers=3) as pool:
+                outcomes = list(pool.map(lambda t: t.run(scratch / "trials"), trials))
+        ok = report(outcomes)
+        counts = ", ".join(
+            f"{p}: {sum(o.passed for o in outcomes if o.python == p)} tests" for p in sorted(found)
+        )
+        print(
+            f"release-check: {'passed' if ok else 'FAILED'}: {len(outcomes)} trials ({counts}) "
+            f"in {time.monotonic() - started:.0f} s"
+        )
+        return 0 if ok else 1
+    finally:
+        if args.keep:
+            print(f"release-check: scratch kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

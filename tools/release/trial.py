@@ -1,0 +1,345 @@
+"""The distributions tried as a stranger tries them: for each README (and each guide that installs
+something), on each Python its distribution supports, a clean venv in an empty folder, with
+pip seeing only the local index and PyPI behind it (no machine configuration, no path, no
+clone), and in it:
+
+1. the document's `pip install` lines, run verbatim by bash (a line that cannot run as written,
+   a `<placeholder>` say, fails here: that is a doc bug);
+2. its first example (the Python blocks of the section its first Python block is in), through
+   the harness that runs the docs' blocks (tools/docblocks.py): modules imported, apps indexed,
+   scripts run, test files run by pytest;
+3. the distribution's own tests, from its sdist (`OWN_TESTS`): `pip install "<name>[<extra>]"`,
+   the sdist unpacked, pytest in its folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import tarfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_examples import CodeExample
+
+from tools.docblocks import (
+    DRIVER,
+    install_lines,
+    json_files,
+    python_blocks,
+    shell_lines,
+    write_project,
+)
+from tools.release.build import uv
+from tools.release.dists import ROOT, Distribution
+
+PYPI = "https://pypi.org/simple/"
+#: The guides a user installs from (besides the READMEs), and the Python they are tried on: they
+#: run on funcstack, which is 3.13.
+GUIDES = {"README.md": "3.12", "docs/quick-start.md": "3.13", "docs/your-own-app.md": "3.13"}
+#: What is left of the environment in a trial: what the machine needs (certificates, locale),
+#: never a PIP_, UV_ or PYTHON variable or a venv of the caller's.
+KEPT = re.compile(r"^(HOME|LANG|LC_\w+|TERM|TMPDIR|SSL_CERT_\w+|REQUESTS_CA_BUNDLE|USER)$")
+
+
+@dataclass(frozen=True)
+class OwnTests:
+    """What a distribution's own tests are, from its sdist: the extras that install what they
+    need, and pytest's arguments (by Python; "*" for the others)."""
+
+    extras: str
+    args: dict[str, tuple[str, ...]]
+    #: The Python on which the adapter suites also run, through its SDKs, against funcstack's
+    #: services started from the repository's 3.13 venv (FUNCSTACK, as make test-py3.11 did).
+    adapters_on: str | None = None
+
+    def arguments(self, python: str) -> tuple[str, ...]:
+        return self.args.get(python, self.args["*"])
+
+
+IN_PROCESS = ("-m", "not integration and not e2e")
+#: Each distribution's own tests from its sdist. The in-process ones (no server) run on every
+#: Python it supports; cosmos-outbox's adapter suites on the oldest too. funcstack's 675 tests
+#: nearly all start servers: from the sdist its in-process ones run (the config, the CLI's
+#: parsing, the plugin's options, the SQL and ranges) and the rest are collected (every module
+#: imports from the installed wheel); the whole suite runs from the tree in `make test`
+#: (test-funcstack), on the same source. cosmos-outbox-testing ships no tests: the core's
+#: tests/testing hold the kit, and run here with it installed from the index.
+OWN_TESTS = {
+    "cosmos-changefeed": OwnTests("testing,aio", {"*": ("-m", "not integration")}),
+    "cosmos-outbox": OwnTests("test", {"*": IN_PROCESS, "3.11": ("-m", "not e2e")}, "3.11"),
+    "cosmos-outbox-operators": OwnTests("test", {"*": IN_PROCESS}),
+    "funcstack": OwnTests("test", {"*": IN_PROCESS}),
+}
+#: The example app's in-process tests, on the Pythons other than 3.13 (make test runs them on
+#: 3.13: example-tests), in cosmos-outbox's trial.
+EXAMPLE = ROOT / "examples" / "orders"
+
+
+@dataclass
+class Outcome:
+    """What one trial did: each step, its result, and the tests counted."""
+
+    name: str
+    python: str
+    steps: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    passed: int = 0
+    seconds: float = 0.0
+
+    def step(self, what: str, done: subprocess.CompletedProcess[str]) -> bool:
+        counted = re.search(r"(\d+) passed", done.stdout.splitlines()[-1] if done.stdout else "")
+        if counted:
+            self.passed += int(counted[1])
+        if done.returncode == 0:
+            self.steps.append(f"{what}: ok" + (f" ({counted[1]} passed)" if counted else ""))
+            return True
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-40:])
+        self.failures.append(f"{what}: exit {done.returncode}\n{tail}")
+        return False
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One document on one Python: its install lines, first example and own tests."""
+
+    doc: str
+    python: str
+    interpreter: str
+    index: str
+    out: Path
+    tests: tuple[Distribution, ...] = ()
+    #: The document's lines run by pip itself (else by uv's pip interface, standing in for it
+    #: on the venv's PATH: the same lines, the same index, about a tenth of pip's CPU).
+    pip: bool = True
+    #: Its install lines, first example and a guide's steps (else only the own tests, in a venv
+    #: of their own: they then start at once, beside the lines' trial).
+    lines: bool = True
+    #: The own tests only collected (every module imports from the installed wheel): where
+    #: `make test` runs them from the tree.
+    collect_only: bool = False
+
+    def environment(self, venv: Path, home: Path) -> dict[str, str]:
+        kept = {k: v for k, v in os.environ.items() if KEPT.match(k)}
+        return {
+            **kept,
+            "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "VIRTUAL_ENV": str(venv),
+            "HOME": os.environ.get("HOME", str(home)),
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_INDEX_URL": self.index,
+            "PIP_EXTRA_INDEX_URL": PYPI,
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+            "UV": uv(),
+            "UV_NO_CONFIG": "1",
+            "UV_INDEX_URL": self.index,
+            "UV_EXTRA_INDEX_URL": PYPI,
+        }
+
+    def run(self, scratch: Path) -> Outcome:
+        started = time.monotonic()
+        outcome = Outcome(self.doc if self.lines else f"{self.doc} (own tests)", self.python)
+        name = f"{self.python}-{self.doc.replace('/', '_').removesuffix('.md')}"
+        folder = scratch / (name if self.lines else f"{name}-tests")
+        folder.mkdir(parents=True)
+        venv = folder / ".venv"
+        subprocess.run(
+            [uv(), "venv", "--quiet", "--no-config", "--seed", "-p", self.interpreter, venv],
+            check=True,
+        )
+        env = self.environment(venv, folder)
+        if not self.pip:
+            (venv / "bin" / "pip").write_text(PIP_BY_UV)
+        if not self.lines:
+            for dist in self.tests:
+                self._own_tests(dist, folder, env, outcome)
+        elif (
+            self._install(folder, env, outcome)
+            and self._example(folder, env, outcome)
+            and self.doc.startswith("docs/")
+        ):
+            self._guide(folder / "example", env, outcome)
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+    def _shell(self, line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return _run(["bash", "-euo", "pipefail", "-c", line], cwd, env)
+
+    def _install(self, folder: Path, env: dict[str, str], outcome: Outcome) -> bool:
+        lines = install_lines(ROOT / self.doc, self.doc)
+        if not lines:
+            outcome.failures.append(f"{self.doc} shows no `pip install` line")
+            return False
+        for line in lines:
+            if not outcome.step(
+                f"{self.doc}:{line.line} `{line.text}`", self._shell(line.text, folder, env)
+            ):
+                return False
+        return True
+
+    def _guide(self, project: Path, env: dict[str, str], outcome: Outcome) -> None:
+        _guide_steps(self, project, env, outcome)
+
+    def _example(self, folder: Path, env: dict[str, str], outcome: Outcome) -> bool:
+        # A guide is one app, its tests included (every Python block, as test_docs_run runs it);
+        # a README's first example is the section its first Python block is in.
+        guide = self.doc.startswith("docs/")
+        examples = python_blocks(ROOT / self.doc) if guide else first_example(ROOT / self.doc)
+        project = folder / "example"
+        project.mkdir()
+        steps = list(write_project(self.doc, project, examples))
+        if not steps:
+            outcome.steps.append("first example: type-checked only (it needs Azure)")
+            return True
+        python = str(folder / ".venv" / "bin" / "python")
+        done = _run([python, "-c", DRIVER, str(project), *steps], project, env)
+        return outcome.step(f"first example (line {examples[0].start_line})", done)
+
+    def _own_tests(
+        self, dist: Distribution, folder: Path, env: dict[str, str], outcome: Outcome
+    ) -> None:
+        spec = OWN_TESTS[dist.name]
+        python = str(folder / ".venv" / "bin" / "python")
+        extra = f"{dist.name}[{spec.extras}]"
+        installed = _run(
+            [uv(), "pip", "install", "--quiet", "--python", python, extra], folder, env
+        )
+        if not outcome.step(f"uv pip install {extra}", installed):
+            return
+        with tarfile.open(self.out / dist.sdist) as sdist:
+            sdist.extractall(folder, filter="data")
+        unpacked = folder / f"{dist.module}-{dist.version}"
+        run_env = dict(env)
+        funcstack = ROOT / ".venv" / "bin" / "funcstack"
+        if spec.adapters_on == self.python and funcstack.exists():
+            run_env["FUNCSTACK"] = str(funcstack)
+        collect = ("--collect-only",)
+        if self.collect_only or dist.name == "funcstack":  # every module imports from the wheel
+            outcome.step(
+                f"{dist.sdist}'s whole suite collected", _pytest(python, collect, unpacked, run_env)
+            )
+        if not self.collect_only:
+            arguments = spec.arguments(self.python)
+            done = _pytest(python, arguments, unpacked, run_env)
+            outcome.step(f"{dist.sdist}'s tests ({' '.join(arguments)})", done)
+        if dist.name == "cosmos-outbox" and not self.collect_only:
+            done = _pytest(python, ("-m", "not e2e"), EXAMPLE, run_env)
+            outcome.step("examples/orders' in-process tests", done)
+
+
+def _pytest(
+    python: str, arguments: tuple[str, ...], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments], cwd, env)
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A step of a trial: its output kept (shown when it fails), 20 minutes at most."""
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, check=False
+    )
+
+
+#: `pip` in a trial whose lines uv runs: `pip install ...` as `uv pip install ...` into the venv.
+PIP_BY_UV = """#!/bin/sh
+# The release check's stand-in for pip (tools/release/trial.py): uv's pip interface.
+exec "$UV" pip "$@" --python "$VIRTUAL_ENV/bin/python"
+"""
+#: How long a `funcstack run` of a guide may take to say it is ready.
+READY_SECONDS = 240
+
+
+def _guide_steps(trial: Trial, project: Path, env: dict[str, str], outcome: Outcome) -> None:
+    """A guide's shell lines after its install section, verbatim, in the app's folder (its
+    files: the Python blocks, and the JSON blocks it names), in order. A `funcstack run` line
+    runs in the background (as in a terminal of its own) with `--free-ports --json` added, since
+    other stacks run on this machine's well-known ports; the lines after it see the app's port
+    where they say 7071, and it is stopped (Ctrl-C: SIGINT) when they are done."""
+    for name, text in json_files(ROOT / trial.doc).items():
+        (project / name).write_text(text, "utf-8")
+    lines = [s for s in shell_lines(ROOT / trial.doc, trial.doc) if s.heading != "Install"]
+    stack: subprocess.Popen[str] | None = None
+    port = "7071"
+    try:
+        for line in lines:
+            text = line.text.replace("127.0.0.1:7071", f"127.0.0.1:{port}")
+            what = f"{trial.doc}:{line.line} `{line.text}`"
+            if line.text.startswith("funcstack run"):
+                stack, port = _start_stack(line.text, project, env, outcome, what)
+                if stack is None:
+                    return
+                continue
+            if not outcome.step(what, trial._shell(text, project, env)):
+                return
+    finally:
+        if stack is not None:
+            _stop_stack(stack, outcome)
+
+
+def _start_stack(
+    line: str, project: Path, env: dict[str, str], outcome: Outcome, what: str
+) -> tuple[subprocess.Popen[str] | None, str]:
+    stack = subprocess.Popen(  # bash with the guide's line
+        ["bash", "-c", f"exec {line.split('#', 1)[0].strip()} --free-ports --json"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    ready: list[str] = []
+    reader = threading.Thread(
+        target=lambda: ready.append(stack.stdout.readline() if stack.stdout else "")
+    )
+    reader.start()
+    reader.join(READY_SECONDS)
+    answer: dict[str, Any] = (
+        json.loads(ready[0])
+        if ready and ready[0].strip()
+        else {"ready": False, "error": "no ready line"}
+    )
+    if not answer.get("ready"):
+        _stop_stack(stack, outcome)
+        outcome.failures.append(f"{what}: not ready within {READY_SECONDS} s: {answer}")
+        return None, ""
+    outcome.steps.append(f"{what}: ready (--free-ports --json)")
+    return stack, str(answer["ports"][project.name])
+
+
+def _stop_stack(stack: subprocess.Popen[str], outcome: Outcome) -> None:
+    """Ctrl-C, as a terminal sends it; killed if it has not ended within 30 s."""
+    if stack.poll() is None:
+        os.killpg(stack.pid, signal.SIGINT)
+        try:
+            stack.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(stack.pid, signal.SIGKILL)
+            stack.wait()
+            outcome.failures.append("funcstack run did not stop within 30 s of a Ctrl-C: killed")
+    stack.communicate()
+
+
+def first_example(doc: Path) -> list[CodeExample]:
+    """The Python blocks of the section (a `##` heading) the document's first Python block is in."""
+    blocks = python_blocks(doc)
+    if not blocks:
+        return []
+    headings = [
+        number
+        for number, line in enumerate(doc.read_text("utf-8").splitlines(), start=1)
+        if line.startswith("## ")
+    ]
+
+    def section(line: int) -> int:
+        return max((h for h in headings if h < line), default=0)
+
+    first = section(blocks[0].start_line)
+    return [b for b in blocks if section(b.start_line) == first]
