@@ -200,54 +200,9 @@ def start_azurite(
         raise RuntimeError(f"{exe} is missing: remove {exe.parents[1]} to have it installed again")
     blob, queue, table = (p or free_port() for p in ports)
     data_dir.mkdir(parents=True, exist_ok=True)
-    command = [
-        node,
-        # Azurite loads the Application Insights SDK at start even with telemetry off (0.85 s of
-        # its 1.4 s of CPU): the preload has it load at its first use instead.
-        "--require",
-        str(_AZURITE_PRELOAD),
-        str(exe.resolve()),
-        "--silent",
-        "--skipApiVersionCheck",
-        "--loose",
-        # Azurite sends usage data to Application Insights unless told not to; a local stand-in
-        # keeps to the machine (and this network does not reach it anyway).
-        "--disableTelemetry",
-        "--location",
-        str(data_dir),
-        "--blobHost",
-        "127.0.0.1",
-        "--blobPort",
-        str(blob),
-        "--queueHost",
-        "127.0.0.1",
-        "--queuePort",
-        str(queue),
-        "--tableHost",
-        "127.0.0.1",
-        "--tablePort",
-        str(table),
-    ]
+    command = _azurite_command(node, exe, data_dir, (blob, queue, table))
     if lazy:
-        azurite = Azurite(ports=(blob, queue, table))
-
-        def launch(sockets: list[socket.socket]) -> None:
-            azurite.process = _launch(
-                [node, "--require", str(_LISTEN_FDS), *command[1:]],
-                log_path,
-                data_dir,
-                env={LISTEN_FDS_ENV: listen_fds(sockets)},
-                pass_fds=tuple(s.fileno() for s in sockets),
-            )
-            note(log_path, f"azurite started at a first connection (pid {azurite.process.pid})")
-
-        azurite._activation = Activation((blob, queue, table), launch, name="azurite")
-        note(
-            log_path,
-            f"azurite listening on blob {blob}, queue {queue}, table {table}; "
-            "it starts at the first connection",
-        )
-        return azurite
+        return _lazy_azurite(command, log_path, data_dir, (blob, queue, table))
     process = _launch(command, log_path, data_dir)
     deadline = time.monotonic() + 30
     try:
@@ -271,6 +226,57 @@ def start_azurite(
         f"azurite listening on blob {blob}, queue {queue}, table {table} (pid {process.pid})",
     )
     return Azurite(process=process, ports=(blob, queue, table))
+
+
+def _azurite_command(
+    node: str, exe: Path, data_dir: Path, ports: tuple[int, int, int]
+) -> list[str]:
+    blob, queue, table = ports
+    return [
+        node,
+        # Azurite loads the Application Insights SDK at start even with telemetry off (0.85 s of
+        # its 1.4 s of CPU): the preload has it load at its first use instead.
+        "--require",
+        str(_AZURITE_PRELOAD),
+        str(exe.resolve()),
+        "--silent",
+        "--skipApiVersionCheck",
+        "--loose",
+        # Azurite sends usage data to Application Insights unless told not to; a local stand-in
+        # keeps to the machine (and this network does not reach it anyway).
+        "--disableTelemetry",
+        "--location",
+        str(data_dir),
+        *("--blobHost", "127.0.0.1", "--blobPort", str(blob)),
+        *("--queueHost", "127.0.0.1", "--queuePort", str(queue)),
+        *("--tableHost", "127.0.0.1", "--tablePort", str(table)),
+    ]
+
+
+def _lazy_azurite(
+    command: list[str], log_path: Path, data_dir: Path, ports: tuple[int, int, int]
+) -> Azurite:
+    """Azurite listening on ``ports`` now, started at the first connection to any of them."""
+    azurite = Azurite(ports=ports)
+
+    def launch(sockets: list[socket.socket]) -> None:
+        azurite.process = _launch(
+            [command[0], "--require", str(_LISTEN_FDS), *command[1:]],
+            log_path,
+            data_dir,
+            env={LISTEN_FDS_ENV: listen_fds(sockets)},
+            pass_fds=tuple(s.fileno() for s in sockets),
+        )
+        note(log_path, f"azurite started at a first connection (pid {azurite.process.pid})")
+
+    azurite._activation = Activation(ports, launch, name="azurite")
+    blob, queue, table = ports
+    note(
+        log_path,
+        f"azurite listening on blob {blob}, queue {queue}, table {table}; "
+        "it starts at the first connection",
+    )
+    return azurite
 
 
 def _launch(
