@@ -25,7 +25,9 @@ def test_each_server_a_stack_starts_and_restarts_is_counted_with_its_test(
     starts = tmp_path / "starts.jsonl"
     monkeypatch.setenv(ENV_VAR, str(starts))
     with LocalStack(workdir=tmp_path / "stack", ports=ServicePorts.free()) as stack:
-        stack.host_app(HERE / "apps" / "hello", name="hello", settings_file=tmp_path / "s.json")
+        stack.host_app(
+            HERE / "apps" / "hello", name="hello", port=0, settings_file=tmp_path / "s.json"
+        )
         assert stack.azurite is not None and stack.servicebus is not None
         # Azurite and Service Bus start at their first connection: none yet
         assert {s.kind for s in read_starts(starts)} == {"cosmos", "host", "worker"}
