@@ -125,7 +125,7 @@ def throughput(
         assert stack.servicebus is not None and stack.cosmos is not None
         parts = {
             "functions host + worker": runner.process.pid,
-            "Service Bus endpoint": stack.servicebus.process.pid,
+            "Service Bus endpoint": stack.servicebus.started().pid,
             "Cosmos DB endpoint": stack.cosmos.process.pid,
         }
         before = {name: _cpu_seconds(pid) for name, pid in parts.items()}

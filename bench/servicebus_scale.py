@@ -60,7 +60,7 @@ def _config(base: Path) -> Path:
 
 
 def _rss_mb(endpoint: ServiceBusEndpoint) -> float:
-    for line in Path(f"/proc/{endpoint.process.pid}/status").read_text().splitlines():
+    for line in Path(f"/proc/{endpoint.started().pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return float("nan")

@@ -16,6 +16,7 @@ from hypothesis import settings
 from funcstack.cosmos import local_tls
 
 if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
     from tools.httpclient import Client
     from tools.stack import Stack
 
@@ -31,14 +32,33 @@ settings.load_profile("suite")
 
 
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def shared_cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CosmosEndpoint]:
+    """One Cosmos DB endpoint for the test process's Contacts stacks that neither stop, freeze
+    nor fault it (the session's and most modules'): each makes a database of its own on it and
+    drops it when it stops (tools/stack.py, funcstack's `LocalStack(shared_cosmos=...)`)."""
+    from funcstack.cosmos import start_cosmos
+    from funcstack.services import free_port
+
+    log = Path(tmp_path_factory.mktemp("shared-cosmos")) / "cosmos.log"
+    with start_cosmos(port=free_port(), log_path=log) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     from tools.stack import Ports, Stack
 
     # The app's own feed poll delay (1 s), not the 100 ms of the stacks whose tests wait for
-    # the relay: no test of this stack does (they have `fresh_stack` or one of their own), and
-    # it lives through a worker's whole run, polling each lease: idle, the host and the Cosmos
-    # DB endpoint took 4.4 % of a core at 100 ms, 1 % at 1 s (docs/testing.md).
-    with Stack(workdir=Path(tmp_path_factory.mktemp("stack")), ports=Ports.free()) as s:
+    # the relay: no test of this stack does (they have their module's stack or one of their
+    # own), and it lives through a worker's whole run, polling each lease: idle, the host and
+    # the Cosmos DB endpoint took 4.4 % of a core at 100 ms, 1 % at 1 s (docs/testing.md).
+    with Stack(
+        workdir=Path(tmp_path_factory.mktemp("stack")),
+        ports=Ports.free(),
+        shared_cosmos=shared_cosmos,
+    ) as s:
         yield s
 
 

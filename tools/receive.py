@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,5 +133,11 @@ def _drain_one_session(
                     received.append(item)
 
 
-def count_at_least(n: int) -> Callable[[list[Received]], bool]:
-    return lambda received: len({r.message_id for r in received}) >= n
+def count_at_least(
+    n: int, sessions: Collection[str] | None = None
+) -> Callable[[list[Received]], bool]:
+    """``n`` distinct messages received (of ``sessions`` only, when given: a stack whose topic
+    other tests use too)."""
+    return lambda received: (
+        len({r.message_id for r in received if sessions is None or r.session_id in sessions}) >= n
+    )

@@ -24,11 +24,13 @@ import os
 import secrets
 import sys
 from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from azure.cosmos import ContainerProxy
+from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from cosmos_outbox_operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
@@ -102,12 +104,23 @@ class Stack(LocalStack):
     #: Also write the generated settings here (`make run`: local.settings.json at the root,
     #: for `func start`, `make tail` and the operators' CLI) before any host starts.
     settings_copy: Path | None = None
+    _own_database: str | None = field(default=None, init=False, repr=False)
+    # shared_cosmos (funcstack's): a Cosmos DB endpoint this stack does not own (a test
+    # session's); the app's database on it is then one of this stack's own (COSMOS_DATABASE
+    # `outbox-<random>`), dropped when it stops.
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> Stack:
         """Endpoints, containers, settings, then the hosts: the subscriber's, and the contacts
         app's last, so that when its /health answers 200 the whole stack is up."""
+        if self.shared_cosmos is not None and "COSMOS_DATABASE" not in self.settings_overrides:
+            database = f"outbox-{secrets.token_hex(4)}"
+            if self.config is not None:
+                declared = json.loads(SAMPLE.read_text())["Values"]["COSMOS_DATABASE"]
+                self.config = with_database(self.config, declared, database)
+            self.settings_overrides = {**self.settings_overrides, "COSMOS_DATABASE": database}
+            self._own_database = database
         if self.contacts_partitions is not None and self.config is not None:
             self.config = with_partitions(
                 self.config, self.contacts_container_name, self.contacts_partitions
@@ -145,6 +158,20 @@ class Stack(LocalStack):
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    def stop(self) -> None:
+        """Every part of its own stopped (LocalStack.stop); on a shared Cosmos DB endpoint, then
+        its database dropped."""
+        super().stop()
+        database, self._own_database = self._own_database, None
+        if database is not None and self.shared_cosmos is not None:
+            client = CosmosClient(
+                self.shared_cosmos.endpoint,
+                self.shared_cosmos.key,
+                **self.shared_cosmos.client_options(),
+            )
+            with client, suppress(CosmosResourceNotFoundError):
+                client.delete_database(database)
 
     # -- parts, for fault injection ----------------------------------------------------------
 
@@ -314,6 +341,14 @@ class Stack(LocalStack):
             return self.runner_app.url
         assert self.runner is not None
         return self.runner.url
+
+
+def with_database(config: StackConfig, database: str, name: str) -> StackConfig:
+    """`config` with its Cosmos DB database `database` named `name`."""
+    databases = tuple(
+        replace(db, name=name) if db.name == database else db for db in config.cosmos.databases
+    )
+    return replace(config, cosmos=CosmosSpec(databases=databases))
 
 
 def with_partitions(config: StackConfig, container: str, partitions: int) -> StackConfig:

@@ -17,6 +17,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox.blob import BlobPayloadStore
+from funcstack.cosmos import CosmosEndpoint
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -24,9 +25,12 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     workdir = Path(tmp_path_factory.mktemp("subscriber-claim-check"))
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=workdir / "stack",
         ports=Ports.free(),
         with_azurite=True,

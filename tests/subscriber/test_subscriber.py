@@ -10,7 +10,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from cosmos_outbox.relay import OutboxRecord, to_message
 from cosmos_outbox.servicebus import to_servicebus_message
 from cosmos_outbox.subscriber import INBOX_TYPE, Outcome, Projector, from_message
 from entrypoints.bootstrap import LEGACY_EVENTS
+from funcstack.cosmos import CosmosEndpoint
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -39,16 +40,29 @@ _LINE = re.compile(
 )
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[Stack]:
+@pytest.fixture(scope="module")
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
+    """One stack for the module's tests: each works on contacts of its own and counts only
+    their events (the subscriber's log and projections hold every test's)."""
     with Stack(
-        workdir=tmp_path / "stack",
+        shared_cosmos=shared_cosmos,
+        workdir=tmp_path_factory.mktemp("stack"),
         ports=Ports.free(),
         with_subscriber=True,
         duplicate_window_seconds=DUPLICATE_WINDOW,
         settings_overrides={"FEED_POLL_DELAY_MS": "100"},
     ) as stack:
         yield stack
+
+
+@pytest.fixture
+def stack(shared: Stack) -> Iterator[Stack]:
+    """The module's stack, its subscriber running again after a test that stopped it."""
+    yield shared
+    if shared.subscriber is None or shared.subscriber.process.poll() is not None:
+        shared.start_subscriber()
 
 
 def projections(stack: Stack) -> ContainerProxy:
@@ -73,9 +87,12 @@ def wait_for(check: Any, timeout: float = 60.0, what: str = "condition") -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def invocations(stack: Stack) -> list[dict[str, str]]:
+def invocations(stack: Stack, contacts: Iterable[str] | None = None) -> list[dict[str, str]]:
+    """The subscriber's invocations (for ``contacts`` only, when given: the module's stack's
+    log holds every test's)."""
+    mine = None if contacts is None else set(contacts)
     text = (stack.workdir / "subscriber.log").read_text("utf-8", "replace")
-    return [m.groupdict() for m in _LINE.finditer(text)]
+    return [m.groupdict() for m in _LINE.finditer(text) if mine is None or m["contact"] in mine]
 
 
 def create(client: Client, tag: str) -> str:
@@ -182,7 +199,10 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
     resend(stack, stored_event(stack, lost, 1))
     resend(stack, stored_event(stack, abandoned, 2))
     wait_for(
-        lambda: sum(1 for i in invocations(stack) if i["outcome"] == "duplicate") >= 3,
+        lambda: (
+            sum(1 for i in invocations(stack, (abandoned, lost)) if i["outcome"] == "duplicate")
+            >= 3
+        ),
         60,
         "the re-driven duplicates",
     )
@@ -191,7 +211,7 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
         c: d and d["_etag"] for c, d in before.items()
     }
 
-    seen = invocations(stack)
+    seen = invocations(stack, (abandoned, lost))
     by_event = Counter((i["contact"], i["version"], i["outcome"]) for i in seen)
     assert by_event[(abandoned, "1", "applied")] == 1
     assert by_event[(lost, "1", "applied")] == 0  # applied by the consumer that lost its lock
@@ -271,7 +291,7 @@ def test_after_a_load_of_20_clients_the_projection_equals_the_api_version_for_ve
     while remaining and time.monotonic() < deadline:
         time.sleep(1)
         remaining = mismatches()
-    seen = invocations(stack)
+    seen = invocations(stack, contacts)
     report = {
         "contacts": len(contacts),
         "events": sum(e["version"] for e in expected.values()),
@@ -471,7 +491,7 @@ def test_the_projection_is_read_over_http_with_its_version_and_last_event(
 
     listed: list[str] = []
     headers: dict[str, str] = {}
-    for _ in range(100):
+    for _ in range(1000):  # a page a projection: the module's other tests' too
         page = reader.request("GET", "/projections/contacts?pageSize=1", headers=headers)
         assert page.status == 200, page.body
         listed += [item["id"] for item in page.json()["items"]]

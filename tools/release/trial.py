@@ -44,8 +44,11 @@ PYPI = "https://pypi.org/simple/"
 #: run on funcstack, which is 3.13.
 GUIDES = {"README.md": "3.12", "docs/quick-start.md": "3.13", "docs/your-own-app.md": "3.13"}
 #: What is left of the environment in a trial: what the machine needs (certificates, locale),
-#: never a PIP_, UV_ or PYTHON variable or a venv of the caller's.
-KEPT = re.compile(r"^(HOME|LANG|LC_\w+|TERM|TMPDIR|SSL_CERT_\w+|REQUESTS_CA_BUNDLE|USER)$")
+#: never a PIP_, UV_ or PYTHON variable or a venv of the caller's; and the file `make test`
+#: counts the servers it starts in (FUNCSTACK_STARTS, funcstack.starts: a trial's funcstack too).
+KEPT = re.compile(
+    r"^(HOME|LANG|LC_\w+|TERM|TMPDIR|SSL_CERT_\w+|REQUESTS_CA_BUNDLE|USER|FUNCSTACK_STARTS)$"
+)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,14 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
-from funcstack.config import ConfigError, ContainerSpec, CosmosSpec, DatabaseSpec, load_config
+from funcstack.config import (
+    ConfigError,
+    ContainerSpec,
+    CosmosSpec,
+    DatabaseSpec,
+    load_config,
+    read_json,
+)
 from funcstack.provision import ProvisionError, provision_cosmos
 from funcstack.stack import LocalStack, ServicePorts
 
@@ -230,6 +237,38 @@ def test_the_apps_folder_is_the_only_entry_added_to_its_workers_import_path(
     assert settings["Values"]["FUNCTIONS_WORKER_RUNTIME"] == "python"
 
 
+def test_a_stack_on_a_shared_cosmos_endpoint_provisions_on_it_and_never_stops_it(
+    official: LocalStack, tmp_path: Path
+) -> None:
+    """One endpoint, several apps: a stack given another's Cosmos DB endpoint creates its
+    declared resources there, lists no part of it, refuses to stop it, and leaves it serving
+    when it stops."""
+    app = tmp_path / "hello"
+    shutil.copytree(HERE / "apps" / "hello", app)
+    assert official.cosmos is not None
+    database = f"hello-{uuid.uuid4().hex[:8]}"
+    config = read_json(app / "funcstack.json")  # comments allowed
+    config["Cosmos"]["Databases"][0]["Name"] = database
+    (app / "funcstack.json").write_text(json.dumps(config))
+    with LocalStack(
+        workdir=tmp_path / "stack",
+        config=load_config(app / "funcstack.json"),
+        ports=ServicePorts.free(),
+        shared_cosmos=official.cosmos,
+        with_servicebus=False,
+        with_azurite=False,
+    ) as stack:
+        assert stack.cosmos is official.cosmos
+        assert stack.report.lines()[0] == f"cosmos database {database}: created"
+        assert [name for name, _ in stack.pids()] == []  # none of its own
+        with pytest.raises(ValueError, match="shared"):
+            stack.stop_part("cosmos")
+        stack.container_client(database, "greetings").create_item({"id": "1"})
+    assert official.cosmos.process.poll() is None
+    kept = official.container_client(database, "greetings").read_item("1", partition_key="1")
+    assert kept["id"] == "1"
+
+
 def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path) -> None:
     app = tmp_path / "hello"
     shutil.copytree(HERE / "apps" / "hello", app)
@@ -438,9 +477,10 @@ def test_the_node_stand_ins_start_without_extra_ca_certificates_and_azurite_with
         workdir=tmp_path / "stack", ports=ServicePorts.free(), with_servicebus=False
     ) as stack:
         assert stack.cosmos is not None and stack.azurite is not None
-        for process in (stack.cosmos.process, stack.azurite.process):
+        azurite = stack.azurite.started()  # else at its first connection
+        for process in (stack.cosmos.process, azurite):
             environ = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
             assert not any(v.startswith(b"NODE_EXTRA_CA_CERTS=") for v in environ)
             assert any(v.startswith(b"PATH=") for v in environ)  # the rest is passed on
-        cmdline = Path(f"/proc/{stack.azurite.process.pid}/cmdline").read_bytes().split(b"\0")
+        cmdline = Path(f"/proc/{azurite.pid}/cmdline").read_bytes().split(b"\0")
         assert b"--disableTelemetry" in cmdline

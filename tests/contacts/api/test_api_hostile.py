@@ -215,6 +215,7 @@ def test_a_store_that_hangs_after_start_fails_reads_and_writes_within_the_bound(
         settings = OutboxSettings.model_validate(
             {
                 "CosmosDBConnection": SecretStr(stack.cosmos.connection_string),
+                "COSMOS_DATABASE": stack.settings()["COSMOS_DATABASE"],
                 "COSMOS_CONTAINER": "contacts",
             }
         )

@@ -22,6 +22,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox_testing import event_fields
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
 from tests.contacts.manuscripts import Manuscript, text_of
@@ -108,9 +109,12 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     workdir = Path(tmp_path_factory.mktemp("claim-check"))
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=workdir / "stack",
         ports=Ports.free(),
         with_azurite=True,
@@ -300,12 +304,13 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
 
 
 def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_blob(
-    tmp_path: Path,
+    tmp_path: Path, shared_cosmos: CosmosEndpoint
 ) -> None:
     """The relay stores the body, sends the batch holding its claim check, and is SIGKILLed
     while it waits for the acknowledgement (the endpoint answers 1.5 s late). The retry stores
     the same bytes under the same name and sends again; the topic drops the duplicate."""
     with Stack(
+        shared_cosmos=shared_cosmos,  # its Service Bus endpoint is its own (it answers late)
         workdir=tmp_path / "stack",
         ports=Ports.free(),
         with_runner=False,

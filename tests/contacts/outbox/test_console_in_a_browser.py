@@ -41,6 +41,7 @@ from cosmos_outbox.documents import commit_operations
 from cosmos_outbox_operators import OPERATOR_ROLE
 from domain.contact import Contact
 from domain.values import Company, Name
+from funcstack.cosmos import CosmosEndpoint
 from tests.contacts.outbox.browser import accessibility_violations, axe_source, chromium
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
 from tools.httpclient import Client
@@ -141,8 +142,11 @@ class Walk:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=tmp_path_factory.mktemp("console") / "stack",
         ports=Ports.free(),
         servicebus_max_message_size=PREMIUM,
@@ -511,7 +515,7 @@ def test_a_refresh_answered_503_is_stale_and_names_the_dependency(walk: Walk, st
     note names the dependency that did not answer; resumed, a refresh clears the mark."""
     driver = walk.driver
     assert stack.servicebus is not None
-    endpoint = stack.servicebus.process
+    endpoint = stack.servicebus.started()
     listed = '#dead-letters-panel tr[data-entity="all-events"] button'
     driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
     walk.click("the all-events row", listed)
@@ -835,7 +839,7 @@ def test_with_service_bus_frozen_every_panel_names_it_and_a_stall_is_stalled(
     resumed, every mark clears at the next refresh of the relay's state (not a minute later)."""
     driver = walk.driver
     assert stack.servicebus is not None
-    endpoint = stack.servicebus.process
+    endpoint = stack.servicebus.started()
     walk.quiet()
     endpoint.send_signal(signal.SIGSTOP)
     try:

@@ -14,6 +14,7 @@ import sys
 import time
 import urllib.parse
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ from cosmos_outbox.documents import commit_operations
 from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
 from domain.values import Company, Name
-from tests.contacts.outbox.test_outbox_guarantees import record, stored_events, write_history
+from tests.contacts.outbox.test_outbox_guarantees import of, record, stored_events, write_history
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
@@ -93,10 +94,19 @@ def wait_for(check: Any, timeout: float = 30.0) -> Any:
         time.sleep(0.3)
 
 
-def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(
-    fresh_stack: Stack,
-) -> None:
-    stack = fresh_stack
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """One stack for the module: the quarantine's test first (it counts what the store holds
+    pending and quarantined), then the re-drive's, which counts its own contacts' events."""
+    with Stack(
+        workdir=tmp_path_factory.mktemp("stack"),
+        ports=Ports.free(),
+        settings_overrides={"FEED_POLL_DELAY_MS": "100"},
+    ) as stack:
+        yield stack
+
+
+def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(stack: Stack) -> None:
     assert stack.servicebus is not None
     container = stack.contacts_container()
     started = time.monotonic()
@@ -236,62 +246,58 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(
 
 
 def test_a_redrive_inside_the_duplicate_detection_window_reaches_the_subscription(
-    tmp_path: Path,
+    stack: Stack,
 ) -> None:
     """Every event created at or after T arrives again, per contact in order, though the topic
     still remembers their MessageIds: a re-drive sends each under one of its own (the event id
-    its CloudEvents id), and what its report says the topic accepted is what arrives."""
-    with Stack(
-        workdir=tmp_path / "stack",
-        ports=Ports.free(),
-        settings_overrides={"FEED_POLL_DELAY_MS": "100"},
-    ) as stack:
-        assert stack.servicebus is not None
-        conn = stack.servicebus.connection_string
-        api = Client(stack.api_url)
-        try:
-            before = write_history(api, 2, 1, "early")
-            early = stored_events(stack)
-            drain(conn, until=count_at_least(len(early)), timeout=60)
-            time.sleep(0.05)
-            since = datetime.now(UTC)
-            time.sleep(0.05)
-            after = write_history(api, 2, 2, "late", existing=list(before))
-            late_ids = {
-                e["id"]
-                for e in stored_events(stack)
-                if datetime.fromisoformat(str(e["createdAt"])) >= since
-            }
-            assert len(late_ids) == len(stored_events(stack)) - len(early)
-            first = drain(conn, until=count_at_least(len(late_ids)), timeout=60)
-            assert {r.message_id for r in first} == late_ids
-            body = {"since": since.isoformat().replace("+00:00", "Z")}
+    its CloudEvents id), and what its report says the topic accepted is what arrives. (The
+    events and messages counted are this test's contacts': the quarantine's test ran on the
+    stack before, all of it before T.)"""
+    assert stack.servicebus is not None
+    conn = stack.servicebus.connection_string
+    api = Client(stack.api_url)
+    try:
+        before = write_history(api, 2, 1, "early")
+        early = stored_events(stack, before)
+        drain(conn, until=count_at_least(len(early), before), timeout=60)
+        time.sleep(0.05)
+        since = datetime.now(UTC)
+        time.sleep(0.05)
+        after = write_history(api, 2, 2, "late", existing=list(before))
+        mine = [*before, *after]
+        late_ids = {
+            e["id"]
+            for e in stored_events(stack, mine)
+            if datetime.fromisoformat(str(e["createdAt"])) >= since
+        }
+        assert len(late_ids) == len(stored_events(stack, mine)) - len(early)
+        first = of(drain(conn, until=count_at_least(len(late_ids), mine), timeout=60), mine)
+        assert {r.message_id for r in first} == late_ids
+        body = {"since": since.isoformat().replace("+00:00", "Z")}
 
-            report = api.request("POST", "/outbox/redrive", json_body=body)
-            assert report.status == 202, report.body
-            counted = report.json()
-            assert counted["events"] == counted["accepted"] == len(late_ids)
-            again = drain(conn, until=count_at_least(counted["accepted"]), timeout=60)
-            again += drain(conn, until=lambda r: False, timeout=2)
-            assert len(again) == counted["accepted"]
-            assert sorted(r.properties["cloudEvents_id"] for r in again) == sorted(late_ids)
-            assert not {r.message_id for r in again} & late_ids  # MessageIds of their own
-            for session, versions in per_session(again).items():
-                numbers = [v for v, _ in versions]
-                assert numbers == sorted(numbers), (session, versions)
-                assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
-            # One contact only.
-            one = after[0]
-            only = api.request(
-                "POST",
-                "/outbox/redrive",
-                json_body={"since": "2000-01-01T00:00:00Z", "contactId": one},
-            ).json()
-            assert only["events"] == len(
-                [e for e in stored_events(stack) if e["partitionKey"] == one]
-            )
-        finally:
-            api.close()
+        report = api.request("POST", "/outbox/redrive", json_body=body)
+        assert report.status == 202, report.body
+        counted = report.json()
+        assert counted["events"] == counted["accepted"] == len(late_ids)
+        again = of(drain(conn, until=count_at_least(counted["accepted"], mine), timeout=60), mine)
+        again += of(drain(conn, until=lambda r: False, timeout=2), mine)
+        assert len(again) == counted["accepted"]
+        assert sorted(r.properties["cloudEvents_id"] for r in again) == sorted(late_ids)
+        assert not {r.message_id for r in again} & late_ids  # MessageIds of their own
+        for session, versions in per_session(again).items():
+            numbers = [v for v, _ in versions]
+            assert numbers == sorted(numbers), (session, versions)
+            assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
+        # One contact only.
+        one = after[0]
+        only = api.request(
+            "POST",
+            "/outbox/redrive",
+            json_body={"since": "2000-01-01T00:00:00Z", "contactId": one},
+        ).json()
+        assert only["events"] == len([e for e in stored_events(stack) if e["partitionKey"] == one])
+    finally:
+        api.close()
     record(
         "operating_redrive",
         {

@@ -8,6 +8,7 @@ import random
 import threading
 import time
 from collections import Counter, defaultdict
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox_testing import event_fields
 from domain.contact import Contact
+from funcstack.cosmos import CosmosEndpoint
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
@@ -24,12 +26,52 @@ pytestmark = pytest.mark.e2e
 REPORT = Path(__file__).resolve().parents[3] / ".stack" / "e2e-report.json"
 
 
-def stored_events(stack: Stack) -> list[dict[str, Any]]:
-    return list(
-        stack.contacts_container().query_items(
+@pytest.fixture(scope="module")
+def shared_stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
+    """One stack for the module's tests that need no settings of their own: each writes
+    contacts of its own and counts only their events and messages."""
+    with Stack(
+        shared_cosmos=shared_cosmos,
+        workdir=tmp_path_factory.mktemp("stack"),
+        ports=Ports.free(),
+        settings_overrides={"FEED_POLL_DELAY_MS": "100"},
+    ) as stack:
+        yield stack
+
+
+@pytest.fixture
+def stack(shared_stack: Stack) -> Iterator[Stack]:
+    """The module's stack; a test that stopped its Service Bus endpoint or the app's host
+    leaves them started again (on their ports) for the next."""
+    yield shared_stack
+    if shared_stack.servicebus is None or shared_stack.servicebus.stopped:
+        shared_stack.start_servicebus()
+    if shared_stack.runner is None or shared_stack.runner.process.poll() is not None:
+        shared_stack.start_runner()
+
+
+def stored_events(stack: Stack, contacts: Collection[str] | None = None) -> list[dict[str, Any]]:
+    """The stored events (of ``contacts`` only, when given: the module's stack holds every
+    test's)."""
+    return [
+        event
+        for event in stack.contacts_container().query_items(
             "SELECT * FROM c WHERE c.type = 'domainEvent'", enable_cross_partition_query=True
         )
-    )
+        if contacts is None or event["partitionKey"] in contacts
+    ]
+
+
+#: The contacts the module's tests wrote on the shared stack (each adds its own): the load test
+#: counts every event of any other contact, as on a stack of its own.
+WRITTEN: set[str] = set()
+
+
+def of(received: list[Received], contacts: Collection[str]) -> list[Received]:
+    """The messages of ``contacts``' sessions."""
+    return [r for r in received if r.session_id in contacts]
 
 
 def write_history(
@@ -91,10 +133,11 @@ def record(name: str, figures: dict[str, Any]) -> None:
     print(name, figures)
 
 
-def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Stack) -> None:
-    client = Client(fresh_stack.api_url)
+def test_every_committed_change_is_one_message_in_version_order(stack: Stack) -> None:
+    client = Client(stack.api_url)
     try:
-        write_history(client, contacts=8, updates=3, tag="order")
+        mine = write_history(client, contacts=8, updates=3, tag="order")
+        WRITTEN.update(mine)
         patched = client.request(
             "POST",
             "/contacts",
@@ -106,6 +149,8 @@ def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Sta
             },
         )
         cid = patched.json()["id"]
+        mine.append(cid)
+        WRITTEN.add(cid)
         client.request(
             "PATCH",
             f"/contacts/{cid}",
@@ -118,11 +163,16 @@ def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Sta
         client.request("DELETE", f"/contacts/{cid}")
     finally:
         client.close()
-    events = stored_events(fresh_stack)
+    events = stored_events(stack, mine)
     assert len(events) == 8 * 4 + 5
-    assert fresh_stack.servicebus is not None
-    received = drain(
-        fresh_stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=60
+    assert stack.servicebus is not None
+    received = of(
+        drain(
+            stack.servicebus.connection_string,
+            until=count_at_least(len(events), mine),
+            timeout=60,
+        ),
+        mine,
     )
     assert_exactly_once_in_order(received, events)
     traced = [r for r in received if r.properties.get("traceparent")]
@@ -137,25 +187,31 @@ def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Sta
     }
 
 
-def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack) -> None:
-    assert fresh_stack.servicebus is not None
-    client = Client(fresh_stack.api_url)
+def test_service_bus_down_while_writes_continue_loses_nothing(stack: Stack) -> None:
+    assert stack.servicebus is not None
+    client = Client(stack.api_url)
     try:
-        write_history(client, contacts=3, updates=1, tag="before")
-        conn = fresh_stack.servicebus.connection_string
-        before = drain(conn, until=count_at_least(6), timeout=30)
+        mine = write_history(client, contacts=3, updates=1, tag="before")
+        WRITTEN.update(mine)
+        conn = stack.servicebus.connection_string
+        before = of(drain(conn, until=count_at_least(6, mine), timeout=30), mine)
         assert len(before) == 6
-        fresh_stack.stop_servicebus()
-        write_history(client, contacts=5, updates=2, tag="during")  # relay fails and retries
+        stack.stop_servicebus()
+        # the relay fails and retries
+        mine += write_history(client, contacts=5, updates=2, tag="during")
+        WRITTEN.update(mine)
         time.sleep(2)
-        fresh_stack.start_servicebus()  # same port; the relay's retry reconnects
+        stack.start_servicebus()  # same port; the relay's retry reconnects
     finally:
         client.close()
-    events = stored_events(fresh_stack)
-    after = drain(
-        fresh_stack.servicebus.connection_string,
-        until=count_at_least(len(events) - len(before)),
-        timeout=90,
+    events = stored_events(stack, mine)
+    after = of(
+        drain(
+            stack.servicebus.connection_string,
+            until=count_at_least(len(events) - len(before), mine),
+            timeout=90,
+        ),
+        mine,
     )
     assert_exactly_once_in_order(before + after, events)
     record(
@@ -217,8 +273,11 @@ FAST_TAKEOVER = {
 RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER}
 
 
-def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path: Path) -> None:
+def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(
+    tmp_path: Path, shared_cosmos: CosmosEndpoint
+) -> None:
     with Stack(
+        shared_cosmos=shared_cosmos,  # its Service Bus endpoint is its own (it answers late)
         workdir=tmp_path / "stack",
         ports=Ports.free(),
         with_runner=False,
@@ -297,13 +356,14 @@ def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Pat
 
 
 def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
-    fresh_stack: Stack,
+    stack: Stack,
 ) -> None:
-    assert fresh_stack.servicebus is not None
-    container = fresh_stack.contacts_container()
-    client = Client(fresh_stack.api_url)
+    assert stack.servicebus is not None
+    container = stack.contacts_container()
+    client = Client(stack.api_url)
     try:
         [cid] = write_history(client, contacts=1, updates=0, tag="poison")
+        WRITTEN.add(cid)
         poison = {
             "id": "poison-event-1",
             "partitionKey": cid,
@@ -320,6 +380,7 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
         }
         container.create_item(poison)
         later = write_history(client, contacts=2, updates=1, tag="after")
+        WRITTEN.update(later)
         client.request(
             "POST",
             f"/contacts/{cid}/update-email",
@@ -327,9 +388,15 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
         )
     finally:
         client.close()
-    good = [e for e in stored_events(fresh_stack) if e["id"] != "poison-event-1"]
-    received = drain(
-        fresh_stack.servicebus.connection_string, until=count_at_least(len(good) + 1), timeout=60
+    mine = [cid, *later]
+    good = [e for e in stored_events(stack, mine) if e["id"] != "poison-event-1"]
+    received = of(
+        drain(
+            stack.servicebus.connection_string,
+            until=count_at_least(len(good) + 1, mine),
+            timeout=60,
+        ),
+        mine,
     )
     assert "poison-event-1" not in {r.message_id for r in received}
     # Subscribers are told: a notice in the contact's session, with the event's version.
@@ -348,9 +415,9 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
 
 
 def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
-    fresh_stack: Stack,
+    stack: Stack,
 ) -> None:
-    assert fresh_stack.servicebus is not None
+    assert stack.servicebus is not None
     clients, seconds = 20, 8.0
     stop_at = time.monotonic() + seconds
     writes = Counter[str]()
@@ -359,7 +426,7 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
 
     def worker(n: int) -> None:
         rng = random.Random(n)
-        client = Client(fresh_stack.api_url)
+        client = Client(stack.api_url)
         mine: list[str] = []
         try:
             while time.monotonic() < stop_at:
@@ -397,9 +464,17 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
     for t in threads:
         t.join(60)
     elapsed = time.monotonic() - started
-    events = stored_events(fresh_stack)
-    received = drain(
-        fresh_stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=120
+    # every event of a contact no other test wrote: the clients' (also one whose create
+    # committed and then failed to answer)
+    events = [e for e in stored_events(stack) if e["partitionKey"] not in WRITTEN]
+    created = {e["partitionKey"] for e in events}
+    received = of(
+        drain(
+            stack.servicebus.connection_string,
+            until=count_at_least(len(events), created),
+            timeout=120,
+        ),
+        created,
     )
     assert_exactly_once_in_order(received, events)
     record(

@@ -32,6 +32,7 @@ from typing import Any
 import pytest
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
+from funcstack.cosmos import CosmosEndpoint
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
 from tools.httpclient import Client
 from tools.receive import Received, drain
@@ -48,9 +49,12 @@ HANDLED = re.compile(
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     workdir = Path(tmp_path_factory.mktemp("recovery"))
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=workdir / "stack",
         ports=Ports.free(),
         with_subscriber=True,

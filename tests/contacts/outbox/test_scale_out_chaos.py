@@ -37,6 +37,7 @@ from pathlib import Path
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.scaleout import AppInstances, Instance
 from tests.contacts.conftest import indexed_functions
 from tests.contacts.outbox.test_outbox_guarantees import (
@@ -105,10 +106,11 @@ class Started:
 
 
 @pytest.fixture
-def started(tmp_path: Path) -> Iterator[Started]:
+def started(tmp_path: Path, shared_cosmos: CosmosEndpoint) -> Iterator[Started]:
     relay = relay_function()
     began = time.monotonic()
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=tmp_path / "stack",
         ports=Ports.free(),
         with_subscriber=True,

@@ -4,11 +4,13 @@ request's trace context (`context.trace_context`), the events keep it, the messa
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cosmos_outbox import telemetry as names
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE, TRACES_FILE
 from tools.httpclient import Client
@@ -44,23 +46,35 @@ def post_and_receive_one(stack: Stack) -> Received:
     return message
 
 
-def test_a_posts_message_carries_the_trace_id_of_that_request(fresh_stack: Stack) -> None:
-    message = post_and_receive_one(fresh_stack)
+@pytest.fixture(scope="module")
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
+    """The module's stack, its worker exporting to files (`make run`'s telemetry path): the
+    second test reads them once it has stopped it."""
+    folder = tmp_path_factory.mktemp("traced")
+    with Stack(
+        shared_cosmos=shared_cosmos,
+        workdir=folder / "stack",
+        ports=Ports.free(),
+        settings_overrides={"FEED_POLL_DELAY_MS": "100", OTEL_ENV_VAR: str(folder / "otel")},
+    ) as stack:
+        yield stack
+
+
+def test_a_posts_message_carries_the_trace_id_of_that_request(stack: Stack) -> None:
+    message = post_and_receive_one(stack)
     assert message.properties["traceparent"].split("-")[1] == TRACE_ID
     assert message.properties["Diagnostic-Id"] == message.properties["traceparent"]
 
 
-def test_the_local_worker_exports_the_relays_telemetry_to_files(tmp_path: Path) -> None:
+def test_the_local_worker_exports_the_relays_telemetry_to_files(stack: Stack) -> None:
     """`make run`'s telemetry path: FUNCTIONS_HOST_OTEL_DIR makes the worker process install the
     file exporters (funcstack/otel.py), so the relay's metrics and its PRODUCER span, linked
     to the request's trace, reach `.stack/otel` and `make status` can read them."""
-    otel_dir = tmp_path / "otel"
-    with Stack(
-        workdir=tmp_path / "stack",
-        ports=Ports.free(),
-        settings_overrides={"FEED_POLL_DELAY_MS": "100", OTEL_ENV_VAR: str(otel_dir)},
-    ) as stack:
-        post_and_receive_one(stack)
+    otel_dir = Path(stack.settings()[OTEL_ENV_VAR])
+    post_and_receive_one(stack)
+    stack.stop()
     # The stack has stopped: the worker flushed on its way out.
     summary = summarise((otel_dir / METRICS_FILE).read_text("utf-8").splitlines())
     assert summary.sums[names.SENT_MESSAGES] >= 1

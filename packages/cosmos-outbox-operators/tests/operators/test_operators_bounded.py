@@ -172,7 +172,7 @@ def test_replay_and_redrive_answer_503_within_the_bound_when_the_broker_hangs(
     event_id = quarantined(funcstack_services, fresh)
     replay = f"outbox/quarantine/{event_id}/replay"
     assert funcstack_services.servicebus is not None
-    with frozen(funcstack_services.servicebus.process.pid):
+    with frozen(funcstack_services.servicebus.started().pid):
         replies = at_once(
             operators,
             [("POST", replay, None), ("POST", "outbox/redrive", {"since": "2000-01-01T00:00:00Z"})],

@@ -42,6 +42,7 @@ from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, n
 from funcstack.functions_host._config import load_local_settings, settings_in_force
 from funcstack.functions_host._launcher import RunningRunner
 from funcstack.scaleout import AppInstances
+from funcstack.starts import record_start
 
 __all__ = ["READY_TIMEOUT", "ProcessInstances", "ProcessSpec", "parse_processes"]
 
@@ -213,6 +214,7 @@ class ProcessInstances(AppInstances):
         except OSError as exc:
             log.close()
             raise PartStartError(name, f"{argv[0]}: {exc.strerror or exc}") from None
+        record_start("process", process.pid, identity=log_path)
         ready = self.spec.ready(name, port)
         runner = RunningRunner(
             url=ready or "", port=port, process=process, log_path=log_path, _log=log

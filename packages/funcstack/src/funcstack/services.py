@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from funcstack._activation import LISTEN_FDS_ENV, Activation, listen_fds
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import (
     OWN_PROCESS_GROUP,
@@ -41,6 +42,7 @@ from funcstack.functions_host._launcher import (
     launch_host,
 )
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.starts import record_start
 
 __all__ = [
     "AZURITE_ACCOUNT",
@@ -74,6 +76,8 @@ AZURITE_KEY = (
 
 #: Run before Azurite's main script (`node --require`): see the file.
 _AZURITE_PRELOAD = Path(__file__).parent / "node" / "azurite_preload.js"
+#: Run before a Node stand-in started at its first connection: see the file.
+_LISTEN_FDS = Path(__file__).parent / "node" / "listen_fds.js"
 
 #: Where `free_port` looks first: above the ports this stack knows (Azurite's 10000-10002).
 _FREE_PORTS_FROM = 10100
@@ -132,15 +136,41 @@ def azurite_connection_string(blob: int, queue: int, table: int) -> str:
 
 @dataclass
 class Azurite:
-    process: subprocess.Popen[bytes]
     ports: tuple[int, int, int]
+    #: None until it starts, when started at its first connection (``lazy``).
+    process: subprocess.Popen[bytes] | None = None
+    _activation: Activation | None = field(default=None, repr=False)
 
     @property
     def connection_string(self) -> str:
         return azurite_connection_string(*self.ports)
 
+    @property
+    def stopped(self) -> bool:
+        """Stopped (``stop()``), or its process ended; not while it waits for a first
+        connection."""
+        if self.process is None:
+            return self._activation is None or self._activation.closed
+        return self.process.poll() is not None
+
+    def started(self, timeout: float = 30.0) -> subprocess.Popen[bytes]:
+        """Its process, started now if it waited for a first connection, once it listens on
+        its three ports."""
+        if self._activation is not None:
+            self._activation.fire()
+        deadline = time.monotonic() + timeout
+        while self.process is None or not all(port_in_use(p) for p in self.ports):
+            if time.monotonic() > deadline or (
+                self.process is not None and self.process.poll() is not None
+            ):
+                raise RuntimeError("azurite did not start")
+            time.sleep(0.05)
+        return self.process
+
     def stop(self, timeout: float = STOP_TIMEOUT) -> None:
-        if self.process.poll() is not None:
+        if self._activation is not None:
+            self._activation.close()
+        if self.process is None or self.process.poll() is not None:
             return
         # Azurite finishes in-flight work on the first SIGINT/SIGTERM but keeps running until a
         # second one; it writes its data (--location) as it goes, so a kill after the grace
@@ -155,50 +185,25 @@ class Azurite:
 
 
 def start_azurite(
-    data_dir: Path, log_path: Path, ports: tuple[int, int, int] = (0, 0, 0)
+    data_dir: Path,
+    log_path: Path,
+    ports: tuple[int, int, int] = (0, 0, 0),
+    *,
+    lazy: bool = False,
 ) -> Azurite:
-    """Azurite (npm) for blob, queue and table on ``ports`` (0: a free port each)."""
+    """Azurite (npm) for blob, queue and table on ``ports`` (0: a free port each). ``lazy``:
+    the ports listen at once and Azurite starts at the first connection to any of them
+    (``funcstack._activation``); until then ``process`` is None (``started()`` starts it)."""
     node = node_executable()
     exe = node_modules() / ".bin" / "azurite"  # npm ci into funcstack's cache on first use
     if not exe.exists():
         raise RuntimeError(f"{exe} is missing: remove {exe.parents[1]} to have it installed again")
     blob, queue, table = (p or free_port() for p in ports)
     data_dir.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [
-                node,
-                # Azurite loads the Application Insights SDK at start even with telemetry off
-                # (0.85 s of its 1.4 s of CPU): the preload has it load at its first use instead.
-                "--require",
-                str(_AZURITE_PRELOAD),
-                str(exe.resolve()),
-                "--silent",
-                "--skipApiVersionCheck",
-                "--loose",
-                # Azurite sends usage data to Application Insights unless told not to; a local
-                # stand-in keeps to the machine (and this network does not reach it anyway).
-                "--disableTelemetry",
-                "--location",
-                str(data_dir),
-                "--blobHost",
-                "127.0.0.1",
-                "--blobPort",
-                str(blob),
-                "--queueHost",
-                "127.0.0.1",
-                "--queuePort",
-                str(queue),
-                "--tableHost",
-                "127.0.0.1",
-                "--tablePort",
-                str(table),
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env=node_server_environment(),
-            **OWN_PROCESS_GROUP,
-        )
+    command = _azurite_command(node, exe, data_dir, (blob, queue, table))
+    if lazy:
+        return _lazy_azurite(command, log_path, data_dir, (blob, queue, table))
+    process = _launch(command, log_path, data_dir)
     deadline = time.monotonic() + 30
     try:
         # Azurite listens on blob, then queue, then table (azurite.js starts them one after
@@ -221,6 +226,78 @@ def start_azurite(
         f"azurite listening on blob {blob}, queue {queue}, table {table} (pid {process.pid})",
     )
     return Azurite(process=process, ports=(blob, queue, table))
+
+
+def _azurite_command(
+    node: str, exe: Path, data_dir: Path, ports: tuple[int, int, int]
+) -> list[str]:
+    blob, queue, table = ports
+    return [
+        node,
+        # Azurite loads the Application Insights SDK at start even with telemetry off (0.85 s of
+        # its 1.4 s of CPU): the preload has it load at its first use instead.
+        "--require",
+        str(_AZURITE_PRELOAD),
+        str(exe.resolve()),
+        "--silent",
+        "--skipApiVersionCheck",
+        "--loose",
+        # Azurite sends usage data to Application Insights unless told not to; a local stand-in
+        # keeps to the machine (and this network does not reach it anyway).
+        "--disableTelemetry",
+        "--location",
+        str(data_dir),
+        *("--blobHost", "127.0.0.1", "--blobPort", str(blob)),
+        *("--queueHost", "127.0.0.1", "--queuePort", str(queue)),
+        *("--tableHost", "127.0.0.1", "--tablePort", str(table)),
+    ]
+
+
+def _lazy_azurite(
+    command: list[str], log_path: Path, data_dir: Path, ports: tuple[int, int, int]
+) -> Azurite:
+    """Azurite listening on ``ports`` now, started at the first connection to any of them."""
+    azurite = Azurite(ports=ports)
+
+    def launch(sockets: list[socket.socket]) -> None:
+        azurite.process = _launch(
+            [command[0], "--require", str(_LISTEN_FDS), *command[1:]],
+            log_path,
+            data_dir,
+            env={LISTEN_FDS_ENV: listen_fds(sockets)},
+            pass_fds=tuple(s.fileno() for s in sockets),
+        )
+        note(log_path, f"azurite started at a first connection (pid {azurite.process.pid})")
+
+    azurite._activation = Activation(ports, launch, name="azurite")
+    blob, queue, table = ports
+    note(
+        log_path,
+        f"azurite listening on blob {blob}, queue {queue}, table {table}; "
+        "it starts at the first connection",
+    )
+    return azurite
+
+
+def _launch(
+    command: list[str],
+    log_path: Path,
+    data_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    pass_fds: tuple[int, ...] = (),
+) -> subprocess.Popen[bytes]:
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=node_server_environment(**(env or {})),
+            pass_fds=pass_fds,
+            **OWN_PROCESS_GROUP,
+        )
+    record_start("azurite", process.pid, identity=data_dir)
+    return process
 
 
 # -- the parts together -------------------------------------------------------------------------
@@ -286,6 +363,7 @@ class LocalServices:
         Config.json shape; None: an empty namespace)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("servicebus"):
+            # at its first connection: a stack whose apps use no Service Bus never starts it
             self.servicebus = start_servicebus(
                 port=self.servicebus.port if self.servicebus else port or free_port(),
                 config=config,
@@ -294,16 +372,20 @@ class LocalServices:
                 settle_delay_ms=settle_delay_ms,
                 state_file=self._state("servicebus.state"),
                 max_message_size=max_message_size,
+                lazy=True,
             )
         return self.servicebus
 
     def run_azurite(self, ports: tuple[int, int, int] = (0, 0, 0)) -> Azurite:
+        """Azurite on ``ports``, listening at once and started at its first connection (a
+        stack whose apps use no storage never starts it: ``start_azurite(lazy=True)``)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("azurite"):
             self.azurite = start_azurite(
                 self.workdir / "azurite",
                 self.log_path("azurite"),
                 self.azurite.ports if self.azurite else ports,
+                lazy=True,
             )
         return self.azurite
 
@@ -398,12 +480,15 @@ class LocalServices:
             )
 
     def pids(self) -> list[tuple[str, int]]:
-        return [(name, part.process.pid) for name, part in self._parts()]
+        """Each part's process (not a part waiting for its first connection)."""
+        return [
+            (name, part.process.pid) for name, part in self._parts() if part.process is not None
+        ]
 
     def dead_part(self) -> tuple[str, int | None] | None:
         """The first part whose process has exited, with its exit code."""
         for name, part in self._parts():
-            if part.process.poll() is not None:
+            if part.process is not None and part.process.poll() is not None:
                 return name, part.process.returncode
         return None
 

@@ -37,13 +37,13 @@ from azure.cosmos import ContainerProxy, CosmosClient
 
 from funcstack._process_instances import ProcessInstances, ProcessSpec
 from funcstack.config import ConfigError, StackConfig, read_json
-from funcstack.cosmos import PhysicalPartition
+from funcstack.cosmos import CosmosEndpoint, PhysicalPartition
 from funcstack.cosmos._tls import ADDRESS
 from funcstack.functions_host import VERIFY_TLS_SETTING, HostOptions, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
 from funcstack.scaleout import AppInstances, RestartPolicy, parse_instances
 from funcstack.servicebus import ServiceBusEndpoint
-from funcstack.services import LocalServices, PartStartError, stop_all
+from funcstack.services import Azurite, LocalServices, PartStartError, stop_all
 
 __all__ = [
     "SAMPLE_SETTINGS",
@@ -238,6 +238,10 @@ class LocalStack(LocalServices):
 
     config: StackConfig | None = None
     ports: ServicePorts = field(default_factory=ServicePorts.free)
+    #: A Cosmos DB endpoint this stack uses and does not own (a test session's, another
+    #: stack's): its resources are provisioned on it; it is never stopped, restarted or counted
+    #: among this stack's parts. None: the stack starts one of its own.
+    shared_cosmos: CosmosEndpoint | None = None
     with_servicebus: bool = True
     with_azurite: bool = True
     duplicate_window_seconds: float | None = None
@@ -272,7 +276,10 @@ class LocalStack(LocalServices):
         return self
 
     def start_services(self) -> None:
-        self.run_cosmos(self.ports.cosmos)
+        if self.shared_cosmos is not None:
+            self.cosmos = self.shared_cosmos
+        else:
+            self.run_cosmos(self.ports.cosmos)
         assert self.cosmos is not None
         self.ports.cosmos = self.cosmos.port
         if self.with_servicebus:
@@ -335,16 +342,30 @@ class LocalStack(LocalServices):
             for inst in list(app.instances)
         }
         for name, part in self._parts():
-            if name not in watched and part.process.poll() is not None:
-                return name, part.process.returncode
+            process = part.process  # None: a part waiting for its first connection
+            if name not in watched and process is not None and process.poll() is not None:
+                return name, process.returncode
         return None
 
     def stop_part(self, name: str) -> None:
-        """Stop a part, or every instance of a scaled app and its front."""
+        """Stop a part, or every instance of a scaled app and its front (not a shared Cosmos
+        DB endpoint: ValueError)."""
         if name in self.scaled:
             self.scaled.pop(name).stop()
             return
+        if name == "cosmos" and self.shared_cosmos is not None:
+            raise ValueError("this stack's Cosmos DB endpoint is shared: not its to stop")
         super().stop_part(name)
+
+    def _parts(
+        self,
+    ) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite | RunningRunner]]:
+        """This stack's own parts: a shared Cosmos DB endpoint is not one."""
+        return [
+            (name, part)
+            for name, part in super()._parts()
+            if part is not self.shared_cosmos or self.shared_cosmos is None
+        ]
 
     def __enter__(self) -> LocalStack:
         return self.start()

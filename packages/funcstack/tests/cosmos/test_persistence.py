@@ -83,89 +83,90 @@ def system(item: dict[str, Any]) -> dict[str, Any]:
     return {k: item[k] for k in ("id", "_rid", "_self", "_etag", "_ts")}
 
 
-def setup(client: CosmosClient) -> ContainerProxy:
-    database = client.create_database("db")
+def setup(client: CosmosClient, db: str = "db") -> ContainerProxy:
+    database = client.create_database(db)
     container = database.create_container("c", PartitionKey("/pk"), default_ttl=-1)
     container.create_item({"id": "a", "pk": "p1", "n": 1})
     container.create_item({"id": "b", "pk": "p2", "n": 2})
     return container
 
 
-def contacts_of(client: CosmosClient) -> ContainerProxy:
-    return client.get_database_client("db").get_container_client("c")
+def contacts_of(client: CosmosClient, db: str = "db") -> ContainerProxy:
+    return client.get_database_client(db).get_container_client("c")
 
 
-def items_of(client: CosmosClient) -> dict[str, dict[str, Any]]:
-    return {item["id"]: item for item in contacts_of(client).read_all_items()}
+def items_of(client: CosmosClient, db: str = "db") -> dict[str, dict[str, Any]]:
+    return {item["id"]: item for item in contacts_of(client, db).read_all_items()}
 
 
-# Each write: done on an endpoint that kept `setup`'s state through a stop and a start, then
+# Each write, on a database of its own (`db`): done on an endpoint that kept `setup`'s state
+# through a stop and a start (and the writes before it through a SIGKILL and a start), then
 # killed at once after the answer; the check it returns runs against the endpoint started
 # again on the same state.
 
 
-def create(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def create(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     created = container.create_item({"id": "new", "pk": "p1", "n": 3})
     lsn = lsn_of(container)
 
     def check(client: CosmosClient) -> None:
-        kept = contacts_of(client).read_item("new", "p1")
+        kept = contacts_of(client, db).read_item("new", "p1")
         assert system(kept) == system(created) and kept["n"] == 3
-        assert lsn_of(contacts_of(client)) == lsn
+        assert lsn_of(contacts_of(client, db)) == lsn
 
     return check
 
 
-def replace(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def replace(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     replaced = container.replace_item("a", {"id": "a", "pk": "p1", "n": 10})
 
     def check(client: CosmosClient) -> None:
-        kept = items_of(client)["a"]
+        kept = items_of(client, db)["a"]
         assert system(kept) == system(replaced) and kept["n"] == 10
 
     return check
 
 
-def upsert(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def upsert(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     upserted = container.upsert_item({"id": "b", "pk": "p2", "n": 20})
 
     def check(client: CosmosClient) -> None:
-        kept = items_of(client)["b"]
+        kept = items_of(client, db)["b"]
         assert system(kept) == system(upserted) and kept["n"] == 20
 
     return check
 
 
-def delete(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def delete(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     container.delete_item("a", "p1")
     lsn = lsn_of(container)
 
     def check(client: CosmosClient) -> None:
-        assert sorted(items_of(client)) == ["b"]
+        assert sorted(items_of(client, db)) == ["b"]
         # the delete's LSN is kept: the next write gets a later one
-        contacts_of(client).create_item({"id": "after", "pk": "p1"})
-        assert lsn_of(contacts_of(client)) > lsn
+        contacts_of(client, db).create_item({"id": "after", "pk": "p1"})
+        assert lsn_of(contacts_of(client, db)) > lsn
 
     return check
 
 
-def patch(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def patch(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     patched = container.patch_item("a", "p1", [{"op": "incr", "path": "/n", "value": 41}])
 
     def check(client: CosmosClient) -> None:
-        kept = items_of(client)["a"]
+        kept = items_of(client, db)["a"]
         assert system(kept) == system(patched) and kept["n"] == 42
 
     return check
 
 
-def batch(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def batch(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     results = container.execute_item_batch(
         [
             ("create", ({"id": "x", "pk": "p1"},)),
@@ -177,123 +178,122 @@ def batch(client: CosmosClient) -> Check:
     written = {r["resourceBody"]["id"]: r["resourceBody"] for r in results}
 
     def check(client: CosmosClient) -> None:
-        kept = items_of(client)
+        kept = items_of(client, db)
         assert sorted(kept) == ["a", "b", "x", "y"]
         assert {k: system(kept[k]) for k in written} == {k: system(v) for k, v in written.items()}
 
     return check
 
 
-def delete_partition(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def delete_partition(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     container.delete_all_items_by_partition_key("p2")
 
     def check(client: CosmosClient) -> None:
-        assert sorted(items_of(client)) == ["a"]
+        assert sorted(items_of(client, db)) == ["a"]
 
     return check
 
 
-def create_container(client: CosmosClient) -> Check:
-    database = client.get_database_client("db")
+def create_container(client: CosmosClient, db: str) -> Check:
+    database = client.get_database_client(db)
     rid = database.create_container("new", PartitionKey("/id")).read()["_rid"]
 
     def check(client: CosmosClient) -> None:
-        assert client.get_database_client("db").get_container_client("new").read()["_rid"] == rid
+        assert client.get_database_client(db).get_container_client("new").read()["_rid"] == rid
 
     return check
 
 
-def replace_container(client: CosmosClient) -> Check:
-    container = contacts_of(client)
-    client.get_database_client("db").replace_container(
+def replace_container(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
+    client.get_database_client(db).replace_container(
         container, PartitionKey("/pk"), default_ttl=3600
     )
 
     def check(client: CosmosClient) -> None:
-        assert contacts_of(client).read()["defaultTtl"] == 3600
-        assert sorted(items_of(client)) == ["a", "b"]
+        assert contacts_of(client, db).read()["defaultTtl"] == 3600
+        assert sorted(items_of(client, db)) == ["a", "b"]
 
     return check
 
 
-def delete_container(client: CosmosClient) -> Check:
-    container = contacts_of(client)
-    client.get_database_client("db").delete_container(container)
+def delete_container(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
+    client.get_database_client(db).delete_container(container)
 
     def check(client: CosmosClient) -> None:
         with pytest.raises(exceptions.CosmosResourceNotFoundError):
-            contacts_of(client).read()
+            contacts_of(client, db).read()
 
     return check
 
 
-def create_database(client: CosmosClient) -> Check:
-    rid = client.create_database("other").read()["_rid"]
+def create_database(client: CosmosClient, db: str) -> Check:
+    rid = client.create_database(f"{db}-other").read()["_rid"]
 
     def check(client: CosmosClient) -> None:
-        assert client.get_database_client("other").read()["_rid"] == rid
+        assert client.get_database_client(f"{db}-other").read()["_rid"] == rid
 
     return check
 
 
-def delete_database(client: CosmosClient) -> Check:
-    client.delete_database("db")
+def delete_database(client: CosmosClient, db: str) -> Check:
+    client.delete_database(db)
 
     def check(client: CosmosClient) -> None:
-        assert [d["id"] for d in client.list_databases()] == []
+        assert db not in [d["id"] for d in client.list_databases()]
 
     return check
 
 
-def replace_throughput(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def replace_throughput(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     container.replace_throughput(900)
 
     def check(client: CosmosClient) -> None:
-        assert contacts_of(client).get_throughput().offer_throughput == 900
+        assert contacts_of(client, db).get_throughput().offer_throughput == 900
 
     return check
 
 
-def split(client: CosmosClient) -> Check:
+def split(client: CosmosClient, db: str) -> Check:
     endpoint = str(client.client_connection.url_connection)
-    children = split_partition(endpoint, "db", "c")
-    live = [p.id for p in physical_partitions(endpoint, "db", "c")]
+    children = split_partition(endpoint, db, "c")
+    live = [p.id for p in physical_partitions(endpoint, db, "c")]
 
     def check(client: CosmosClient) -> None:
         kept = [
-            p.id
-            for p in physical_partitions(str(client.client_connection.url_connection), "db", "c")
+            p.id for p in physical_partitions(str(client.client_connection.url_connection), db, "c")
         ]
         assert kept == live and set(children) <= set(kept)
-        assert sorted(items_of(client)) == ["a", "b"]
+        assert sorted(items_of(client, db)) == ["a", "b"]
 
     return check
 
 
-def merge(client: CosmosClient) -> Check:
+def merge(client: CosmosClient, db: str) -> Check:
     endpoint = str(client.client_connection.url_connection)
-    children = split_partition(endpoint, "db", "c")
-    merged = merge_partitions(endpoint, "db", "c", children)
+    children = split_partition(endpoint, db, "c")
+    merged = merge_partitions(endpoint, db, "c", children)
 
     def check(client: CosmosClient) -> None:
         here = str(client.client_connection.url_connection)
-        [kept] = physical_partitions(here, "db", "c")
+        [kept] = physical_partitions(here, db, "c")
         assert kept.id == merged and set(children) <= set(kept.parents)
-        assert sorted(items_of(client)) == ["a", "b"]
+        assert sorted(items_of(client, db)) == ["a", "b"]
 
     return check
 
 
-def split_by_throughput(client: CosmosClient) -> Check:
-    container = contacts_of(client)
+def split_by_throughput(client: CosmosClient, db: str) -> Check:
+    container = contacts_of(client, db)
     container.replace_throughput(12_000)  # two partitions' worth: the service splits
 
     def check(client: CosmosClient) -> None:
         endpoint = str(client.client_connection.url_connection)
-        assert len(physical_partitions(endpoint, "db", "c")) == 2
-        assert contacts_of(client).get_throughput().offer_throughput == 12_000
+        assert len(physical_partitions(endpoint, db, "c")) == 2
+        assert contacts_of(client, db).get_throughput().offer_throughput == 12_000
 
     return check
 
@@ -318,27 +318,53 @@ WRITES = [
 ]
 
 
+class Chain:
+    """One state folder for every write of the module, each on a database of its own (named
+    after it, set up by `setup`): the endpoint a write is done on is the one its previous
+    write's check ran on, started again on the state after that write's SIGKILL. A write
+    needs one start, not two (with a stop and a start of the set-up state first)."""
+
+    def __init__(self, state: Path) -> None:
+        self.state = state
+        self.cosmos: CosmosEndpoint | None = None
+
+    def running(self) -> CosmosEndpoint:
+        """The endpoint on the chain's state (started again when it is not running)."""
+        if self.cosmos is None or self.cosmos.process.poll() is not None:
+            self.cosmos = self.start()
+        return self.cosmos
+
+    def start(self) -> CosmosEndpoint:
+        self.cosmos = start_cosmos(state_dir=self.state, log_path=self.state.parent / "cosmos.log")
+        return self.cosmos
+
+
 @pytest.fixture(scope="module")
-def set_up(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A state folder holding `setup`'s state, kept through a stop (SIGTERM)."""
-    state = tmp_path_factory.mktemp("set-up") / "state" / "cosmos"
-    with endpoint(state) as cosmos:
-        setup(client_of(cosmos))
-        cosmos.stop()
-    return state
+def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
+    """The chain's state holding `setup`'s state in a database per write, kept through a stop
+    (SIGTERM) and a start."""
+    chained = Chain(tmp_path_factory.mktemp("set-up") / "state" / "cosmos")
+    chained.state.parent.mkdir(parents=True, exist_ok=True)
+    cosmos = chained.start()
+    for write in WRITES:
+        setup(client_of(cosmos), write.__name__)
+    cosmos.stop()
+    try:
+        yield chained
+    finally:
+        if chained.cosmos is not None:
+            kill(chained.cosmos)
 
 
 @pytest.mark.parametrize("write", WRITES, ids=[w.__name__ for w in WRITES])
 def test_an_acknowledged_write_is_there_after_a_sigkill(
-    tmp_path: Path, set_up: Path, write: Callable[[CosmosClient], Check]
+    chain: Chain, write: Callable[[CosmosClient, str], Check]
 ) -> None:
-    state = tmp_path / "state" / "cosmos"
-    shutil.copytree(set_up.parent, state.parent)
-    with endpoint(state) as cosmos:
-        check = write(client_of(cosmos))
-        kill(cosmos)  # at once after the answer
-    with endpoint(state) as cosmos:
-        check(client_of(cosmos))
+    db = write.__name__
+    cosmos = chain.running()
+    check = write(client_of(cosmos), db)
+    kill(cosmos)  # at once after the answer
+    check(client_of(chain.start()))
 
 
 def test_with_fsync_an_acknowledged_batch_is_there_after_a_sigkill(tmp_path: Path) -> None:
@@ -348,7 +374,7 @@ def test_with_fsync_an_acknowledged_batch_is_there_after_a_sigkill(tmp_path: Pat
         setup(client_of(cosmos))
         cosmos.stop()
     with endpoint(state, fsync=True) as cosmos:
-        check = batch(client_of(cosmos))
+        check = batch(client_of(cosmos), "db")
         kill(cosmos)
     with endpoint(state, fsync=True) as cosmos:
         check(client_of(cosmos))

@@ -1,15 +1,23 @@
-"""Fixtures: a local Service Bus endpoint on a free port (or SERVICEBUS_CONNECTION_STRING)."""
+"""Fixtures: a local Service Bus endpoint on a free port (or SERVICEBUS_CONNECTION_STRING), shared
+by the suite; `own`: the test config's entities again under names of one test's own, created on
+it through its control channel (a test that needs an empty subscription or queue), deleted
+after; `fresh_servicebus`: an endpoint of a test's own, for what changes or stops the endpoint
+itself."""
 
 from __future__ import annotations
 
+import json
 import os
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusSender
 
+from funcstack.servicebus import control_request
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
 CONFIG = Path(__file__).with_name("config.json")
@@ -23,6 +31,7 @@ DUPLICATE_WINDOW_SECONDS = 1.0
 class Target:
     connection_string: str
     endpoint: ServiceBusEndpoint | None  # None when running against an external namespace
+    log_path: Path | None = None
 
     @property
     def is_local(self) -> bool:
@@ -33,11 +42,12 @@ def _external() -> str | None:
     return os.environ.get("SERVICEBUS_CONNECTION_STRING") or None
 
 
-def _start(tmp_path: Path) -> ServiceBusEndpoint:
+def _start(tmp_path: Path, *, control: bool = False) -> ServiceBusEndpoint:
     return start_servicebus(
         config=CONFIG,
         duplicate_window_seconds=DUPLICATE_WINDOW_SECONDS,
         log_path=tmp_path / "servicebus.log",
+        control=control,
     )
 
 
@@ -48,21 +58,76 @@ def servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     if external:
         yield Target(connection_string=external, endpoint=None)
         return
-    endpoint = _start(tmp_path_factory.mktemp("servicebus"))
+    folder = tmp_path_factory.mktemp("servicebus")
+    endpoint = _start(folder, control=True)
     try:
-        yield Target(connection_string=endpoint.connection_string, endpoint=endpoint)
+        yield Target(endpoint.connection_string, endpoint, folder / "servicebus.log")
     finally:
         endpoint.stop()
 
 
+@dataclass(frozen=True)
+class Entities:
+    """The test config's entities under names of one test's own: ``topic`` (with its
+    subscriptions ``every-message`` and ``tail``), ``queue`` (`QUEUE`'s), ``expiring_queue``."""
+
+    topic: str
+    queue: str
+    expiring_queue: str
+
+
+@pytest.fixture
+def own(local_only: Target) -> Iterator[Entities]:
+    """The config's queues and topic (and its subscriptions, rules and properties) created again
+    on the shared endpoint under names ending in a suffix of this test's own, with the
+    endpoint's duplicate detection window, as the config's are; deleted after the test."""
+    endpoint = local_only.endpoint
+    assert endpoint is not None and endpoint.control_port is not None
+    [namespace] = json.loads(CONFIG.read_text())["UserConfig"]["Namespaces"]
+    suffix = uuid.uuid4().hex[:8]
+    window = {"DuplicateDetectionHistoryTimeWindow": f"PT{DUPLICATE_WINDOW_SECONDS:g}S"}
+    made: list[str] = []
+
+    def control(request: dict[str, Any]) -> None:
+        control_request(endpoint.host, endpoint.control_port or 0, request)
+
+    try:
+        for queue in namespace["Queues"]:
+            name = f"{queue['Name']}-{suffix}"
+            control(
+                {"op": "create-queue", "name": name, "properties": queue["Properties"] | window}
+            )
+            made.append(name)
+        for topic in namespace["Topics"]:
+            name = f"{topic['Name']}-{suffix}"
+            control(
+                {"op": "create-topic", "name": name, "properties": topic["Properties"] | window}
+            )
+            made.append(name)
+            for sub in topic["Subscriptions"]:
+                control(
+                    {
+                        "op": "create-subscription",
+                        "topic": name,
+                        "name": sub["Name"],
+                        "properties": sub["Properties"],
+                        "rules": sub["Rules"],
+                    }
+                )
+        yield Entities(f"{TOPIC}-{suffix}", f"{QUEUE}-{suffix}", f"expiring-queue-{suffix}")
+    finally:
+        for name in made:
+            control({"op": "delete", "name": name})
+
+
 @pytest.fixture
 def fresh_servicebus(tmp_path: Path) -> Iterator[Target]:
-    """An endpoint of its own (empty subscription), local only."""
+    """An endpoint of its own, local only: for a test that stops or restarts the endpoint."""
     if _external():
-        pytest.skip("needs a private, empty endpoint")
+        pytest.skip("needs a private endpoint")
     endpoint = _start(tmp_path)
     try:
-        yield Target(connection_string=endpoint.connection_string, endpoint=endpoint)
+        yield Target(endpoint.connection_string, endpoint, tmp_path / "servicebus.log")
     finally:
         endpoint.stop()
 

@@ -118,8 +118,8 @@ def test_messages_scheduled_on_a_topic_survive_a_restart(
 def _kill(current: list[ServiceBusEndpoint], tmp_path: Path) -> ServiceBusEndpoint:
     """SIGKILL the endpoint (nothing of it runs after), then start it again on its state."""
     old = current[-1]
-    old.process.kill()
-    old.process.wait(timeout=10)
+    old.started().kill()
+    old.started().wait(timeout=10)
     old.stop()
     new = start_servicebus(
         config=CONFIG,

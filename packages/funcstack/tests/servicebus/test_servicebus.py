@@ -6,6 +6,7 @@ import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -36,6 +37,7 @@ from .conftest import (
     QUEUE,
     SUBSCRIPTION,
     TOPIC,
+    Entities,
     Target,
 )
 
@@ -177,18 +179,18 @@ def test_duplicate_message_id_is_accepted_after_the_window(
 
 
 def test_sessions_are_fifo_and_next_available_takes_each_then_times_out(
-    fresh_servicebus: Target,
+    local_only: Target, own: Entities
 ) -> None:
     sessions = [_sid() for _ in range(3)]
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        with client.get_topic_sender(own.topic, keep_alive=0) as sender:
             for version in range(1, 6):  # interleaved sessions
                 for sid in sessions:
                     sender.send_messages(_event(sid, version))
         seen: dict[str, list[int]] = {}
         for _ in range(len(sessions)):
             with client.get_subscription_receiver(
-                TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+                own.topic, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
             ) as receiver:
                 session_id = receiver.session.session_id
                 assert session_id in sessions
@@ -207,26 +209,28 @@ def test_sessions_are_fifo_and_next_available_takes_each_then_times_out(
     # no session left: the accept times out (once: the SDK retries a timed-out accept, with
     # backoff, 17 s in all by default)
     with (
-        _no_retry(fresh_servicebus) as client,
+        _no_retry(local_only) as client,
         pytest.raises(OperationTimeoutError),
         client.get_subscription_receiver(
-            TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
+            own.topic, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
         ) as idle,
     ):
         idle.receive_messages(max_message_count=1, max_wait_time=1)
 
 
-def test_a_locked_session_is_not_given_to_a_second_receiver(fresh_servicebus: Target) -> None:
+def test_a_locked_session_is_not_given_to_a_second_receiver(
+    local_only: Target, own: Entities
+) -> None:
     first, second = _sid(), _sid()
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        with client.get_topic_sender(own.topic, keep_alive=0) as sender:
             sender.send_messages([_event(first, 1), _event(second, 1)])
         with (
             client.get_subscription_receiver(
-                TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+                own.topic, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
             ) as one,
             client.get_subscription_receiver(
-                TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+                own.topic, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
             ) as two,
         ):
             assert {one.session.session_id, two.session.session_id} == {first, second}
@@ -306,13 +310,14 @@ def test_oversized_message_is_rejected(topic_sender: ServiceBusSender) -> None:
         topic_sender.send_messages(ServiceBusMessage(b"x" * 300_000, session_id=_sid()))
 
 
-def test_the_message_size_limit_is_configurable_as_on_premium(fresh_servicebus: Target) -> None:
-    """Restarted with a 1 MB limit, the endpoint announces it on the sender's link: the SDK
+def test_the_message_size_limit_is_configurable_as_on_premium(
+    local_only: Target, tmp_path: Path
+) -> None:
+    """Started with a 1 MB limit, an endpoint announces it on the sender's link: the SDK
     sizes its batches by it and a 300 KB message is accepted and received."""
-    endpoint = fresh_servicebus.endpoint
-    assert endpoint is not None
-    endpoint.stop()
-    larger = start_servicebus(port=endpoint.port, config=CONFIG, max_message_size=1024 * 1024)
+    larger = start_servicebus(
+        config=CONFIG, max_message_size=1024 * 1024, log_path=tmp_path / "servicebus.log"
+    )
     sid = _sid()
     try:
         with ServiceBusClient.from_connection_string(larger.connection_string) as client:
@@ -407,17 +412,17 @@ def test_session_state_round_trip(client: ServiceBusClient, topic_sender: Servic
 
 
 def test_a_scheduled_message_waits_without_holding_up_the_queue(
-    fresh_servicebus: Target,
+    local_only: Target, own: Entities
 ) -> None:
     # due far enough ahead that a loaded machine still peeks it before it is (at 2 s, a
     # make test at a load average of 14 peeked it active)
     due = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        with client.get_queue_sender(own.queue, keep_alive=0) as sender:
             later = ServiceBusMessage("later")
             later.scheduled_enqueue_time_utc = due
             sender.send_messages([later, ServiceBusMessage("now")])
-        with client.get_queue_receiver(QUEUE, max_wait_time=1) as receiver:
+        with client.get_queue_receiver(own.queue, max_wait_time=1) as receiver:
             peeked = receiver.peek_messages(max_message_count=5)
             assert [(str(m), m.state) for m in peeked] == [
                 ("later", ServiceBusMessageState.SCHEDULED),
@@ -434,14 +439,14 @@ def test_a_scheduled_message_waits_without_holding_up_the_queue(
             receiver.complete_message(scheduled)
 
 
-def test_messages_scheduled_on_a_topic_can_be_cancelled(fresh_servicebus: Target) -> None:
+def test_messages_scheduled_on_a_topic_can_be_cancelled(local_only: Target, own: Entities) -> None:
     due = datetime.now(UTC) + timedelta(seconds=4)
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        with client.get_topic_sender(own.topic, keep_alive=0) as sender:
             numbers = sender.schedule_messages([_event("kept", 1), _event("cancelled", 1)], due)
             assert len(numbers) == 2 and numbers[0] != numbers[1]
             sender.cancel_scheduled_messages(numbers[1])
-        with client.get_subscription_receiver(TOPIC, "tail", max_wait_time=1) as receiver:
+        with client.get_subscription_receiver(own.topic, "tail", max_wait_time=1) as receiver:
             assert receiver.peek_messages(max_message_count=5) == []  # held by the topic
             received = receiver.receive_messages(max_message_count=5, max_wait_time=10)
             received += receiver.receive_messages(max_message_count=5, max_wait_time=1)
@@ -496,15 +501,15 @@ def test_a_session_receiver_on_an_entity_without_sessions_is_refused_at_open(
 
 
 def test_a_lock_outlives_its_receiver_and_another_receiver_can_settle_it(
-    fresh_servicebus: Target,
+    local_only: Target, own: Entities
 ) -> None:
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        with client.get_topic_sender(own.topic, keep_alive=0) as sender:
             sender.send_messages(_event(_sid(), 1))
         # "tail" has no sessions and a 1 minute lock
-        with client.get_subscription_receiver(TOPIC, "tail", **FAST, max_wait_time=1) as first:
+        with client.get_subscription_receiver(own.topic, "tail", **FAST, max_wait_time=1) as first:
             [message] = first.receive_messages(max_message_count=1, max_wait_time=5)
-        with client.get_subscription_receiver(TOPIC, "tail", **FAST, max_wait_time=1) as second:
+        with client.get_subscription_receiver(own.topic, "tail", **FAST, max_wait_time=1) as second:
             # the first receiver is gone, its lock is not: nobody else gets the message ...
             assert second.receive_messages(max_message_count=1, max_wait_time=1) == []
             # ... and another receiver can still settle it by its lock token
@@ -528,21 +533,21 @@ def test_a_client_for_an_entity_that_does_not_exist_fails_to_authenticate(
 
 
 def test_deferred_messages_received_in_receive_and_delete_mode_are_gone(
-    fresh_servicebus: Target,
+    local_only: Target, own: Entities
 ) -> None:
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        with client.get_queue_sender(own.queue, keep_alive=0) as sender:
             sender.send_messages(ServiceBusMessage("d"))
-        with client.get_queue_receiver(QUEUE, **FAST, max_wait_time=1) as receiver:
+        with client.get_queue_receiver(own.queue, **FAST, max_wait_time=1) as receiver:
             [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             receiver.defer_message(message)
         assert message.sequence_number is not None
     # the second look-up's not-found (com.microsoft:message-not-found) is retried by the SDK's
     # handler, with backoff, 11 s in all: a client that does not retry
     with (
-        _no_retry(fresh_servicebus) as client,
+        _no_retry(local_only) as client,
         client.get_queue_receiver(
-            QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
+            own.queue, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
         ) as deleting,
     ):
         [deferred] = deleting.receive_deferred_messages([message.sequence_number])
@@ -575,37 +580,37 @@ def test_expired_messages_leave_for_the_dead_letter_queue(
         dead.complete_message(expired)
 
 
-def test_delivery_annotations_reach_the_receiver(fresh_servicebus: Target) -> None:
+def test_delivery_annotations_reach_the_receiver(local_only: Target, own: Entities) -> None:
     # the SDK's hint says str keys; its own tests (and the wire) use bytes
     annotations_sent: dict[Any, Any] = {b"delann_key": b"delann_value"}
     message = AmqpAnnotatedMessage(data_body=b"x", delivery_annotations=annotations_sent)
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        with client.get_queue_sender(own.queue, keep_alive=0) as sender:
             sender.send_messages(message)
         with client.get_queue_receiver(
-            QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
+            own.queue, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
         ) as receiver:
             [received] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
     annotations = received.raw_amqp_message.delivery_annotations or {}
     assert annotations.get(b"delann_key") == b"delann_value"
 
 
-def test_sessions_listed_by_when_their_state_was_set(fresh_servicebus: Target) -> None:
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+def test_sessions_listed_by_when_their_state_was_set(local_only: Target, own: Entities) -> None:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        with client.get_topic_sender(own.topic, keep_alive=0) as sender:
             sender.send_messages([_event("old", 1), _event("new", 1)])
         with client.get_subscription_receiver(
-            TOPIC, SUBSCRIPTION, session_id="old", **FAST, max_wait_time=1
+            own.topic, SUBSCRIPTION, session_id="old", **FAST, max_wait_time=1
         ) as receiver:
             receiver.session.set_state(b"old-state")
         time.sleep(0.05)
         cutoff = datetime.now(UTC)
         time.sleep(0.05)
         with client.get_subscription_receiver(
-            TOPIC, SUBSCRIPTION, session_id="new", **FAST, max_wait_time=1
+            own.topic, SUBSCRIPTION, session_id="new", **FAST, max_wait_time=1
         ) as receiver:
             receiver.session.set_state(b"new-state")
-        assert sorted(client.list_subscription_sessions(TOPIC, SUBSCRIPTION)) == ["new", "old"]
+        assert sorted(client.list_subscription_sessions(own.topic, SUBSCRIPTION)) == ["new", "old"]
         assert list(
-            client.list_subscription_sessions(TOPIC, SUBSCRIPTION, state_updated_after=cutoff)
+            client.list_subscription_sessions(own.topic, SUBSCRIPTION, state_updated_after=cutoff)
         ) == ["new"]

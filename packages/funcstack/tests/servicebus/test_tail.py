@@ -11,15 +11,15 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from funcstack.servicebus.tail import print_arrivals
 
-from .conftest import SUBSCRIPTION, TOPIC, Target
+from .conftest import SUBSCRIPTION, Entities, Target
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 
-def test_tail_prints_one_line_per_event(fresh_servicebus: Target) -> None:
+def test_tail_prints_one_line_per_event(local_only: Target, own: Entities) -> None:
     with (
-        ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client,
-        client.get_topic_sender(TOPIC, keep_alive=0) as sender,
+        ServiceBusClient.from_connection_string(local_only.connection_string) as client,
+        client.get_topic_sender(own.topic, keep_alive=0) as sender,
     ):
         sender.send_messages(
             [
@@ -36,8 +36,8 @@ def test_tail_prints_one_line_per_event(fresh_servicebus: Target) -> None:
         )
     out = io.StringIO()
     printed = print_arrivals(
-        fresh_servicebus.connection_string,
-        topic=TOPIC,
+        local_only.connection_string,
+        topic=own.topic,
         subscription="tail",
         wait_seconds=2,
         out=out,
@@ -45,9 +45,9 @@ def test_tail_prints_one_line_per_event(fresh_servicebus: Target) -> None:
     )
     lines = out.getvalue().splitlines()
     assert printed == 4
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
         untouched = [
-            client.get_subscription_receiver(TOPIC, SUBSCRIPTION, session_id=sid).peek_messages(
+            client.get_subscription_receiver(own.topic, SUBSCRIPTION, session_id=sid).peek_messages(
                 max_message_count=10
             )
             for sid in ("c-1", "c-2")
@@ -63,12 +63,12 @@ def test_tail_prints_one_line_per_event(fresh_servicebus: Target) -> None:
 
 
 def test_tail_from_now_drops_what_was_enqueued_before_it_started(
-    fresh_servicebus: Target,
+    local_only: Target, own: Entities
 ) -> None:
     def send(versions: range) -> None:
         with (
-            ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as c,
-            c.get_topic_sender(TOPIC, keep_alive=0) as sender,
+            ServiceBusClient.from_connection_string(local_only.connection_string) as c,
+            c.get_topic_sender(own.topic, keep_alive=0) as sender,
         ):
             sender.send_messages(
                 [
@@ -82,8 +82,8 @@ def test_tail_from_now_drops_what_was_enqueued_before_it_started(
     send(range(3, 5))
     out = io.StringIO()
     printed = print_arrivals(
-        fresh_servicebus.connection_string,
-        topic=TOPIC,
+        local_only.connection_string,
+        topic=own.topic,
         subscription="tail",
         wait_seconds=2,
         out=out,
@@ -95,6 +95,8 @@ def test_tail_from_now_drops_what_was_enqueued_before_it_started(
         "m3",
         "m4",
     ]
-    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
-        left = client.get_subscription_receiver(TOPIC, "tail").peek_messages(max_message_count=10)
+    with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
+        left = client.get_subscription_receiver(own.topic, "tail").peek_messages(
+            max_message_count=10
+        )
     assert left == []  # the earlier ones were received and dropped

@@ -41,6 +41,7 @@ from funcstack.cosmos._control import (
     split_partition,
 )
 from funcstack.cosmos._tls import ADDRESS, LocalTls, local_tls
+from funcstack.starts import record_start
 
 logger = logging.getLogger(__name__)
 
@@ -274,6 +275,7 @@ def start_cosmos(
         env=node_server_environment(NODE_NO_WARNINGS="1", NODE_PATH=str(modules)),
         **OWN_PROCESS_GROUP,
     )
+    record_start("cosmos", process.pid, identity=state_dir or port or None)
     ready = _await_ready(process, log, log_path, timeout)
     address = str(ready["endpoint"])
     endpoint = CosmosEndpoint(

@@ -35,6 +35,7 @@ from funcstack.functions_host._console import (
     log_user,
 )
 from funcstack.functions_host._rpc import frame, protos, read_message
+from funcstack.starts import record_start
 
 logger = logging.getLogger("funcstack.functions_host")
 
@@ -122,6 +123,7 @@ class LanguageWorker:
             # what the app prints: the host's stdout, else read line by line for the terminal
             stdout=asyncio.subprocess.PIPE if console else None,
         )  # fmt: skip
+        record_start("worker", self._process.pid, identity=f"host {os.getpid()}")
         if self._process.stdout is not None:
             self._printed = asyncio.create_task(
                 _relay_printed(self._process.stdout), name="worker-stdout"

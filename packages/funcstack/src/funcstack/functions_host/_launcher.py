@@ -18,6 +18,7 @@ from typing import IO, Any
 from funcstack._cache import RPC_WHEEL_ENV, SetupError, rpc_wheel
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
 from funcstack.cosmos._tls import trusting_environment
+from funcstack.starts import record_start
 
 
 class RunnerStartError(RuntimeError):
@@ -195,6 +196,7 @@ def launch_host(
         stderr=log if log is not None else subprocess.DEVNULL,
         **OWN_PROCESS_GROUP,
     )
+    record_start("host", process.pid, identity=log_path or port or None)
     assert process.stdout is not None
     output = _HostOutput(process.stdout, log, options.on_console)
     drain = threading.Thread(target=output.read, name="runner-stdout", daemon=True)

@@ -35,7 +35,7 @@ async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
         max_message_size=args.max_message_size,
         store=store,
     )
-    port = await server.start(args.host, args.port)
+    port = await server.start(args.host, args.port, listening=args.listen_fd)
     ready: dict[str, object] = {
         "ready": True,
         "port": port,
@@ -106,6 +106,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tls-port", type=int, default=None, help="also listen with amqps")
     parser.add_argument("--tls-cert", default=None)
     parser.add_argument("--tls-key", default=None)
+    parser.add_argument(
+        "--listen-fd",
+        type=int,
+        default=None,
+        help="serve on this inherited listening socket (its port: --port) instead of binding "
+        "one (started at its first connection: funcstack/_activation.py)",
+    )
     parser.add_argument(
         "--control-port",
         type=int,

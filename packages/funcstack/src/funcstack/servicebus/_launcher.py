@@ -6,6 +6,7 @@ import json
 import logging
 import selectors
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,8 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from funcstack._activation import Activation
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
-from funcstack.servicebus._config import connection_string
+from funcstack.servicebus._config import connection_string, load_config
+from funcstack.starts import record_start
 
 logger = logging.getLogger("funcstack.servicebus")
 
@@ -26,19 +29,41 @@ class ServiceBusEndpoint:
 
     host: str
     port: int
-    process: subprocess.Popen[str]
+    #: None until it starts, when started at its first connection (``lazy``).
+    process: subprocess.Popen[str] | None
     _log: IO[str] | None = None
     tls_port: int | None = None
     control_port: int | None = None
     #: One line per entity setting of the config the endpoint does not honour (logged at start
     #: by this process too, so that ``funcstack run`` and a test's log show them).
     warnings: list[str] = field(default_factory=list)
+    _activation: Activation | None = field(default=None, repr=False)
 
     @property
     def connection_string(self) -> str:
         return connection_string(self.host, self.port)
 
+    @property
+    def stopped(self) -> bool:
+        """Stopped (``stop()``), or its process ended; not while it waits for a first
+        connection."""
+        if self.process is None:
+            return self._activation is None or self._activation.closed
+        return self.process.poll() is not None
+
+    def started(self, timeout: float = 20.0) -> subprocess.Popen[str]:
+        """Its process, started now if it waited for a first connection (``lazy``)."""
+        if self._activation is not None:
+            self._activation.fire()
+        if self.process is None:
+            raise RuntimeError("the Service Bus endpoint did not start")
+        return self.process
+
     def stop(self, timeout: float = 10.0) -> None:
+        if self._activation is not None:
+            self._activation.close()
+        if self.process is None:
+            return
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -67,12 +92,16 @@ def start_servicebus(
     control: bool = False,
     state_file: Path | None = None,
     max_message_size: int | None = None,
+    lazy: bool = False,
 ) -> ServiceBusEndpoint:
     """Run ``python -m funcstack.servicebus`` and wait for its ready line.
 
     Entities come from ``config`` (the official emulator's Config.json shape); without one the
     namespace starts empty (entities can be created with ``control=True``). Pass the ``port``
-    of a stopped endpoint to start a new one on the same port.
+    of a stopped endpoint to start a new one on the same port. ``lazy``: the port listens at
+    once and the endpoint starts at the first connection (``funcstack._activation``; not with
+    ``tls`` or ``control``); ``config`` is read here first, so that a mistake in it is refused
+    now, and its warnings logged now.
     """
     cmd = [
         sys.executable, "-m", "funcstack.servicebus",
@@ -87,6 +116,8 @@ def start_servicebus(
             state_file=state_file,
         ),
     ]  # fmt: skip
+    if lazy:
+        return _lazy(cmd, host, port, config, duplicate_window_seconds, log_path, state_file)
     log = log_path.open("a", encoding="utf-8") if log_path is not None else None
     process = subprocess.Popen(
         cmd,
@@ -95,6 +126,7 @@ def start_servicebus(
         text=True,
         **OWN_PROCESS_GROUP,
     )
+    record_start("servicebus", process.pid, identity=state_file or port or None)
     try:
         ready = _ready_line(process, timeout)
     except BaseException:  # interrupted: the endpoint does not outlive its start
@@ -177,3 +209,47 @@ def _ready_line(process: subprocess.Popen[str], timeout: float) -> dict[str, Any
                     return ready
     finally:
         selector.close()
+
+
+def _lazy(
+    cmd: list[str],
+    host: str,
+    port: int,
+    config: Path | None,
+    duplicate_window_seconds: float | None,
+    log_path: Path | None,
+    state_file: Path | None,
+) -> ServiceBusEndpoint:
+    """The endpoint of ``cmd`` started at its first connection on ``port`` (0: a free one)."""
+    if "--tls-port" in cmd or "--control-port" in cmd:
+        raise ValueError("a Service Bus endpoint with TLS or a control channel starts at once")
+    try:  # as the endpoint reads it at its start, refused now rather than at a first connection
+        warnings = load_config(config, duplicate_window_seconds=duplicate_window_seconds).warnings
+    except KeyError as error:
+        raise RuntimeError(f"{config}: a required key is missing: {error}") from None
+    except (ValueError, TypeError) as error:  # RuleError, ConfigError: the file and the cause
+        raise RuntimeError(str(error)) from None
+    for line in warnings:
+        logger.warning("%s", line)
+    endpoint = ServiceBusEndpoint(host=host, port=port, process=None, warnings=list(warnings))
+
+    def launch(sockets: list[socket.socket]) -> None:
+        [sock] = sockets
+        at = cmd.index("--port")
+        argv = [*cmd[: at + 1], str(sock.getsockname()[1]), *cmd[at + 2 :]]
+        argv += ["--listen-fd", str(sock.fileno())]
+        log = log_path.open("a", encoding="utf-8") if log_path is not None else None
+        endpoint._log = log
+        endpoint.process = subprocess.Popen(
+            argv,
+            stdout=subprocess.DEVNULL,
+            stderr=log if log is not None else subprocess.DEVNULL,
+            text=True,
+            pass_fds=(sock.fileno(),),
+            **OWN_PROCESS_GROUP,
+        )
+        record_start("servicebus", endpoint.process.pid, identity=state_file or port or None)
+
+    endpoint._activation = Activation([port], launch, name="servicebus", host=host)
+    endpoint.port = endpoint._activation.sockets[0].getsockname()[1]
+    return endpoint

@@ -94,10 +94,16 @@ class Server:
         self._management = Management(broker, persist=self.persist)
         broker.on_change = self.schedule_pump
 
-    async def start(self, host: str, port: int) -> int:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
+    async def start(self, host: str, port: int, *, listening: int | None = None) -> int:
+        """Listen on ``host``:``port``, or on the socket whose descriptor is ``listening``
+        (bound and listening already: handed over by the process that started this one at
+        its first connection, ``funcstack._activation``)."""
+        if listening is not None:
+            sock = socket.socket(fileno=listening)
+        else:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
         self._server = await asyncio.start_server(self._on_client, sock=sock)
         self._sweeper = asyncio.create_task(self._sweep())
         return int(sock.getsockname()[1])

@@ -1,0 +1,110 @@
+"""Azurite and the Service Bus endpoint started at their first connection (``lazy=True``, what a
+stack does): their ports listen at once and nothing runs; a first call through the SDK is
+answered (the connection that woke it waits for it, it is never refused) by the one process
+then started, and counted once; a stop leaves nothing listening, whether it started or not."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.storage.blob import BlobServiceClient
+from azure.storage.queue import QueueServiceClient
+
+from funcstack.servicebus._launcher import start_servicebus
+from funcstack.services import Azurite, port_in_use, start_azurite
+from funcstack.starts import ENV_VAR, read_starts
+
+pytestmark = pytest.mark.integration
+CONFIG = Path(__file__).resolve().parent / "servicebus" / "config.json"
+QUEUE = "conformance-queue"
+
+
+def listening(port: int) -> bool:
+    """Bound by a listening socket, asked without connecting (a connection would start it)."""
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+        return False
+
+
+def pid_of(azurite: Azurite) -> int | None:
+    return None if azurite.process is None else azurite.process.pid
+
+
+def test_a_lazy_azurite_starts_at_its_first_connection_and_answers_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(starts))
+    azurite = start_azurite(tmp_path / "data", tmp_path / "azurite.log", lazy=True)
+    try:
+        assert [listening(port) for port in azurite.ports] == [True, True, True]
+        time.sleep(0.3)  # nothing starts it but a connection
+        assert pid_of(azurite) is None and read_starts(starts) == []
+        connection = azurite.connection_string
+        with BlobServiceClient.from_connection_string(connection) as blobs:
+            blobs.create_container("first").upload_blob("a", b"kept")
+            assert blobs.get_container_client("first").download_blob("a").readall() == b"kept"
+        with QueueServiceClient.from_connection_string(connection) as queues:
+            queues.create_queue("first").send_message("m")
+        pid = pid_of(azurite)
+        assert pid is not None and azurite.started().poll() is None
+        assert [(s.kind, s.pid) for s in read_starts(starts)] == [("azurite", pid)]
+    finally:
+        azurite.stop()
+    assert [port_in_use(port) for port in azurite.ports] == [False, False, False]
+
+
+def test_a_lazy_azurite_nothing_connected_to_stops_without_starting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(starts))
+    azurite = start_azurite(tmp_path / "data", tmp_path / "azurite.log", lazy=True)
+    azurite.stop()
+    assert pid_of(azurite) is None and read_starts(starts) == []
+    assert [port_in_use(port) for port in azurite.ports] == [False, False, False]
+    # started again on its ports (a stack's restart of the part), it serves them
+    again = start_azurite(tmp_path / "data", tmp_path / "azurite.log", azurite.ports, lazy=True)
+    try:
+        assert again.started().poll() is None
+        assert [port_in_use(port) for port in again.ports] == [True, True, True]
+    finally:
+        again.stop()
+
+
+def test_a_lazy_service_bus_endpoint_starts_at_its_first_connection_and_answers_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its config is read when it is asked for (a mistake refused then, its warnings logged),
+    its port listens, and the first client's send and receive are answered by the endpoint
+    started for it, counted once."""
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(starts))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"UserConfig": {"Namespaces": []}}')
+    with pytest.raises(RuntimeError):
+        start_servicebus(config=bad, lazy=True)
+    endpoint = start_servicebus(config=CONFIG, log_path=tmp_path / "sb.log", lazy=True)
+    try:
+        assert (listening(endpoint.port), endpoint.stopped) == (True, False)
+        time.sleep(0.3)
+        assert endpoint.process is None and read_starts(starts) == []
+        with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+            with client.get_queue_sender(QUEUE) as sender:
+                sender.send_messages(ServiceBusMessage("first", message_id="m-1"))
+            with client.get_queue_receiver(QUEUE, max_wait_time=5) as receiver:
+                [got] = receiver.receive_messages(max_wait_time=5)
+                receiver.complete_message(got)
+        assert str(got) == "first"
+        pid = endpoint.started().pid
+        assert [(s.kind, s.pid) for s in read_starts(starts)] == [("servicebus", pid)]
+    finally:
+        endpoint.stop()
+    assert endpoint.stopped and not listening(endpoint.port)
