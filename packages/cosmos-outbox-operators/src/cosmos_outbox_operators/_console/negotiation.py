@@ -8,7 +8,6 @@ operation's template (`render.fragment`): the page can show nothing the route di
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import azure.functions as func
 
@@ -48,7 +47,7 @@ def wants_html(req: func.HttpRequest) -> bool:
 
 def negotiated(
     req: func.HttpRequest, operation: str, response: func.HttpResponse, *, base: str
-) -> Any:
+) -> func.HttpResponse:
     """`response` (JSON, a problem, or empty) in the form `req` asks for; `base` is the
     console's path (the page's links and actions are under it)."""
     if not wants_html(req):
