@@ -25,7 +25,7 @@ from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answe
 from cosmos_outbox.operations._letters import Described, enqueued
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import AsyncDocumentStore, DeadLetterEntity
-from cosmos_outbox.subscriber._bookkeeping import ACCEPTED_GAP_TYPE, gap_id, inbox_id, last_version
+from cosmos_outbox.subscriber._status import event_fate
 
 __all__ = ["WATCH_PARTITION", "WATCH_TYPE", "DeadLetterWatch", "VanishedLetter", "WatchRecord"]
 
@@ -200,21 +200,23 @@ class DeadLetterWatch:
         return await self.vanished()
 
     async def _fate_at(self, store: AsyncDocumentStore, record: WatchRecord) -> Fate | None:
-        """`applied` or `given up` when the subscriber says so; None while it does not."""
-        aggregate = record.aggregate_id
-        if not aggregate:
+        """`applied` (received: applied, or held behind a gap) or `given up` when the
+        subscriber says so; None while it does not."""
+        if not record.aggregate_id:
             return None
-        if await answered(COSMOS_DB, store.read(aggregate, inbox_id(record.event_id))):
-            return "applied"
-        version = record.version
-        if version is not None and version > 0:
-            gap = await answered(COSMOS_DB, store.read(aggregate, gap_id(version)))
-            if gap is not None and gap.get("type") == ACCEPTED_GAP_TYPE:
-                return "given up"
-            projection = await answered(COSMOS_DB, store.read(aggregate, aggregate))
-            if last_version(projection) >= version:
-                return "applied"
-        return None
+        fate = await answered(
+            COSMOS_DB,
+            event_fate(
+                store, record.event_id, aggregate_id=record.aggregate_id, version=record.version
+            ),
+        )
+        return (
+            None
+            if fate.state == "not received"
+            else "given up"
+            if fate.state == "given up"
+            else "applied"
+        )
 
     async def vanished(self) -> list[VanishedLetter]:
         """The dead letters that vanished, unresolved, each with what recovers it."""
