@@ -160,14 +160,12 @@ def trace_url(trace: str | None) -> str | None:
     return template.replace("{traceId}", quote(trace, safe=""))
 
 
-#: The dead letters' filter: the list route's query parameters, the actions' body fields.
-LETTER_FILTER = ("aggregateType", "aggregateId", "action", "deadLetterReason", "since", "until")
-
-
 def selection(query: dict[str, str]) -> dict[str, Any]:
     """The dead letters a listing shows, as the resubmit and discard routes name them: its
     filter (the listing's query), or `all` when it has none."""
-    chosen = {k: query[k] for k in LETTER_FILTER if query.get(k)}
+    from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS
+
+    chosen = {k: query[k] for k in FILTER_FIELDS if query.get(k)}
     return chosen or {"all": True}
 
 
