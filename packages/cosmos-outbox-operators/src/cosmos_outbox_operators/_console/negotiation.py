@@ -1,9 +1,7 @@
-"""One answer, two forms. The signed-in door's operations answer JSON -- the very bytes the
-admin key's door answers, from the same handler -- unless the request asks for HTML: htmx's
-requests (`HX-Request: true`), or an `Accept` that prefers `text/html` to `application/json`.
-Then the JSON answer (a problem document too) is rendered as an HTML fragment of the page by the
-operation's template (`render.fragment`): the page can show nothing the route did not answer.
-`Vary: Accept, HX-Request` tells caches that the form follows these headers."""
+"""One answer, two forms: the signed-in door's operations answer JSON (the admin key's door's very
+bytes) unless the request asks for HTML (`HX-Request: true`, or an `Accept` preferring
+`text/html`); then the JSON answer (a problem too) is rendered by the operation's template
+(`render.fragment`): the page shows nothing the route did not answer."""
 
 from __future__ import annotations
 

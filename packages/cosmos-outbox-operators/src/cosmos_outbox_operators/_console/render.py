@@ -1,8 +1,6 @@
-"""The console's HTML: Jinja2 templates (autoescaped: every value an operator or an event put
-there is text, never markup) and the backlog chart (pygal, server-side SVG). Imported on the
-first request that renders, never when the app is indexed: an app that registers the operators'
-blueprint starts as fast as before (packages/cosmos-outbox-operators/tests/operators/test_console.py
-measures it)."""
+"""The console's HTML: Jinja2 templates (autoescaped: every value an operator or an event put there
+is text, never markup) and the backlog chart, imported on the first request that renders, never
+when the app is indexed (tests/operators/test_console.py measures the start)."""
 
 from __future__ import annotations
 

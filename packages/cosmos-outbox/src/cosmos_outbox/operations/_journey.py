@@ -1,16 +1,7 @@
 """The journey of one event (or of one aggregate's events): the first question on call
-(docs/operating.md, "The first question: where did event X go?").
-
-For an event: its document (or that it is not stored), relayed or not (the backlog estimator's
-read of the relay's leases: among a lease's pending changes, or every lease read to the end
-without it), its quarantine record, the watched subscriptions where it is dead-lettered, and
-what each subscriber the app knows did with it (applied, held, given up, not received, not for
-it, vanished; `unknown` where the app does not know it), its history in order, and a summary
-line with the command that acts on it. For an aggregate (named by its session id, its documents
-where `partitions_of` says): the same for each of its events, and each subscriber's view. Each
-part is read on its own, bounded (`_dependencies.answered`): one that does not answer is listed
-in `unanswered` and the rest is shown. A scheduled event's journey says its due time and where
-it is (`schedule`: waiting, overdue, released or cancelled)."""
+(docs/operating.md, "The first question: where did event X go?"; what it reads:
+docs/operating-the-outbox.md). Each part is read on its own, bounded (`_dependencies.answered`):
+one that does not answer is listed in `unanswered` and the rest is shown."""
 
 from __future__ import annotations
 

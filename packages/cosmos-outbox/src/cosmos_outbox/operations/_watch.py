@@ -1,17 +1,11 @@
 """No dead letter leaves without a word: the dead letters of the watched subscriptions whose
-subscriber the app knows (OUTBOX_SUBSCRIPTIONS `name=container`), remembered, so that one that
-leaves its dead-letter queue without being applied is noticed and said (how, when, and with
-which recovery: docs/operating-the-outbox.md, "Never resend a dead letter with its own
-MessageId").
-
-`DeadLetterWatch.sweep` (each backlog timer tick) peeks each watched subscription's dead-letter
-queue and keeps one record per dead letter seen (`outboxDeadLetterWatch` documents in a
-partition of their own of the outbox's container, `outbox-dead-letter-watch`) and its fate; the
-operators' own resubmissions and discards are recorded before they happen (`handled`). One that
-left unhandled is checked at its subscriber (applied, given up there, or not); not applied
-GRACE_SECONDS after the sweep that found it gone, it has vanished. A queue holding more than
-COUNT_LIMIT dead letters is judged up to the last one read. Records of resolved letters expire
-after KEPT_SECONDS (the journey's history); a vanished one is kept until it is resolved."""
+subscriber the app knows (OUTBOX_SUBSCRIPTIONS `name=container`), remembered (one
+`outboxDeadLetterWatch` record per dead letter and its fate, in a partition of their own), so
+that one that leaves its dead-letter queue without being applied is said, with its recovery
+(docs/operating-the-outbox.md, "Never resend a dead letter with its own MessageId", says when).
+`DeadLetterWatch.sweep` runs each backlog timer tick; the operators' own resubmissions and
+discards are recorded before they happen (`handled`). Resolved records expire after
+KEPT_SECONDS; a vanished one is kept until it is resolved."""
 
 from __future__ import annotations
 
