@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
-from cosmos_outbox.http import HttpCall, Reply, RequestModel
+from cosmos_outbox.http import HttpCall, Reply, RequestModel, omit_null_defaults
 from cosmos_outbox.operations import MAX_PER_CALL, FailureGroups, GroupOutcome
 from cosmos_outbox_operators._routes._context import Routes
 from cosmos_outbox_operators._types import OperatorReason
@@ -16,7 +16,14 @@ from cosmos_outbox_operators._types import OperatorReason
 
 class GroupAction(RequestModel):
     """What to do with a failure group: `retry` (a quarantined event replayed, a dead letter
-    resubmitted) or `discard` (given up, with `reason`, required then)."""
+    resubmitted) or `discard` (given up, with `reason`, required then: the schema says so too)."""
+
+    # a retry, or a reason (what `_reason` says, for schema readers and generators)
+    model_config = ConfigDict(
+        json_schema_extra=omit_null_defaults(
+            {"anyOf": [{"properties": {"action": {"const": "retry"}}}, {"required": ["reason"]}]}
+        )
+    )
 
     action: Literal["retry", "discard"]
     reason: OperatorReason | None = None
