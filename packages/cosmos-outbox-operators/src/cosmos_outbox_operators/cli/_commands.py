@@ -94,17 +94,6 @@ def _journey(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
     )
 
 
-def _pages(api: DirectApi, operation: str, page_size: int, **parameters: Any) -> list[Any]:
-    """Every item of a paged listing, its pages followed to the end."""
-    items: list[Any] = []
-    token: str | None = None
-    while True:
-        page = api.call(operation, pageSize=page_size, continuationToken=token, **parameters)
-        items += page["items"]
-        if not (token := page.get("continuationToken")):
-            return items
-
-
 def _listing(
     api: DirectApi,
     args: argparse.Namespace,
@@ -114,8 +103,15 @@ def _listing(
     item: Callable[[Any], str],
     **parameters: Any,
 ) -> int:
-    """A paged listing, every page: `head` (its count in it), then a line per item."""
-    items = _pages(api, operation, args.page_size, **parameters)
+    """A paged listing, its pages followed to the end: `head` (its count in it), then a line
+    per item."""
+    items: list[Any] = []
+    token: str | None = None
+    while True:
+        page = api.call(operation, pageSize=args.page_size, continuationToken=token, **parameters)
+        items += page["items"]
+        if not (token := page.get("continuationToken")):
+            break
     return out.result(
         {"items": items, "count": len(items)},
         lambda b: [head.format(b["count"]), *(f"  {item(i)}" for i in b["items"])],

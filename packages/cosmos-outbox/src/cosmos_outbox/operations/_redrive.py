@@ -286,7 +286,9 @@ class RedriveOperators:
             ],
             subscriptions=counts,
             counted_over=len(counted),
-            subscribers_will_see=_will_see_preview(sent, subscription, counts, len(counted)),
+            subscribers_will_see=_sent_as(
+                f"{sent} message(s) {_where(subscription)}", counts, len(counted)
+            ),
         )
 
     async def page(
@@ -463,12 +465,6 @@ def _where(subscription: str | None) -> str:
         if subscription
         else "to the topic"
     )
-
-
-def _will_see_preview(
-    sent: int, subscription: str | None, counts: list[SubscriberCounts], counted: int
-) -> str:
-    return _sent_as(f"{sent} message(s) {_where(subscription)}", counts, counted)
 
 
 def _will_see(state: RedriveState, subscription: str | None, counts: list[SubscriberCounts]) -> str:
