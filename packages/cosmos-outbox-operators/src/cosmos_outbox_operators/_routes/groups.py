@@ -18,10 +18,14 @@ class GroupAction(RequestModel):
     """What to do with a failure group: `retry` (a quarantined event replayed, a dead letter
     resubmitted) or `discard` (given up, with `reason`, required then: the schema says so too)."""
 
-    # a retry, or a reason (what `_reason` says, for schema readers and generators)
     model_config = ConfigDict(
         json_schema_extra=omit_null_defaults(
-            {"anyOf": [{"properties": {"action": {"const": "retry"}}}, {"required": ["reason"]}]}
+            {
+                "oneOf": [
+                    {"properties": {"action": {"const": "retry"}}},
+                    {"properties": {"action": {"const": "discard"}}, "required": ["reason"]},
+                ]
+            }
         )
     )
 
