@@ -1,11 +1,11 @@
 """``python -m tools.admin``: the operators' command line (``cosmos-outbox``'s operators'
-commands, `cosmos_outbox_operators.cli`, of cosmos-outbox-operators) with this repository's
-names: the app's URL from ``OUTBOX_API`` (or
-``COSMOS_OUTBOX_API``; default the local stack of ``make run``, http://127.0.0.1:7071/api), the
-admin key from ``OUTBOX_ADMIN_KEY`` (or ``COSMOS_OUTBOX_KEY``; not needed locally), the
-timeout from ``OUTBOX_ADMIN_TIMEOUT`` (or ``COSMOS_OUTBOX_TIMEOUT``), and
-``redrive --contact-id <id>`` for ``--aggregate-type contact --aggregate-id <id>``. Every
-command and option is the package's (``python -m tools.admin --help``)::
+commands, `cosmos_outbox_operators.cli`) on this repository's Contacts app: its outbox (its
+aggregate and legacy events, `entrypoints.bootstrap`) on the stores of the settings in
+``local.settings.json`` (``make run`` writes it; ``--settings`` names another), funcstack's
+certificate trusted as the app's host trusts it, the timeout from ``OUTBOX_ADMIN_TIMEOUT`` (or
+``COSMOS_OUTBOX_TIMEOUT``), and ``redrive --contact-id <id>`` for ``--aggregate-type contact
+--aggregate-id <id>``. Every command and option is the package's (``python -m tools.admin
+--help``)::
 
     python -m tools.admin status
     python -m tools.admin journey --event-id <id>
@@ -18,30 +18,37 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
-from cosmos_outbox_operators.cli import DEFAULT_API, KEY_VARIABLE, OperatorsApi, OperatorsApiError
-from cosmos_outbox_operators.cli import main as package_main
+__all__ = ["SETTINGS", "main"]
 
-__all__ = ["DEFAULT_API", "OperatorsApi", "OperatorsApiError", "main"]
-
-#: This repository's names of the package's variables.
-ALIASES = {
-    "OUTBOX_API": "COSMOS_OUTBOX_API",
-    "OUTBOX_ADMIN_KEY": KEY_VARIABLE,
-    "OUTBOX_ADMIN_TIMEOUT": "COSMOS_OUTBOX_TIMEOUT",
-}
+#: The settings of ``make run``'s stack.
+SETTINGS = Path(__file__).resolve().parents[1] / "local.settings.json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    for ours, theirs in ALIASES.items():
-        if os.environ.get(ours) and not os.environ.get(theirs):
-            os.environ[theirs] = os.environ[ours]
+    if os.environ.get("OUTBOX_ADMIN_TIMEOUT") and not os.environ.get("COSMOS_OUTBOX_TIMEOUT"):
+        os.environ["COSMOS_OUTBOX_TIMEOUT"] = os.environ["OUTBOX_ADMIN_TIMEOUT"]
     args = list(argv) if argv is not None else sys.argv[1:]
     if "--contact-id" in args:
         at = args.index("--contact-id")
         contact = args[at + 1 : at + 2]
         args[at : at + 2] = ["--aggregate-type", "contact", "--aggregate-id", *contact]
-    return package_main(args, prog="python -m tools.admin")
+    if "--settings" not in args and SETTINGS.exists():
+        args = ["--settings", str(SETTINGS), *args]
+    try:  # funcstack's Cosmos DB certificate, trusted before the SDKs are imported
+        from funcstack.cosmos import local_tls
+
+        os.environ.update(local_tls().environment())
+    except ImportError:
+        pass
+    from cosmos_outbox import Outbox
+    from cosmos_outbox_operators.cli import main as package_main
+    from domain.contact import Contact
+    from entrypoints.bootstrap import LEGACY_EVENTS
+
+    outbox = Outbox((Contact,), legacy_events=LEGACY_EVENTS)
+    return package_main(args, prog="python -m tools.admin", outbox=outbox)
 
 
 if __name__ == "__main__":

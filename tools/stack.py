@@ -504,8 +504,8 @@ def banner(stack: Stack) -> str:
   State        .stack/state (kept across restarts; `make reset` forgets it)
   Logs         .stack/*.log      Watch events: make tail
   Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
-  Operators    .venv/bin/cosmos-outbox status   (journey, quarantine, deadletters, redrive, ...:
-               cosmos-outbox-operators' commands)
+  Operators    .venv/bin/python -m tools.admin status   (journey, quarantine, deadletters, ...:
+               cosmos-outbox-operators' commands on these stores, local.settings.json)
 
   curl -s -X POST {api}/contacts -H 'content-type: application/json' \\
        -d '{EXAMPLE}'

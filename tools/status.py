@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_outbox import telemetry as names
-from cosmos_outbox_operators.cli import DEFAULT_API
 from funcstack.otel import METRICS_FILE
 from funcstack.services import running_stack
 from tools.stack import PIDFILE, ROOT
 
 DEFAULT_DIR = ROOT / ".stack" / "otel"
+#: The local stack's API (`make run`).
+DEFAULT_API = "http://127.0.0.1:7071/api"
 
 
 @dataclass
@@ -270,18 +271,29 @@ def render(
 
 
 def api_status(base: str = DEFAULT_API) -> tuple[dict[str, Any] | None, str | None]:
-    """The app's GET /outbox/status (bounded by the app to 4 s), or why there is none."""
-    from cosmos_outbox_operators.cli import OperatorsApi, OperatorsApiError
+    """The app's GET /outbox/status (bounded by the app to 4 s), or why there is none (the
+    local host checks no key; a key from OUTBOX_ADMIN_KEY is sent when set)."""
+    import http.client
 
+    from tools.httpclient import Client
+
+    key = os.environ.get("OUTBOX_ADMIN_KEY")
+    client = Client(base, timeout=10)
     try:
-        status, body = OperatorsApi(base, os.environ.get("OUTBOX_ADMIN_KEY"), timeout=10).call(
-            "GET", "/outbox/status"
+        reply = client.request(
+            "GET", "/outbox/status", headers={"x-functions-key": key} if key else None
         )
-    except OperatorsApiError as exc:
-        return None, str(exc)
-    if status != 200 or not isinstance(body, dict):
+    except (OSError, http.client.HTTPException) as exc:
+        return None, f"GET {base}/outbox/status: {type(exc).__name__}: {exc!s:.200}"
+    finally:
+        client.close()
+    try:
+        body = reply.json()
+    except ValueError:
+        body = None
+    if reply.status != 200 or not isinstance(body, dict):
         detail = body.get("detail") if isinstance(body, dict) else None
-        return None, f"{status}" + (f" {detail}" if detail else "")
+        return None, f"{reply.status}" + (f" {detail}" if detail else "")
     return body, None
 
 

@@ -13,7 +13,7 @@ def test_an_operators_command_without_its_package_says_which_to_install(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(cli, "entry_points", lambda group: [])
-    assert cli.main(["--api", "http://127.0.0.1:9/api", "status"]) == 2
+    assert cli.main(["--settings", "local.settings.json", "status"]) == 2
     assert "pip install cosmos-outbox-operators" in capsys.readouterr().err
     assert cli.main(["--help"]) == 0
     out = capsys.readouterr().out
@@ -35,8 +35,8 @@ def test_a_command_runs_with_the_whole_line(monkeypatch: pytest.MonkeyPatch) -> 
             return run
 
     monkeypatch.setattr(cli, "entry_points", lambda group: [Point()])
-    assert cli.main(["--api", "http://x/api", "status", "--json"], prog="cosmos-outbox") == 0
-    assert seen == [(["--api", "http://x/api", "status", "--json"], "cosmos-outbox")]
+    assert cli.main(["--settings", "s.json", "status", "--json"], prog="cosmos-outbox") == 0
+    assert seen == [(["--settings", "s.json", "status", "--json"], "cosmos-outbox")]
 
 
 def test_the_relay_process_reads_the_triggers_lease_interval_settings_too(

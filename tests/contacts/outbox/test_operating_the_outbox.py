@@ -67,7 +67,15 @@ def plant_history(
 
 def cli(stack: Stack, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "tools.admin", "--api", stack.api_url, "--json", *args],
+        [
+            sys.executable,
+            "-m",
+            "tools.admin",
+            "--settings",
+            str(stack.settings_file),
+            "--json",
+            *args,
+        ],
         capture_output=True,
         text=True,
         timeout=60,

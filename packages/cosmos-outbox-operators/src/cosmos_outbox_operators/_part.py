@@ -27,12 +27,8 @@ __all__ = ["Operators", "operators_blueprint", "routes_blueprint"]
 
 
 def operators_blueprint(outbox: Outbox | AsyncOutbox, **options: Any) -> func.Blueprint:
-    """The operators' routes (status, backlog, quarantine, dead letters, journey, subscribers,
-    re-drive) under `route_prefix`, at `auth_level` (ADMIN: the host's master key); with
-    `console`, also under `route_prefix/console/` for a signed-in operator with the app role
-    `operator_role` (App Service Authentication), and the console page at
-    `route_prefix/console`. Served by `outbox.operations()`, sync or async as the outbox is.
-    `options` are `Operators`' fields."""
+    """The operators' routes of `outbox` (`routes_blueprint`); `options` are `Operators`'
+    fields."""
     return Operators(**options).blueprint_for(outbox)
 
 
@@ -62,13 +58,12 @@ def routes_blueprint(
     actor: Actor | None = None,
 ) -> func.Blueprint:
     """The operators' routes under `options.route_prefix` (`outbox/status`, ...), at
-    `options.auth_level` (ADMIN: the host's master key), served by `operations()`;
-    `options.models` are the request and answer models (an app's subclasses). Bounded: a store or
-    a broker that hangs makes an operator's call a 503 + Retry-After within BOUND_SECONDS, as
-    /health, never a wait on the SDKs' own timeouts and retries. With `options.console`, each
-    route also under `route_prefix/console/` for a signed-in operator with the app role
-    `options.operator_role`, and the console page at `route_prefix/console`. `actor`: served
-    in-process to that actor (the command line on the stores: no host, no key)."""
+    `options.auth_level` (ADMIN: the host's master key), served by `operations()`, parsing and
+    answering `options.models` (an app's subclasses). Bounded: a store or a broker that hangs
+    makes a call a 503 + Retry-After within BOUND_SECONDS, never a wait on the SDKs' own
+    timeouts. With `options.console`, each also under `route_prefix/console/` for a signed-in
+    operator with the app role `options.operator_role`, and the console page at
+    `route_prefix/console`. `actor`: served in-process to that actor (the command line)."""
     prefix = options.route_prefix.strip("/")
     doors = OperatorDoors(
         prefix=prefix,

@@ -23,7 +23,6 @@ from cosmos_outbox_testing import FunctionClient, in_memory
     [
         ("cosmos_outbox.operators", "OperatorModels", cosmos_outbox_operators),
         ("cosmos_outbox.operators", "OPERATOR_ROLE", cosmos_outbox_operators),
-        ("cosmos_outbox.cli", "OperatorsApi", cosmos_outbox_operators.cli),
         ("cosmos_outbox.cli", "parser", cosmos_outbox_operators.cli),
         ("cosmos_outbox.testing", "in_memory", cosmos_outbox_testing),
     ],

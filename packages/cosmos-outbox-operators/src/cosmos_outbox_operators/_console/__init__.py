@@ -1,22 +1,9 @@
-"""The operators' console: the operators' routes on a page, and who may use them.
-
-doors.py      the operators' routes through two doors, one implementation: the admin key
-              (auth level ADMIN: the Functions host checks the master key) and a signed-in
-              operator (App Service Authentication names them; this package checks the
-              role); every action run as the operator admitted (`cosmos_outbox.operations._actor`)
-identity.py   the signed-in operator: App Service Authentication's X-MS-CLIENT-PRINCIPAL,
-              believed only where the owner names what signs operators in
-              (OUTBOX_CONSOLE_SIGN_IN), the platform says so (WEBSITE_AUTH_ENABLED) and
-              the host is not a local one (FUNCTIONS_CORETOOLS_ENVIRONMENT)
-guard.py      actions from the page protected against cross-site requests (same origin by
-              Origin / Sec-Fetch-Site, and a double-submit token)
-negotiation.py  one answer, two forms: JSON for scripts, an HTML fragment for the page
-              (HX-Request, or Accept preferring text/html), rendered from the same JSON
-render.py     the templates (Jinja2, autoescaped) and the chart (pygal, SVG), imported on
-              the first request that needs them, never when the app is indexed
-page.py       the page itself and its static files (htmx, shipped in the wheel; ours)
-templates/    page.html and one fragment per operation (fragments/<operation name>.html;
-              an operation without one shows its JSON answer, so new routes show up)
-static/       console.css, console.js, vendor/ (htmx, fetched from npm when the wheel is
-              built: packages/cosmos-outbox-operators/hatch_build.py; never in the repository)
-"""
+"""The operators' console: the operators' routes on a page, and who may use them. `doors`: each
+route through two doors, one implementation (the admin key; a signed-in operator), every action
+run as the operator admitted; `identity`: the signed-in operator App Service Authentication
+names; `guard`: actions protected against cross-site requests; `negotiation`: one answer, JSON
+or the page's HTML fragment rendered from it; `render` and `chart`: the templates (Jinja2,
+autoescaped) and the backlog chart (pygal, SVG), imported on the first request that needs them;
+`page`: the page and its static files. `templates/`: page.html and a fragment per operation
+(`fragments/<operation>.html`; none: its JSON shown); `static/`: console.css, console.js and
+vendor/ (htmx, fetched from npm when the wheel is built: hatch_build.py)."""

@@ -1,28 +1,15 @@
-"""The operators' routes through two doors, one implementation.
-
-Each operation of the operators' blueprint (status, quarantine, re-drive, ...) is declared once,
-with one handler over one use case, and registered twice:
-
-* **the admin key's door**, `<prefix>/<route>` (`outbox/status`, ...), at auth level ADMIN: the
-  Functions host admits a request only with the master key, in the `x-functions-key` header
-  (`?code=` is refused here: a key in a URL ends in logs and browser histories). For scripts,
-  automation and the command line. Answers JSON.
-* **the signed-in door**, `<prefix>/console/<route>` (`outbox/console/status`, ...), at auth
-  level ANONYMOUS for the host, admitted here: a signed-in operator with the operator role
-  (`identity`), their actions guarded against cross-site requests (`guard`). For the console
-  page (`page`) and for scripts holding an Entra ID token. Answers JSON, or the same answer as an
-  HTML fragment for the page (`negotiation`).
-
-Why two doors and not one route that takes either: in Azure the Functions host admits a key
-only on routes whose level needs one, and never admits a signed-in user there (it grants auth
-levels to keys alone: azure-functions-host `AuthenticationLevelHandler`, `AuthUtility.
-PrincipalHasAuthLevelClaim`); on a route it lets through (ANONYMOUS) the app cannot check a key,
-because the master key never reaches the app (the worker's environment holds no key, and the
-Python worker does not pass the host's verdict on). A key checked by the host and a sign-in
-checked by the platform and the role here are each sound; a single route could have only one.
-Both doors run the same function body (the request pipeline with the operation's handler) and
-differ only in who they admit; every action runs `acting_as` the operator admitted, and its
-audit line names them (`cosmos_outbox.operations._actor`)."""
+"""The operators' routes through two doors, one implementation: each operation is declared once,
+with one handler over one use case, and registered twice. **The admin key's door**,
+`<prefix>/<route>`, at auth level ADMIN (the Functions host admits the master key, in the
+`x-functions-key` header; `?code=` is refused here: a key in a URL ends in logs and histories),
+answers JSON. **The signed-in door**, `<prefix>/console/<route>`, at auth level ANONYMOUS for the
+host, admits here a signed-in operator with the operator role (`identity`), their actions
+guarded against cross-site requests (`guard`), and answers JSON or, for the page, the same
+answer as an HTML fragment (`negotiation`). Why two doors (the host grants auth levels to keys
+alone, and the master key never reaches the app): the package README, "The console"; who each
+admits: docs/operating-the-outbox.md, "Who may act". Both run the same function body and differ
+only in who they admit; every action runs `acting_as` the operator admitted, and its audit line
+names them (`cosmos_outbox.operations.acting_as`)."""
 
 from __future__ import annotations
 
@@ -73,10 +60,6 @@ CONSOLE_SEGMENT = "console"
 _DOOR_ERRORS = (401, 403)
 
 Function = Callable[..., func.HttpResponse | Awaitable[func.HttpResponse]]
-
-
-async def _awaited(call: Function, req: func.HttpRequest, context: func.Context) -> Any:
-    return await cast(Awaitable[func.HttpResponse], call(req, context))
 
 
 class RefusedError(HttpProblemError):
@@ -160,22 +143,37 @@ def _key_in_url(req: func.HttpRequest) -> HttpProblemError | None:
     return None
 
 
-def _same_kind(function: Function, door: Callable[..., Any]) -> Function:
-    """`door(req, context, call)` as a function of `function`'s kind: `async def` when it is,
-    with its parameters (the worker binds them by name)."""
+def _door(
+    function: Function,
+    admit: Callable[[func.HttpRequest], Actor | func.HttpResponse],
+    answer: Callable[[func.HttpRequest, func.HttpResponse], func.HttpResponse] | None = None,
+) -> Function:
+    """`function` run `acting_as` whom `admit` admits (its refusal answered as it is), its
+    response through `answer`; a function of `function`'s kind (`async def` when it is), with
+    its parameters (the worker binds them by name)."""
+    given = answer or (lambda req, response: response)
+
     if inspect.iscoroutinefunction(function):
 
         @functools.wraps(function)
         async def serve(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
-            result: func.HttpResponse = await door(req, context, function)
-            return result
+            actor = admit(req)
+            if isinstance(actor, func.HttpResponse):
+                return actor
+            with acting_as(actor):
+                response = await cast(Awaitable[func.HttpResponse], function(req, context))
+            return given(req, response)
 
         return serve
 
     @functools.wraps(function)
     def run(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
-        result: func.HttpResponse = door(req, context, function)
-        return result
+        actor = admit(req)
+        if isinstance(actor, func.HttpResponse):
+            return actor
+        with acting_as(actor):
+            response = cast(func.HttpResponse, function(req, context))
+        return given(req, response)
 
     return run
 
@@ -231,30 +229,13 @@ def key_door(
     another site, act as who sent it (`key_actor`), or as `actor` when the routes are served
     in-process to one (the command line on the stores: no host, no key)."""
 
-    def acting(req: func.HttpRequest) -> Actor:
-        return actor if actor is not None else key_actor(req)
-
-    if inspect.iscoroutinefunction(function):
-
-        async def door_async(
-            req: func.HttpRequest, context: func.Context, call: Function
-        ) -> func.HttpResponse:
-            refused = _key_refusal(req)
-            if refused is not None:
-                return refused
-            with acting_as(acting(req)):
-                return cast(func.HttpResponse, await _awaited(call, req, context))
-
-        return _same_kind(function, door_async)
-
-    def door(req: func.HttpRequest, context: func.Context, call: Function) -> func.HttpResponse:
+    def admit(req: func.HttpRequest) -> Actor | func.HttpResponse:
         refused = _key_refusal(req)
         if refused is not None:
             return refused
-        with acting_as(acting(req)):
-            return cast(func.HttpResponse, call(req, context))
+        return actor if actor is not None else key_actor(req)
 
-    return _same_kind(function, door)
+    return _door(function, admit)
 
 
 def console_base(req: func.HttpRequest, prefix: str) -> str:
@@ -277,10 +258,7 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
         name = operation.name.removeprefix(f"{CONSOLE_SEGMENT}_")
 
         def answer(req: func.HttpRequest, response: func.HttpResponse) -> func.HttpResponse:
-            result: func.HttpResponse = negotiated(
-                req, name, response, base=console_base(req, prefix)
-            )
-            return result
+            return negotiated(req, name, response, base=console_base(req, prefix))
 
         def admitted(req: func.HttpRequest) -> Actor | func.HttpResponse:
             try:
@@ -301,29 +279,7 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
                 return answer(req, exc.response())
             return actor
 
-        if inspect.iscoroutinefunction(function):
-
-            async def door_async(
-                req: func.HttpRequest, context: func.Context, call: Function
-            ) -> func.HttpResponse:
-                actor = admitted(req)
-                if isinstance(actor, func.HttpResponse):
-                    return actor
-                with acting_as(actor):
-                    response = await _awaited(call, req, context)
-                return answer(req, response)
-
-            return _same_kind(function, door_async)
-
-        def door(req: func.HttpRequest, context: func.Context, call: Function) -> func.HttpResponse:
-            actor = admitted(req)
-            if isinstance(actor, func.HttpResponse):
-                return actor
-            with acting_as(actor):
-                response = cast(func.HttpResponse, call(req, context))
-            return answer(req, response)
-
-        return _same_kind(function, door)
+        return _door(function, admitted, answer)
 
     return wrap
 

@@ -1,46 +1,11 @@
-"""Actions from the page, protected against cross-site requests.
-
-A signed-in operator's browser holds App Service Authentication's session cookie, and a browser
-attaches it to any request for the app -- a form another site posts, too. So an action (any
-method but GET and HEAD) through the signed-in door must show that the page itself sent it:
-
-1. **Same origin.** `Origin` (which browsers send with every POST and DELETE, fetch and form
-   alike) must name this app's host (the request's `Host`; `X-Forwarded-Host` /
-   `X-Original-Host` only where the app says a proxy in front of it sets them,
-   `OUTBOX_TRUST_FORWARDED_HOST=true`: else any client could name the host it claims to come
-   from); without `Origin`, `Sec-Fetch-Site`,
-   when sent, must be `same-origin` (`same-site` is refused: a sibling app on the same domain is
-   another origin). The scheme is not compared: the host sees plain HTTP behind App Service's
-   TLS front end.
-2. **A token, double-submitted.** The page sets a random token in a cookie (`HttpOnly`,
-   `SameSite=Strict`, scoped to the console's path, `Secure` over HTTPS) and writes the same
-   token into itself; its script sends it back in the `X-CSRF-Token` header. Another site can
-   neither read the cookie nor the page, so it cannot send the header; a header that is not
-   the cookie's is refused. Nothing is kept on the server: any instance checks any request.
-
-Why both: the origin check alone trusts every browser to send `Origin` (old ones and some
-proxies drop it); the token alone trusts that no one can plant a cookie (a sibling subdomain
-can, "cookie tossing"), which the origin check refuses. A script whose Entra ID token App
-Service Authentication validated needs no token (`identity.bearer_validated`: authentication
-believed here, in Azure, and no session cookie with the request, so the principal is the
-token's); any other `Authorization: Bearer` value counts for nothing -- locally nothing validates
-one, and a header anyone can write is no proof that the page sent the request.
-
-The admin key's door needs no token: its key travels in the `x-functions-key` header, which no
-other site can make a browser send, and never in a URL (`?code=` is refused). But where keys are
-not enforced (the local host checks none) a bodyless POST from another site's page (a "simple"
-request: no preflight) would reach it, so its actions are refused from another site as well
-(`check_same_site`: an `Origin` that is not this host's, a `Sec-Fetch-Site` of `cross-site` or
-`same-site`), whether or not keys are enforced; a script or the command line sends neither.
-
-**A local host takes actions only for its own names** (`check_local_host`). The same-origin
-check compares `Origin` with the request's own `Host`, and a local host answers to any name: a
-page on a name its owner points at 127.0.0.1 (DNS rebinding) sends its own name as both, and
-passed (issue 72). So on a local host (`FUNCTIONS_CORETOOLS_ENVIRONMENT=true`: Core Tools,
-funcstack) an action through either door needs a `Host` of a loopback name (`localhost`,
-`127.0.0.1` and the rest of 127.0.0.0/8, `::1`; any port) or one the owner lists in
-`OUTBOX_LOCAL_HOSTS` (comma-separated: a dev container's forwarded name). Reads stay open. In
-Azure the platform routes to the app only the names bound to it, and no check is needed."""
+"""Actions protected against cross-site requests (docs/operating-the-outbox.md, "Who may act",
+says what each check refuses and why): through the signed-in door, the same origin and the
+page's token, double-submitted (`check_action`: a browser attaches the session cookie to any
+request for the app, a form another site posts too); through the admin key's door, no action
+from another site's page (`check_same_site`: where keys are not enforced, a bodyless POST from
+another site would reach it); on a local host, actions only for its own names
+(`check_local_host`: DNS rebinding). Nothing is kept on the server: any instance checks any
+request."""
 
 from __future__ import annotations
 
@@ -108,7 +73,7 @@ def check_action(
     (`bearer_validated`, from `identity.bearer_validated`)."""
     if method.upper() in SAFE_METHODS:
         return
-    _same_origin(headers)
+    check_same_site(method, headers, page=True)
     if bearer_validated:
         return
     sent = headers.get(CSRF_HEADER, "")
@@ -148,30 +113,39 @@ def _loopback_address(name: str) -> bool:
 
 
 def check_same_site(
-    method: str, headers: Mapping[str, str], environment: Mapping[str, str] | None = None
+    method: str,
+    headers: Mapping[str, str],
+    environment: Mapping[str, str] | None = None,
+    *,
+    page: bool = False,
 ) -> None:
-    """Refuse (`CrossSiteError`) an action the admin key's door received from another site's
-    page: an `Origin` that is not this host's, or a `Sec-Fetch-Site` other than `same-origin`
-    or `none` (typed by the user). Reads pass; so does a request with neither header (a script,
-    the command line: no browser sends an action without one of them). A local host's actions
-    need one of its own names (`check_local_host`)."""
+    """Refuse (`CrossSiteError`) an action from another site's page: an `Origin` that is not
+    this host's (the scheme is not compared: the host sees plain HTTP behind App Service's TLS
+    front end), or a `Sec-Fetch-Site` other than `same-origin`, or `none` (typed by the user)
+    but for the console's `page` (`same-site` is another origin: a sibling app). Reads pass;
+    so does a request with neither header (a script: no browser sends an action without one).
+    A local host's actions need one of its own names (`check_local_host`)."""
     if method.upper() in SAFE_METHODS:
         return
     check_local_host(method, headers, environment)
+    refused = (
+        "the console's actions are taken from its own page only"
+        if page
+        else ("the operators' actions are not taken from another site's page")
+    )
     origin = headers.get("origin")
     if origin is not None:
         netloc = urlsplit(origin.strip()).netloc.lower() if origin.strip() != "null" else ""
         if not netloc or netloc not in _hosts(headers, environment):
             raise CrossSiteError(
-                f"this action was sent from another origin ({origin[:100]}): the operators' "
-                "actions are not taken from another site's page"
+                f"this action was sent from another origin ({origin[:100]}): {refused}"
             )
         return
     site = headers.get("sec-fetch-site")
-    if site is not None and site.strip().lower() not in ("same-origin", "none"):
+    allowed = ("same-origin",) if page else ("same-origin", "none")
+    if site is not None and site.strip().lower() not in allowed:
         raise CrossSiteError(
-            f"this action was sent from another site (Sec-Fetch-Site: {site[:40]}): the "
-            "operators' actions are not taken from another site's page"
+            f"this action was sent from another site (Sec-Fetch-Site: {site[:40]}): {refused}"
         )
 
 
@@ -187,23 +161,3 @@ def _hosts(headers: Mapping[str, str], environment: Mapping[str, str] | None) ->
         for h in headers.get(name, "").split(",")[:1]
         if h.strip()
     }
-
-
-def _same_origin(headers: Mapping[str, str]) -> None:
-    check_local_host("POST", headers)
-    hosts = _hosts(headers, None)
-    origin = headers.get("origin")
-    if origin is not None:
-        netloc = urlsplit(origin.strip()).netloc.lower() if origin.strip() != "null" else ""
-        if not netloc or netloc not in hosts:
-            raise CrossSiteError(
-                f"this action was sent from another origin ({origin[:100]}): the console's "
-                "actions are taken from its own page only"
-            )
-        return
-    site = headers.get("sec-fetch-site")
-    if site is not None and site.strip().lower() != "same-origin":
-        raise CrossSiteError(
-            f"this action was sent from another site (Sec-Fetch-Site: {site[:40]}): the "
-            "console's actions are taken from its own page only"
-        )

@@ -1,30 +1,12 @@
-"""The signed-in operator, as App Service Authentication ("Easy Auth") names them.
-
-In Azure, App Service Authentication (Entra ID here) sits in front of the Functions host: it
-signs the user in, keeps their session, validates bearer tokens, and hands every request it
-authenticated to the app with headers naming the caller (Microsoft Learn, "Work with user
-identities in Azure App Service authentication"):
-
-* `X-MS-CLIENT-PRINCIPAL`: the claims, Base64-encoded JSON
-  `{"auth_typ": "aad", "claims": [{"typ": ..., "val": ...}], "name_typ": ..., "role_typ": ...}`
-  (an app role assigned to the user is one claim of type `role_typ`, "roles" for Entra ID);
-* `X-MS-CLIENT-PRINCIPAL-ID` (the object id), `-NAME` (a display name: UPN, e-mail), `-IDP`.
-
-Whether those headers are believed here is the core's rule (`cosmos_outbox.http.sign_in_trust`:
-the owner's `OUTBOX_CONSOLE_SIGN_IN`, the platform's `WEBSITE_AUTH_ENABLED`, not a local host),
-shared with the route helper's Idempotency-Key, whose per-caller scope reads the same headers.
-
-**A bearer token** is validated by App Service Authentication, which then names its subject in
-the same headers. The console's actions need the page's token (`guard`) unless the bearer was
-validated (`bearer_validated`): App Service Authentication is believed here, and the request
-carries no session cookie of its (`AppServiceAuthSession`), so the principal can only be the
-token's -- a browser attaches the cookie by itself, never an `Authorization` header. Locally
-nothing validates a bearer (funcstack's stand-in has no tokens): there the page's token is
-always required.
-
-The Functions host never grants an auth level to such a principal (`AuthUtility.
-PrincipalHasAuthLevelClaim` counts only the key's claim): a route a signed-in operator calls is
-one the host lets through (ANONYMOUS), and the check is this package's (`admit`)."""
+"""The signed-in operator, as App Service Authentication ("Easy Auth") names them in front of the
+Functions host: `X-MS-CLIENT-PRINCIPAL`, the claims as Base64-encoded JSON (`{"auth_typ",
+"claims": [{"typ", "val"}], "name_typ", "role_typ"}`: an app role is a claim of type
+`role_typ`, "roles" for Entra ID), and `X-MS-CLIENT-PRINCIPAL-ID` / `-NAME` / `-IDP` (Microsoft
+Learn, "Work with user identities in Azure App Service authentication"). Whether they are
+believed is the core's rule (`cosmos_outbox.http.sign_in_trust`), and when a bearer token needs
+no page token is `bearer_validated`'s: docs/operating-the-outbox.md, "Who may act". The host
+never grants an auth level to such a principal (`AuthUtility.PrincipalHasAuthLevelClaim` counts
+the key's claim only), so the check is this package's (`doors.admit_signed_in`)."""
 
 from __future__ import annotations
 

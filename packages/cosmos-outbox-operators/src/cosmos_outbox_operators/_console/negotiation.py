@@ -1,14 +1,11 @@
-"""One answer, two forms. The signed-in door's operations answer JSON -- the very bytes the
-admin key's door answers, from the same handler -- unless the request asks for HTML: htmx's
-requests (`HX-Request: true`), or an `Accept` that prefers `text/html` to `application/json`.
-Then the JSON answer (a problem document too) is rendered as an HTML fragment of the page by the
-operation's template (`render.fragment`): the page can show nothing the route did not answer.
-`Vary: Accept, HX-Request` tells caches that the form follows these headers."""
+"""One answer, two forms: the signed-in door's operations answer JSON (the admin key's door's very
+bytes) unless the request asks for HTML (`HX-Request: true`, or an `Accept` preferring
+`text/html`); then the JSON answer (a problem too) is rendered by the operation's template
+(`render.fragment`): the page shows nothing the route did not answer."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import azure.functions as func
 
@@ -48,7 +45,7 @@ def wants_html(req: func.HttpRequest) -> bool:
 
 def negotiated(
     req: func.HttpRequest, operation: str, response: func.HttpResponse, *, base: str
-) -> Any:
+) -> func.HttpResponse:
     """`response` (JSON, a problem, or empty) in the form `req` asks for; `base` is the
     console's path (the page's links and actions are under it)."""
     if not wants_html(req):

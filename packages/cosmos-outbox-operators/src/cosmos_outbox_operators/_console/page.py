@@ -1,19 +1,11 @@
 """The console page (`<prefix>/console`) and its static files (`<prefix>/console/static/<name>`),
-served to a signed-in operator only (`doors.admit_signed_in`), as the signed-in door's routes.
-
-The page is a frame: each panel loads its content from the operators' routes of the signed-in
-door (`hx-get`: status, backlog, quarantine) and each action posts to them (`hx-post`,
-`hx-delete`), through htmx (a hypermedia library: HTML attributes that make requests and swap
-the answer in), shipped in the wheel (`static/vendor/htmx.min.js`, with its licence) and served
-from here: the page loads nothing from another origin and works in a closed network. The few
-lines htmx does not do (the confirmation dialog, the token header, acting on a selection,
-pausing the refresh while an operator is choosing) are `static/console.js`.
-
-A browser that is not signed in is sent to App Service Authentication's sign-in and back; one
-signed in without the operator role, or on an app without sign-in, gets a page saying so. The
-page's answer carries a Content-Security-Policy that allows scripts and styles from this origin
-only (inline styles too: the chart's SVG carries its own), no framing, and no form posted
-elsewhere."""
+served to a signed-in operator only (`doors.admit_signed_in`; one not signed in is sent to App
+Service Authentication's sign-in and back, one refused gets a page saying why). The page is a
+frame whose panels load the operators' routes of the signed-in door through htmx, shipped in the
+wheel and served from here (the page loads nothing from another origin and works in a closed
+network); what htmx does not do is `static/console.js`. Its Content-Security-Policy allows
+scripts and styles from this origin only (inline styles too: the chart's SVG carries its own),
+no framing, and no form posted elsewhere."""
 
 from __future__ import annotations
 

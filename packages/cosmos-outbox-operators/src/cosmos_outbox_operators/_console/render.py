@@ -1,8 +1,6 @@
-"""The console's HTML: Jinja2 templates (autoescaped: every value an operator or an event put
-there is text, never markup) and the backlog chart (pygal, server-side SVG). Imported on the
-first request that renders, never when the app is indexed: an app that registers the operators'
-blueprint starts as fast as before (packages/cosmos-outbox-operators/tests/operators/test_console.py
-measures it)."""
+"""The console's HTML: Jinja2 templates (autoescaped: every value an operator or an event put there
+is text, never markup) and the backlog chart, imported on the first request that renders, never
+when the app is indexed (tests/operators/test_console.py measures the start)."""
 
 from __future__ import annotations
 
@@ -160,14 +158,12 @@ def trace_url(trace: str | None) -> str | None:
     return template.replace("{traceId}", quote(trace, safe=""))
 
 
-#: The dead letters' filter: the list route's query parameters, the actions' body fields.
-LETTER_FILTER = ("aggregateType", "aggregateId", "action", "deadLetterReason", "since", "until")
-
-
 def selection(query: dict[str, str]) -> dict[str, Any]:
     """The dead letters a listing shows, as the resubmit and discard routes name them: its
     filter (the listing's query), or `all` when it has none."""
-    chosen = {k: query[k] for k in LETTER_FILTER if query.get(k)}
+    from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS
+
+    chosen = {k: query[k] for k in FILTER_FIELDS if query.get(k)}
     return chosen or {"all": True}
 
 

@@ -35,9 +35,13 @@ class Routes:
     anonymous: Declare
     models: OperatorModels
 
-    def get(self, path: str, response: Any, **declared: Any) -> Callable[[Handler], Handler]:
-        """A GET route under the prefix (errors: a thing named may be missing)."""
-        return self._declare("GET", 200, path, response, {"errors": ERRORS, **declared})
+    def get(
+        self, path: str, response: Any, *, anonymous: bool = False, **declared: Any
+    ) -> Callable[[Handler], Handler]:
+        """A GET route under the prefix (errors: a thing named may be missing); `anonymous`:
+        through neither door (`outbox/health`)."""
+        declared = {"errors": ERRORS, **declared, "anonymous": anonymous}
+        return self._declare("GET", 200, path, response, declared)
 
     def post(
         self, path: str, response: Any, *, status: int = 200, **declared: Any
@@ -53,11 +57,12 @@ class Routes:
         self, method: str, status: int, path: str, response: Any, declared: dict[str, Any]
     ) -> Callable[[Handler], Handler]:
         values = declared.pop("summary_values", {})
+        declare = self.anonymous if declared.pop("anonymous", False) else self.operation
 
         def register(handler: Handler) -> Handler:
             route = f"{self.prefix}/{path}"
             summary = summary_of(handler).format(**values) if values else summary_of(handler)
-            self.operation(
+            declare(
                 route=route,
                 method=method,
                 status=status,

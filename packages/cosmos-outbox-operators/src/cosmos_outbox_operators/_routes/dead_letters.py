@@ -6,7 +6,7 @@ Their answers are the core's (`cosmos_outbox.operations`); what a request names 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Self, get_args
 
 from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
@@ -73,12 +73,14 @@ class DeadLetterSelection(RequestModel):
     model_config = ConfigDict(json_schema_extra=omit_null_defaults({"oneOf": _ONE_WAY}))
 
     sequence_numbers: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=100)] = []
-    aggregate_type: AggregateType | None = None
-    aggregate_id: Identifier | None = None
-    action: Identifier | None = None
-    dead_letter_reason: FilterText | None = None
-    since: Instant | None = None
-    until: Instant | None = None
+    aggregate_type: AggregateType | None = Field(None, description="of this aggregate type")
+    aggregate_id: Identifier | None = Field(None, description="of this aggregate")
+    action: Identifier | None = Field(None, description="of this action")
+    dead_letter_reason: FilterText | None = Field(
+        None, description="whose reason or description has this"
+    )
+    since: Instant | None = Field(None, description="enqueued at or after this time")
+    until: Instant | None = Field(None, description="enqueued before this time")
     all: bool = False
 
     @model_validator(mode="after")
@@ -110,17 +112,15 @@ class DeadLetterPage(PageView):
     items: list[LetterSummary]
 
 
-#: The list's filter, as query parameters (the same fields as a selection's filter).
+#: The list's filter, as query parameters: the selection's filter fields, their types and words.
 _FILTER_QUERY = tuple(
-    QueryParameter(name, TypeAdapter(kind), description)
-    for name, kind, description in (
-        ("aggregateType", AggregateType, "only dead letters of this aggregate type"),
-        ("aggregateId", Identifier, "only those of this aggregate"),
-        ("action", Identifier, "only those of this action"),
-        ("deadLetterReason", FilterText, "only those whose reason or description has this"),
-        ("since", Instant, "only those enqueued at or after this time"),
-        ("until", Instant, "only those enqueued before this time"),
+    QueryParameter(
+        field.alias or name,
+        TypeAdapter(next(a for a in get_args(field.annotation) if a is not type(None))),
+        f"only dead letters {field.description}",
     )
+    for name, field in DeadLetterSelection.model_fields.items()
+    if (field.alias or name) in FILTER_FIELDS
 )
 
 

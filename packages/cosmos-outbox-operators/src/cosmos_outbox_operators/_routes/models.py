@@ -1,9 +1,8 @@
 """The operators' models an app may extend (`OperatorModels`: subclass `RedriveRequest`
-(overriding `scope`), `QuarantineItem` (overriding `fields_of`) and `QuarantineListPage`), and the
-quarantine's views built on them. Aggregate-neutral: a record names its aggregate by
-`aggregateType` + `aggregateId`, nothing else; an app whose clients know another spelling (an
-alias of one aggregate type's id) hands its subclasses to the blueprint: the routes, their parsing
-and the OpenAPI document then read the app's models."""
+(overriding `scope`), `QuarantineItem` (overriding `fields_of`) and `QuarantineListPage`): an
+app whose clients know another spelling of an aggregate (an alias of its id) hands its
+subclasses to the blueprint, and the routes, their parsing and the OpenAPI document read them;
+and the quarantine's views built on them."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """The quarantine's routes: its records a page at a time, one record with its event's body,
-replay through the relay, and discard.
-
-Decision: the reason of a discard is the required query parameter `reason` (1-500 characters,
-the text rules of every field). DELETE bodies are dropped by some clients and proxies, and a
-query parameter shows in the host's request log next to the route. The discard answers 200 with
-what was given up, the notice sent and what subscribers will see (it answered 204 before 0.4)."""
+replay through the relay, and discard. A discard's reason is the required query parameter
+`reason` (DELETE bodies are dropped by some clients and proxies; a query parameter shows in the
+host's request log next to the route); it answers 200 with what was given up, the notice sent
+and what subscribers will see."""
 
 from __future__ import annotations
 

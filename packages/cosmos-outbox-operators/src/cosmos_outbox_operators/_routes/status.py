@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from cosmos_outbox.http import HttpCall, Model, Reply
 from cosmos_outbox.operations import OutboxStatus, Reading
-from cosmos_outbox_operators._routes._context import Routes, summary_of
+from cosmos_outbox_operators._routes._context import Routes
 
 _ERRORS = (400, 429, 500, 503)
 
@@ -34,16 +34,10 @@ def declare(routes: Routes) -> None:
         oldest one's age), oldest first"""
         return Reply(BacklogHistory(readings=await operations().status.backlog()))
 
+    @routes.get(
+        "health", None, anonymous=True, response_schema={"type": "object"}, errors=(400, 500, 503)
+    )
     async def outbox_health(call: HttpCall[None]) -> Reply:
         """The outbox's health for any app (anonymous): the store answers; degraded, with what
         the relay is stuck on, when the relay says it is blocked"""
         return Reply(await operations().status.health())
-
-    routes.anonymous(
-        route=f"{routes.prefix}/health",
-        method="GET",
-        status=200,
-        summary=summary_of(outbox_health),
-        response_schema={"type": "object"},
-        errors=(400, 500, 503),
-    )(outbox_health)

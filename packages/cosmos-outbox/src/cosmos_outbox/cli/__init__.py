@@ -1,16 +1,16 @@
 """`cosmos-outbox`, the package's command line (also `python -m cosmos_outbox`): its commands
 are found by name in the entry-point group `cosmos_outbox.commands`, which the distributions
 on top of the core fill (cosmos-outbox-operators: `status`, `health`, `journey`, `documents`,
-`quarantine`, `deadletters`, `subscribers`, `redrive`, `groups`, over the operators' routes
-of any app or, with `--direct`, on the stores with the app's settings),
+`quarantine`, `deadletters`, `subscribers`, `redrive`, `groups`, on the stores with the app's
+settings),
 beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a process of its own;
 `target-rules`, the targeted-delivery rule of the topic's subscriptions). The command
 named first on the line runs with the whole line (its options before it included); an
 operators' command without cosmos-outbox-operators installed says which package to install.
 
-`main(argv)` runs it. The operators' names that were here in 0.4 (`parser`, `OperatorsApi`,
-`OperatorsApiError`, `DEFAULT_API`, `KEY_VARIABLE`) are `cosmos_outbox_operators.cli`'s, read
-here with a DeprecationWarning until 0.6."""
+`main(argv)` runs it. `parser`, here in 0.4, is `cosmos_outbox_operators.cli`'s, read here with a
+DeprecationWarning until 0.6 (0.4's HTTP client, `OperatorsApi`, is gone: the command line runs
+on the stores)."""
 
 from __future__ import annotations
 
@@ -60,10 +60,7 @@ OPERATOR_COMMANDS = (
 )
 USAGE = 2
 
-_MOVED = {
-    name: f"cosmos_outbox_operators.cli.{name}"
-    for name in ("parser", "OperatorsApi", "OperatorsApiError", "DEFAULT_API", "KEY_VARIABLE")
-}
+_MOVED = {"parser": "cosmos_outbox_operators.cli.parser"}
 __getattr__, __dir__ = lazy_exports(__name__, {}, renamed=_MOVED)
 
 
@@ -85,8 +82,8 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
         return commands[named](args, prog=prog)
     if named is not None:
         print(
-            f"{prog} {named}: this command is cosmos-outbox-operators' (the operators' routes "
-            "from the command line): pip install cosmos-outbox-operators",
+            f"{prog} {named}: this command is cosmos-outbox-operators' (the operators' "
+            "commands): pip install cosmos-outbox-operators",
             file=sys.stderr,
         )
         return USAGE

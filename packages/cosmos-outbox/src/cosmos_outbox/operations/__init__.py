@@ -1,29 +1,9 @@
-"""The operators' one API: what every way in (the operators' routes and console, in
-cosmos-outbox-operators; the command line, through the routes; an app's own tool) calls to see
-and recover the outbox. An outbox gives it: `outbox.operations()` -> `Operations`, by role
-(Wolverine's habit): `status`, `quarantine`, `dead_letters`, `journey`, `subscribers`,
-`redrive` (each an object of one role's use cases), and `tokens` (the paged answers' sealed
-continuation tokens). Each answers models a way in renders as they are. Async: a sync caller
-runs it on an event loop (`asyncio.run`).
-
-- status: the backlog per lease, what blocks the relay, the scheduled events waiting, the
-  backlog's last hour, health;
-- quarantine: the events the relay set aside: listed, shown, replayed, discarded (a discard
-  gives the version up: `OutboxEventDiscarded` in its session, what subscribers will see);
-- dead letters: the dead-letter queues of the watched subscriptions (and queues): counted,
-  listed with a filter, peeked, resubmitted through duplicate detection, discarded;
-- journey: where one event (or an aggregate's events) went, and an aggregate's documents;
-- subscribers: what the library's subscribers hold and why, and releasing it;
-- re-drive: stored events sent again under MessageIds of their own, a page at a time, with what
-  subscribers will apply;
-- groups: the quarantined events and dead letters grouped by cause (exception type and message,
-  subscription, event type), each group retried or discarded through the same use cases.
-
-Every action writes one audit line (`cosmos_outbox.operators`, `outbox audit: ...`) naming who
-did it (the `Actor` a way in admitted and runs the action `acting_as`) and
-what subscribers will see. Where an aggregate's documents live is asked of one function,
-`partitions_of` (the aggregate id is the session id its messages carry).
-"""
+"""The operators' one API: what every way in (cosmos-outbox-operators' routes, console and
+command line; an app's own tool) calls to see and recover the outbox. An outbox gives it,
+`outbox.operations()` -> `Operations`, by role (`_operations` names them); each answers models a
+way in renders as they are. Async: a sync caller runs it on an event loop. Every action writes
+one audit line naming who did it (`Actor`, run `acting_as`) and what subscribers will see
+(docs/operating-the-outbox.md)."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""Who acts: the operator behind an operators' action, known to every audit line. The operators'
-routes admit a request through one of their two doors (`cosmos_outbox._console.doors`: the admin
-key, which the Functions host checks, or a signed-in operator, whom App Service Authentication
-names) and run its action `acting_as` the `Actor` they admitted; the use cases
-(`cosmos_outbox.operations._operators`) read `current_actor()` when they write their audit line.
-A context variable, so that it follows the request into the bounded thread or task that runs it
-(`cosmos_outbox.http.bounded` copies the context) and no use case's signature carries it."""
+"""Who acts: the operator behind an action, known to every audit line. A way in admits a request
+(cosmos-outbox-operators' doors: the admin key, a signed-in operator; its command line) and runs
+it `acting_as` the `Actor`; the use cases read `current_actor()`. A context variable, so that it
+follows the request into the bounded thread or task that runs it."""
 
 from __future__ import annotations
 

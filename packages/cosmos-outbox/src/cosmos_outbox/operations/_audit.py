@@ -1,8 +1,6 @@
-"""The audit line every recovery action writes: one warning on `cosmos_outbox.operators` (the
-category operators filter on), saying what was done, by whom (`cosmos_outbox.operations._actor`: the
-operator the operators' routes admitted, "admin key" or the signed-in operator's name and id),
-and what subscribers will see, with the same values as fields (`extra`: `outbox.audit`, the
-actor's `outbox.actor*`, `outbox.subscribers_will_see`, and the action's own `outbox.*`)."""
+"""The audit line every recovery action writes: one warning on `cosmos_outbox.operators` saying
+what was done, by whom (`current_actor`) and what subscribers will see, with the values as fields
+(`outbox.audit`, `outbox.actor*`, `outbox.subscribers_will_see`, the action's own `outbox.*`)."""
 
 from __future__ import annotations
 

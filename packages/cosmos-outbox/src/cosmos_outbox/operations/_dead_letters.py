@@ -1,16 +1,12 @@
 """Dead letters at the subscribers, recoverable: the dead-letter queues of the topic's
 subscriptions (and of queues an app names: `cosmos_outbox.ports.DeadLetterEntity`) counted,
-listed with a filter, peeked, resubmitted and discarded, one message or all matching a filter.
-
-docs/operating-the-outbox.md ("Resubmissions and re-drives through duplicate detection") says
-what a resubmission is and why: a MessageId of its own, derived (`resubmission_id`: the same
-resubmission sent twice is dropped by the topic), everything else as it was sent, to the
-subscription that dead-lettered it only (`outboxTarget`; a queue's goes back to the queue), and
-nothing leaves a dead-letter queue unless its resubmission was accepted (the port's `move`
-sends, then completes). A discard gives the version up at that subscription: a discard notice
-in the message's session (`_giving_up`), then the dead letter removed; one that is not an outbox
-event is removed with no notice, and the answer says so. Each call handles at most MAX_PER_CALL
-dead letters, within about half the operators' bound: the answer says how many remain."""
+listed with a filter, peeked, resubmitted and discarded, previewed first. How a resubmission
+goes out and why (a MessageId of its own, to that subscription only, removed only once its send
+was accepted): docs/operating-the-outbox.md, "Resubmissions and re-drives through duplicate
+detection". A discard gives the version up at that subscription (`_giving_up`), then removes the
+dead letter (one that is not an outbox event, with no notice). Each call handles at most
+MAX_PER_CALL dead letters, within about half the operators' bound: the answer says how many
+remain."""
 
 from __future__ import annotations
 
@@ -28,7 +24,7 @@ from cosmos_outbox._mapper import (
 )
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._actor import current_actor
-from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._audit import audit, logger
 from cosmos_outbox.operations._deliveries import Received, received
 from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
 from cosmos_outbox.operations._giving_up import notice_of_event
@@ -53,6 +49,7 @@ from cosmos_outbox.ports import (
     Outgoing,
     TargetRuleCheck,
 )
+from cosmos_outbox.telemetry import error_type
 
 if TYPE_CHECKING:
     from cosmos_outbox.operations._watch import DeadLetterWatch, VanishedLetter, WatchRecord
@@ -85,8 +82,8 @@ def resubmission_id(event_id: str, target: str, number: int) -> str:
 
 
 def resubmission(described: Described, entity: DeadLetterEntity) -> Outgoing:
-    """The dead letter as it was sent, with a MessageId of its own (see the module), its
-    resubmission's number and, for a subscription's, the subscription as its target."""
+    """The dead letter as it was sent, with a MessageId of its own, its resubmission's number
+    and, for a subscription's, the subscription as its target (see the module)."""
     letter = described.letter
     number = described.resubmissions + 1
     properties = dict(letter.application_properties)
@@ -125,13 +122,11 @@ class DeadLetterOperators:
         queues: Callable[[], AsyncDeadLetterQueues | None],
         watched: Sequence[DeadLetterEntity],
         *,
-        budget_seconds: Callable[[], float] | None = None,
         watch: DeadLetterWatch | None = None,
         rules: Callable[[], Awaitable[TargetRuleCheck]] | None = None,
     ) -> None:
         self._queues = queues
         self.watched = tuple(watched)
-        self._budget = budget_seconds or _half_the_bound
         self._watch = watch
         #: the topic's subscriptions and their rules as last read (the status keeps them)
         self._rules = rules
@@ -161,58 +156,6 @@ class DeadLetterOperators:
     async def vanished(self) -> list[VanishedLetter]:
         """The vanished dead letters the watch knows, unresolved (no Service Bus call)."""
         return await self._watch.vanished() if self._watch is not None else []
-
-    async def preview(
-        self, entity: DeadLetterEntity, selection: Selection, *, action: str
-    ) -> LetterPreview:
-        """What `action` (resubmit or discard) on `selection` would touch (see LetterPreview);
-        NotFoundError for sequence numbers not there, as the action would say."""
-        if action not in ("resubmit", "discard"):
-            raise ValueError(f"no such action to preview: {action}")
-        if selection.sequence_numbers:
-            letters, _ = await self._selected(entity, selection)
-            more = False
-        else:
-            scanned, more = await self.scan(entity)
-            letters = [d for d in scanned if selection.filter.matches(d)]
-        aggregates = {(d.aggregate_type, d.aggregate_id) for d in letters if d.aggregate_id}
-        silent = sum(1 for d in letters if not d.is_outbox_message)
-        by = str(current_actor())
-        deliveries = await self.deliveries(
-            entity,
-            [
-                resubmission(d, entity)
-                if action == "resubmit"
-                else discard_of(d, entity, reason="", by=by)
-                for d in letters
-            ],
-        )
-        if action == "resubmit":
-            will_see = (
-                f"{len(letters)} message(s) again at {entity.name} only, each in its session "
-                "under a MessageId of its own and the event id unchanged: the library's "
-                "subscriber applies each once (and what it held behind it), drops one it has"
-            )
-        else:
-            will_see = (
-                f"{len(letters) - silent} discard notice(s) at {entity.name} only: its "
-                "subscriber records an accepted gap for each version and applies what it held "
-                "after it"
-                + (f"; {silent} removed with no notice (not outbox events)" if silent else "")
-            )
-        return LetterPreview(
-            action=cast(Literal["resubmit", "discard"], action),
-            entity=entity.name,
-            kind=entity.kind,
-            matching=len(letters),
-            at_least=more,
-            per_call=MAX_PER_CALL,
-            aggregates=len(aggregates),
-            first=[LetterSummary.of(d) for d in letters[:PREVIEW_ITEMS]],
-            not_outbox_messages=silent,
-            subscribers_will_see=will_see + _as_rules_decide(deliveries),
-            deliveries=deliveries,
-        )
 
     def entity(self, name: str) -> DeadLetterEntity:
         """The watched entity of that name (NotFoundError: not watched)."""
@@ -259,11 +202,12 @@ class DeadLetterOperators:
         try:
             letters, more = await self.scan(entity)
         except Exception as exc:
-            from cosmos_outbox.telemetry import error_type
-
-            error = f"{error_type(exc)}: {str(exc)[:200]}"
             return EntityCount(
-                name=entity.name, kind=entity.kind, dead_letters=None, at_least=False, error=error
+                name=entity.name,
+                kind=entity.kind,
+                dead_letters=None,
+                at_least=False,
+                error=f"{error_type(exc)}: {str(exc)[:200]}",
             )
         return EntityCount(
             name=entity.name, kind=entity.kind, dead_letters=len(letters), at_least=more
@@ -277,26 +221,21 @@ class DeadLetterOperators:
         self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
     ) -> tuple[list[LetterSummary], int | None]:
         """Up to `page_size` dead letters matching, after sequence number `after`; and the
-        sequence number to go on after (None: no more)."""
-        found, more = await self._page(entity, selected, page_size=page_size, after=after)
-        return [LetterSummary.of(d) for d in found], more
-
-    async def _page(
-        self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
-    ) -> tuple[list[Described], int | None]:
-        found: list[Described] = []
+        sequence number to go on after (None: no more). A page scanned COUNT_LIMIT dead letters
+        at most: fewer items, and a number to go on after."""
+        found: list[LetterSummary] = []
         scanned = 0
         async for page in self._peeks(entity, after):
             for described in page:
                 if selected.matches(described):
-                    found.append(described)
+                    found.append(LetterSummary.of(described))
                     if len(found) == page_size:
                         number = described.letter.sequence_number
                         more, _ = await self.scan(entity, after=number, limit=1)
                         return found, number if more else None
             scanned += len(page)
-            if scanned >= COUNT_LIMIT and len(page) == PEEK_BATCH:  # a page of fewer items,
-                return found, page[-1].letter.sequence_number  # and a token to go on
+            if scanned >= COUNT_LIMIT and len(page) == PEEK_BATCH:
+                return found, page[-1].letter.sequence_number
         return found, None
 
     async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> DeadLetterMessage:
@@ -307,32 +246,54 @@ class DeadLetterOperators:
             raise NotFoundError(DEAD_LETTER, f"{entity.name} #{sequence_number}")
         return DeadLetterMessage.of(describe(found[0]))
 
-    async def _selected(
+    async def _matching(
         self, entity: DeadLetterEntity, selection: Selection
-    ) -> tuple[list[Described], int]:
-        """The dead letters a selection names (at most MAX_PER_CALL), and how many more match."""
-        if selection.sequence_numbers:
-            wanted = set(selection.sequence_numbers)
-            letters, _ = await self.scan(entity, after=min(wanted) - 1)
-            found = [d for d in letters if d.letter.sequence_number in wanted]
-            missing = wanted - {d.letter.sequence_number for d in found}
-            if missing:
-                raise NotFoundError(
-                    DEAD_LETTER, f"{entity.name} #{', #'.join(map(str, sorted(missing)))}"
-                )
-            return found[:MAX_PER_CALL], max(0, len(found) - MAX_PER_CALL)
-        letters, _ = await self.scan(entity)
-        found = [d for d in letters if selection.filter.matches(d)]
-        return found[:MAX_PER_CALL], max(0, len(found) - MAX_PER_CALL)
+    ) -> tuple[list[Described], bool]:
+        """The dead letters a selection names (NotFoundError for numbers not there), and
+        whether the scan stopped at its limit (more may match)."""
+        if not selection.sequence_numbers:
+            letters, more = await self.scan(entity)
+            return [d for d in letters if selection.filter.matches(d)], more
+        wanted = set(selection.sequence_numbers)
+        letters, _ = await self.scan(entity, after=min(wanted) - 1)
+        found = [d for d in letters if d.letter.sequence_number in wanted]
+        missing = wanted - {d.letter.sequence_number for d in found}
+        if missing:
+            raise NotFoundError(
+                DEAD_LETTER, f"{entity.name} #{', #'.join(map(str, sorted(missing)))}"
+            )
+        return found, False
+
+    async def preview(
+        self, entity: DeadLetterEntity, selection: Selection, *, action: str
+    ) -> LetterPreview:
+        """What `action` (resubmit or discard) on `selection` would touch (see LetterPreview),
+        and what subscribers would see were each done: as the action says it. Refused as the
+        action would be (NotFoundError for sequence numbers not there)."""
+        if action not in ("resubmit", "discard"):
+            raise ValueError(f"no such action to preview: {action}")
+        letters, more = await self._matching(entity, selection)
+        by = str(current_actor())
+        planned = [Handled(d, _sent(action, d, entity, reason="", by=by), None) for d in letters]
+        deliveries = await self.deliveries(entity, [h.sent for h in planned])
+        return LetterPreview(
+            action=cast(Literal["resubmit", "discard"], action),
+            entity=entity.name,
+            kind=entity.kind,
+            matching=len(letters),
+            at_least=more,
+            per_call=MAX_PER_CALL,
+            aggregates=len({(d.aggregate_type, d.aggregate_id) for d in letters if d.aggregate_id}),
+            first=[LetterSummary.of(d) for d in letters[:PREVIEW_ITEMS]],
+            not_outbox_messages=sum(1 for d in letters if not d.is_outbox_message),
+            subscribers_will_see=_will_see(action, entity, planned) + _as_rules_decide(deliveries),
+            deliveries=deliveries,
+        )
 
     async def resubmit(self, entity: DeadLetterEntity, selection: Selection) -> ActionReport:
         """Send the selected dead letters again (see the module), then remove each whose send
         was accepted."""
-        letters, remaining = await self._selected(entity, selection)
-        plan: dict[int, tuple[Described, Outgoing | None]] = {
-            d.letter.sequence_number: (d, resubmission(d, entity)) for d in letters
-        }
-        return await self._carry_out("resubmit", entity, letters, remaining, plan, reason=None)
+        return await self._act("resubmit", entity, selection, reason=None)
 
     async def discard(
         self, entity: DeadLetterEntity, selection: Selection, *, reason: str
@@ -340,31 +301,29 @@ class DeadLetterOperators:
         """Give the selected dead letters up at `entity`: the discard notice of each one's
         version sent in its session, to that subscription only, then the dead letter removed.
         The notices name who gave them up (`discardedBy`: the current actor)."""
-        letters, remaining = await self._selected(entity, selection)
-        by = str(current_actor())
-        plan = {
-            d.letter.sequence_number: (d, discard_of(d, entity, reason=reason, by=by))
-            for d in letters
-        }
-        return await self._carry_out("discard", entity, letters, remaining, plan, reason=reason)
+        return await self._act("discard", entity, selection, reason=reason)
 
-    async def _carry_out(
+    async def _act(
         self,
         action: Literal["resubmit", "discard"],
         entity: DeadLetterEntity,
-        letters: list[Described],
-        remaining: int,
-        plan: dict[int, tuple[Described, Outgoing | None]],
+        selection: Selection,
         *,
         reason: str | None,
     ) -> ActionReport:
-        """An action's common end: the watch told, `plan` moved, the report audited."""
-        resubmit = action == "resubmit"
-        await self._record(entity, letters, "resubmitted" if resubmit else "discarded")
+        """At most MAX_PER_CALL of the selection: the watch told, each moved (its resubmission
+        or notice sent, then removed), the report audited."""
+        matching, _ = await self._matching(entity, selection)
+        letters, remaining = matching[:MAX_PER_CALL], max(0, len(matching) - MAX_PER_CALL)
+        by = str(current_actor())
+        plan = {
+            d.letter.sequence_number: (d, _sent(action, d, entity, reason=reason or "", by=by))
+            for d in letters
+        }
+        await self._record(entity, letters, "resubmitted" if action == "resubmit" else "discarded")
         handled = await self._move(entity, plan)
         deliveries = await self.deliveries(entity, [h.sent for h in handled if h.outcome is None])
-        will_see = (_will_see_resubmission if resubmit else _will_see_discard)(entity, handled)
-        will_see += _as_rules_decide(deliveries)
+        will_see = _will_see(action, entity, handled) + _as_rules_decide(deliveries)
         _audit(action, entity, handled, remaining, will_see, reason=reason)
         return ActionReport(
             action=action,
@@ -391,23 +350,22 @@ class DeadLetterOperators:
         try:
             await self._watch.handled(entity, letters, fate=fate, by=str(current_actor()))
         except Exception:
-            import logging
-
-            logging.getLogger("cosmos_outbox.operators").warning(
-                "the dead letters' watch could not record a %s", fate, exc_info=True
-            )
+            logger.warning("the dead letters' watch could not record a %s", fate, exc_info=True)
 
     async def _move(
         self,
         entity: DeadLetterEntity,
         plan: dict[int, tuple[Described, Outgoing | None]],
     ) -> list[Handled]:
-        """Move the planned dead letters, in chunks while the time budget lasts; those left
-        when it ran out are reported as not handled (call again)."""
+        """Move the planned dead letters, in chunks while the time budget lasts (half the
+        operators' bound); those left when it ran out are reported as not handled (call
+        again)."""
+        from cosmos_outbox.http import bounded
+
         port = self._port()
         handled: list[Handled] = []
         numbers = sorted(plan)
-        deadline = time.monotonic() + self._budget()
+        deadline = time.monotonic() + bounded.BOUND_SECONDS / 2
         chunk = 10
         for start in range(0, len(numbers), chunk):
             part = numbers[start : start + chunk]
@@ -422,55 +380,55 @@ class DeadLetterOperators:
         return handled
 
 
+def _sent(
+    action: str, described: Described, entity: DeadLetterEntity, *, reason: str, by: str
+) -> Outgoing | None:
+    """What `action` sends for a dead letter: its resubmission, or its discard notice (None:
+    not an outbox event, removed with no notice)."""
+    if action == "resubmit":
+        return resubmission(described, entity)
+    return discard_of(described, entity, reason=reason, by=by)
+
+
 def _as_rules_decide(deliveries: list[Received]) -> str:
     if not deliveries:
         return ""
     return ". As each subscription's rules decide: " + "; ".join(d.text() for d in deliveries)
 
 
-def _half_the_bound() -> float:
-    from cosmos_outbox.http import bounded
-
-    return bounded.BOUND_SECONDS / 2
-
-
-def _will_see_resubmission(entity: DeadLetterEntity, handled: list[Handled]) -> str:
+def _will_see(action: str, entity: DeadLetterEntity, handled: list[Handled]) -> str:
+    """What subscribers will see of what `action` did (or, previewed, would do) to `handled`."""
     done = [h for h in handled if h.outcome is None]
+    notices = [h for h in done if h.sent is not None]
     if not done:
-        return "nothing: no dead letter was resubmitted"
-    if entity.kind == "queue":
+        return (
+            f"nothing: no dead letter was {'resubmitted' if action == 'resubmit' else 'discarded'}"
+        )
+    if action == "resubmit" and entity.kind == "queue":
         return (
             f"{len(done)} message(s) back on queue {entity.name}, each with a MessageId of its "
             "own (outboxResubmission = its number), everything else as it was sent"
         )
-    return (
-        f"{len(done)} message(s) at subscription {entity.name} only (outboxTarget), each in its "
-        "session with a new MessageId that the topic's duplicate detection cannot drop and "
-        "the event id unchanged (cloudEvents_id): a subscriber that deduplicates on the event "
-        "id (the library's inbox) applies each once, and drops one it applied already; the "
-        "versions it held behind one are applied after it. A subscription whose rule lacks the "
-        "outboxTarget clause receives them too: the library's subscriber drops them, one that "
-        "deduplicates on MessageId would apply them again"
-    )
-
-
-def _will_see_discard(entity: DeadLetterEntity, handled: list[Handled]) -> str:
-    done = [h for h in handled if h.outcome is None]
-    notices = [h for h in done if h.sent is not None]
-    silent = len(done) - len(notices)
-    if not done:
-        return "nothing: no dead letter was discarded"
+    if action == "resubmit":
+        return (
+            f"{len(done)} message(s) at subscription {entity.name} only (outboxTarget), each in "
+            "its session with a new MessageId that the topic's duplicate detection cannot drop "
+            "and the event id unchanged (cloudEvents_id): a subscriber that deduplicates on the "
+            "event id (the library's inbox) applies each once, and drops one it applied already; "
+            "the versions it held behind one are applied after it. A subscription whose rule "
+            "lacks the outboxTarget clause receives them too: the library's subscriber drops "
+            "them, one that deduplicates on MessageId would apply them again"
+        )
     parts = []
     if notices:
-        first = notices[0]
+        first = notices[0].described
         parts.append(
             f"{len(notices)} {DISCARD_NOTICE_SUBJECT} notice(s), each in its aggregate's "
-            f"session at subscription {entity.name} only (the first: "
-            f"{first.described.aggregate_type} {first.described.aggregate_id} version "
-            f"{first.described.version}): the library's subscriber there records an accepted "
-            "gap for each version and applies the versions it held after it"
+            f"session at subscription {entity.name} only (the first: {first.aggregate_type} "
+            f"{first.aggregate_id} version {first.version}): the library's subscriber there "
+            "records an accepted gap for each version and applies the versions it held after it"
         )
-    if silent:
+    if silent := len(done) - len(notices):
         parts.append(
             f"{silent} dead letter(s) removed with no notice (not outbox events: no aggregate "
             "or version to give up)"

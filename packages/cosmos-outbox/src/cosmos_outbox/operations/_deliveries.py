@@ -1,8 +1,7 @@
-"""What each subscription of the topic receives of the messages an action sends, as Service Bus
-decides it: each subscription's rules as the targeted-delivery check last read them (the status
-keeps them), evaluated on each message (`cosmos_outbox._subscription_rules.fates`). Never a count
-of subscriptions assumed to take everything: what the rules leave unsettled, or rules not read,
-is said ("unknown", and why), never counted as received (issue 72)."""
+"""What each subscription of the topic receives of the messages an action sends, as its rules
+decide (the rules the targeted-delivery check last read, evaluated by
+`cosmos_outbox._subscription_rules`): what they leave unsettled is "unknown", and why, never
+counted as received (issue 72)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,9 @@
-"""The dependencies an operators' read or action waits on, named: each wait is bounded on its
-own (`answered`), so that an answer can say which dependency did not answer ("Service Bus did
-not answer within 3 s") instead of "the store or the message broker", and a read made of parts
-(the journey, the status) can show the parts that did answer (`Unanswered` says which did not).
-
-In the async API a wait is bounded with a timeout; in the sync API (its coroutines run without
-an event loop, over sync adapters) on a thread of its own, as the routes' own bound does
-(`cosmos_outbox.http.bounded`): past it the thread is left to finish, the clients bound each of
-their calls."""
+"""The dependencies an operators' read or action waits on, named: each wait is bounded on its own
+(`answered`), so that an answer says which dependency did not answer ("Service Bus did not
+answer within 3 s"), and a read made of parts (the journey, the status) shows the parts that did
+(`Unanswered` says which did not). In the sync API (coroutines run without an event loop, over
+sync adapters) a wait runs on a thread of its own, as the routes' bound does
+(`cosmos_outbox.http.bounded`): past it the thread is left to finish."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Giving a version up: the notice (`OutboxEventDiscarded`, built by
-`cosmos_outbox._mapper.discard_notice` as the quarantine notice is) for a quarantined event an
-operator discards at the outbox (every subscription), a dead letter discarded at a subscription,
-or a version released at one (that subscription only: `outboxTarget`), and what subscribers
-will see of it, said in the operator's answer and the audit line."""
+"""Giving a version up: the discard notice (`cosmos_outbox._mapper.discard_notice`) of a
+quarantined event (every subscription), a dead letter or a released version (that subscription
+only: `outboxTarget`), and what subscribers will see of it."""
 
 from __future__ import annotations
 

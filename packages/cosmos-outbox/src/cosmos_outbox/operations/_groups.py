@@ -1,10 +1,7 @@
-"""Failures grouped by cause (issue 72 item 6; ServicePulse's failure groups): the events still
-quarantined and every watched subscription's dead letters, grouped by where they are, their
-cause (the exception type and message, what varies made a placeholder: `cause_of`) and their
-event type; each group with its count, first and last seen, its first events, and an id derived
-from its key (the same failures keep it). A group is retried (a quarantined event replayed, a
-dead letter resubmitted) or discarded through the same use cases as one row, previews and
-deliveries included, at most MAX_PER_CALL of it a call; each event is audited, and the group."""
+"""Failures grouped by cause (ServicePulse's failure groups): the quarantined events and every
+watched subscription's dead letters, grouped by where they are, their cause (`cause_of`: what
+varies made a placeholder) and their event type, with an id derived from that key; a group
+retried or discarded through the same use cases as one row, at most MAX_PER_CALL a call."""
 
 from __future__ import annotations
 

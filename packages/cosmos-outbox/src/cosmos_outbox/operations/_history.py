@@ -33,6 +33,15 @@ class SubscriberSight(Protocol):
 
 __all__ = ["Step", "history"]
 
+#: What a dead letter's fate after it was dead-lettered says in the history.
+_FATES = {
+    "resubmitted": "resubmitted to {at} by {by}",
+    "discarded": "discarded at {at} by {by}",
+    "vanished": "its dead letter left {at} without being applied",
+    "applied": "applied at {at} after it left its dead-letter queue",
+    "given up": "given up at {at} after it left its dead-letter queue",
+}
+
 
 class Step(Model):
     """One thing that happened to the event (its history), when it is known."""
@@ -72,29 +81,9 @@ def history(
                 what=f"dead-lettered at {record.subscription}: {record.reason or '-'}",
             )
         )
-        if record.fate == "resubmitted":
-            steps.append(
-                Step(at=record.fate_at, what=f"resubmitted to {record.subscription} by {record.by}")
-            )
-        elif record.fate == "discarded":
-            steps.append(
-                Step(at=record.fate_at, what=f"discarded at {record.subscription} by {record.by}")
-            )
-        elif record.fate == "vanished":
-            steps.append(
-                Step(
-                    at=record.fate_at,
-                    what=f"its dead letter left {record.subscription} without being applied",
-                )
-            )
-        elif record.fate in ("applied", "given up"):
-            steps.append(
-                Step(
-                    at=record.fate_at,
-                    what=f"{record.fate} at {record.subscription} after it left its "
-                    "dead-letter queue",
-                )
-            )
+        if record.fate in _FATES:
+            said = _FATES[record.fate].format(at=record.subscription, by=record.by)
+            steps.append(Step(at=record.fate_at, what=said))
     for name, described in letters:
         if name in {r.subscription for r in watch}:
             continue

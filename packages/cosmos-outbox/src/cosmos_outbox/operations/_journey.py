@@ -1,20 +1,10 @@
 """The journey of one event (or of one aggregate's events): the first question on call
-(docs/operating.md, "The first question: where did event X go?").
-
-For an event: its document (or that it is not stored), relayed or not (the backlog estimator's
-read of the relay's leases: among a lease's pending changes, or every lease read to the end
-without it), its quarantine record, the watched subscriptions where it is dead-lettered, and
-what each subscriber the app knows did with it (applied, held, given up, not received, not for
-it, vanished; `unknown` where the app does not know it), its history in order, and a summary
-line with the command that acts on it. For an aggregate (named by its session id, its documents
-where `partitions_of` says): the same for each of its events, and each subscriber's view. Each
-part is read on its own, bounded (`_dependencies.answered`): one that does not answer is listed
-in `unanswered` and the rest is shown. A scheduled event's journey says its due time and where
-it is (`schedule`: waiting, overdue, released or cancelled)."""
+(docs/operating.md, "The first question: where did event X go?"; what it reads:
+docs/operating-the-outbox.md). Each part is read on its own, bounded (`_dependencies.answered`):
+one that does not answer is listed in `unanswered` and the rest is shown."""
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -42,16 +32,7 @@ from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import aggregate_documents, of_aggregate
 from cosmos_outbox.operations._watch import WatchRecord
 from cosmos_outbox.ports import AsyncDocumentStore, LeaseBacklog, Page, TargetRuleCheck
-from cosmos_outbox.subscriber._bookkeeping import (
-    ACCEPTED_GAP_TYPE,
-    GAP_TYPE,
-    HELD_TYPE,
-    INBOX_TYPE,
-    gap_id,
-    held_id,
-    inbox_id,
-    last_version,
-)
+from cosmos_outbox.subscriber._status import aggregate_versions, event_fate
 
 __all__ = [
     "AggregateJourney",
@@ -508,30 +489,16 @@ async def _sight(
     aggregate_id: str | None,
     version: int | None,
 ) -> SubscriberSight:
-    """What subscriber `name` (its projection container `store`, partitioned by the session id:
-    the aggregate id it sees) did with the event."""
-    if aggregate_id is None:
-        found = await store.query(
-            "SELECT * FROM c WHERE c.type = @t AND c.eventId = @id",
-            {"@t": INBOX_TYPE, "@id": event_id},
-        )
-        if not found:
-            return SubscriberSight(subscription=name, state="not received", projection_version=0)
-        aggregate_id = str(found[0].get("partitionKey"))
-        version = found[0].get("version") if version is None else version
-    last = last_version(await store.read(aggregate_id, aggregate_id))
-    inbox = await store.read(aggregate_id, inbox_id(event_id))
-    seen = functools.partial(SubscriberSight, subscription=name, projection_version=last)
-    applied = seen(state="applied", applied_at=(inbox or {}).get("processedAt"))
-    if isinstance(version, int) and version > 0:  # a scheduled event (0) has no place
-        gap = await store.read(aggregate_id, gap_id(version))
-        if gap is not None and gap.get("type") == ACCEPTED_GAP_TYPE:
-            return seen(state="given up", given_up_by=str(gap.get("discardedBy") or ""))
-        if await store.read(aggregate_id, held_id(version)) is not None:
-            return seen(state="held", waiting_for=last + 1)
-        if version <= last:
-            return applied
-    return applied if inbox is not None else seen(state="not received")
+    """What subscriber `name` (its projection container `store`) did with the event."""
+    fate = await event_fate(store, event_id, aggregate_id=aggregate_id, version=version)
+    return SubscriberSight(
+        subscription=name,
+        state=fate.state,
+        projection_version=fate.last_applied,
+        applied_at=fate.processed_at if fate.state == "applied" else None,
+        waiting_for=fate.last_applied + 1 if fate.state == "held" else None,
+        given_up_by=fate.given_up_by,
+    )
 
 
 async def _subscriber_aggregate(
@@ -539,20 +506,14 @@ async def _subscriber_aggregate(
 ) -> SubscriberAggregate:
     """Subscriber `name`'s view of the aggregate (its container is partitioned by the session
     id: the aggregate id it sees)."""
-    last = last_version(await store.read(aggregate_id, aggregate_id))
-    held = sorted(
-        int(d.get("event", {}).get("version", 0))
-        for d in await store.of_type(HELD_TYPE, partition_key=aggregate_id)
-    )
-    gaps = await store.of_type(GAP_TYPE, partition_key=aggregate_id)
-    accepted = await store.of_type(ACCEPTED_GAP_TYPE, partition_key=aggregate_id)
+    last, held, quarantined, accepted = await aggregate_versions(store, aggregate_id)
     return SubscriberAggregate(
         subscription=name,
         projection_version=last,
         held_versions=held,
         waiting_for=last + 1 if held else None,
-        quarantined_gaps=sorted(int(g.get("version", 0)) for g in gaps),
-        accepted_gaps=sorted(int(g.get("version", 0)) for g in accepted),
+        quarantined_gaps=quarantined,
+        accepted_gaps=accepted,
     )
 
 

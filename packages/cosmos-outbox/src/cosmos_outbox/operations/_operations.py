@@ -1,15 +1,9 @@
 """The operators' use cases behind one object, `Operations`, split by role as Wolverine splits
-its message store (`IDeadLetters`, `IScheduledMessages`, ...): `status` (the relay's backlog,
-its history, health), `quarantine` (list, show, replay, discard), `dead_letters`, `journey`
-(an event's, an aggregate's, its documents), `subscribers` (their holds and their release),
-`redrive` and `groups` (failures grouped by cause, retried or discarded a group at a time).
-Every way in (the operators' routes, their console, the command line) calls these and nothing
-else. Replay and re-drive send through the relay itself (`cosmos_outbox._relay.forwarding`),
-so an event goes out exactly as the change-feed trigger would send it: same session and
-version, the same quarantine rules (a replay with its own MessageId, the event id; a re-drive
-with MessageIds of its own: `_redrive`). Aggregate-neutral: a re-drive may be narrowed to one
-aggregate type, and to one aggregate of it.
-"""
+its message store: `status` (the relay's backlog, its history, health), `quarantine` (list,
+show, replay, discard), `dead_letters`, `journey` (an event's, an aggregate's, its documents),
+`subscribers` (their holds and their release), `redrive` and `groups` (failures grouped by
+cause). Replay and re-drive send through the relay itself (`cosmos_outbox._relay.forwarding`),
+so an event goes out exactly as the change-feed trigger sends it."""
 
 from __future__ import annotations
 

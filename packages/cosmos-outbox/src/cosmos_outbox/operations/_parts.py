@@ -1,8 +1,5 @@
-"""What the operators' roles stand on, built once by the outbox's wiring: its store, quarantine,
-relay, backlog estimator and its last hour, the relay's health, the dead-letter queues of the
-watched entities, the subscribers' containers it knows, the paging tokens, the TTL, how to
-read older events and the targeted-delivery rule check. Each role takes the parts it needs from
-here (one list, not one per role)."""
+"""What the operators' roles stand on, built once by the outbox's wiring: one list (`Parts`), each
+role taking what it needs."""
 
 from __future__ import annotations
 

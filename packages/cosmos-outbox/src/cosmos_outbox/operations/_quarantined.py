@@ -1,8 +1,6 @@
-"""The quarantine's use cases: its records, replay through the relay, and discard
-(docs/operating-the-outbox.md, "Recovery"). A discard gives the event's version up: its discard
-notice is sent in its session to every subscription, and only then the record is marked
-discarded (kept, with who and why, until it expires); a discarded event is not replayed. Every
-action writes one audit line (`_audit`) naming who did it and what subscribers will see."""
+"""The quarantine's use cases: its records, replay through the relay, and discard (its notice sent
+in its session to every subscription, then the record kept as discarded; docs/operating.md, "An
+event is quarantined")."""
 
 from __future__ import annotations
 

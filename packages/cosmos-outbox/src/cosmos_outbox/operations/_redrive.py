@@ -1,15 +1,10 @@
 """An honest re-drive: stored events sent again, and a report of what reached the topic and what
-subscribers will apply, never a bare "sent".
-
-Each event goes out under a MessageId of its own, `uuid5("<event id>#<re-drive id>")` (the
-re-drive id drawn once, carried by its continuation token from page to page), the event id
-unchanged as its `cloudEvents_id` and `outboxRedrive` naming the re-drive, to every
-subscription or to one (`outboxTarget`): docs/operating-the-outbox.md says why the topic then
-drops none as a duplicate, and what each subscription receives as its rules decide. A discarded
-event is not re-driven; a scheduled one keeps its due time (not released yet: its release
-scheduled again; cancelled: not re-driven). A page at a time (`page_size` events, per aggregate
-in version order across pages), through the relay (`cosmos_outbox._relay.forwarding.Relay`), so
-events are sent as the change-feed trigger sends them (claim check, quarantine rules)."""
+subscribers will apply, never a bare "sent". Each event goes out under a MessageId of its own,
+`uuid5("<event id>#<re-drive id>")` (the re-drive id drawn once, carried page to page by the
+continuation token): docs/operating-the-outbox.md says why and what each subscription receives.
+A discarded event is not re-driven; a scheduled one keeps its due time. A page at a time, per
+aggregate in version order, through the relay (`cosmos_outbox._relay.forwarding.Relay`), so
+events are sent as the change-feed trigger sends them."""
 
 from __future__ import annotations
 
@@ -291,7 +286,9 @@ class RedriveOperators:
             ],
             subscriptions=counts,
             counted_over=len(counted),
-            subscribers_will_see=_will_see_preview(sent, subscription, counts, len(counted)),
+            subscribers_will_see=_sent_as(
+                f"{sent} message(s) {_where(subscription)}", counts, len(counted)
+            ),
         )
 
     async def page(
@@ -468,12 +465,6 @@ def _where(subscription: str | None) -> str:
         if subscription
         else "to the topic"
     )
-
-
-def _will_see_preview(
-    sent: int, subscription: str | None, counts: list[SubscriberCounts], counted: int
-) -> str:
-    return _sent_as(f"{sent} message(s) {_where(subscription)}", counts, counted)
 
 
 def _will_see(state: RedriveState, subscription: str | None, counts: list[SubscriberCounts]) -> str:

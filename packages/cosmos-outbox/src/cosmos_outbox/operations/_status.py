@@ -183,18 +183,21 @@ def relay_state(
     record, and why it cannot start (`not_ready`); `dependencies` as asked (see the module)."""
     asked = dependencies or []
     silent = next((d for d in asked if not d.answers), None)
+    said: dict[str, Any] = {
+        "allowed_seconds": allowed_seconds,
+        "dependencies": asked,
+        "not_answering": silent.name if silent else None,
+    }
     if not_ready is not None or (blocked is not None and blocked.event_id is None):
         reason = not_ready or (blocked.reason if blocked is not None else "")
         return RelayState(
             state="not ready",
             ready=False,
             moving=False,
-            allowed_seconds=allowed_seconds,
             since=blocked.since if blocked is not None else None,
-            not_answering=silent.name if silent else None,
-            dependencies=asked,
             last_error=reason,
             summary=f"The relay is not ready: it cannot start ({reason})",
+            **said,
         )
     late = [
         lease.oldest_created_at + allowed_seconds
@@ -205,33 +208,19 @@ def relay_state(
     ]
     if not late and blocked is None:
         pending = sum(lease.pending for lease in leases)
-        return RelayState(
-            state="healthy",
-            ready=True,
-            moving=True,
-            allowed_seconds=allowed_seconds,
-            dependencies=asked,
-            summary=(
-                f"The relay is moving: {pending} event(s) pending, none waiting longer than "
-                f"{allowed_seconds:g} s"
-                if pending
-                else "The relay is moving: nothing is pending"
-            ),
-        )
+        waits = f"{pending} event(s) pending, none waiting longer than {allowed_seconds:g} s"
+        summary = f"The relay is moving: {waits if pending else 'nothing is pending'}"
+        return RelayState(state="healthy", ready=True, moving=True, summary=summary, **said)
     starts = [datetime.fromtimestamp(at, UTC) for at in late]
     if blocked is not None and blocked.since is not None:
         starts.append(blocked.since)
-    since = min(starts) if starts else None
-    last_error = (
-        blocked.reason if blocked is not None else (silent.error if silent is not None else None)
-    )
-    why = (
-        f"{silent.name} does not answer"
-        if silent is not None
-        else f"the relay's last error: {last_error}"
-        if last_error
-        else "no dependency it asked failed (is the relay's function running?)"
-    )
+    last_error = blocked.reason if blocked is not None else silent.error if silent else None
+    if silent is not None:
+        why = f"{silent.name} does not answer"
+    elif last_error:
+        why = f"the relay's last error: {last_error}"
+    else:
+        why = "no dependency it asked failed (is the relay's function running?)"
     waiting_for = (
         f"events wait longer than {allowed_seconds:g} s"
         if late
@@ -242,12 +231,10 @@ def relay_state(
         state="stalled",
         ready=True,
         moving=False,
-        allowed_seconds=allowed_seconds,
-        since=since,
-        not_answering=silent.name if silent else None,
-        dependencies=asked,
+        since=min(starts) if starts else None,
         last_error=last_error,
         summary=f"The relay is stalled: {waiting_for}; {why}",
+        **said,
     )
 
 
@@ -288,7 +275,7 @@ class StatusOperators:
             if time.monotonic() - read < keep:
                 return kept
         port = self._parts.target_rules()
-        in_time = True
+        topic = str(getattr(port, "topic", ""))
         probed = self._probed
         silent = (
             probed is not None
@@ -297,32 +284,25 @@ class StatusOperators:
         )
         if silent and self._rules is not None:  # Service Bus is away: what it last said stands
             return self._rules[1]
+        in_time, why, check = not silent, "", None
         if silent:
-            in_time = False
-            check = TargetRuleCheck(
-                str(getattr(port, "topic", "")),
-                False,
-                reason="Service Bus does not answer the status's probe (asked again once it does)",
-            )
+            why = "Service Bus does not answer the status's probe (asked again once it does)"
         elif port is None:
-            check = TargetRuleCheck(
-                "", False, reason="these services read no topic's rules (no SERVICEBUS_TOPIC)"
-            )
+            why = "these services read no topic's rules (no SERVICEBUS_TOPIC)"
         else:
-            topic = str(getattr(port, "topic", ""))
             try:
                 check = await answered(SERVICE_BUS, port.check(), seconds=self.rules_wait_seconds)
             except DependencyUnavailableError:
-                in_time = False
-                check = TargetRuleCheck(
-                    topic,
+                in_time, why = (
                     False,
-                    reason="the management API did not answer within "
-                    f"{self.rules_wait_seconds:g} s (asked again in "
-                    f"{self.rules_retry_seconds:g} s)",
+                    (
+                        f"the management API did not answer within {self.rules_wait_seconds:g} s "
+                        f"(asked again in {self.rules_retry_seconds:g} s)"
+                    ),
                 )
             except Exception as exc:  # the port never raises; a stand-in might: say why
-                check = TargetRuleCheck(topic, False, reason=f"{error_type(exc)}: {exc!s:.200}")
+                why = f"{error_type(exc)}: {exc!s:.200}"
+        check = check if check is not None else TargetRuleCheck(topic, False, reason=why)
         read_at = datetime.fromtimestamp(self._parts.clock(), UTC)
         found = TargetRulesState.of(check, read_at=read_at)
         self._rules, self._check = (time.monotonic(), found, in_time), check

@@ -1,13 +1,7 @@
-"""The subscribers, as the publishing app's operators see them: per watched subscription, its
-dead letters and, when the app knows the library's subscriber's projection container there
-(OUTBOX_SUBSCRIPTIONS `name=container`), what it holds, why, what releases it, and the gaps it
-accepted (`cosmos_outbox.subscriber.subscriber_status`, read from the same container).
-
-`release` gives a version up at one subscription when nothing else will bring it (its dead
-letter discarded by another tool, its message expired, its event gone): its discard notice,
-what the outbox's store still knows of its event, in the aggregate's session to that
-subscription only (`outboxTarget`), applied in order by the subscriber itself (docs/operating.md,
-"A subscriber holds versions")."""
+"""The subscribers, as the publishing app's operators see them: per watched subscription, its dead
+letters and, when the app knows the subscriber's projection container, what it holds and why
+(`cosmos_outbox.subscriber.subscriber_status`); `release` gives a version up at one subscription
+when nothing else will bring it (docs/operating.md, "A subscriber holds versions")."""
 
 from __future__ import annotations
 

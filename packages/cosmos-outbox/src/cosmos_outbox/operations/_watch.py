@@ -1,17 +1,11 @@
 """No dead letter leaves without a word: the dead letters of the watched subscriptions whose
-subscriber the app knows (OUTBOX_SUBSCRIPTIONS `name=container`), remembered, so that one that
-leaves its dead-letter queue without being applied is noticed and said (how, when, and with
-which recovery: docs/operating-the-outbox.md, "Never resend a dead letter with its own
-MessageId").
-
-`DeadLetterWatch.sweep` (each backlog timer tick) peeks each watched subscription's dead-letter
-queue and keeps one record per dead letter seen (`outboxDeadLetterWatch` documents in a
-partition of their own of the outbox's container, `outbox-dead-letter-watch`) and its fate; the
-operators' own resubmissions and discards are recorded before they happen (`handled`). One that
-left unhandled is checked at its subscriber (applied, given up there, or not); not applied
-GRACE_SECONDS after the sweep that found it gone, it has vanished. A queue holding more than
-COUNT_LIMIT dead letters is judged up to the last one read. Records of resolved letters expire
-after KEPT_SECONDS (the journey's history); a vanished one is kept until it is resolved."""
+subscriber the app knows (OUTBOX_SUBSCRIPTIONS `name=container`), remembered (one
+`outboxDeadLetterWatch` record per dead letter and its fate, in a partition of their own), so
+that one that leaves its dead-letter queue without being applied is said, with its recovery
+(docs/operating-the-outbox.md, "Never resend a dead letter with its own MessageId", says when).
+`DeadLetterWatch.sweep` runs each backlog timer tick; the operators' own resubmissions and
+discards are recorded before they happen (`handled`). Resolved records expire after
+KEPT_SECONDS; a vanished one is kept until it is resolved."""
 
 from __future__ import annotations
 
@@ -25,7 +19,7 @@ from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answe
 from cosmos_outbox.operations._letters import Described, enqueued
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import AsyncDocumentStore, DeadLetterEntity
-from cosmos_outbox.subscriber._bookkeeping import ACCEPTED_GAP_TYPE, gap_id, inbox_id, last_version
+from cosmos_outbox.subscriber._status import event_fate
 
 __all__ = ["WATCH_PARTITION", "WATCH_TYPE", "DeadLetterWatch", "VanishedLetter", "WatchRecord"]
 
@@ -200,21 +194,23 @@ class DeadLetterWatch:
         return await self.vanished()
 
     async def _fate_at(self, store: AsyncDocumentStore, record: WatchRecord) -> Fate | None:
-        """`applied` or `given up` when the subscriber says so; None while it does not."""
-        aggregate = record.aggregate_id
-        if not aggregate:
+        """`applied` (received: applied, or held behind a gap) or `given up` when the
+        subscriber says so; None while it does not."""
+        if not record.aggregate_id:
             return None
-        if await answered(COSMOS_DB, store.read(aggregate, inbox_id(record.event_id))):
-            return "applied"
-        version = record.version
-        if version is not None and version > 0:
-            gap = await answered(COSMOS_DB, store.read(aggregate, gap_id(version)))
-            if gap is not None and gap.get("type") == ACCEPTED_GAP_TYPE:
-                return "given up"
-            projection = await answered(COSMOS_DB, store.read(aggregate, aggregate))
-            if last_version(projection) >= version:
-                return "applied"
-        return None
+        fate = await answered(
+            COSMOS_DB,
+            event_fate(
+                store, record.event_id, aggregate_id=record.aggregate_id, version=record.version
+            ),
+        )
+        return (
+            None
+            if fate.state == "not received"
+            else "given up"
+            if fate.state == "given up"
+            else "applied"
+        )
 
     async def vanished(self) -> list[VanishedLetter]:
         """The dead letters that vanished, unresolved, each with what recovers it."""

@@ -2,7 +2,10 @@
 (each with what releases it), and the gaps operators accepted. The projector's own status
 (`Projector.status()`) and the operators' routes of the publishing app (`GET
 /outbox/subscribers`, when OUTBOX_SUBSCRIPTIONS names the subscriber's container) read it
-alike, so a subscriber never waits without its status saying on what.
+alike, so a subscriber never waits without its status saying on what. What it did with one
+event (`event_fate`) and where one aggregate stands (`aggregate_versions`) are read here too, for
+the publishing app's journey, re-drive and dead letters' watch: the projector's bookkeeping
+documents are read where they are written.
 
 Reads: the held events, known gaps and accepted gaps (documents of their `type`, which the
 projection container indexes), then the projection of each aggregate that holds events (a
@@ -13,7 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from cosmos_outbox._mapper import parse_time
 from cosmos_outbox._model import Model
@@ -23,11 +26,22 @@ from cosmos_outbox.subscriber._bookkeeping import (
     ACCEPTED_GAP_TYPE,
     GAP_TYPE,
     HELD_TYPE,
+    INBOX_TYPE,
+    gap_id,
     hold_reason,
+    inbox_id,
     last_version,
 )
 
-__all__ = ["AcceptedGap", "HeldAggregate", "SubscriberStatus", "subscriber_status"]
+__all__ = [
+    "AcceptedGap",
+    "EventFate",
+    "HeldAggregate",
+    "SubscriberStatus",
+    "aggregate_versions",
+    "event_fate",
+    "subscriber_status",
+]
 
 
 class HeldAggregate(Model):
@@ -141,3 +155,75 @@ def _int(value: Any) -> int:
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
+
+
+class EventFate(Model):
+    """What a subscriber did with one event: `applied` (its version at or under the
+    projection's, or its inbox record says it was processed), `held` (received, over the
+    projection's version), `given up` (its version an accepted gap) or `not received`."""
+
+    state: Literal["applied", "held", "given up", "not received"]
+    #: the aggregate (the session it came in) and the version the projection is at
+    aggregate_id: str | None
+    last_applied: int
+    #: when it was processed (its inbox record's time); who gave its version up
+    processed_at: str | None = None
+    given_up_by: str | None = None
+
+
+async def event_fate(
+    store: AsyncDocumentStore,
+    event_id: str,
+    *,
+    aggregate_id: str | None,
+    version: int | None,
+    last_applied: int | None = None,
+) -> EventFate:
+    """What the subscriber whose projection container `store` is did with the event (of
+    `aggregate_id`, its session id: found by its inbox record when None; a scheduled event's
+    `version`, 0, has no place in the order). `last_applied`: the projection's version, when the
+    caller read it already."""
+    if aggregate_id is None:
+        found = await store.query(
+            "SELECT * FROM c WHERE c.type = @t AND c.eventId = @id",
+            {"@t": INBOX_TYPE, "@id": event_id},
+        )
+        if not found:
+            return EventFate(state="not received", aggregate_id=None, last_applied=0)
+        aggregate_id = str(found[0].get("partitionKey"))
+        version = found[0].get("version") if version is None else version
+    if last_applied is None:
+        last_applied = last_version(await store.read(aggregate_id, aggregate_id))
+    inbox = await store.read(aggregate_id, inbox_id(event_id))
+    seen = {"aggregate_id": aggregate_id, "last_applied": last_applied}
+    processed = _text((inbox or {}).get("processedAt"))
+    if isinstance(version, int) and version > 0:
+        gap = await store.read(aggregate_id, gap_id(version))
+        if gap is not None and gap.get("type") == ACCEPTED_GAP_TYPE:
+            return EventFate(
+                state="given up", given_up_by=str(gap.get("discardedBy") or ""), **seen
+            )
+        if version <= last_applied:
+            return EventFate(state="applied", processed_at=processed, **seen)
+        if inbox is not None:
+            return EventFate(state="held", processed_at=processed, **seen)
+    state = "applied" if inbox is not None else "not received"
+    return EventFate(state=state, processed_at=processed, **seen)
+
+
+async def aggregate_versions(
+    store: AsyncDocumentStore, aggregate_id: str
+) -> tuple[int, list[int], list[int], list[int]]:
+    """Where an aggregate stands at the subscriber: the version its projection is at, and the
+    versions it holds, knows quarantined by the outbox, and accepted as gaps (each sorted)."""
+    last = last_version(await store.read(aggregate_id, aggregate_id))
+    held, known, accepted = [
+        await store.of_type(kind, partition_key=aggregate_id)
+        for kind in (HELD_TYPE, GAP_TYPE, ACCEPTED_GAP_TYPE)
+    ]
+    return (
+        last,
+        sorted(_int(d.get("event", {}).get("version")) for d in held),
+        sorted(_int(g.get("version")) for g in known),
+        sorted(_int(g.get("version")) for g in accepted),
+    )

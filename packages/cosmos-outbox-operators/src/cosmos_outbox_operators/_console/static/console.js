@@ -25,6 +25,21 @@
     return meta ? meta.getAttribute("content") : "";
   }
 
+  function byId(id) {
+    return document.getElementById(id);
+  }
+
+  // a <p> of `text`
+  function paragraph(text) {
+    var p = document.createElement("p");
+    p.textContent = text;
+    return p;
+  }
+
+  function replace(elt, children) {
+    elt.replaceChildren.apply(elt, children);
+  }
+
   // `body` with the fields of `entries` (htmx's parameters, a form's) that are not empty
   function filled(body, entries) {
     entries.forEach(function (value, key) {
@@ -72,24 +87,13 @@
   });
 
   // -- confirmation -------------------------------------------------------------------------
-  var dialog = null;
-
   // the dialog asks `question` (its `more` lines, then `shown`: nodes of a preview, the preview
   // route's answer as HTML); `act` once the operator confirms
   function ask(question, more, shown, act) {
-    dialog = dialog || document.getElementById("confirm");
-    document.getElementById("confirm-text").textContent = question;
-    var list = document.getElementById("confirm-more");
-    list.replaceChildren();
-    (more || []).forEach(function (line) {
-      var p = document.createElement("p");
-      p.textContent = line;
-      list.appendChild(p);
-    });
-    document.getElementById("confirm-preview").replaceChildren.apply(
-      document.getElementById("confirm-preview"),
-      shown || []
-    );
+    var dialog = byId("confirm");
+    byId("confirm-text").textContent = question;
+    replace(byId("confirm-more"), (more || []).map(paragraph));
+    replace(byId("confirm-preview"), shown || []);
     dialog.addEventListener(
       "close",
       function () {
@@ -103,12 +107,6 @@
     dialog.showModal();
   }
 
-  // the JSON body the extension "outbox-json" sends for `elt` (its data-json, then its form's
-  // fields that are not empty)
-  function bodyOf(elt) {
-    return elt.tagName === "FORM" ? filled(written(elt), new FormData(elt)) : written(elt);
-  }
-
   // nodes of an HTML fragment the operators' routes answered (autoescaped by their templates)
   function nodes(html) {
     return Array.prototype.slice.call(
@@ -116,10 +114,12 @@
     );
   }
 
-  // an action with a preview (`data-preview`: its route): the same body posted there first; a
-  // refusal (bad input, a dependency down) is shown where the action's answer goes, with no
-  // dialog; else the dialog shows what the action will touch
+  // an action with a preview (`data-preview`: its route): the same body (the extension's: its
+  // data-json, then its form's fields that are not empty) posted there first; a refusal (bad
+  // input, a dependency down) is shown where the action's answer goes, with no dialog; else
+  // the dialog shows what the action will touch
   function preview(url, elt, target) {
+    var body = elt.tagName === "FORM" ? filled(written(elt), new FormData(elt)) : written(elt);
     return fetch(url, {
       method: "POST",
       credentials: "same-origin",
@@ -128,7 +128,7 @@
         "HX-Request": "true",
         "X-CSRF-Token": token(),
       },
-      body: JSON.stringify(bodyOf(elt)),
+      body: JSON.stringify(body),
     }).then(
       function (response) {
         return response.text().then(function (html) {
@@ -137,7 +137,7 @@
             target.querySelectorAll(".problem").forEach(function (old) { old.remove(); });
             return nodes(html);
           }
-          target.replaceChildren.apply(target, nodes(html));
+          replace(target, nodes(html));
           return null;
         });
       },
@@ -155,11 +155,8 @@
     }
     evt.preventDefault();
     var elt = evt.detail.elt;
-    var more = [];
     var reason = elt.querySelector && elt.querySelector('[name="reason"]');
-    if (reason) {
-      more.push("Reason: " + reason.value);
-    }
+    var more = reason ? ["Reason: " + reason.value] : [];
     var confirmed = function () {
       evt.detail.issueRequest(true);
     };
@@ -181,103 +178,86 @@
 
   // -- acting on a selection ----------------------------------------------------------------
   function announce(where, text, field) {
-    var result = document.getElementById(where);
-    var p = document.createElement("p");
+    var p = paragraph(text);
     p.className = "problem";
-    p.textContent = text;
-    result.replaceChildren(p);
+    byId(where).replaceChildren(p);
     if (field) {
       field.focus();
     }
   }
 
-  function checked(panel, selector) {
-    return Array.prototype.map.call(panel.querySelectorAll(selector + ":checked"), function (box) {
-      return box.value;
-    });
-  }
+  // What each kind of bulk action picks, in which list, the reason field its discard takes,
+  // and what it asks (`n`: how many, `at`: the dead letters' subscription).
+  var BULK = {
+    replay: {
+      list: "quarantine-panel", box: "input.select", result: "quarantine-result", what: "quarantined events",
+      ask: function (n) { return "Replay these " + n + " events? Each one that can be sent now reaches subscribers in its session, after the quarantine notice they already have."; },
+    },
+    discard: {
+      list: "quarantine-panel", box: "input.select", result: "quarantine-result", what: "quarantined events", reason: "bulk-reason",
+      ask: function (n) { return "Discard these " + n + " events? Each one's version is given up: subscribers receive a discard notice in its place, record an accepted gap and apply the versions after it; the events themselves are never sent."; },
+    },
+    "resubmit-letters": {
+      list: "dead-letter-list", box: "input.select-letter", result: "dead-letters-result", what: "dead letters",
+      ask: function (n, at) { return "Resubmit these " + n + " dead letters to " + at + "? Each is sent again to " + at + " only, in its session, under a MessageId of its own with its event id unchanged: the library's subscriber applies each once, then the versions it held behind them; a subscriber that deduplicates on MessageId takes them for new messages."; },
+    },
+    "discard-letters": {
+      list: "dead-letter-list", box: "input.select-letter", result: "dead-letters-result", what: "dead letters", reason: "letters-bulk-reason",
+      ask: function (n, at) { return "Discard these " + n + " dead letters at " + at + "? Each one's version is given up at " + at + " only: its subscriber receives a discard notice in the aggregate's session, records an accepted gap and applies the versions it held after it; other subscriptions are not told."; },
+    },
+  };
 
-  // the selected `what` of `list` and the reason a discard of them takes: null, said in
-  // `result`, when none is selected, or when `discarding` them and no reason is given
-  function chosen(list, selector, result, reasonId, discarding, what) {
-    var items = checked(list, selector);
+  // the selected rows, and the reason a discard takes: said in the result, and nothing done,
+  // when none is selected or a discard has no reason; else asked, then: quarantine records one
+  // request each, in order, each answer appended; dead letters one request naming them (at
+  // most 100)
+  function bulk(button) {
+    var kind = button.getAttribute("data-bulk");
+    var how = BULK[kind];
+    var items = Array.prototype.map.call(
+      byId(how.list).querySelectorAll(how.box + ":checked"),
+      function (box) { return box.value; }
+    );
     if (items.length === 0) {
-      announce(result, "Select one or more " + what + " first.");
-      return null;
-    }
-    var field = document.getElementById(reasonId);
-    var reason = ((field || {}).value || "").trim();
-    if (discarding && reason === "") {
-      announce(result, "Give the reason to discard the selected " + what + " (it is kept in the audit log).", field);
-      return null;
-    }
-    return { items: items, reason: reason, more: discarding ? ["Reason: " + reason] : [] };
-  }
-
-  // the selected quarantine records: one request each, in order, each answer appended
-  function quarantineBulk(button) {
-    var panel = document.getElementById("quarantine-panel");
-    var base = panel.getAttribute("data-base");
-    var replay = button.getAttribute("data-bulk") === "replay";
-    var picked = chosen(panel, "input.select", "quarantine-result", "bulk-reason", !replay, "quarantined events");
-    if (!picked) {
+      announce(how.result, "Select one or more " + how.what + " first.");
       return;
     }
-    var ids = picked.items;
-    var question = replay
-      ? "Replay these " + ids.length + " events? Each one that can be sent now reaches subscribers in its session, after the quarantine notice they already have."
-      : "Discard these " + ids.length + " events? Each one's version is given up: subscribers receive a discard notice in its place, record an accepted gap and apply the versions after it; the events themselves are never sent.";
-    ask(question, picked.more.concat(ids.map(function (id) { return "Event " + id; })), null, function () {
-      var result = document.getElementById("quarantine-result");
-      result.replaceChildren();
-      ids.reduce(function (previous, id) {
+    var field = how.reason && byId(how.reason);
+    var reason = ((field || {}).value || "").trim();
+    if (how.reason && reason === "") {
+      announce(how.result, "Give the reason to discard the selected " + how.what + " (it is kept in the audit log).", field);
+      return;
+    }
+    var more = how.reason ? ["Reason: " + reason] : [];
+    var group = button.closest("[data-letters]");
+    if (group) {
+      var numbers = items.map(Number);
+      var entity = group.getAttribute("data-entity");
+      var body = how.reason ? { sequenceNumbers: numbers, reason: reason } : { sequenceNumbers: numbers };
+      ask(how.ask(numbers.length, entity), more.concat(numbers.map(function (n) { return "Dead letter " + n; })), null, function () {
+        group.setAttribute("data-json", JSON.stringify(body));
+        htmx.ajax("POST", group.getAttribute("data-letters") + (how.reason ? "/discard" : "/resubmit"), {
+          source: group,
+          target: "#dead-letters-result",
+        });
+      });
+      return;
+    }
+    var base = byId(how.list).getAttribute("data-base");
+    ask(how.ask(items.length), more.concat(items.map(function (id) { return "Event " + id; })), null, function () {
+      byId(how.result).replaceChildren();
+      items.reduce(function (previous, id) {
         return previous.then(function () {
-          var url = base + "/quarantine/" + encodeURIComponent(id) + (replay ? "/replay" : "");
-          return htmx.ajax(replay ? "POST" : "DELETE", url, {
+          var url = base + "/quarantine/" + encodeURIComponent(id) + (how.reason ? "" : "/replay");
+          return htmx.ajax(how.reason ? "DELETE" : "POST", url, {
             target: "#quarantine-result",
             swap: "beforeend",
-            values: replay ? {} : { reason: picked.reason },
+            values: how.reason ? { reason: reason } : {},
           });
         });
-      }, Promise.resolve()).then(changed);
+      }, Promise.resolve()).then(function () { changed(); });
     });
   }
-
-  // the selected dead letters: one request, naming them by sequence number (at most 100)
-  function deadLetterBulk(button) {
-    var group = button.closest("[data-letters]");
-    var list = document.getElementById("dead-letter-list");
-    var resubmit = button.getAttribute("data-bulk") === "resubmit-letters";
-    var picked = chosen(list, "input.select-letter", "dead-letters-result", "letters-bulk-reason", !resubmit, "dead letters");
-    if (!picked) {
-      return;
-    }
-    var numbers = picked.items.map(Number);
-    var entity = group.getAttribute("data-entity");
-    var question = resubmit
-      ? "Resubmit these " + numbers.length + " dead letters to " + entity + "? Each is sent again to " + entity + " only, in its session, under a MessageId of its own with its event id unchanged: the library's subscriber applies each once, then the versions it held behind them; a subscriber that deduplicates on MessageId takes them for new messages."
-      : "Discard these " + numbers.length + " dead letters at " + entity + "? Each one's version is given up at " + entity + " only: its subscriber receives a discard notice in the aggregate's session, records an accepted gap and applies the versions it held after it; other subscriptions are not told.";
-    var body = resubmit ? { sequenceNumbers: numbers } : { sequenceNumbers: numbers, reason: picked.reason };
-    ask(question, picked.more.concat(numbers.map(function (n) { return "Dead letter " + n; })), null, function () {
-      group.setAttribute("data-json", JSON.stringify(body));
-      htmx.ajax("POST", group.getAttribute("data-letters") + (resubmit ? "/resubmit" : "/discard"), {
-        source: group,
-        target: "#dead-letters-result",
-      });
-    });
-  }
-
-  document.addEventListener("click", function (evt) {
-    var button = evt.target.closest && evt.target.closest("[data-bulk]");
-    if (!button) {
-      return;
-    }
-    if (/-letters$/.test(button.getAttribute("data-bulk"))) {
-      deadLetterBulk(button);
-    } else {
-      quarantineBulk(button);
-    }
-  });
 
   // -- the journey ----------------------------------------------------------------------------
   // the journey's search in the page's URL (?event=<id>, or ?aggregateType=<t>&aggregateId=<id>),
@@ -293,14 +273,6 @@
       }
     });
     return query.toString();
-  }
-
-  function journeyFromUrl(form) {
-    var query = new URLSearchParams(window.location.search);
-    Object.keys(JOURNEY_KEYS).forEach(function (field) {
-      form.elements[field].value = query.get(JOURNEY_KEYS[field]) || "";
-    });
-    return query.has("event") || query.has("aggregateId");
   }
 
   function journey(form, fromUrl) {
@@ -331,12 +303,20 @@
     htmx.ajax("GET", url, { source: "#journey-panel", target: "#journey-panel" });
   }
 
+  // the search the page's URL names (a shared link, Back), or none
   function journeyOfUrl() {
-    var form = document.getElementById("journey-form");
-    if (form && journeyFromUrl(form)) {
+    var form = byId("journey-form");
+    if (!form) {
+      return;
+    }
+    var query = new URLSearchParams(window.location.search);
+    Object.keys(JOURNEY_KEYS).forEach(function (field) {
+      form.elements[field].value = query.get(JOURNEY_KEYS[field]) || "";
+    });
+    if (query.has("event") || query.has("aggregateId")) {
       journey(form, true);
-    } else if (form) {
-      document.getElementById("journey-panel").replaceChildren();
+    } else {
+      byId("journey-panel").replaceChildren();
     }
   }
 
@@ -356,55 +336,46 @@
   });
 
   // a journey link of another panel: fills the search, and searches
-  document.addEventListener("click", function (evt) {
-    var link = evt.target.closest && evt.target.closest("a[data-journey]");
-    if (!link) {
-      return;
-    }
-    var form = document.getElementById("journey-form");
+  function journeyLink(link) {
+    var form = byId("journey-form");
     var byEvent = link.getAttribute("data-journey") === "event";
     form.elements.eventId.value = byEvent ? link.getAttribute("data-event-id") : "";
     form.elements.aggregateType.value = byEvent ? "" : link.getAttribute("data-aggregate-type");
     form.elements.aggregateId.value = byEvent ? "" : link.getAttribute("data-aggregate-id");
     journey(form);
-  });
-
-  // a button that loads another panel (a journey's "Show in the dead letters") shows it
-  document.addEventListener("htmx:afterSwap", function (evt) {
-    var shown = evt.detail.requestConfig && evt.detail.requestConfig.elt;
-    var section = shown && shown.getAttribute && shown.getAttribute("data-show");
-    if (section) {
-      document.querySelector(section).scrollIntoView();
-    }
-  });
+  }
 
   // -- a re-drive's pages ---------------------------------------------------------------------
   var following = false;
 
-  document.addEventListener("click", function (evt) {
-    var button = evt.target.closest && evt.target.closest("[data-redrive-follow]");
-    if (!button) {
-      return;
-    }
-    following = !following;
+  // "Continue" of the report shown, clicked while following (the follow button says so); none:
+  // the last page, or a problem, said by the answer
+  function followOn() {
     var next = following && document.querySelector("#redrive-result [data-redrive-continue]");
+    following = !!next;
     if (next) {
-      button.textContent = "Stop after this page";
+      document.querySelector("#redrive-result [data-redrive-follow]").textContent = "Stop after this page";
       next.click();
+    }
+  }
+
+  document.addEventListener("click", function (evt) {
+    var at = evt.target.closest ? evt.target : null;
+    var found = at && at.closest("[data-bulk]");
+    if (found) {
+      bulk(found);
+    } else if ((found = at && at.closest("a[data-journey]"))) {
+      journeyLink(found);
+    } else if (at && at.closest("[data-redrive-follow]")) {
+      following = !following;
+      followOn();
     }
   });
 
   document.addEventListener("htmx:afterSettle", function (evt) {
-    if (evt.target.id !== "redrive-result" || !following) {
-      return;
+    if (evt.target.id === "redrive-result" && following) {
+      followOn();
     }
-    var next = document.querySelector("#redrive-result [data-redrive-continue]");
-    if (!next) {
-      following = false; // the last page, or a problem: said by the answer
-      return;
-    }
-    document.querySelector("#redrive-result [data-redrive-follow]").textContent = "Stop after this page";
-    next.click();
   });
 
   // -- a failed refresh keeps the last good state, marked stale ------------------------------
@@ -429,11 +400,10 @@
       note.className = "stale-note";
       panel.prepend(note);
     }
-    var said = document.createElement("p");
-    said.textContent =
+    replace(note, [paragraph(
       "Stale: this is the state of " + panel.getAttribute("data-loaded-at") +
-      "; the refresh at " + clock(new Date()) + " failed.";
-    note.replaceChildren.apply(note, [said].concat(why));
+      "; the refresh at " + clock(new Date()) + " failed."
+    )].concat(why));
   }
 
   function keepsLast(detail) {
@@ -445,31 +415,15 @@
   }
 
   document.addEventListener("htmx:beforeSwap", function (evt) {
-    if (!evt.detail.isError || !keepsLast(evt.detail)) {
-      return;
+    if (evt.detail.isError && keepsLast(evt.detail)) {
+      evt.detail.shouldSwap = false;
+      markStale(evt.detail.target, nodes(evt.detail.serverResponse || ""));
     }
-    evt.detail.shouldSwap = false;
-    markStale(evt.detail.target, nodes(evt.detail.serverResponse || ""));
   });
 
   document.addEventListener("htmx:sendError", function (evt) {
     if (keepsLast(evt.detail)) {
-      var p = document.createElement("p");
-      p.textContent = "The app did not answer (the network, or the app restarting).";
-      markStale(evt.detail.target, [p]);
-    }
-  });
-
-  document.addEventListener("htmx:afterSwap", function (evt) {
-    var panel = evt.detail.target;
-    var xhr = evt.detail.xhr;
-    if (panel && panel.hasAttribute && panel.hasAttribute("data-keep") && xhr && xhr.status < 400) {
-      panel.classList.remove("stale");
-      panel.setAttribute("data-loaded-from", requestPath(evt.detail));
-      panel.setAttribute("data-loaded-at", clock(new Date()));
-      if (panel.id === "status-panel") {
-        retryStale();
-      }
+      markStale(evt.detail.target, [paragraph("The app did not answer (the network, or the app restarting).")]);
     }
   });
 
@@ -487,19 +441,34 @@
   // -- refreshing ---------------------------------------------------------------------------
   var quarantined = null;
 
-  // an action was taken: every list may be out of date (refreshed even while choosing in it)
-  function changed() {
-    document.body.dispatchEvent(new CustomEvent("outbox-changed", { detail: { acted: true } }));
+  // the lists may be out of date: refreshed; `acted` (an action was taken) even while choosing
+  // in one, else (the relay's count of quarantined events changed) at its next periodic refresh
+  function changed(acted) {
+    document.body.dispatchEvent(new CustomEvent("outbox-changed", { detail: { acted: acted !== false } }));
   }
 
-  // the relay's count of quarantined events changed: the lists are out of date (refreshed,
-  // unless the operator is choosing in one: then at its next periodic refresh)
   document.addEventListener("htmx:afterSwap", function (evt) {
-    var status = evt.detail.target.querySelector && evt.detail.target.querySelector("[data-quarantined]");
+    var panel = evt.detail.target;
+    var xhr = evt.detail.xhr;
+    // a button that loads another panel (a journey's "Show in the dead letters") shows it
+    var shown = evt.detail.requestConfig && evt.detail.requestConfig.elt;
+    var section = shown && shown.getAttribute && shown.getAttribute("data-show");
+    if (section) {
+      document.querySelector(section).scrollIntoView();
+    }
+    if (panel && panel.hasAttribute && panel.hasAttribute("data-keep") && xhr && xhr.status < 400) {
+      panel.classList.remove("stale");
+      panel.setAttribute("data-loaded-from", requestPath(evt.detail));
+      panel.setAttribute("data-loaded-at", clock(new Date()));
+      if (panel.id === "status-panel") {
+        retryStale();
+      }
+    }
+    var status = panel.querySelector && panel.querySelector("[data-quarantined]");
     if (status) {
       var count = status.getAttribute("data-quarantined");
       if (quarantined !== null && count !== quarantined) {
-        document.body.dispatchEvent(new CustomEvent("outbox-changed", { detail: { acted: false } }));
+        changed(false);
       }
       quarantined = count;
     }
