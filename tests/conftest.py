@@ -1,7 +1,14 @@
 """Settings and fixtures of every test under tests/ (the Contacts app's, the subscriber's, the
 deploy templates', the tooling's, the repository's). `stack`: the Contacts app's whole local
 stack (tools/stack.py on funcstack), started once per test session on free ports, with the
-app's default settings, always stopped; `client`: an HTTP client of its API."""
+app's default settings, always stopped; `target`: the app the HTTP contract and relay suites
+test (tools/target.py): that stack, or with `--deployed` an app already running (deployed, or
+`make run`'s) named by the environment; `client`: an HTTP client of the target's API.
+
+`--deployed` runs only the tests that use `target` (through `client` or `relay_target` or
+directly), minus those marked `local_stack` (they need the local stack itself: they kill or
+stop its parts, freeze its broker, start apps with settings of their own, read its logs):
+docs/testing.md, The deployed smoke test."""
 
 from __future__ import annotations
 
@@ -18,6 +25,7 @@ from funcstack.cosmos import local_tls
 if TYPE_CHECKING:
     from tools.httpclient import Client
     from tools.stack import Stack
+    from tools.target import Target
 
 # funcstack's local authority trusted here as its hosts trust it (SSL_CERT_FILE,
 # REQUESTS_CA_BUNDLE; funcstack's docs/cosmos.md, Certificate), before a test module imports an
@@ -28,6 +36,50 @@ os.environ.update(local_tls().environment())
 # `make test`'s parallel jobs an example may wait for a core (speed lives in `make bench`).
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+#: The fixtures only the local stack has: a test that asks for one cannot run `--deployed`.
+LOCAL_FIXTURES = frozenset({"stack", "fresh_stack"})
+#: The fixtures that give a test the target (tests/contacts/outbox/conftest.py: relay_target).
+TARGET_FIXTURES = frozenset({"target", "relay_target"})
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--deployed",
+        action="store_true",
+        help="run the HTTP contract and relay suites against the app the environment names "
+        "(AZURE_FUNCTION_APP_URL, COSMOS_*, SERVICEBUS_*: tools/target.py), not a local stack",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --deployed: the tests that use the target and are not marked local_stack. A test
+    that starts servers (integration, e2e) is one or the other: otherwise this is refused,
+    naming it, so that what a deployed run leaves out is always a marked, stated choice."""
+    if not config.getoption("deployed"):
+        return
+    kept, deselected, unsorted = [], [], []
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        local = item.get_closest_marker("local_stack") is not None
+        if names & TARGET_FIXTURES and not local:
+            if names & LOCAL_FIXTURES:
+                unsorted.append(
+                    f"{item.nodeid} (it asks for {', '.join(sorted(names & LOCAL_FIXTURES))})"
+                )
+            kept.append(item)
+            continue
+        servers = item.get_closest_marker("integration") or item.get_closest_marker("e2e")
+        if servers is not None and not local:
+            unsorted.append(item.nodeid)
+        deselected.append(item)
+    if unsorted:
+        raise pytest.UsageError(
+            "--deployed: these tests start servers but neither use the target nor are marked "
+            "local_stack (mark them, saying why): " + "; ".join(unsorted)
+        )
+    config.hook.pytest_deselected(items=deselected)
+    items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -42,11 +94,22 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield s
 
 
-@pytest.fixture
-def client(stack: Stack) -> Iterator[Client]:
-    from tools.httpclient import Client
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest) -> Target:
+    """The app under test: the session's local stack, or the deployed app (--deployed)."""
+    from tools.target import Deployed, DeployedError, LocalTarget
 
-    c = Client(stack.api_url)
+    if request.config.getoption("deployed"):
+        try:
+            return Deployed.from_environment()
+        except DeployedError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return LocalTarget(request.getfixturevalue("stack"))
+
+
+@pytest.fixture
+def client(target: Target) -> Iterator[Client]:
+    c = target.client()
     try:
         yield c
     finally:

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from tools.stack import Ports, Stack
+from tools.target import LocalTarget, Target
 
 
 @pytest.fixture
@@ -17,3 +18,14 @@ def fresh_stack(tmp_path: Path) -> Iterator[Stack]:
         settings_overrides={"FEED_POLL_DELAY_MS": "100"},
     ) as stack:
         yield stack
+
+
+@pytest.fixture
+def relay_target(request: pytest.FixtureRequest) -> Target:
+    """The app whose relay a test follows: locally a fresh stack of its own (the relay's first
+    start, a feed polled every 100 ms); with --deployed the deployed app (`target`), where each
+    test follows its own contacts only, as it does here."""
+    if request.config.getoption("deployed"):
+        target: Target = request.getfixturevalue("target")
+        return target
+    return LocalTarget(request.getfixturevalue("fresh_stack"))

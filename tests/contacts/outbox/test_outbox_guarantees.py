@@ -1,5 +1,7 @@
 """HTTP -> Cosmos -> change feed -> relay -> topic -> session receiver, with faults injected for
-real: nothing lost, duplicates dropped, order per contact kept."""
+real: nothing lost, duplicates dropped, order per contact kept. The tests without faults follow
+their own contacts only (the stored events of those partitions, the messages of those
+sessions), so that they run unchanged against a deployed app (`--deployed`: `relay_target`)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,9 @@ import json
 import random
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +23,28 @@ from domain.contact import Contact
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
+from tools.target import Target, receive
 
 pytestmark = pytest.mark.e2e
 REPORT = Path(__file__).resolve().parents[3] / ".stack" / "e2e-report.json"
 
 
-def stored_events(stack: Stack) -> list[dict[str, Any]]:
-    return list(
-        stack.contacts_container().query_items(
-            "SELECT * FROM c WHERE c.type = 'domainEvent'", enable_cross_partition_query=True
-        )
-    )
+EVENTS = "SELECT * FROM c WHERE c.type = 'domainEvent'"
+
+
+def stored_events(
+    store: Stack | Target, contacts: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """The stored events: of every contact, or of `contacts` (a query per partition)."""
+    container = store.contacts_container()
+    if contacts is None:
+        return list(container.query_items(EVENTS, enable_cross_partition_query=True))
+    return [e for c in contacts for e in container.query_items(EVENTS, partition_key=c)]
+
+
+def unique(tag: str) -> str:
+    """A tag no earlier run used (a deployed app keeps every run's contacts)."""
+    return f"{tag}{uuid.uuid4().hex[:8]}"
 
 
 def write_history(
@@ -91,10 +106,10 @@ def record(name: str, figures: dict[str, Any]) -> None:
     print(name, figures)
 
 
-def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Stack) -> None:
-    client = Client(fresh_stack.api_url)
+def test_every_committed_change_is_one_message_in_version_order(relay_target: Target) -> None:
+    client = relay_target.client()
     try:
-        write_history(client, contacts=8, updates=3, tag="order")
+        contacts = write_history(client, contacts=8, updates=3, tag=unique("order"))
         patched = client.request(
             "POST",
             "/contacts",
@@ -106,6 +121,7 @@ def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Sta
             },
         )
         cid = patched.json()["id"]
+        contacts.append(cid)
         client.request(
             "PATCH",
             f"/contacts/{cid}",
@@ -118,11 +134,10 @@ def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Sta
         client.request("DELETE", f"/contacts/{cid}")
     finally:
         client.close()
-    events = stored_events(fresh_stack)
+    events = stored_events(relay_target, contacts)
     assert len(events) == 8 * 4 + 5
-    assert fresh_stack.servicebus is not None
-    received = drain(
-        fresh_stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=60
+    received = receive(
+        relay_target, until=count_at_least(len(events)), timeout=60, sessions=contacts
     )
     assert_exactly_once_in_order(received, events)
     traced = [r for r in received if r.properties.get("traceparent")]
@@ -137,6 +152,7 @@ def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Sta
     }
 
 
+@pytest.mark.local_stack("Service Bus stopped and started again")
 def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack) -> None:
     assert fresh_stack.servicebus is not None
     client = Client(fresh_stack.api_url)
@@ -217,6 +233,7 @@ FAST_TAKEOVER = {
 RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER}
 
 
+@pytest.mark.local_stack("the relay's host killed mid-batch; the endpoint's log read")
 def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path: Path) -> None:
     with Stack(
         workdir=tmp_path / "stack",
@@ -253,6 +270,7 @@ def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path:
     )
 
 
+@pytest.mark.local_stack("the relay killed, the whole stack restarted from its kept state")
 def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Path) -> None:
     """`make run`'s state across a restart: the relay is killed mid-batch, the whole local
     stack stops and starts again from .stack/state. The relay resumes from its stored lease,
@@ -296,6 +314,10 @@ def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Pat
     )
 
 
+@pytest.mark.local_stack(
+    "a 300 KB event is poison only without a claim check store (no Azurite); "
+    "a deployed app offloads it"
+)
 def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
     fresh_stack: Stack,
 ) -> None:
@@ -348,18 +370,19 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
 
 
 def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
-    fresh_stack: Stack,
+    relay_target: Target,
 ) -> None:
-    assert fresh_stack.servicebus is not None
     clients, seconds = 20, 8.0
     stop_at = time.monotonic() + seconds
     writes = Counter[str]()
     errors = Counter[int]()
     lock = threading.Lock()
+    contacts: list[str] = []
+    tag = unique("L")
 
     def worker(n: int) -> None:
         rng = random.Random(n)
-        client = Client(fresh_stack.api_url)
+        client = relay_target.client()
         mine: list[str] = []
         try:
             while time.monotonic() < stop_at:
@@ -368,14 +391,16 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
                         "POST",
                         "/contacts",
                         json_body={
-                            "firstName": f"L{n}",
+                            "firstName": f"{tag}{n}",
                             "lastName": str(len(mine)),
-                            "email": f"l{n}.{len(mine)}@example.com",
+                            "email": f"{tag.lower()}{n}.{len(mine)}@example.com",
                             "companyName": "Load",
                         },
                     )
                     if reply.status == 201:
                         mine.append(reply.json()["id"])
+                        with lock:
+                            contacts.append(mine[-1])
                 else:
                     reply = client.request(
                         "PATCH",
@@ -397,9 +422,9 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
     for t in threads:
         t.join(60)
     elapsed = time.monotonic() - started
-    events = stored_events(fresh_stack)
-    received = drain(
-        fresh_stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=120
+    events = stored_events(relay_target, contacts)
+    received = receive(
+        relay_target, until=count_at_least(len(events)), timeout=120, sessions=contacts
     )
     assert_exactly_once_in_order(received, events)
     record(
