@@ -143,6 +143,9 @@ class Trial:
             "PIP_EXTRA_INDEX_URL": PYPI,
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PIP_NO_INPUT": "1",
+            # pip compiles every module it installs (and ignores what fails to compile); the
+            # trials' processes compile what they import, as after uv, which compiles nothing
+            "PIP_COMPILE": "0",
             "UV": uv(),
             "UV_NO_CONFIG": "1",
             "UV_INDEX_URL": self.index,
@@ -156,8 +159,10 @@ class Trial:
         folder = scratch / (name if self.lines else f"{name}-tests")
         folder.mkdir(parents=True)
         venv = folder / ".venv"
+        # pip seeded only where pip itself runs a line (uv runs the others, and the own tests')
+        seed = ["--seed"] if self.lines and (self.pip is None or self.pip) else []
         made = _run(
-            [uv(), "venv", "--quiet", "--no-config", "--seed", "-p", self.interpreter, str(venv)],
+            [uv(), "venv", "--quiet", "--no-config", *seed, "-p", self.interpreter, str(venv)],
             folder,
             dict(os.environ),
         )
