@@ -181,20 +181,6 @@ def test_no_source_file_of_a_package_is_over_700_lines(package: str) -> None:
 
 
 MAX_FUNCTION_LINES = 80
-#: Functions still over 80 lines, each in a package others were changing when the rule came
-#: (issue 74): to be split, then struck from here (a listed one that fits fails below too).
-STILL_LONG = {
-    "packages/funcstack/src/funcstack/cli.py:_parser",
-    "packages/funcstack/src/funcstack/cli.py:_start",
-    "packages/funcstack/src/funcstack/cli.py:_banner",
-    "packages/funcstack/src/funcstack/cosmos/_launcher.py:start_cosmos",
-    "packages/funcstack/src/funcstack/functions_host/_launcher.py:launch_host",
-    "packages/funcstack/src/funcstack/functions_host/_runner.py:_start",
-    "packages/funcstack/src/funcstack/servicebus/_connection.py:on_attach",
-    "packages/funcstack/src/funcstack/servicebus/_launcher.py:start_servicebus",
-    "packages/funcstack/src/funcstack/servicebus/_management.py:_management_op",
-    "packages/funcstack/src/funcstack/stack.py:host_app",
-}
 
 
 def long_functions(folder: Path, root: Path = ROOT) -> dict[str, int]:
@@ -216,9 +202,7 @@ def long_functions(folder: Path, root: Path = ROOT) -> dict[str, int]:
 )
 def test_no_function_of_a_package_is_over_80_lines(package: str) -> None:
     long = long_functions(ROOT / "packages" / package / "src")
-    listed = {f for f in STILL_LONG if f.startswith(f"packages/{package}/")}
-    assert set(long) - listed == set(), f"split these into functions of one step each: {long}"
-    assert listed - set(long) == set(), "these fit now: strike them from STILL_LONG"
+    assert not long, f"split these into functions of one step each: {long}"
 
 
 def test_a_long_function_is_found(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ pytest plugin, Python 3.13+: the resources of fixtures/funcstack.json)."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +24,14 @@ from cosmos_outbox.documents import read_feed
 from cosmos_outbox.relay import RelayReport
 from cosmos_outbox_operators import Operators
 from cosmos_outbox_testing import FunctionClient, InMemory, in_memory, run_sync
+
+if importlib.util.find_spec("funcstack") is not None:  # the sdist's tests run without it too
+    from funcstack.cosmos import local_tls
+
+    # funcstack's local authority trusted as its hosts trust it (funcstack's docs/cosmos.md,
+    # Certificate): the command line run in a subprocess on a stack's stores verifies its
+    # Cosmos DB endpoint unchanged, as the app's code does.
+    os.environ.update(local_tls().environment())
 
 if TYPE_CHECKING:
     from azure.cosmos import DatabaseProxy

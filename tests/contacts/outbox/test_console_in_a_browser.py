@@ -817,7 +817,7 @@ def test_failure_groups_are_previewed_and_acted_on_a_group_at_a_time(
     discards = [
         line
         for line in log
-        if "quarantine.discard of event" in line and by in line and reason in line
+        if f"quarantine.discard {by}" in line and ": event " in line and reason in line
     ]
     assert {e for e in quarantined if any(e in line for line in discards)} == set(quarantined)
     assert any("groups.discard " + by in line and group_id in line for line in log)

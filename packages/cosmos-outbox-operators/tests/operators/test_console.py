@@ -213,15 +213,16 @@ def test_every_action_is_audited_with_who_did_it(
         body={"since": "2000-01-01T00:00:00Z"},
     )
     replay, discard, redrive = audit_lines(caplog)
+    assert f" by ada@example.com (id oid-ada): event {first} " in replay.getMessage()
     assert (
-        f" by ada@example.com (id oid-ada): {replay.__dict__['outbox.reason']}; subscribers will "
-        "see: nothing new"
+        f": {replay.__dict__['outbox.reason']}; subscribers will see: nothing new"
     ) in replay.getMessage()
     assert (replay.__dict__["outbox.actor_name"], replay.__dict__["outbox.actor_id"]) == (
         "ada@example.com",
         "oid-ada",
     )
-    assert " by admin key: entered by hand" in discard.getMessage()
+    assert f" by admin key: event {second} " in discard.getMessage()
+    assert ": entered by hand; subscribers will see: " in discard.getMessage()
     assert discard.__dict__["outbox.actor_kind"] == "admin key"
     assert " by ada@example.com (id oid-ada): " in redrive.getMessage()
 

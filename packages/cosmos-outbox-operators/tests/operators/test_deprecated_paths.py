@@ -12,6 +12,7 @@ import pytest
 import cosmos_outbox_operators
 import cosmos_outbox_operators.cli
 import cosmos_outbox_testing
+import cosmos_outbox_testing.contracts
 from cosmos_outbox import Outbox
 from cosmos_outbox_operators import Operators
 from cosmos_outbox_testing import FunctionClient, in_memory
@@ -31,6 +32,24 @@ def test_a_moved_name_warns_and_is_the_new_one(old: str, name: str, new: object)
     module = importlib.import_module(old)
     with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} is deprecated .*0\.6"):
         assert getattr(module, name) is getattr(new, name)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("cosmos_outbox.testing", cosmos_outbox_testing),
+        ("cosmos_outbox.testing.contracts", cosmos_outbox_testing.contracts),
+    ],
+)
+def test_every_name_of_the_kit_is_reached_by_its_old_path_and_no_other(
+    old: str, new: object
+) -> None:
+    module = importlib.import_module(old)
+    for name in getattr(new, "__all__"):  # noqa: B009 (a module's)
+        with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} is deprecated"):
+            assert getattr(module, name) is getattr(new, name)
+    with pytest.raises(AttributeError):
+        getattr(module, "not_a_name_of_the_kit")  # noqa: B009 (asked as a caller would)
 
 
 def test_the_old_blueprint_and_the_unasked_routes_warn_and_serve_the_same_functions() -> None:

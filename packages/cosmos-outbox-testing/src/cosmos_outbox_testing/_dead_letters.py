@@ -86,16 +86,12 @@ class InMemoryDeadLetters(DeadLetterQueues):
     ) -> DeadLetter:
         """Dead-letter a message the relay sent (`FakePublisher.messages`), with the properties
         it had on the wire (the outbox's and the CloudEvents attributes)."""
-        from cosmos_outbox.servicebus import application_properties
+        from cosmos_outbox_testing._delivery import on_the_wire
 
         return self.dead_letter(
             entity,
             message.body,
-            message_id=message.message_id,
-            session_id=message.session_id,
-            subject=message.subject,
-            content_type=message.content_type,
-            application_properties=application_properties(message, base=base),
+            **on_the_wire(message, base=base),
             reason=reason,
             description=description,
             delivery_count=delivery_count,

@@ -17,7 +17,7 @@ from cosmos_outbox.bridge import run_sync
 from cosmos_outbox.ports import OutboxMessage
 from cosmos_outbox_testing._triggers import service_bus_message
 
-__all__ = ["delivered", "dispatch_all"]
+__all__ = ["delivered", "dispatch_all", "on_the_wire"]
 
 
 def delivered(
@@ -29,18 +29,27 @@ def delivered(
 ) -> func.ServiceBusMessage:
     """`message` as a session subscription's trigger receives it (its SessionId the aggregate
     id); `cloudevents_source_base` as the app's CLOUDEVENTS_SOURCE_BASE."""
-    from cosmos_outbox.servicebus import application_properties
-
     return service_bus_message(
         message.body,
-        message_id=message.message_id,
-        session_id=message.session_id,
-        subject=message.subject,
-        content_type=message.content_type,
-        application_properties=application_properties(message, base=cloudevents_source_base),
+        **on_the_wire(message, base=cloudevents_source_base),
         delivery_count=delivery_count,
         sequence_number=sequence_number,
     )
+
+
+def on_the_wire(message: OutboxMessage, *, base: str = "") -> dict[str, Any]:
+    """What of a relayed message the relay puts on the wire beside its body: its ids, subject,
+    content type and application properties (the outbox's and the CloudEvents attributes, the
+    source's base `base`), as keyword arguments."""
+    from cosmos_outbox.servicebus import application_properties
+
+    return {
+        "message_id": message.message_id,
+        "session_id": message.session_id,
+        "subject": message.subject,
+        "content_type": message.content_type,
+        "application_properties": application_properties(message, base=base),
+    }
 
 
 def dispatch_all(dispatcher: Any, messages: Iterable[OutboxMessage]) -> list[Any]:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import importlib
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-__all__ = ["REMOVED_IN", "deprecated", "renamed"]
+__all__ = ["REMOVED_IN", "MovedNames", "deprecated", "renamed"]
 
 #: The release the names deprecated now are removed in (0.4's renames were kept one release
 #: more, beside 0.5's moves to cosmos-outbox-operators and cosmos-outbox-testing).
@@ -46,3 +46,30 @@ def renamed(module: str, name: str, table: Mapping[str, str]) -> Any:
         return moved_name(replacement)
     path, _, attribute = replacement.rpartition(".")
     return getattr(importlib.import_module(path), attribute)
+
+
+class MovedNames(Mapping[str, str]):
+    """The table of a module whose every name went to `module` of a distribution that left the
+    core (0.4's `cosmos_outbox.testing`: every name of `cosmos_outbox_testing`): each public
+    name of `module` (its `__all__`, read when a name is first asked for) as `module.name`. The
+    moved names are listed once, where they are; a name asked for where that distribution is
+    not installed is the error that says which package to install."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+
+    def _names(self) -> list[str]:
+        from cosmos_outbox._moved import moved_module
+
+        return list(getattr(moved_module(self.module), "__all__", ()))
+
+    def __getitem__(self, name: str) -> str:
+        if name.startswith("_") or name not in self._names():
+            raise KeyError(name)
+        return f"{self.module}.{name}"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())

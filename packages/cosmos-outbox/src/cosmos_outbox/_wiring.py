@@ -23,7 +23,7 @@ from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox._write.streams import Sequences
 from cosmos_outbox._write.transaction import Transaction
 from cosmos_outbox._write.unit_of_work import UnitOfWork
-from cosmos_outbox.http._paging import TokenCodec, derive_key
+from cosmos_outbox.http._paging import derive_key
 from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
     AsyncDeadLetterQueues,
@@ -57,13 +57,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("cosmos_outbox")
 T = TypeVar("T")
-#: Key-derivation purpose of the quarantine list's tokens (a label, not a secret).
-QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
-#: ... of the re-drive's and the dead letters' continuation tokens.
-REDRIVE_TOKEN_PURPOSE = "outbox-admin/redrive-token/v1"  # noqa: S105
-DEAD_LETTER_TOKEN_PURPOSE = "outbox-admin/dead-letter-token/v1"  # noqa: S105
-#: ... of the pages of an aggregate's documents (the operators' `documents` route).
-DOCUMENT_TOKEN_PURPOSE = "outbox-admin/document-token/v1"  # noqa: S105
 
 
 def _no_backlog() -> BacklogEstimator:
@@ -408,8 +401,8 @@ def _log_built(settings: OutboxSettings, *, identity: bool, asynchronous: bool) 
 
 class Wiring:
     """The outbox's objects, built from its services (the one composition path): the unit of
-    work, the relay and its telemetry, the quarantine, the operators' use cases, the quarantine
-    list's tokens. The relay and the backlog estimator are made once, on first use."""
+    work, the relay and its telemetry, the quarantine, the operators' use cases. The relay and
+    the backlog estimator are made once, on first use."""
 
     def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
         from cosmos_outbox._quarantine import Quarantine
@@ -425,10 +418,6 @@ class Wiring:
         self.relay_health = RelayHealth(self.store)
         #: the backlog timer's last hour of readings (the console's chart)
         self.backlog_history = BacklogHistory(self.store)
-        self.quarantine_tokens = TokenCodec(services.token_key(QUARANTINE_TOKEN_PURPOSE))
-        self.redrive_tokens = TokenCodec(services.token_key(REDRIVE_TOKEN_PURPOSE))
-        self.dead_letter_tokens = TokenCodec(services.token_key(DEAD_LETTER_TOKEN_PURPOSE))
-        self.document_tokens = TokenCodec(services.token_key(DOCUMENT_TOKEN_PURPOSE))
         self._made: dict[str, Any] = {}
         self._subscriber_stores: dict[str, AsyncDocumentStore] | None = None
         self.event_ttl_seconds = services.event_ttl_seconds
@@ -550,12 +539,7 @@ class Wiring:
                         backlog=self.backlog,
                         history=self.backlog_history,
                         event_ttl_seconds=self.event_ttl_seconds,
-                        tokens=_parts.PagingTokens(
-                            quarantine=self.quarantine_tokens,
-                            dead_letters=self.dead_letter_tokens,
-                            documents=self.document_tokens,
-                            redrive=self.redrive_tokens,
-                        ),
+                        tokens=_parts.PagingTokens.derived(self.services.token_key),
                         legacy=self.legacy,
                         health=self.relay_health,
                         dead_letters=self.dead_letters,

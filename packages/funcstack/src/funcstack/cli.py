@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import shutil
 import sys
 import threading
@@ -48,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from funcstack._banner import banner, ready_line, shown
 from funcstack._cache import SetupError, cache_root, setup
 from funcstack._cosmos_cli import (
     COSMOS_COMMAND,
@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # the stack's modules load the SDKs: imported by run and up o
     from funcstack._process_instances import ProcessSpec
     from funcstack.functions_host import RunningRunner
     from funcstack.scaleout import AppInstances
-    from funcstack.stack import LocalStack
+    from funcstack.stack import ServicePorts
 
 __all__ = ["CONFIG_FILE", "STATE_FOLDER", "main"]
 
@@ -100,25 +100,46 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG, description="A Docker-free local Azure stack for Python Functions apps."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(commands)
+    up = commands.add_parser("up", help="the services only (Cosmos DB, Service Bus, Azurite)")
+    up.add_argument(
+        "--json",
+        action="store_true",
+        help="once up, print one JSON line on stdout (connection strings, ports, pids) and "
+        "nothing else there: every other line goes to stderr",
+    )
+    _common(up)
+    commands.add_parser(
+        "setup", help="install the Node packages and the Functions RPC messages into the cache now"
+    )
+    add_cosmos_command(commands, STATE_FOLDER)
+    add_partition_commands(commands, STATE_FOLDER)
+    add_instances_command(commands, STATE_FOLDER)
+    return parser
 
-    def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument(
-            "--config",
-            type=Path,
-            default=None,
-            help=f"declared resources (default: ./{CONFIG_FILE}, else the first "
-            "app's, when there is one)",
-        )
-        sub.add_argument(
-            "--fresh", action="store_true", help=f"forget the state kept in {STATE_FOLDER}/ first"
-        )
-        sub.add_argument(
-            "--free-ports",
-            action="store_true",
-            help="free ports instead of the well-known ones (8081, 5672, "
-            "10000-10002; apps 7071, 7072, ...)",
-        )
 
+def _common(sub: argparse.ArgumentParser) -> None:
+    """The options ``run`` and ``up`` share."""
+    sub.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help=f"declared resources (default: ./{CONFIG_FILE}, else the first "
+        "app's, when there is one)",
+    )
+    sub.add_argument(
+        "--fresh", action="store_true", help=f"forget the state kept in {STATE_FOLDER}/ first"
+    )
+    sub.add_argument(
+        "--free-ports",
+        action="store_true",
+        help="free ports instead of the well-known ones (8081, 5672, "
+        "10000-10002; apps 7071, 7072, ...)",
+    )
+
+
+def _add_run(commands: Any) -> None:
+    """Add ``run`` and its options to the command's subparsers."""
     run = commands.add_parser("run", help="the services and a Functions host per app")
     run.add_argument(
         "--app",
@@ -189,22 +210,7 @@ def _parser() -> argparse.ArgumentParser:
         help="once up, print one JSON line on stdout (connection strings, the apps' URLs, "
         "ports, pids) and nothing else there: every other line goes to stderr",
     )
-    common(run)
-    up = commands.add_parser("up", help="the services only (Cosmos DB, Service Bus, Azurite)")
-    up.add_argument(
-        "--json",
-        action="store_true",
-        help="once up, print one JSON line on stdout (connection strings, ports, pids) and "
-        "nothing else there: every other line goes to stderr",
-    )
-    common(up)
-    commands.add_parser(
-        "setup", help="install the Node packages and the Functions RPC messages into the cache now"
-    )
-    add_cosmos_command(commands, STATE_FOLDER)
-    add_partition_commands(commands, STATE_FOLDER)
-    add_instances_command(commands, STATE_FOLDER)
-    return parser
+    _common(run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -351,9 +357,8 @@ def _local_http_port(directory: Path) -> int | None:
 
 def _start(args: argparse.Namespace) -> int:
     from funcstack._stack_control import ControlServer, StackControl
-    from funcstack.services import already_running, own_workdir, port_in_use
     from funcstack.serving import serve
-    from funcstack.stack import SETTINGS, LocalStack, ServicePorts
+    from funcstack.stack import SETTINGS, LocalStack
 
     logging.basicConfig(
         level=logging.INFO,
@@ -368,27 +373,8 @@ def _start(args: argparse.Namespace) -> int:
     config = _config(args.config, [a.directory for a in apps])
     workdir = Path.cwd() / STATE_FOLDER
     pidfile = workdir / "pids.json"
-    refusal = already_running(pidfile)
-    if refusal:
-        raise UsageError(refusal)
-    ports = ServicePorts.free() if args.free_ports else ServicePorts()
-    if not args.free_ports:
-        wanted = [
-            ("cosmos", ports.cosmos),
-            ("servicebus", ports.servicebus),
-            *(("azurite", p) for p in ports.azurite),
-            *((a.name, a.port) for a in apps),
-        ]
-        busy = [f"{port} ({name})" for name, port in wanted if port_in_use(port)]
-        if busy:
-            raise UsageError(
-                f"port(s) in use: {', '.join(busy)}: another stack or emulator? "
-                "Stop it, or use --free-ports"
-            )
-    if args.fresh:
-        shutil.rmtree(workdir / "state", ignore_errors=True)
-        shutil.rmtree(workdir / "azurite", ignore_errors=True)
-    own_workdir(workdir)
+    ports = _claim(pidfile, apps, free=args.free_ports)
+    _prepare(workdir, fresh=args.fresh)
     stack = LocalStack(workdir=workdir, state_dir=workdir / "state", config=config, ports=ports)
     hosts: dict[str, RunningRunner | AppInstances] = {}
 
@@ -396,7 +382,7 @@ def _start(args: argparse.Namespace) -> int:
     as_json = getattr(args, "json", False)
     # with --json, stdout holds the JSON line only: the terminal's lines go to stderr
     terminal = sys.stderr if as_json else sys.stdout
-    control = ControlServer(workdir, StackControl(hosts, shown=_shown).handle)
+    control = ControlServer(workdir, StackControl(hosts, shown=shown).handle)
 
     def start() -> None:
         stack.start()
@@ -418,23 +404,57 @@ def _start(args: argparse.Namespace) -> int:
         if apps:
             control.start()
 
-    def banner() -> str:
-        return _banner(stack, apps, hosts, workdir, processes)
-
     parts = [a.name for a in apps] + [p.name for p in processes]
     what = "the services" + (" and " + ", ".join(parts) if parts else "")
     return serve(
         stack,
         pidfile,
-        banner=banner,
+        banner=lambda: banner(stack, apps, hosts, workdir, processes),
         prog=PROG,
         start=start,
         starting=f"{PROG}: starting {what}...",
         out=terminal,
-        ready=(lambda: _ready_line(stack, apps, hosts, processes)) if as_json else None,
+        ready=(lambda: ready_line(stack, apps, hosts, processes)) if as_json else None,
         refused=_refused_line if as_json else None,
         before_stop=control.stop,
     )
+
+
+def _claim(pidfile: Path, apps: list[App], *, free: bool) -> ServicePorts:
+    """The ports the stack will listen on, once no stack runs from this folder (its pid file,
+    a stale one removed) and, unless ``free``, the well-known ports are not in use."""
+    from funcstack.services import already_running, port_in_use
+    from funcstack.stack import ServicePorts
+
+    refusal = already_running(pidfile)
+    if refusal:
+        raise UsageError(refusal)
+    if free:
+        return ServicePorts.free()
+    ports = ServicePorts()
+    wanted = [
+        ("cosmos", ports.cosmos),
+        ("servicebus", ports.servicebus),
+        *(("azurite", p) for p in ports.azurite),
+        *((a.name, a.port) for a in apps),
+    ]
+    busy = [f"{port} ({name})" for name, port in wanted if port_in_use(port)]
+    if busy:
+        raise UsageError(
+            f"port(s) in use: {', '.join(busy)}: another stack or emulator? "
+            "Stop it, or use --free-ports"
+        )
+    return ports
+
+
+def _prepare(workdir: Path, *, fresh: bool) -> None:
+    """The stack's folder, its state forgotten first when ``fresh``, ignored by git."""
+    from funcstack.services import own_workdir
+
+    if fresh:
+        shutil.rmtree(workdir / "state", ignore_errors=True)
+        shutil.rmtree(workdir / "azurite", ignore_errors=True)
+    own_workdir(workdir)
 
 
 _printing = threading.Lock()
@@ -459,14 +479,6 @@ def _say(line: str) -> None:
     with _printing:
         sys.stderr.write(line + "\n")
         sys.stderr.flush()
-
-
-def _shown(path: Path) -> str:
-    """A path as the banner shows it: relative to the current folder when under it."""
-    try:
-        return str(path.relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
 
 
 def _refused_line(error: Exception | None) -> str:
@@ -494,196 +506,6 @@ def _refusals(detail: str) -> list[str]:
     if head not in detail:
         return []
     return detail.split(head, 1)[1].split("; ")
-
-
-def _ready_line(
-    stack: LocalStack,
-    apps: list[App],
-    hosts: dict[str, RunningRunner | AppInstances],
-    processes: Sequence[ProcessSpec] = (),
-) -> str:
-    """``--json``'s line: what a script needs to use the stack (``up``'s keys, kept)."""
-    from funcstack.scaleout import AppInstances
-
-    pids = {"funcstack": os.getpid(), **dict(stack.pids())}
-    ports: dict[str, Any] = {}
-    if stack.cosmos is not None:
-        ports["cosmos"] = stack.cosmos.port
-    if stack.servicebus is not None:
-        ports["servicebus"] = stack.servicebus.port
-    if stack.azurite is not None:
-        ports["azurite"] = list(stack.azurite.ports)
-    instances: dict[str, list[dict[str, Any]]] = {}
-    for app in apps:
-        host = hosts[app.name]
-        ports[app.name] = host.port
-        if isinstance(host, AppInstances):
-            instances[app.name] = [
-                {
-                    "name": inst.name,
-                    "group": inst.group,
-                    "pid": inst.pid,
-                    "port": inst.port,
-                    "log": _shown(inst.log_path),
-                }
-                for inst in host.instances
-            ]
-    for spec in processes:  # their instances, as an app's (their pids are in pids too)
-        instances[spec.name] = [
-            {
-                "name": inst.name,
-                "group": None,
-                "pid": inst.pid,
-                "port": inst.port,
-                "log": _shown(inst.log_path),
-            }
-            for inst in _scaled(hosts[spec.name]).instances
-        ]
-    document: dict[str, Any] = {
-        "ready": True,
-        **stack.connections(),
-        "apps": {a.name: hosts[a.name].url for a in apps},
-        "ports": ports,
-        "pids": pids,
-    }
-    if stack.cosmos is not None:
-        document["cosmos_endpoint"] = stack.cosmos.endpoint
-    if stack.cosmos is not None and stack.cosmos.tls is not None:  # what a client trusts
-        tls = stack.cosmos.tls
-        files = ("ca_file", "bundle_file", "client_cert_file", "client_key_file")
-        document["cosmos_tls"] = {name: str(getattr(tls, name)) for name in files}
-    if instances:
-        document["instances"] = instances
-    keys = {
-        a.name: {"function": hosts[a.name].function_key, "master": hosts[a.name].master_key}
-        for a in apps
-        if hosts[a.name].function_key is not None
-    }
-    if keys:  # --enforce-keys: a script needs them to call the apps (local keys, never logged)
-        document["keys"] = keys
-    not_listening: dict[str, dict[str, str]] = {}
-    for app in apps:
-        for host in _hosts_of(hosts[app.name]):
-            if host.not_listening:
-                not_listening.setdefault(app.name, {}).update(host.not_listening)
-    if not_listening:  # triggers that could not start yet (each keeps trying)
-        document["not_listening"] = not_listening
-    return json.dumps(document)
-
-
-def _scaled(host: RunningRunner | AppInstances) -> AppInstances:
-    from funcstack.scaleout import AppInstances
-
-    assert isinstance(host, AppInstances)
-    return host
-
-
-def _hosts_of(host: RunningRunner | AppInstances) -> list[RunningRunner]:
-    from funcstack.scaleout import AppInstances
-
-    if isinstance(host, AppInstances):
-        return [inst.runner for inst in host.instances]
-    return [host]
-
-
-def _banner(
-    stack: LocalStack,
-    apps: list[App],
-    hosts: dict[str, RunningRunner | AppInstances],
-    workdir: Path,
-    processes: Sequence[ProcessSpec] = (),
-) -> str:
-    from funcstack.scaleout import AppInstances
-    from funcstack.stack import SETTINGS
-
-    here = Path.cwd()
-    shown = _shown
-    lines = [""]
-    width = max([11, *(len(a.name) for a in apps), *(len(p.name) for p in processes)]) + 2
-    for app in apps:
-        host = hosts[app.name]
-        if isinstance(host, AppInstances):
-            lines.append(
-                f"  {app.name:<{width}}{host.url}   (settings: "
-                f"{shown(app.directory / SETTINGS)}; {len(host.instances)} instances, "
-                "requests spread over the HTTP ones)"
-            )
-            lines += [
-                f"  {'':<{width}}instance {line}, log: {shown(inst.log_path)}"
-                for inst, line in zip(host.instances, host.lines(), strict=True)
-            ]
-        else:
-            lines.append(
-                f"  {app.name:<{width}}{host.url}   (settings: "
-                f"{shown(app.directory / SETTINGS)}, log: "
-                f"{shown(stack.log_path(app.name))})"
-            )
-        if app.name in stack.settings_changes:
-            lines.append(f"  {'':<{width}}{stack.settings_changes[app.name]}")
-        for runner in _hosts_of(host):
-            lines += [
-                f"  {'':<{width}}not listening: {function} ({why}); it keeps trying"
-                for function, why in runner.not_listening.items()
-            ]
-        if host.function_key is not None:  # --enforce-keys: deliberately shown (local keys)
-            lines.append(
-                f"  {'':<{width}}keys: function (default) {host.function_key}   "
-                f"master {host.master_key}"
-            )
-        lines += [f"  {'':<{width}}{line}" for line in _lease_lines(host)]
-    for spec in processes:
-        scaled = _scaled(hosts[spec.name])
-        ready = (
-            f"ready once {spec.ready_url} answers 2xx"
-            if spec.ready_url
-            else ("ready once started (no --process-ready)")
-        )
-        lines.append(
-            f"  {spec.name:<{width}}{spec.command}   ({len(scaled.instances)} instance(s); "
-            f"{ready}; the settings of {apps[0].name})"
-        )
-        lines += [
-            f"  {'':<{width}}instance {line}, log: {shown(inst.log_path)}"
-            for inst, line in zip(scaled.instances, scaled.lines(), strict=True)
-        ]
-    connections = stack.connections()
-    labels = {"cosmos": "Cosmos DB", "servicebus": "Service Bus", "storage": "Storage"}
-    for kind, label in labels.items():
-        if kind in connections:
-            lines.append(f"  {label:<{width}}{connections[kind]}")
-    for line in stack.report.lines():
-        lines.append(f"  {'':<{width}}{line}")
-    if stack.config is not None:
-        lines.append(f"  {'Declared':<{width}}{shown(stack.config.path or here)}")
-        if stack.config.servicebus_file is not None:
-            lines += [f"  {'':<{width}}{line}" for line in stack.config.summary()[-1:]]
-    lines.append(
-        f"  {'State':<{width}}{shown(workdir / 'state')} (kept across runs; --fresh "
-        f"forgets it)   Logs: {shown(workdir)}/*.log"
-    )
-    lines.append("")
-    if any(isinstance(host, AppInstances) for host in hosts.values()):
-        lines.append(
-            "An instance that exits is restarted, as in Azure. From another terminal: "
-            "funcstack instances [list|kill|pause|resume|add]."
-        )
-    lines.append("Ctrl-C stops everything.")
-    return "\n".join(lines)
-
-
-def _lease_lines(host: RunningRunner | AppInstances) -> list[str]:
-    """A line per Cosmos DB trigger of the app: its containers and the lease intervals in
-    force, and how long a killed instance's leases wait (expiry + one acquire interval)."""
-    from funcstack.scaleout import AppInstances
-
-    runner = host.instances[0].runner if isinstance(host, AppInstances) else host
-    return [
-        f"Cosmos DB trigger {name}: {lease['container']}, leases in {lease['leases']}; "
-        f"acquire {lease['acquire']:g} s, renew {lease['renew']:g} s, expiry "
-        f"{lease['expiration']:g} s (a killed instance's leases move within "
-        f"{lease['expiration'] + lease['acquire']:g} s)"
-        for name, lease in sorted(runner.leases.items())
-    ]
 
 
 def _entry() -> None:  # pragma: no cover - `python -m funcstack`

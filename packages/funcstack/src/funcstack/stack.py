@@ -468,22 +468,7 @@ class LocalStack(LocalServices):
         plan = parse_instances(instances)
         name = name or app_dir.name
         target = settings_file or app_dir / SETTINGS
-        sample = self._sample(app_dir)
-        if target.exists():
-            try:
-                existing = read_json(target)
-            except ConfigError as exc:
-                raise PartStartError(name, str(exc)) from None
-            if not isinstance(existing, dict) or not isinstance(existing.get("Values", {}), dict):
-                raise PartStartError(name, f"{target}: Values must be an object")
-            document, changes = update_local_settings(existing, sample, self.connections())
-        else:
-            document = local_settings(sample, self.connections())
-            changes = SettingsChanges(created=True)
-        changes.file = target.name
-        if changes.changed:
-            target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        self.settings_changes[name] = changes.line()
+        document = self._settings_file(name, app_dir, target)
         if port is None:
             port = int((document.get("Host") or {}).get("LocalHttpPort") or DEFAULT_HOST_PORT)
         # the file's values reach the host through the file, where the environment wins over
@@ -511,6 +496,27 @@ class LocalStack(LocalServices):
                 self.scaled.pop(name, None)
                 raise
         return self.start_host(name, options, port=port)
+
+    def _settings_file(self, name: str, app_dir: Path, target: Path) -> dict[str, Any]:
+        """The app's settings file brought up to date (``host_app``), what changed said in
+        ``settings_changes[name]``; its document."""
+        sample = self._sample(app_dir)
+        if target.exists():
+            try:
+                existing = read_json(target)
+            except ConfigError as exc:
+                raise PartStartError(name, str(exc)) from None
+            if not isinstance(existing, dict) or not isinstance(existing.get("Values", {}), dict):
+                raise PartStartError(name, f"{target}: Values must be an object")
+            document, changes = update_local_settings(existing, sample, self.connections())
+        else:
+            document = local_settings(sample, self.connections())
+            changes = SettingsChanges(created=True)
+        changes.file = target.name
+        if changes.changed:
+            target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        self.settings_changes[name] = changes.line()
+        return document
 
     def host_process(
         self,

@@ -112,32 +112,31 @@ def age(seconds: float | None) -> str:
     return f"{s // 86400} d {s % 86400 // 3600} h"
 
 
-def since(instant: str | None) -> str:
-    """How long ago an RFC 3339 instant was ("-" when there is none)."""
-    if not instant:
-        return "-"
+def _seconds_ago(instant: str) -> float | None:
+    """How long ago an RFC 3339 instant was, in seconds (negative: ahead); None when it is not
+    one."""
     try:
         at = datetime.fromisoformat(instant.replace("Z", "+00:00"))
     except ValueError:
-        return instant
+        return None
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
-    return age((datetime.now(UTC) - at).total_seconds())
+    return (datetime.now(UTC) - at).total_seconds()
+
+
+def since(instant: str | None) -> str:
+    """How long ago an RFC 3339 instant was ("-" when there is none)."""
+    ago = _seconds_ago(instant) if instant else None
+    return age(ago) if ago is not None else instant or "-"
 
 
 def since_or_in(instant: str | None) -> str:
     """An instant that may be ahead (a scheduled event's due time): "in 4 min 10 s" or
     "4 min 10 s ago" ("-" when there is none)."""
-    if not instant:
-        return "-"
-    try:
-        at = datetime.fromisoformat(instant.replace("Z", "+00:00"))
-    except ValueError:
-        return instant
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    seconds = (at - datetime.now(UTC)).total_seconds()
-    return f"in {age(seconds)}" if seconds > 0 else f"{age(-seconds)} ago"
+    ago = _seconds_ago(instant) if instant else None
+    if ago is None:
+        return instant or "-"
+    return f"in {age(-ago)}" if ago < 0 else f"{age(ago)} ago"
 
 
 def pretty(value: Any) -> str:

@@ -5,6 +5,7 @@ Their answers are the core's (`cosmos_outbox.operations`); what a request names 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Any, Self
 
 from pydantic import ConfigDict, Field, TypeAdapter, model_validator
@@ -59,6 +60,11 @@ _ONE_WAY: list[dict[str, Any]] = [
 ]
 
 
+def letter_filter(named: Mapping[str, Any]) -> LetterFilter:
+    """The filter `named` gives by its fields' names (a list's query, an action's body)."""
+    return LetterFilter(*(named.get(name) for name in FILTER_FIELDS))
+
+
 class DeadLetterSelection(RequestModel):
     """Which dead letters: `sequenceNumbers` (at most 100), or those matching a filter (an
     aggregate type and id, an action, text in the dead-letter reason or description, enqueued
@@ -87,14 +93,7 @@ class DeadLetterSelection(RequestModel):
 
     @property
     def filter(self) -> LetterFilter:
-        return LetterFilter(
-            aggregate_type=self.aggregate_type,
-            aggregate_id=self.aggregate_id,
-            action=self.action,
-            reason=self.dead_letter_reason,
-            since=self.since,
-            until=self.until,
-        )
+        return letter_filter(self.model_dump(by_alias=True))
 
     @property
     def selection(self) -> Selection:
@@ -145,7 +144,7 @@ def declare(routes: Routes) -> None:
             raise InvalidContinuationError("not a dead letters' token")
         found, next_after = await letters.page(
             letters.entity(call.path["entity"]),
-            LetterFilter(*(call.query.get(name) for name in FILTER_FIELDS)),
+            letter_filter(call.query),
             page_size=call.page_size,
             after=int(cursor.store_token) if cursor is not None else 0,
         )

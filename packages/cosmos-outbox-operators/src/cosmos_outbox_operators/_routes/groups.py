@@ -6,17 +6,28 @@ from __future__ import annotations
 
 from typing import Any, Literal, Self
 
-from pydantic import model_validator
+from pydantic import ConfigDict, model_validator
 
-from cosmos_outbox.http import HttpCall, Reply, RequestModel
+from cosmos_outbox.http import HttpCall, Reply, RequestModel, omit_null_defaults
 from cosmos_outbox.operations import MAX_PER_CALL, FailureGroups, GroupOutcome
 from cosmos_outbox_operators._routes._context import Routes
-from cosmos_outbox_operators._types import BODY_ERRORS, OperatorReason
+from cosmos_outbox_operators._types import OperatorReason
 
 
 class GroupAction(RequestModel):
     """What to do with a failure group: `retry` (a quarantined event replayed, a dead letter
-    resubmitted) or `discard` (given up, with `reason`, required then)."""
+    resubmitted) or `discard` (given up, with `reason`, required then: the schema says so too)."""
+
+    model_config = ConfigDict(
+        json_schema_extra=omit_null_defaults(
+            {
+                "oneOf": [
+                    {"properties": {"action": {"const": "retry"}}},
+                    {"properties": {"action": {"const": "discard"}}, "required": ["reason"]},
+                ]
+            }
+        )
+    )
 
     action: Literal["retry", "discard"]
     reason: OperatorReason | None = None
@@ -29,19 +40,13 @@ class GroupAction(RequestModel):
 
 
 def declare(routes: Routes) -> None:
-    prefix, operations, operation = routes.prefix, routes.operations, routes.operation
+    operations = routes.operations
 
-    @operation(
-        route=f"{prefix}/groups",
-        method="GET",
-        status=200,
-        summary="Operators: the quarantined events and dead letters grouped by cause (exception "
-        "type and normalised message, subscription, event type), each with its count and when "
-        "it was first and last seen, the largest first",
-        response=FailureGroups,
-        errors=(400, 429, 500, 503),
-    )
+    @routes.get("groups", FailureGroups, errors=(400, 429, 500, 503))
     async def list_groups(call: HttpCall[None]) -> Reply:
+        """Operators: the quarantined events and dead letters grouped by cause (exception type
+        and normalised message, subscription, event type), each with its count and when it was
+        first and last seen, the largest first"""
         return Reply(await operations().groups.groups())
 
     async def act(call: HttpCall[Any], preview: bool) -> Reply:
@@ -51,30 +56,21 @@ def declare(routes: Routes) -> None:
         )
         return Reply(outcome)
 
-    @operation(
-        route=f"{prefix}/groups/{{groupId}}/preview",
-        method="POST",
-        status=200,
-        summary="Operators: what a retry or discard of a failure group would do, before it is "
-        "confirmed: how many of its events, what subscribers will see and what each "
-        "subscription receives; nothing is sent or removed",
-        request=GroupAction,
-        response=GroupOutcome,
-        errors=BODY_ERRORS,
-    )
+    @routes.post("groups/{groupId}/preview", GroupOutcome, request=GroupAction)
     async def preview_group(call: HttpCall[Any]) -> Reply:
+        """Operators: what a retry or discard of a failure group would do, before it is
+        confirmed: how many of its events, what subscribers will see and what each subscription
+        receives; nothing is sent or removed"""
         return await act(call, True)
 
-    @operation(
-        route=f"{prefix}/groups/{{groupId}}/act",
-        method="POST",
-        status=200,
-        summary="Operators: retry or discard a failure group through the same use cases as one "
-        f"row, at most {MAX_PER_CALL} of its events a call (`remaining` says how many are "
-        "left); each event's action is audited, and the group's",
+    @routes.post(
+        "groups/{groupId}/act",
+        GroupOutcome,
         request=GroupAction,
-        response=GroupOutcome,
-        errors=BODY_ERRORS,
+        summary_values={"MAX_PER_CALL": MAX_PER_CALL},
     )
     async def act_on_group(call: HttpCall[Any]) -> Reply:
+        """Operators: retry or discard a failure group through the same use cases as one row,
+        at most {MAX_PER_CALL} of its events a call (`remaining` says how many are left); each
+        event's action is audited, and the group's"""
         return await act(call, False)

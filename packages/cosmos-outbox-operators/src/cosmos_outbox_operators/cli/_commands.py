@@ -214,24 +214,28 @@ def _quarantine(api: Api, args: argparse.Namespace, out: Output) -> int:
     return DONE
 
 
+#: The dead letters' filter: each option's name on the command line, and the routes' name of it.
+FILTER = {
+    "aggregate_type": "aggregateType",
+    "aggregate_id": "aggregateId",
+    "action_name": "action",
+    "dead_letter_reason": "deadLetterReason",
+    "since": "since",
+    "until": "until",
+}
+
+
+def _filter(args: argparse.Namespace) -> dict[str, Any]:
+    """The filter given, by the routes' names."""
+    given = {key: getattr(args, name, None) for name, key in FILTER.items()}
+    return {key: value for key, value in given.items() if value is not None}
+
+
 def _selection(args: argparse.Namespace) -> dict[str, Any]:
-    body: dict[str, Any] = {}
-    if args.sequence_numbers:
-        body["sequenceNumbers"] = args.sequence_numbers
-    for name, key in (
-        ("aggregate_type", "aggregateType"),
-        ("aggregate_id", "aggregateId"),
-        ("action_name", "action"),
-        ("dead_letter_reason", "deadLetterReason"),
-        ("since", "since"),
-        ("until", "until"),
-    ):
-        value = getattr(args, name, None)
-        if value is not None:
-            body[key] = value
-    if args.all:
-        body["all"] = True
-    return body
+    body: dict[str, Any] = (
+        {"sequenceNumbers": args.sequence_numbers} if args.sequence_numbers else {}
+    )
+    return body | _filter(args) | ({"all": True} if args.all else {})
 
 
 def _dead_letters(api: Api, args: argparse.Namespace, out: Output) -> int:
@@ -251,16 +255,7 @@ def _dead_letters(api: Api, args: argparse.Namespace, out: Output) -> int:
         return DONE
     entity = urllib.parse.quote(args.entity, safe="")
     if action == "list":
-        path = api.route(
-            f"deadletters/{entity}",
-            aggregateType=args.aggregate_type,
-            aggregateId=args.aggregate_id,
-            action=args.action_name,
-            deadLetterReason=args.dead_letter_reason,
-            since=args.since,
-            until=args.until,
-        )
-        items = _pages(api, path, args.page_size)
+        items = _pages(api, api.route(f"deadletters/{entity}", **_filter(args)), args.page_size)
 
         def listed(b: Any) -> Iterator[str]:
             yield f"{b['count']} dead letter(s) at {args.entity}"
@@ -654,17 +649,7 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
         and args.action in ("resubmit", "discard")
         and not args.sequence_numbers
         and not args.all
-        and not any(
-            getattr(args, n, None) is not None
-            for n in (
-                "aggregate_type",
-                "aggregate_id",
-                "action_name",
-                "dead_letter_reason",
-                "since",
-                "until",
-            )
-        )
+        and not _filter(args)
     ):
         print(
             f"{prog}: error: name the dead letters: sequence numbers, a filter, or --all",

@@ -131,22 +131,21 @@ def truth(value: Any) -> Any:
     return value if type(value) is bool else UNDEFINED
 
 
-def logical_and(left: Any, right: Any) -> Any:
-    left, right = truth(left), truth(right)
-    if left is False or right is False:
-        return False
-    if left is True and right is True:
-        return True
-    return UNDEFINED
+def _connective(decisive: bool) -> Callable[[Any, Any], Any]:
+    """AND (`decisive` False) or OR (True) over true, false and undefined: either operand
+    `decisive` decides it; both the other value, that value; else undefined."""
+
+    def combined(left: Any, right: Any) -> Any:
+        left, right = truth(left), truth(right)
+        if left is decisive or right is decisive:
+            return decisive
+        return left if left is right and left is not UNDEFINED else UNDEFINED
+
+    return combined
 
 
-def logical_or(left: Any, right: Any) -> Any:
-    left, right = truth(left), truth(right)
-    if left is True or right is True:
-        return True
-    if left is False and right is False:
-        return False
-    return UNDEFINED
+logical_and = _connective(False)
+logical_or = _connective(True)
 
 
 def logical_not(value: Any) -> Any:

@@ -5,16 +5,13 @@ has no lease yet."""
 
 from __future__ import annotations
 
-import abc
 import inspect
 import time
 import uuid
 from typing import Any
 
-import pytest
-
 from cosmos_outbox.ports import LeaseBacklog
-from cosmos_outbox_testing.contracts._worlds import BacklogWorld
+from cosmos_outbox_testing.contracts._worlds import BacklogWorld, Suite
 
 
 def _commit(world: BacklogWorld, *, events: int, document: bool = True) -> list[str]:
@@ -29,13 +26,9 @@ def _commit(world: BacklogWorld, *, events: int, document: bool = True) -> list[
         return list(tx.commit().events)
 
 
-class BacklogEstimatorContract:
+class BacklogEstimatorContract(Suite[BacklogWorld]):
     """The backlog estimator, sync or async (`BacklogWorld`): its estimate of the relay's
     leases over the container a store world writes to."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> BacklogWorld: ...
 
     @staticmethod
     def estimate(world: BacklogWorld) -> list[LeaseBacklog]:

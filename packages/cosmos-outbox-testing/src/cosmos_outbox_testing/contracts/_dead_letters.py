@@ -13,8 +13,6 @@ import uuid
 from collections.abc import Coroutine
 from typing import Any
 
-import pytest
-
 from cosmos_outbox.bridge import run_sync
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
@@ -24,7 +22,7 @@ from cosmos_outbox.ports import (
     Outgoing,
 )
 from cosmos_outbox_testing._dead_letters import InMemoryDeadLetters
-from cosmos_outbox_testing.contracts._worlds import Received
+from cosmos_outbox_testing.contracts._worlds import Received, Suite
 
 __all__ = ["DeadLetterContract", "DeadLetterWorld", "InMemoryDeadLetterWorld"]
 
@@ -102,12 +100,8 @@ def outgoing(letter: DeadLetter, **properties: Any) -> Outgoing:
     )
 
 
-class DeadLetterContract:
+class DeadLetterContract(Suite[DeadLetterWorld]):
     """A port of dead-letter queues, sync or async (`DeadLetterWorld`)."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> DeadLetterWorld: ...
 
     @staticmethod
     def call(world: DeadLetterWorld, name: str, *args: Any, **kwargs: Any) -> Any:

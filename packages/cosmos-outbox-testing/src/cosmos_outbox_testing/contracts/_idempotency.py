@@ -3,7 +3,6 @@ its own part)."""
 
 from __future__ import annotations
 
-import abc
 import itertools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -15,6 +14,7 @@ from cosmos_outbox.documents import EVENT_TYPE, IDEMPOTENCY_TYPE
 from cosmos_outbox.errors import AlreadyExistsError, IdempotencyKeyReusedError
 from cosmos_outbox_testing.contracts._worlds import (
     AggregateExample,
+    AggregateSuite,
     StoreWorld,
     answered,
     events_of,
@@ -24,19 +24,11 @@ from cosmos_outbox_testing.contracts._worlds import (
 )
 
 
-class IdempotencyContract:
+class IdempotencyContract(AggregateSuite):
     """Idempotency-Key records: written in the batch of the change they answer for, so a
     request's change and its record commit together or not at all; a retry, even one racing the
     first, answers from the record and writes nothing; a key past its TTL is a new key. Run on
     the service (`AggregateService`) over the world's unit of work."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> StoreWorld: ...
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def example(self) -> AggregateExample: ...
 
     def service(self, world: StoreWorld, example: AggregateExample) -> AggregateService[Any]:
         return world.service(example.type())

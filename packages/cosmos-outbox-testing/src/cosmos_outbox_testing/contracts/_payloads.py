@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import abc
 import uuid
 
 import pytest
 
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadReferenceError, PayloadStoreError
 from cosmos_outbox.relay import OutboxRecord, payload_name
-from cosmos_outbox_testing.contracts._worlds import PayloadWorld
+from cosmos_outbox_testing.contracts._worlds import PayloadWorld, Suite
 
 
 def _payload_record(
@@ -26,13 +25,9 @@ def _payload_record(
     )
 
 
-class PayloadStoreContract:
+class PayloadStoreContract(Suite[PayloadWorld]):
     """The claim check's payload store: what the relay puts under an event's name comes back,
     byte for byte, by its reference; retries overwrite; nothing else is fetched."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> PayloadWorld: ...
 
     def test_a_body_comes_back_byte_for_byte_by_its_reference(self, world: PayloadWorld) -> None:
         name = payload_name(_payload_record())

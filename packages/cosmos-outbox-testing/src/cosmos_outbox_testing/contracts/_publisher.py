@@ -4,7 +4,6 @@ session) or raises, and a publisher that sends again after a failed send."""
 
 from __future__ import annotations
 
-import abc
 import inspect
 import uuid
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.ports import MessageBatch, OutboxMessage
-from cosmos_outbox_testing.contracts._worlds import PublisherWorld
+from cosmos_outbox_testing.contracts._worlds import PublisherWorld, Suite
 
 
 def message(session: str, version: int, body: bytes = b'{"n":1}', **options: Any) -> OutboxMessage:
@@ -36,13 +35,9 @@ def message(session: str, version: int, body: bytes = b'{"n":1}', **options: Any
     )
 
 
-class PublisherContract:
+class PublisherContract(Suite[PublisherWorld]):
     """A message publisher, sync or async (`PublisherWorld`), sending to a topic the world
     reads back."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> PublisherWorld: ...
 
     @staticmethod
     def call(world: PublisherWorld, name: str, *args: Any) -> Any:

@@ -3,7 +3,6 @@ a re-drive reads."""
 
 from __future__ import annotations
 
-import abc
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -18,7 +17,7 @@ from cosmos_outbox.documents import (
 )
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.relay import OutboxRecord, Unreadable
-from cosmos_outbox_testing.contracts._worlds import AggregateExample, StoreWorld
+from cosmos_outbox_testing.contracts._worlds import AggregateExample, AggregateSuite, StoreWorld
 
 
 def _stored(
@@ -36,17 +35,9 @@ def _stored(
     return docs
 
 
-class QuarantineContract:
+class QuarantineContract(AggregateSuite):
     """The quarantine (put, get, list, replays, discard) and the stored events a re-drive
     reads."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> StoreWorld: ...
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def example(self) -> AggregateExample: ...
 
     def test_a_put_event_reads_back_with_its_reason_once(
         self, world: StoreWorld, example: AggregateExample

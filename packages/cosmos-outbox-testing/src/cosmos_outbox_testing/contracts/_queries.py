@@ -12,7 +12,6 @@ field), so a world may share its container."""
 
 from __future__ import annotations
 
-import abc
 import uuid
 from typing import Any
 
@@ -20,7 +19,7 @@ import pytest
 
 from cosmos_outbox.errors import InvalidContinuationError, InvalidQueryError
 from cosmos_outbox.ports import Page, QueryParameters
-from cosmos_outbox_testing.contracts._worlds import StoreWorld
+from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite
 
 #: What the loans of the tests hold: (member, id, status, dueAt, fine, tags); one loan has no
 #: fine (undefined), one a null fine, one a fine that is text.
@@ -111,13 +110,9 @@ def _plain(document: dict[str, Any]) -> dict[str, Any]:
 _MINE = "c.suite = @suite"
 
 
-class QueryContract:
+class QueryContract(Suite[StoreWorld]):
     """The queries of the store (`DocumentQueries`), as Cosmos DB answers them: the typed
     lookups the operators and the releases make, and an app's own queries."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> StoreWorld: ...
 
     @pytest.fixture
     def loans(self, world: StoreWorld) -> _Loans:

@@ -42,7 +42,7 @@ from cosmos_outbox.subscriber.aio import Projector as AsyncProjector
 from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox_testing._fakes import FakePublisher, InMemoryScheduleQueue, InMemoryStore
 from cosmos_outbox_testing._kit_clock import KitClock
-from cosmos_outbox_testing.contracts._worlds import InMemoryStoreWorld, StoreWorld
+from cosmos_outbox_testing.contracts._worlds import InMemoryStoreWorld, StoreWorld, Suite
 
 __all__ = [
     "Delivery",
@@ -142,12 +142,8 @@ def _session() -> str:
     return f"reservation-{uuid.uuid4().hex[:12]}"
 
 
-class ScheduledEventsContract:
+class ScheduledEventsContract(Suite[ScheduleWorld]):
     """A `world` (`ScheduleWorld`): the outbox's store, relay, schedule queue and topic."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> ScheduleWorld: ...
 
     @pytest.fixture
     def entered(self, world: ScheduleWorld) -> Iterator[ScheduleWorld]:

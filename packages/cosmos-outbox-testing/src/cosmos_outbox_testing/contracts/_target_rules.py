@@ -6,13 +6,10 @@ refuses or does not answer is "not checked", with why, never an exception."""
 
 from __future__ import annotations
 
-import abc
 import asyncio
 import inspect
 from dataclasses import dataclass
 from typing import Any
-
-import pytest
 
 from cosmos_outbox.ports import (
     AsyncTargetRules,
@@ -22,6 +19,7 @@ from cosmos_outbox.ports import (
     TargetRules,
     TrueFilter,
 )
+from cosmos_outbox_testing.contracts._worlds import Suite
 
 __all__ = [
     "TARGET_RULES_LAYOUT",
@@ -95,12 +93,8 @@ def checked(rules: TargetRules | AsyncTargetRules) -> TargetRuleCheck:
     return found
 
 
-class TargetRulesContract:
+class TargetRulesContract(Suite[TargetRulesWorld]):
     """The targeted-delivery rule check (`TargetRulesWorld`)."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> TargetRulesWorld: ...
 
     def test_each_subscription_lacking_the_rule_is_named_with_what_lets_others_in(
         self, world: TargetRulesWorld

@@ -7,7 +7,6 @@ empty commit writes nothing."""
 
 from __future__ import annotations
 
-import abc
 import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -25,7 +24,7 @@ from cosmos_outbox.errors import (
     PreconditionFailedError,
 )
 from cosmos_outbox.relay import OutboxRecord, to_message
-from cosmos_outbox_testing.contracts._worlds import StoreWorld
+from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite
 
 
 def _partition() -> str:
@@ -84,12 +83,8 @@ def _borrow(tx: Any, key: str, book: str, *, attempt: int = 1) -> dict[str, Any]
     return committed.answer if committed.replayed else answer
 
 
-class TransactionContract:
+class TransactionContract(Suite[StoreWorld]):
     """Your documents and the events you publish, committed as one transactional batch."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> StoreWorld: ...
 
     def test_a_commit_writes_your_documents_the_events_and_the_sequence_in_one_batch(
         self, world: StoreWorld

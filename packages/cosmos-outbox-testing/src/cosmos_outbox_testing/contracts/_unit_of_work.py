@@ -4,8 +4,6 @@ Cosmos DB's limits before the round trip; every change has its event."""
 
 from __future__ import annotations
 
-import abc
-
 import pytest
 
 from cosmos_outbox.documents import EVENT_TYPE, envelope_and_data
@@ -16,20 +14,18 @@ from cosmos_outbox.errors import (
     PreconditionFailedError,
     UnrecordedChangeError,
 )
-from cosmos_outbox_testing.contracts._worlds import AggregateExample, StoreWorld, events_of, saved
+from cosmos_outbox_testing.contracts._worlds import (
+    AggregateExample,
+    AggregateSuite,
+    StoreWorld,
+    events_of,
+    saved,
+)
 
 
-class UnitOfWorkContract:
+class UnitOfWorkContract(AggregateSuite):
     """The unit of work and its repositories: one atomic batch per aggregate (the aggregate and
     its events, in its partition), conditioned on the etag it was read with."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> StoreWorld: ...
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def example(self) -> AggregateExample: ...
 
     def test_commit_writes_the_aggregate_and_its_event_in_one_partition(
         self, world: StoreWorld, example: AggregateExample

@@ -9,7 +9,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 import pytest
 
@@ -51,6 +51,7 @@ from cosmos_outbox_testing._fakes import (
 A = TypeVar("A", bound="Aggregate")
 T = TypeVar("T")
 C = TypeVar("C", bound="_Closable")
+W = TypeVar("W")
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,24 @@ def examples(*driven: AggregateExample) -> Any:
         return request.param  # type: ignore[no-any-return]
 
     return example
+
+
+class Suite(Generic[W]):
+    """A contract suite: it runs against a `world` fixture (what its port's implementation is
+    and what a test needs besides it; `StoreWorld` for the store's suites)."""
+
+    @pytest.fixture
+    @abc.abstractmethod
+    def world(self) -> W: ...
+
+
+class AggregateSuite(Suite["StoreWorld"]):
+    """A suite driving aggregates over the store: a `world` and an `example` (the aggregates it
+    drives, `examples(...)`)."""
+
+    @pytest.fixture
+    @abc.abstractmethod
+    def example(self) -> AggregateExample: ...
 
 
 class _Blocking:

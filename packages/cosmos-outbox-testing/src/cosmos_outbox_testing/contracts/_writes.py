@@ -6,25 +6,20 @@ once."""
 
 from __future__ import annotations
 
-import abc
 import uuid
 from typing import Any
 
 import pytest
 
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
-from cosmos_outbox_testing.contracts._worlds import StoreWorld
+from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite
 
 __all__ = ["DocumentWritesContract"]
 
 
-class DocumentWritesContract:
+class DocumentWritesContract(Suite[StoreWorld]):
     """One document at a time (`DocumentWrites`: `upsert`, `replace`, `delete`), each in the
     document's partition (`partitionKey`), with the store's etags."""
-
-    @pytest.fixture
-    @abc.abstractmethod
-    def world(self) -> StoreWorld: ...
 
     def test_an_upsert_creates_then_replaces_and_answers_what_is_stored(
         self, world: StoreWorld

@@ -69,6 +69,12 @@ from cosmos_outbox._mapper.cloudevents import (
 from cosmos_outbox._mapper.cloudevents import (
     message_facts as message_facts,
 )
+from cosmos_outbox._mapper.cloudevents import (
+    outgoing as outgoing,
+)
+from cosmos_outbox._mapper.cloudevents import (
+    sent_facts as sent_facts,
+)
 from cosmos_outbox._mapper.document import (
     EVENT_TYPE as EVENT_TYPE,
 )

@@ -27,6 +27,7 @@ from typing import Any
 
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox._subscription_rules import Facts
+from cosmos_outbox.ports import Outgoing
 
 SPECVERSION = "1.0"
 #: The application property of the claim check's reference (the `dataref` extension).
@@ -68,14 +69,33 @@ def application_properties(message: OutboxMessage, *, base: str = "") -> dict[st
     return cloudevent_properties(message, base=base, into=dict(message.application_properties))
 
 
+def outgoing(message: OutboxMessage, *, base: str = "") -> Outgoing:
+    """`message` as it goes on the wire, nothing left to add: its fields and its application
+    properties (`application_properties`)."""
+    return Outgoing(
+        body=message.body,
+        message_id=message.message_id,
+        session_id=message.session_id,
+        subject=message.subject,
+        content_type=message.content_type,
+        application_properties=application_properties(message, base=base),
+    )
+
+
 def message_facts(message: OutboxMessage, *, base: str = "") -> Facts:
     """What a subscription's rules see of `message` as the relay sends it
     (`cosmos_outbox.servicebus.to_amqp_message`): its system properties and its application
     properties, the CloudEvents attributes included."""
+    return sent_facts(outgoing(message, base=base))
+
+
+def sent_facts(sent: Outgoing) -> Facts:
+    """What a subscription's rules see of a message sent as it is."""
     return Facts.sent(
-        message_id=message.message_id,
-        subject=message.subject,
-        session_id=message.session_id,
-        content_type=message.content_type,
-        properties=application_properties(message, base=base),
+        message_id=sent.message_id,
+        subject=sent.subject,
+        session_id=sent.session_id,
+        content_type=sent.content_type,
+        correlation_id=sent.correlation_id,
+        properties=sent.application_properties,
     )

@@ -85,9 +85,13 @@ class cosmos_errors:  # noqa: N801 - a context manager used as a function: `with
         tb: TracebackType | None,
     ) -> None:
         if exc is not None:
-            error = _translated(exc, self.aggregate_type, self.aggregate_id)
+            error = self._error_of(exc)
             if error is not None:
                 raise error from None
+
+    def _error_of(self, exc: BaseException) -> OutboxError | None:
+        """The application error `exc` is (None: it is not a Cosmos failure)."""
+        return _translated(exc, self.aggregate_type, self.aggregate_id)
 
 
 def raise_translated(exc: BaseException, aggregate_type: str, aggregate_id: str) -> NoReturn:
@@ -111,20 +115,15 @@ class query_errors(cosmos_errors):  # noqa: N801 - used as a function, as cosmos
         super().__init__()
         self.continued = continued
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def _error_of(self, exc: BaseException) -> OutboxError | None:
         if (
             isinstance(exc, CosmosHttpResponseError)
             and exc.status_code == 400
             and not self.continued
         ):
             message = str(exc.message or exc.reason or "bad request").splitlines()[0]
-            raise InvalidQueryError(f"Cosmos DB refused the query: {message}") from None
-        super().__exit__(exc_type, exc, tb)
+            return InvalidQueryError(f"Cosmos DB refused the query: {message}")
+        return super()._error_of(exc)
 
 
 def _translated(exc: BaseException, aggregate_type: str, aggregate_id: str) -> OutboxError | None:

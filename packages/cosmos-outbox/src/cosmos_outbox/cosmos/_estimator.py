@@ -30,8 +30,9 @@ relay sharing the lease container and the prefix is not counted here.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -94,11 +95,22 @@ def _lease_container_missing(name: str) -> RelayNotReadyError:
     )
 
 
-def _when_leases(exc: MissingResourceError, name: str) -> None:
-    """RelayNotReadyError when the container cosmos-changefeed found missing is the lease
-    container; the monitored one's MissingResourceError (naming it and the fix) goes on."""
-    if exc.role == "lease container":
-        raise _lease_container_missing(name) from exc
+@contextlib.contextmanager
+def _leases_named(name: str, *, read: bool = False) -> Iterator[None]:
+    """Store failures translated (`cosmos_errors`); the lease container `name` missing is the
+    relay not ready, naming it: cosmos-changefeed's MissingResourceError for it (the monitored
+    container's, naming it and the fix, goes on), or, once the leases are `read`, a 404."""
+    with cosmos_errors():
+        try:
+            yield
+        except MissingResourceError as exc:
+            if exc.role == "lease container":
+                raise _lease_container_missing(name) from exc
+            raise
+        except CosmosHttpResponseError as exc:
+            if read and exc.status_code == 404:
+                raise _lease_container_missing(name) from exc
+            raise
 
 
 class CosmosBacklogEstimator(BacklogEstimator):
@@ -116,21 +128,10 @@ class CosmosBacklogEstimator(BacklogEstimator):
 
     def pending(self) -> list[PendingChanges]:
         """The leases' pending changes as cosmos-changefeed reads them (`estimate`'s input)."""
-        with cosmos_errors():
-            try:  # cosmos-changefeed names a missing container (the monitored one: NotFound)
-                self._estimator.lease_prefix()
-            except MissingResourceError as exc:
-                _when_leases(exc, self._lease_container)
-                raise
-            try:
-                return self._estimator.get_pending(SCAN)
-            except MissingResourceError as exc:
-                _when_leases(exc, self._lease_container)
-                raise
-            except CosmosHttpResponseError as exc:
-                if exc.status_code == 404:
-                    raise _lease_container_missing(self._lease_container) from exc
-                raise
+        with _leases_named(self._lease_container):  # the monitored container missing: NotFound
+            self._estimator.lease_prefix()
+        with _leases_named(self._lease_container, read=True):
+            return self._estimator.get_pending(SCAN)
 
     def estimate(self) -> list[LeaseBacklog]:
         return [backlog_of(found) for found in self.pending()]
@@ -153,21 +154,10 @@ class AsyncCosmosBacklogEstimator(AsyncBacklogEstimator):
 
     async def pending(self) -> list[PendingChanges]:
         """The leases' pending changes as cosmos-changefeed reads them (`estimate`'s input)."""
-        with cosmos_errors():
-            try:  # cosmos-changefeed names a missing container (the monitored one: NotFound)
-                await self._estimator.lease_prefix()
-            except MissingResourceError as exc:
-                _when_leases(exc, self._lease_container)
-                raise
-            try:
-                return await self._estimator.get_pending(SCAN)
-            except MissingResourceError as exc:
-                _when_leases(exc, self._lease_container)
-                raise
-            except CosmosHttpResponseError as exc:
-                if exc.status_code == 404:
-                    raise _lease_container_missing(self._lease_container) from exc
-                raise
+        with _leases_named(self._lease_container):
+            await self._estimator.lease_prefix()
+        with _leases_named(self._lease_container, read=True):
+            return await self._estimator.get_pending(SCAN)
 
     async def estimate(self) -> list[LeaseBacklog]:
         return [backlog_of(found) for found in await self.pending()]

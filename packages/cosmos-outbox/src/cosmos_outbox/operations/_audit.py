@@ -17,7 +17,7 @@ __all__ = ["audit", "logger"]
 logger = logging.getLogger("cosmos_outbox.operators")
 
 
-def audit(action: str, what: str, *, will_see: str, **fields: Any) -> None:
+def audit(action: str, what: str, /, *, will_see: str, **fields: Any) -> None:
     actor = current_actor()
     logger.warning(
         "outbox audit: %s by %s: %s; subscribers will see: %s",

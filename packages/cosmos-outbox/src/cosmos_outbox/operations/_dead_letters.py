@@ -2,61 +2,36 @@
 subscriptions (and of queues an app names: `cosmos_outbox.ports.DeadLetterEntity`) counted,
 listed with a filter, peeked, resubmitted and discarded, one message or all matching a filter.
 
-**Resubmission through duplicate detection.** A dead letter sent again with its own MessageId
-(the event id) is dropped by the topic inside its duplicate-detection window: it would leave
-the dead-letter queue and reach nobody. So a resubmission gets a MessageId of its own,
-`uuid5(namespace, "<event id>@<subscription>#<n>")`, `n` the resubmission's number (1, then one
-more each time the message is dead-lettered again and resubmitted: `outboxResubmission`), and
-keeps everything else: the body, the SessionId (per-aggregate order), the Subject and every
-application property, the event id in `cloudEvents_id` included. The id is derived, not drawn:
-the same resubmission sent twice (the action repeated after a timeout, or a crash between the
-send and the dead letter's removal) has the same MessageId, and inside the window the topic
-drops the second.
-
-**Only the subscription that dead-lettered it.** A message sent to the topic reaches every
-subscription whose rule takes it. A resubmission carries `outboxTarget` = the subscription,
-and each subscription's rule takes what names no target or names it (`NOT
-EXISTS(outboxTarget) OR outboxTarget = '<subscription>'`; the Bicep in deploy/ and the local
-Service Bus configuration declare it for every subscription). A subscription without that
-clause receives it too: the library's subscriber drops it (its inbox knows the event id, and
-its projection the version: `Dispatcher(subscription=...)` also skips a message targeted at
-another subscription); a subscriber of its own that deduplicates on MessageId would take it for
-a new message: give its subscription the clause. A queue's dead letter goes back to the queue.
-
-**Nothing leaves a dead-letter queue unless its resubmission was accepted**: the port's `move`
-sends, and only then completes.
-
-**Discard** gives the version up at that subscription: a discard notice (`OutboxEventDiscarded`,
-`outboxTarget` = the subscription) is sent in the message's session, then the dead letter is
-removed, so the library's subscriber there records an accepted gap and applies the versions it
-held after it. A dead letter that is not an outbox event (no aggregate, no version) is removed
-with no notice, and the answer says so.
-
-Each call handles at most MAX_PER_CALL dead letters, within about half the operators' bound
-(`cosmos_outbox.http.bounded.BOUND_SECONDS`): the answer says how many matching ones remain,
-and the command line calls again until none do.
-"""
+docs/operating-the-outbox.md ("Resubmissions and re-drives through duplicate detection") says
+what a resubmission is and why: a MessageId of its own, derived (`resubmission_id`: the same
+resubmission sent twice is dropped by the topic), everything else as it was sent, to the
+subscription that dead-lettered it only (`outboxTarget`; a queue's goes back to the queue), and
+nothing leaves a dead-letter queue unless its resubmission was accepted (the port's `move`
+sends, then completes). A discard gives the version up at that subscription: a discard notice
+in the message's session (`_giving_up`), then the dead letter removed; one that is not an outbox
+event is removed with no notice, and the answer says so. Each call handles at most MAX_PER_CALL
+dead letters, within about half the operators' bound: the answer says how many remain."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Literal, cast
 
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
     RESUBMISSION_PROPERTY,
     TARGET_PROPERTY,
-    discard_notice,
+    outgoing,
+    sent_facts,
 )
-from cosmos_outbox._subscription_rules import Facts
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._deliveries import Received, received
 from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
+from cosmos_outbox.operations._giving_up import notice_of_event
 from cosmos_outbox.operations._letters import (
     PREVIEW_ITEMS,
     ActionReport,
@@ -71,7 +46,6 @@ from cosmos_outbox.operations._letters import (
     LetterSummary,
     Selection,
     describe,
-    enqueued,
 )
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
@@ -136,31 +110,9 @@ def discard_of(
 ) -> Outgoing | None:
     """The notice that gives the dead letter's version up at `entity` (None: not an outbox
     message, nothing to tell)."""
-    if not described.is_outbox_message:
-        return None
-    from cosmos_outbox._mapper import application_properties
-
-    assert described.aggregate_type and described.aggregate_id and described.version
-    notice = discard_notice(
-        aggregate_type=described.aggregate_type,
-        aggregate_id=described.aggregate_id,
-        version=described.version,
-        event_id=described.event_id,
-        action=described.action,
-        reason=reason,
-        by=by,
-        at=datetime.now(UTC),
-        source=described.source or f"/{described.aggregate_type}s",
-        target=entity.name if entity.kind == "subscription" else None,
-    )
-    return Outgoing(
-        body=notice.body,
-        message_id=notice.message_id,
-        session_id=notice.session_id,
-        subject=notice.subject,
-        content_type=notice.content_type,
-        application_properties=application_properties(notice),
-    )
+    target = entity.name if entity.kind == "subscription" else None
+    notice = notice_of_event(described, reason=reason, by=by, target=target)
+    return outgoing(notice) if notice is not None else None
 
 
 class DeadLetterOperators:
@@ -191,7 +143,7 @@ class DeadLetterOperators:
         letters go to the topic: its rules decide, `_deliveries`); nothing for a queue's."""
         if entity.kind != "subscription" or self._rules is None:
             return []
-        facts = [outgoing_facts(o) for o in sent if o is not None]
+        facts = [sent_facts(o) for o in sent if o is not None]
         names = [e.name for e in self.watched if e.kind == "subscription"]
         return received(await self._rules(), facts, names)
 
@@ -275,23 +227,31 @@ class DeadLetterOperators:
             raise NotFoundError(WATCHED, "(none: set OUTBOX_SUBSCRIPTIONS)")
         return queues
 
+    async def _peeks(self, entity: DeadLetterEntity, after: int) -> AsyncIterator[list[Described]]:
+        """The dead letters after sequence number `after`, in order, a peek (PEEK_BATCH) at a
+        time, until one comes back short."""
+        port = self._port()
+        start = after + 1
+        while True:
+            page = await answered(
+                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            )
+            yield [describe(m) for m in page]
+            if len(page) < PEEK_BATCH:
+                return
+            start = page[-1].sequence_number + 1
+
     async def scan(
         self, entity: DeadLetterEntity, *, after: int = 0, limit: int = COUNT_LIMIT
     ) -> tuple[list[Described], bool]:
         """The dead letters after sequence number `after`, in order, at most `limit`; and
         whether there are more."""
-        port = self._port()
         found: list[Described] = []
-        start = after + 1
-        while len(found) < limit:
-            page = await answered(
-                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
-            )
-            found += [describe(m) for m in page]
-            if len(page) < PEEK_BATCH:
-                return found[:limit], len(found) > limit
-            start = page[-1].sequence_number + 1
-        return found[:limit], True
+        async for page in self._peeks(entity, after):
+            found += page
+            if len(found) >= limit and len(page) == PEEK_BATCH:
+                return found[:limit], True
+        return found[:limit], len(found) > limit
 
     async def count(self, entity: DeadLetterEntity) -> EntityCount:
         """How many dead letters `entity` holds (peeked: Listen rights only); a queue that
@@ -324,27 +284,20 @@ class DeadLetterOperators:
     async def _page(
         self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
     ) -> tuple[list[Described], int | None]:
-        port = self._port()
         found: list[Described] = []
-        start = after + 1
         scanned = 0
-        while True:
-            page = await answered(
-                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
-            )
-            for letter in page:
-                described = describe(letter)
+        async for page in self._peeks(entity, after):
+            for described in page:
                 if selected.matches(described):
                     found.append(described)
                     if len(found) == page_size:
-                        more, _ = await self.scan(entity, after=letter.sequence_number, limit=1)
-                        return found, letter.sequence_number if more else None
+                        number = described.letter.sequence_number
+                        more, _ = await self.scan(entity, after=number, limit=1)
+                        return found, number if more else None
             scanned += len(page)
-            if len(page) < PEEK_BATCH:
-                return found, None
-            start = page[-1].sequence_number + 1
-            if scanned >= COUNT_LIMIT:  # a page of fewer items, and a token to go on
-                return found, page[-1].sequence_number
+            if scanned >= COUNT_LIMIT and len(page) == PEEK_BATCH:  # a page of fewer items,
+                return found, page[-1].letter.sequence_number  # and a token to go on
+        return found, None
 
     async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> DeadLetterMessage:
         [*found] = await answered(
@@ -436,28 +389,7 @@ class DeadLetterOperators:
         if self._watch is None:
             return
         try:
-            await self._watch.handled(
-                entity,
-                [
-                    (
-                        d.letter.sequence_number,
-                        d.event_id,
-                        {
-                            "message_id": d.letter.message_id,
-                            "aggregate_type": d.aggregate_type,
-                            "aggregate_id": d.aggregate_id,
-                            "action": d.action,
-                            "version": d.version,
-                            "reason": d.letter.reason,
-                            "dead_lettered_at": enqueued(d.letter),
-                        },
-                    )
-                    for d in letters
-                    if d.is_outbox_message
-                ],
-                fate=fate,
-                by=str(current_actor()),
-            )
+            await self._watch.handled(entity, letters, fate=fate, by=str(current_actor()))
         except Exception:
             import logging
 
@@ -488,18 +420,6 @@ class DeadLetterOperators:
             outcomes = await answered(SERVICE_BUS, port.move(entity, {n: plan[n][1] for n in part}))
             handled += [Handled(plan[n][0], plan[n][1], outcomes.get(n)) for n in part]
         return handled
-
-
-def outgoing_facts(outgoing: Outgoing) -> Facts:
-    """What the subscriptions' rules see of a message sent as it is."""
-    return Facts.sent(
-        message_id=outgoing.message_id,
-        subject=outgoing.subject,
-        session_id=outgoing.session_id,
-        content_type=outgoing.content_type,
-        correlation_id=outgoing.correlation_id,
-        properties=outgoing.application_properties,
-    )
 
 
 def _as_rules_decide(deliveries: list[Received]) -> str:

@@ -6,13 +6,15 @@ will see of it, said in the operator's answer and the audit line."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT, TARGET_PROPERTY, discard_notice
 from cosmos_outbox._model import Model, of_attributes
-from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
+from cosmos_outbox._records import OutboxMessage
 
-__all__ = ["Notice", "notice_of_event", "will_see_notice"]
+__all__ = ["Notice", "Version", "Versioned", "notice_of_event", "will_see_notice"]
 
 
 class Notice(Model):
@@ -32,16 +34,47 @@ class Notice(Model):
         return of_attributes(cls, notice, subscription=str(target) if target is not None else None)
 
 
+class Versioned(Protocol):
+    """What a discard notice names: an aggregate's version, and its event when known (a stored
+    or quarantined event, a dead letter's, or only what an operator released)."""
+
+    @property
+    def aggregate_type(self) -> str | None: ...
+    @property
+    def aggregate_id(self) -> str | None: ...
+    @property
+    def version(self) -> int | None: ...
+    @property
+    def event_id(self) -> str | None: ...
+    @property
+    def action(self) -> str | None: ...
+    @property
+    def event_source(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Version:
+    """A version an operator names (`Versioned`), with what is known of its event."""
+
+    aggregate_type: str
+    aggregate_id: str
+    version: int
+    event_id: str | None
+    action: str | None
+    event_source: str
+
+
 def notice_of_event(
-    event: OutboxRecord | Unreadable,
+    event: Versioned,
     *,
     reason: str,
     by: str,
     at: datetime | None = None,
     target: str | None = None,
 ) -> OutboxMessage | None:
-    """The discard notice of a stored (or quarantined) event, in its session; None when its
-    aggregate or version cannot be read (there is no session, or no place in it, to tell)."""
+    """The discard notice of `event`'s version, in its session (`target`: to that subscription
+    only); None when its aggregate or version cannot be read (there is no session, or no place
+    in it, to tell)."""
     version = event.version
     if not event.aggregate_type or not event.aggregate_id or version is None or version < 1:
         return None

@@ -1,38 +1,24 @@
-"""The journey of one event (or of one aggregate's events): the first question on call.
+"""The journey of one event (or of one aggregate's events): the first question on call
+(docs/operating.md, "The first question: where did event X go?").
 
-For an event: its document (or that it is not stored: TTL removed it after EVENT_TTL_SECONDS,
-or it never was), relayed or not (the backlog estimator's read of the relay's leases: an event
-among the changes after a lease's continuation is not relayed yet; when every lease's changes
-were read to the end and it is not among them, every continuation is past it), its quarantine
-record (quarantined, resolved or discarded: by whom and why), the watched subscriptions where it
-is dead-lettered (and why), and, for each watched subscription, what its subscriber did with it
-when the app knows its projection container (OUTBOX_SUBSCRIPTIONS `name=container`): applied
-(its inbox record, or a projection version at or past the event's), held (and which version it
-waits for), given up (an accepted gap), not received, or a dead letter of it vanished (it left
-its queue without being applied: `_watch`); a subscription whose subscriber the app does not
-know is listed as `unknown`. Its `history` lists what happened to it, in order: created,
-quarantined, replayed, discarded, dead-lettered where, resubmitted or discarded there and by
-whom, vanished, applied. For an aggregate: the same for each of its events (stored, quarantined
-or dead-lettered), and each subscriber's projection version, held versions and gaps. A summary
-line says it in words, with the command that acts on it.
-
-The aggregate is named by its session id, the id its subscribers see; its documents are where
-`partitions_of` says (a transaction's with a session id of its own are in the transaction's
-partition). **What it can when a dependency is down**: each part is read on its own, bounded
-(`_dependencies.answered`); a part that does not answer (the dead-letter queues with Service Bus
-down, the leases, a subscriber's container) is listed in `unanswered` and the rest is shown.
-
-A scheduled event's journey says its due time and where it is (`schedule`): waiting (for its due
-time, or overdue: its release has not come), released (then relayed as any event) or cancelled
-(never sent); a subscriber applied it when its inbox record says so (it has no version).
-"""
+For an event: its document (or that it is not stored), relayed or not (the backlog estimator's
+read of the relay's leases: among a lease's pending changes, or every lease read to the end
+without it), its quarantine record, the watched subscriptions where it is dead-lettered, and
+what each subscriber the app knows did with it (applied, held, given up, not received, not for
+it, vanished; `unknown` where the app does not know it), its history in order, and a summary
+line with the command that acts on it. For an aggregate (named by its session id, its documents
+where `partitions_of` says): the same for each of its events, and each subscriber's view. Each
+part is read on its own, bounded (`_dependencies.answered`): one that does not answer is listed
+in `unanswered` and the rest is shown. A scheduled event's journey says its due time and where
+it is (`schedule`: waiting, overdue, released or cancelled)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from cosmos_outbox._mapper import EVENT_TYPE, message_facts, read_feed, to_message
 from cosmos_outbox._model import Model, of_attributes
@@ -79,6 +65,7 @@ __all__ = [
 ]
 
 EVENT = "event"
+S = TypeVar("S")
 #: Per subscription, what its rules do with one event's message.
 _Fates = dict[str, Delivery]
 
@@ -323,26 +310,13 @@ class JourneyOperators:
             for i in ids
         ]
         journeys.sort(key=lambda j: (j.schedule is not None, j.version or 0, _due(j), j.event_id))
-        subscribers = []
-        stores = self._parts.subscribers()
-        for name in self._subscriptions():
-            store = stores.get(name)
-            if store is None:
-                subscribers.append(
-                    SubscriberAggregate(subscription=name, projection_version=None, known=False)
-                )
-                continue
-            try:
-                subscribers.append(
-                    await answered(COSMOS_DB, _subscriber_aggregate(name, store, aggregate_id))
-                )
-            except Exception as exc:
-                context.unanswered.append(
-                    unanswered(COSMOS_DB, f"subscriber {name}'s container", exc)
-                )
-                subscribers.append(
-                    SubscriberAggregate(subscription=name, projection_version=None, known=False)
-                )
+        subscribers = await self._each_subscriber(
+            context,
+            lambda name, store: _subscriber_aggregate(name, store, aggregate_id),
+            lambda name: SubscriberAggregate(
+                subscription=name, projection_version=None, known=False
+            ),
+        )
         return AggregateJourney(
             aggregate_type=aggregate_type,
             aggregate_id=aggregate_id,
@@ -373,17 +347,13 @@ class JourneyOperators:
         ]
         watch = [r for r in context.watch if r.event_id == event_id]
         source: Any = event or (quarantined.event if quarantined else None)
-        aggregate_type = getattr(source, "aggregate_type", None)
-        aggregate_id = getattr(source, "aggregate_id", None)
-        action = getattr(source, "action", None)
-        version = getattr(source, "version", None)
-        if letters and aggregate_id is None:
-            first = letters[0][1]
-            aggregate_type, aggregate_id = first.aggregate_type, first.aggregate_id
-            action, version = first.action, first.version
-        if watch and aggregate_id is None:
-            aggregate_type, aggregate_id = watch[0].aggregate_type, watch[0].aggregate_id
-            action, version = watch[0].action, watch[0].version
+        # what it is: its stored (or quarantined) copy's word, else its dead letter's, its watch's
+        told = [source, *(d for _, d in letters[:1]), *watch[:1]]
+        named = next((t for t in told if getattr(t, "aggregate_id", None) is not None), told[-1])
+        aggregate_type, aggregate_id, action, version = (
+            getattr(named, field, None)
+            for field in ("aggregate_type", "aggregate_id", "action", "version")
+        )
         relay, note = self._relayed(event_id, event, quarantined, context)
         if schedule is not None and (relay != "quarantined" or schedule.state == "cancelled"):
             relay, note = _scheduled_relay(schedule, relay, note)
@@ -426,6 +396,30 @@ class JourneyOperators:
             }
         )
 
+    async def _each_subscriber(
+        self,
+        context: _Context,
+        read: Callable[[str, AsyncDocumentStore], Coroutine[Any, Any, S]],
+        unknown: Callable[[str], S],
+    ) -> list[S]:
+        """`read` of each subscription's subscriber (`_subscriptions`) in its container;
+        `unknown` where the app does not know it, or its container did not answer (said in
+        `context.unanswered`)."""
+        stores = self._parts.subscribers()
+        found = []
+        for name in self._subscriptions():
+            store = stores.get(name)
+            try:
+                found.append(
+                    unknown(name) if store is None else await answered(COSMOS_DB, read(name, store))
+                )
+            except Exception as exc:
+                context.unanswered.append(
+                    unanswered(COSMOS_DB, f"subscriber {name}'s container", exc)
+                )
+                found.append(unknown(name))
+        return found
+
     async def _sights(
         self,
         event_id: str,
@@ -435,39 +429,29 @@ class JourneyOperators:
         context: _Context,
     ) -> list[SubscriberSight]:
         """What each watched subscription's subscriber did with the event (unknown where the
-        app does not know its container, or it did not answer)."""
-        stores = self._parts.subscribers()
-        sights = []
-        for name in self._subscriptions():
-            store = stores.get(name)
-            vanished = next(
-                (r for r in watch if r.subscription == name and r.fate == "vanished"), None
+        app does not know its container, or it did not answer); `vanished` where a dead letter
+        of it left its queue without being applied."""
+        sights = await self._each_subscriber(
+            context,
+            lambda name, store: _sight(name, store, event_id, aggregate_id, version),
+            lambda name: SubscriberSight(
+                subscription=name, state="unknown", projection_version=None
+            ),
+        )
+        gone = {r.subscription for r in watch if r.fate == "vanished"}
+        return [
+            sight.model_copy(
+                update={
+                    "state": "vanished",
+                    "recover": "its dead letter left the queue without being applied: "
+                    "re-drive its aggregate to this subscription (the status's vanished "
+                    "dead letters say how), or release the version",
+                }
             )
-            if store is None:
-                sights.append(
-                    SubscriberSight(subscription=name, state="unknown", projection_version=None)
-                )
-                continue
-            try:
-                sight = await answered(
-                    COSMOS_DB, _sight(name, store, event_id, aggregate_id, version)
-                )
-            except Exception as exc:
-                context.unanswered.append(
-                    unanswered(COSMOS_DB, f"subscriber {name}'s container", exc)
-                )
-                sight = SubscriberSight(subscription=name, state="unknown", projection_version=None)
-            if vanished is not None and sight.state in ("not received", "held"):
-                sight = sight.model_copy(
-                    update={
-                        "state": "vanished",
-                        "recover": "its dead letter left the queue without being applied: "
-                        "re-drive its aggregate to this subscription (the status's vanished "
-                        "dead letters say how), or release the version",
-                    }
-                )
-            sights.append(sight)
-        return sights
+            if sight.subscription in gone and sight.state in ("not received", "held")
+            else sight
+            for sight in sights
+        ]
 
     def _relayed(
         self,
@@ -535,37 +519,19 @@ async def _sight(
             return SubscriberSight(subscription=name, state="not received", projection_version=0)
         aggregate_id = str(found[0].get("partitionKey"))
         version = found[0].get("version") if version is None else version
-    projection = await store.read(aggregate_id, aggregate_id)
-    last = last_version(projection)
+    last = last_version(await store.read(aggregate_id, aggregate_id))
     inbox = await store.read(aggregate_id, inbox_id(event_id))
+    seen = functools.partial(SubscriberSight, subscription=name, projection_version=last)
+    applied = seen(state="applied", applied_at=(inbox or {}).get("processedAt"))
     if isinstance(version, int) and version > 0:  # a scheduled event (0) has no place
         gap = await store.read(aggregate_id, gap_id(version))
         if gap is not None and gap.get("type") == ACCEPTED_GAP_TYPE:
-            return SubscriberSight(
-                subscription=name,
-                state="given up",
-                projection_version=last,
-                given_up_by=str(gap.get("discardedBy") or ""),
-            )
+            return seen(state="given up", given_up_by=str(gap.get("discardedBy") or ""))
         if await store.read(aggregate_id, held_id(version)) is not None:
-            return SubscriberSight(
-                subscription=name, state="held", projection_version=last, waiting_for=last + 1
-            )
+            return seen(state="held", waiting_for=last + 1)
         if version <= last:
-            return SubscriberSight(
-                subscription=name,
-                state="applied",
-                projection_version=last,
-                applied_at=(inbox or {}).get("processedAt"),
-            )
-    if inbox is not None:
-        return SubscriberSight(
-            subscription=name,
-            state="applied",
-            projection_version=last,
-            applied_at=inbox.get("processedAt"),
-        )
-    return SubscriberSight(subscription=name, state="not received", projection_version=last)
+            return applied
+    return applied if inbox is not None else seen(state="not received")
 
 
 async def _subscriber_aggregate(

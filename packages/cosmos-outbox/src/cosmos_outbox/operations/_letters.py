@@ -43,6 +43,11 @@ class Described(SentFields):
     def is_outbox_message(self) -> bool:
         return bool(self.aggregate_type and self.aggregate_id and self.version)
 
+    @property
+    def event_source(self) -> str:
+        """Its CloudEvents source path (the aggregate type's collection when it names none)."""
+        return self.source or f"/{self.aggregate_type}s"
+
 
 def describe(letter: DeadLetter) -> Described:
     """What a dead letter is (the mapper reads its properties: `sent_fields`)."""
@@ -88,17 +93,7 @@ class LetterFilter:
 
     @property
     def empty(self) -> bool:
-        return all(
-            v is None
-            for v in (
-                self.aggregate_type,
-                self.aggregate_id,
-                self.action,
-                self.reason,
-                self.since,
-                self.until,
-            )
-        )
+        return self == LetterFilter()
 
 
 @dataclass(frozen=True)

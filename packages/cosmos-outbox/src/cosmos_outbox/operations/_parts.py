@@ -30,6 +30,16 @@ if TYPE_CHECKING:
 __all__ = ["PagingTokens", "Parts"]
 
 
+#: Each kind of the operators' continuation tokens, and the purpose its key is derived for (a
+#: label, not a secret).
+TOKEN_PURPOSES = {
+    "quarantine": "outbox-admin/quarantine-token/v1",
+    "dead_letters": "outbox-admin/dead-letter-token/v1",
+    "documents": "outbox-admin/document-token/v1",
+    "redrive": "outbox-admin/redrive-token/v1",
+}
+
+
 @dataclass(frozen=True)
 class PagingTokens:
     """The sealed continuation tokens of the operators' paged answers (a token of one kind is
@@ -39,6 +49,11 @@ class PagingTokens:
     dead_letters: TokenCodec
     documents: TokenCodec
     redrive: TokenCodec
+
+    @classmethod
+    def derived(cls, key: Callable[[str], bytes]) -> PagingTokens:
+        """Each kind's codec, keyed by `key(its purpose)` (the services' secret, derived)."""
+        return cls(**{kind: TokenCodec(key(purpose)) for kind, purpose in TOKEN_PURPOSES.items()})
 
 
 def _no_dead_letters() -> AsyncDeadLetterQueues | None:

@@ -1,25 +1,12 @@
-"""The quarantine's use cases: its records, replay through the relay, and discard.
-
-**Discarding a quarantined event gives its version up**: its discard notice
-(`OutboxEventDiscarded`, with the version, action, reason and who discarded it) is sent in its
-session, where the event would have been, to every subscription, and only then the record is
-marked discarded (kept, with who and why, until it expires): the library's subscriber records an
-accepted gap and applies the versions it held after it. A discarded event is not replayed.
-
-Every action writes one audit log line (`cosmos_outbox.operations._audit`) with what subscribers
-will see, its values as fields (`extra`): `outbox.audit` (`quarantine.replay`,
-`quarantine.discard`, `redrive`, `deadletters.resubmit`, ...), `outbox.subscribers_will_see`,
-`outbox.event_id`, `outbox.reason`..., and who did it (`cosmos_outbox.operations`: "by <name> (id
-<object id>)" or "by admin key", and the fields `outbox.actor`, `outbox.actor_kind`,
-`outbox.actor_name`, `outbox.actor_id`); the discard notice names the same actor
-(`discardedBy`).
-"""
+"""The quarantine's use cases: its records, replay through the relay, and discard
+(docs/operating-the-outbox.md, "Recovery"). A discard gives the event's version up: its discard
+notice is sent in its session to every subscription, and only then the record is marked
+discarded (kept, with who and why, until it expires); a discarded event is not replayed. Every
+action writes one audit line (`_audit`) naming who did it and what subscribers will see."""
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
-from typing import Any
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._model import Model, of_attributes
@@ -27,15 +14,11 @@ from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
+from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._giving_up import Notice, notice_of_event, will_see_notice
 from cosmos_outbox.operations._parts import Parts
-from cosmos_outbox.ports import (
-    Page,
-)
+from cosmos_outbox.ports import Page
 from cosmos_outbox.telemetry import error_type
-
-#: The log category operators filter on (kept across module moves).
-logger = logging.getLogger("cosmos_outbox.operators")
 
 
 class Discarded(Model):
@@ -158,28 +141,16 @@ class QuarantineOperators:
 def _audit(
     action: str, entry: QuarantinedEvent, reason: str, *, will_see: str = "nothing new"
 ) -> None:
-    actor = current_actor()
-    fields: dict[str, Any] = {
-        **actor.log_fields(),
-        "outbox.audit": action,
-        "outbox.subscribers_will_see": will_see,
-        "outbox.event_id": entry.event_id,
-        "outbox.aggregate_type": entry.aggregate_type,
-        "outbox.aggregate_id": entry.aggregate_id,
-        "outbox.action": entry.action,
-        "outbox.version": entry.version,
-        "outbox.reason": reason,
-        "outbox.replays": entry.replays,
-    }
-    logger.warning(
-        "outbox audit: %s of event %s (%s %s v%s) by %s: %s; subscribers will see: %s",
+    audit(
         action,
-        entry.event_id,
-        entry.aggregate_type,
-        entry.aggregate_id,
-        entry.version,
-        actor,
-        reason,
-        will_see,
-        extra=fields,
+        f"event {entry.event_id} ({entry.aggregate_type} {entry.aggregate_id} "
+        f"v{entry.version}): {reason}",
+        will_see=will_see,
+        event_id=entry.event_id,
+        aggregate_type=entry.aggregate_type,
+        aggregate_id=entry.aggregate_id,
+        action=entry.action,
+        version=entry.version,
+        reason=reason,
+        replays=entry.replays,
     )

@@ -1,31 +1,15 @@
 """An honest re-drive: stored events sent again, and a report of what reached the topic and what
 subscribers will apply, never a bare "sent".
 
-Service Bus does not tell a sender that it dropped a message as a duplicate: a re-drive with the
-events' own MessageIds inside the topic's duplicate-detection window is accepted and dropped,
-and the sender cannot know. So a re-drive never reuses them: each event goes out under a
-MessageId of its own, `uuid5(namespace, "<event id>#<re-drive id>")` (the re-drive id drawn once
-per re-drive, carried by its continuation token from page to page), the event id unchanged as
-its CloudEvents id (`cloudEvents_id`) and `outboxRedrive` naming the re-drive. The topic cannot
-drop one as a duplicate: every message the relay reports sent reached the topic as a new
-message, and reached each subscription whose rule takes it — every subscription, or one
-(`subscription`: `outboxTarget`, as a dead letter's resubmission). A subscriber that
-deduplicates on the event id (the library's inbox and version check) applies only what it has
-not applied yet; when the app knows a subscriber's projection container (OUTBOX_SUBSCRIPTIONS
-`name=container`) the report counts, per such subscriber, the events it applied already (it
-drops them), holds (dropped: applied when its gap closes) and will apply.
-
-An event an operator discarded (given up: its quarantine record says so) is not re-driven. A
-scheduled event keeps its due time: one not released yet has its release scheduled again for its
-due time (it is sent then, once, under its own MessageId: `scheduled`), one released is sent
-again as any event, and one cancelled is not re-driven (`cancelled`): it is never sent.
-
-Long re-drives go a page at a time (`page_size` events, per aggregate in version order across
-pages): the answer carries a continuation token with the totals so far; the command line
-follows it and shows the progress. Events go through the relay
-(`cosmos_outbox._relay.forwarding.Relay`), so they are sent as the change-feed trigger sends them
-(claim check, quarantine rules).
-"""
+Each event goes out under a MessageId of its own, `uuid5("<event id>#<re-drive id>")` (the
+re-drive id drawn once, carried by its continuation token from page to page), the event id
+unchanged as its `cloudEvents_id` and `outboxRedrive` naming the re-drive, to every
+subscription or to one (`outboxTarget`): docs/operating-the-outbox.md says why the topic then
+drops none as a duplicate, and what each subscription receives as its rules decide. A discarded
+event is not re-driven; a scheduled one keeps its due time (not released yet: its release
+scheduled again; cancelled: not re-driven). A page at a time (`page_size` events, per aggregate
+in version order across pages), through the relay (`cosmos_outbox._relay.forwarding.Relay`), so
+events are sent as the change-feed trigger sends them (claim check, quarantine rules)."""
 
 from __future__ import annotations
 
@@ -489,24 +473,11 @@ def _where(subscription: str | None) -> str:
 def _will_see_preview(
     sent: int, subscription: str | None, counts: list[SubscriberCounts], counted: int
 ) -> str:
-    return (
-        f"{sent} message(s) {_where(subscription)}, in each aggregate's session in version "
-        "order, each with a MessageId of its own and the event id unchanged: a subscriber that "
-        "deduplicates on the event id applies only what it has not applied yet; one that "
-        "deduplicates on MessageId takes each for a new message. As each subscription's rules "
-        f"decide: {_per_subscription(counts, counted) or 'no subscription known'}"
-    )
+    return _sent_as(f"{sent} message(s) {_where(subscription)}", counts, counted)
 
 
 def _will_see(state: RedriveState, subscription: str | None, counts: list[SubscriberCounts]) -> str:
-    text = (
-        f"{state.accepted} new message(s) so far {_where(subscription)}, in each aggregate's "
-        "session in version order, each with a MessageId of its own (outboxRedrive) and the "
-        "event id unchanged (cloudEvents_id): a subscriber that deduplicates on the event id "
-        "applies only what it has not applied yet; one that deduplicates on MessageId takes "
-        "each for a new message. As each subscription's rules decide: "
-        f"{_per_subscription(counts) or 'no subscription known'}"
-    )
+    text = _sent_as(f"{state.accepted} new message(s) so far {_where(subscription)}", counts)
     if state.quarantined:
         text += (
             f"; {state.quarantined} event(s) quarantined again, each with its "
@@ -520,6 +491,18 @@ def _will_see(state: RedriveState, subscription: str | None, counts: list[Subscr
     if state.cancelled:
         text += f"; {state.cancelled} cancelled scheduled event(s) not re-driven: never sent"
     return text
+
+
+def _sent_as(what: str, counts: list[SubscriberCounts], counted: int | None = None) -> str:
+    """What subscribers will see of `what` a re-drive sends, as each subscription's rules
+    decide."""
+    return (
+        f"{what}, in each aggregate's session in version order, each with a MessageId of its "
+        "own (outboxRedrive) and the event id unchanged (cloudEvents_id): a subscriber that "
+        "deduplicates on the event id applies only what it has not applied yet; one that "
+        "deduplicates on MessageId takes each for a new message. As each subscription's rules "
+        f"decide: {_per_subscription(counts, counted) or 'no subscription known'}"
+    )
 
 
 def _audit_page(

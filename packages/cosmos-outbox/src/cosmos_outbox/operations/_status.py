@@ -1,25 +1,17 @@
 """The relay as operators see it: ready, healthy or stalled (`RelayState`), its backlog per
 lease, what blocks it, the unresolved quarantine, the scheduled events waiting
-(`StatusOperators.now`), the backlog timer's last hour, and health.
+(`StatusOperators.now`), the backlog timer's last hour, health, and the subscriptions lacking
+the targeted-delivery rule (docs/operating-the-outbox.md, "Subscriptions lacking the
+targeted-delivery rule").
 
-**Healthy means moving.** Ready is configured: the relay found what it needs (its topic, its
-lease container, the claim check's container). Healthy is moving: every pending event leaves
-within the trigger's poll delay and a bound (`OUTBOX_RELAY_STALL_SECONDS`, 60 s by default:
-`Parts.stall_after_seconds` is both). Stalled is pending and not moving: an event waits longer
-than that, or the relay records failed attempts on one (its blocked record). A stalled relay
-says since when (the first failed attempt, or when the oldest waiting event should have left),
-which dependency does not answer (the status asks each: Cosmos DB answered the status's own
-reads; Service Bus is asked with one round trip that changes nothing, `Relay.probe`, at most
-once every `PROBE_EVERY_SECONDS`) and the last error it knows. The relay's own view
-(`checkpoint` times, an owner holding each lease) says nothing about movement: a lease is
-renewed while its invocation hangs on a broker that does not answer.
-
-**The targeted-delivery rules** (issue 66 item 5): the status says which subscriptions of the
-topic lack the rule targeted deliveries need, or "not checked" and why (no management
-connection, credentials without Manage rights, no answer). The management API is asked at most
-every `TARGET_RULES_EVERY_SECONDS` (rules change at an upgrade, not between two polls of the
-console; a read that does not answer within `TARGET_RULES_SECONDS` is "not checked", asked
-again a minute later); the answer says when it was read."""
+**Healthy means moving.** Ready is configured; healthy is moving: every pending event leaves
+within the trigger's poll delay and a bound (`Parts.stall_after_seconds`). Stalled is pending
+and not moving: an event waits longer than that, or the relay records failed attempts on one. A
+stalled relay says since when, which dependency does not answer (Service Bus is asked with one
+round trip that changes nothing, `Relay.probe`, at most every PROBE_EVERY_SECONDS) and the last
+error it knows: a lease renewed says nothing about movement. The topic's rules are read at most
+every TARGET_RULES_EVERY_SECONDS (past TARGET_RULES_SECONDS: "not checked", asked again after
+TARGET_RULES_RETRY_SECONDS)."""
 
 from __future__ import annotations
 

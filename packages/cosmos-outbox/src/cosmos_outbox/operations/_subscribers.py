@@ -1,26 +1,17 @@
 """The subscribers, as the publishing app's operators see them: per watched subscription, its
 dead letters and, when the app knows the library's subscriber's projection container there
-(OUTBOX_SUBSCRIPTIONS `name=container`), what that subscriber holds, why, and what releases it,
-and the gaps it accepted (`cosmos_outbox.subscriber.subscriber_status`, the subscriber's own
-status, read from the same container).
+(OUTBOX_SUBSCRIPTIONS `name=container`), what it holds, why, what releases it, and the gaps it
+accepted (`cosmos_outbox.subscriber.subscriber_status`, read from the same container).
 
-**Releasing held versions.** Every version a subscriber holds has an action that releases it:
-the missing version arrives (a replayed quarantined event, a resubmitted dead letter, a
-re-drive), or an operator gives it up. A quarantined event is given up at the outbox
-(`quarantine discard`: every subscription), a dead letter at its subscription (`deadletters
-discard`). A version that is neither (its dead letter discarded by another tool, its message
-expired on the subscription, its event gone) is given up here: `release` sends the discard
-notice of that version (`OutboxEventDiscarded`, what is known of its event from the outbox's
-store) in the aggregate's session, to that subscription only (`outboxTarget`); the subscriber
-records an accepted gap and applies the versions it held after it. The notice goes through the
-subscription as every message does, so it is applied in order, by the subscriber itself.
-"""
+`release` gives a version up at one subscription when nothing else will bring it (its dead
+letter discarded by another tool, its message expired, its event gone): its discard notice,
+what the outbox's store still knows of its event, in the aggregate's session to that
+subscription only (`outboxTarget`), applied in order by the subscriber itself (docs/operating.md,
+"A subscriber holds versions")."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from cosmos_outbox._mapper import EVENT_TYPE, discard_notice, read_feed
+from cosmos_outbox._mapper import EVENT_TYPE, read_feed
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantined_event
 from cosmos_outbox._records import OutboxRecord
@@ -29,7 +20,7 @@ from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
-from cosmos_outbox.operations._giving_up import Notice, will_see_notice
+from cosmos_outbox.operations._giving_up import Notice, Version, notice_of_event, will_see_notice
 from cosmos_outbox.operations._letters import EntityCount
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import of_aggregate
@@ -117,19 +108,11 @@ class SubscriberOperators:
         entity = self._letters.entity(subscription)
         if entity.kind != "subscription":
             raise NotFoundError(WATCHED, f"{subscription} (a queue: nothing to release there)")
-        event_id, action, source = await self._known(aggregate_type, aggregate_id, version)
-        notice = discard_notice(
-            aggregate_type=aggregate_type,
-            aggregate_id=aggregate_id,
-            version=version,
-            event_id=event_id,
-            action=action,
-            reason=reason,
-            by=str(current_actor()),
-            at=datetime.now(UTC),
-            source=source,
-            target=entity.name,
-        )
+        known = await self._known(aggregate_type, aggregate_id, version)
+        notice = notice_of_event(known, reason=reason, by=str(current_actor()), target=entity.name)
+        if notice is None:
+            raise ValueError(f"version {version}: a version to give up is 1 or more")
+        event_id = known.event_id
         try:
             await answered(SERVICE_BUS, self._parts.relay().send([notice]))
         except Exception as exc:
@@ -152,26 +135,28 @@ class SubscriberOperators:
             subscription=entity.name, notice=Notice.of(notice), subscribers_will_see=will_see
         )
 
-    async def _known(
-        self, aggregate_type: str, aggregate_id: str, version: int
-    ) -> tuple[str | None, str | None, str]:
-        """The event id, action and source of the aggregate's `version`, from its stored event
-        or its quarantine record when the outbox still has one."""
+    async def _known(self, aggregate_type: str, aggregate_id: str, version: int) -> Version:
+        """The aggregate's `version`, with its event's id, action and source from its stored
+        event or its quarantine record when the outbox still has one."""
+        given = (aggregate_type, aggregate_id, version)
         documents = await answered(
             COSMOS_DB, of_aggregate(self._parts.store, EVENT_TYPE, aggregate_id)
         )
         for item in read_feed(documents, legacy=self._parts.legacy):
             if (
                 isinstance(item, OutboxRecord)
-                and item.version == version
-                and item.aggregate_type == aggregate_type
-                and item.aggregate_id == aggregate_id
+                and (
+                    item.aggregate_type,
+                    item.aggregate_id,
+                    item.version,
+                )
+                == given
             ):
-                return item.event_id, item.action, item.event_source
+                return Version(*given, item.event_id, item.action, item.event_source)
         for document in await answered(
             COSMOS_DB, of_aggregate(self._parts.store, QUARANTINE_TYPE, aggregate_id)
         ):
             entry = quarantined_event(document, legacy=self._parts.legacy)
             if entry.version == version and entry.aggregate_type in (aggregate_type, None):
-                return entry.event_id, entry.action, entry.event.event_source
-        return None, None, f"/{aggregate_type}s"
+                return Version(*given, entry.event_id, entry.action, entry.event.event_source)
+        return Version(*given, None, None, f"/{aggregate_type}s")

@@ -1,45 +1,28 @@
 """No dead letter leaves without a word: the dead letters of the watched subscriptions whose
 subscriber the app knows (OUTBOX_SUBSCRIPTIONS `name=container`), remembered, so that one that
-leaves its dead-letter queue without being applied is noticed and said.
+leaves its dead-letter queue without being applied is noticed and said (how, when, and with
+which recovery: docs/operating-the-outbox.md, "Never resend a dead letter with its own
+MessageId").
 
-A dead letter can leave its queue three ways: the operators resubmit it (a MessageId of its
-own: it arrives) or discard it (its version given up: a notice arrives), both through
-`cosmos_outbox.operations`, which record it here; or another tool removes it. Service Bus
-Explorer's "resend" sends a copy with the same MessageId and completes the dead letter: inside
-the topic's duplicate-detection window the copy is dropped as a duplicate, and the dead letter
-is gone while its subscriber never got it (it holds the versions after it, "not arrived").
-
-**The watch** (`DeadLetterWatch.sweep`, each backlog timer tick: once a minute by default) peeks
-each watched subscription's dead-letter queue and keeps one record per dead letter seen
-(`outboxDeadLetterWatch` documents in a partition of their own of the outbox's container,
-`outbox-dead-letter-watch`): its subscription, event, aggregate and version, when it was seen,
-and its fate. A dead letter no longer in its queue that nobody here resubmitted or discarded is
-checked at its subscriber: applied (its inbox record, or its projection at or past the
-version), given up there (an accepted gap), or not. Not applied a grace period
-(`GRACE_SECONDS`) after the sweep that found it gone (a resubmission with a MessageId of its own
-may still be on its way), it has **vanished**, said by the first sweep past the grace (so up to
-a tick later), its time still the one it was found gone: the status, the console, the metric
-`outbox.dead_letters.vanished` and the event's journey say so, with the action that recovers
-it (a re-drive of its aggregate to that subscription only while its event is stored; else
-releasing the version there). A later sweep that finds it applied (a re-drive, a resend with a
-new MessageId) resolves it.
-
-Cost: one peek of each watched dead-letter queue (up to COUNT_LIMIT letters) and one query of
-the records' partition per tick; a subscriber's point reads only for letters that left. A queue
-holding more than COUNT_LIMIT dead letters is judged up to the last one read (a letter beyond it
-is never taken for gone). Records of resolved letters expire after `KEPT_SECONDS` (they are the
-journey's history); a vanished one is kept until it is resolved."""
+`DeadLetterWatch.sweep` (each backlog timer tick) peeks each watched subscription's dead-letter
+queue and keeps one record per dead letter seen (`outboxDeadLetterWatch` documents in a
+partition of their own of the outbox's container, `outbox-dead-letter-watch`) and its fate; the
+operators' own resubmissions and discards are recorded before they happen (`handled`). One that
+left unhandled is checked at its subscriber (applied, given up there, or not); not applied
+GRACE_SECONDS after the sweep that found it gone, it has vanished. A queue holding more than
+COUNT_LIMIT dead letters is judged up to the last one read. Records of resolved letters expire
+after KEPT_SECONDS (the journey's history); a vanished one is kept until it is resolved."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from cosmos_outbox._mapper import EVENT_TYPE, parse_time
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
+from cosmos_outbox.operations._letters import Described, enqueued
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import AsyncDocumentStore, DeadLetterEntity
 from cosmos_outbox.subscriber._bookkeeping import ACCEPTED_GAP_TYPE, gap_id, inbox_id, last_version
@@ -78,6 +61,31 @@ class WatchRecord(Model):
     #: when it reached this fate, and who took the action (resubmitted, discarded)
     fate_at: datetime
     by: str | None = None
+
+    @classmethod
+    def of(
+        cls,
+        subscription: str,
+        described: Described,
+        fate: Fate,
+        at: datetime,
+        by: str | None = None,
+    ) -> WatchRecord:
+        """The record of a dead letter of `subscription`, seen (or handled) `at`."""
+        letter = described.letter
+        return of_attributes(
+            cls,
+            described,
+            subscription=subscription,
+            sequence_number=letter.sequence_number,
+            message_id=letter.message_id,
+            seen_at=at,
+            dead_lettered_at=enqueued(letter),
+            reason=letter.reason,
+            fate=fate,
+            fate_at=at,
+            by=by,
+        )
 
 
 class VanishedLetter(Model):
@@ -122,10 +130,6 @@ class DeadLetterWatch:
         )
         return [WatchRecord.model_validate(d["record"]) for d in documents if "record" in d]
 
-    async def of_event(self, event_id: str) -> list[WatchRecord]:
-        """The records of one event (at each subscription it was dead-lettered at)."""
-        return [r for r in await self.records() if r.event_id == event_id]
-
     async def _keep(self, record: WatchRecord) -> None:
         settled = record.fate in SETTLED
         await answered(
@@ -144,39 +148,20 @@ class DeadLetterWatch:
     async def handled(
         self,
         entity: DeadLetterEntity,
-        letters: list[tuple[int, str | None, Mapping[str, Any]]],
+        letters: list[Described],
         *,
         fate: Literal["resubmitted", "discarded"],
         by: str,
     ) -> None:
-        """An operators' action took these dead letters out of `entity`'s queue: (sequence
-        number, event id, what is known of it) each. Recorded before the watch can take them
-        for gone (failures logged by the caller's audit, never raised here: the action is
-        done)."""
+        """An operators' action took these dead letters out of `entity`'s queue. Recorded
+        before the watch can take them for gone (failures logged by the caller's audit, never
+        raised here: the action is done)."""
         if entity.kind != "subscription":
             return
         now = self._now()
-        for number, event_id, known in letters:
-            if not event_id:
-                continue
-            await self._keep(
-                WatchRecord(
-                    subscription=entity.name,
-                    event_id=event_id,
-                    sequence_number=number,
-                    message_id=known.get("message_id"),
-                    aggregate_type=known.get("aggregate_type"),
-                    aggregate_id=known.get("aggregate_id"),
-                    action=known.get("action"),
-                    version=known.get("version"),
-                    seen_at=known.get("seen_at") or now,
-                    dead_lettered_at=known.get("dead_lettered_at"),
-                    reason=known.get("reason"),
-                    fate=fate,
-                    fate_at=now,
-                    by=by,
-                )
-            )
+        for described in letters:
+            if described.event_id and described.is_outbox_message:
+                await self._keep(WatchRecord.of(entity.name, described, fate, now, by))
 
     async def sweep(self, scan: Any) -> list[VanishedLetter]:
         """One look at each watched subscription whose subscriber the app knows (`scan`:
@@ -194,27 +179,7 @@ class DeadLetterWatch:
             for event_id, described in present.items():
                 known = kept.get((entity.name, event_id))
                 if known is None or known.fate not in ("dead-lettered", "left", "vanished"):
-                    letter = described.letter
-                    enqueued = letter.enqueued_at
-                    await self._keep(
-                        WatchRecord(
-                            subscription=entity.name,
-                            event_id=event_id,
-                            sequence_number=letter.sequence_number,
-                            message_id=letter.message_id,
-                            aggregate_type=described.aggregate_type,
-                            aggregate_id=described.aggregate_id,
-                            action=described.action,
-                            version=described.version,
-                            seen_at=now,
-                            dead_lettered_at=datetime.fromtimestamp(enqueued, UTC)
-                            if enqueued is not None
-                            else None,
-                            reason=letter.reason,
-                            fate="dead-lettered",
-                            fate_at=now,
-                        )
-                    )
+                    await self._keep(WatchRecord.of(entity.name, described, "dead-lettered", now))
             for (name, event_id), record in kept.items():
                 if name != entity.name or event_id in present:
                     continue

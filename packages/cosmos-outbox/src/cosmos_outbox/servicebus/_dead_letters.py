@@ -35,7 +35,6 @@ from typing import Any
 
 from azure.servicebus import (
     ServiceBusClient,
-    ServiceBusMessage,
     ServiceBusReceivedMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
@@ -52,7 +51,9 @@ from cosmos_outbox.ports import (
     Outgoing,
 )
 
-__all__ = ["AsyncServiceBusDeadLetters", "ServiceBusDeadLetters", "dead_letter_of", "message_of"]
+__all__ = ["AsyncServiceBusDeadLetters", "ServiceBusDeadLetters", "dead_letter_of"]
+from cosmos_outbox.servicebus._clients import AsyncClientAdapter, ConnectedAdapter
+from cosmos_outbox.servicebus._messages import message_of
 
 logger = logging.getLogger("cosmos_outbox.servicebus")
 #: The two application properties the broker adds when it dead-letters a message.
@@ -90,19 +91,6 @@ def dead_letter_of(message: ServiceBusReceivedMessage) -> DeadLetter:
     )
 
 
-def message_of(outgoing: Outgoing) -> ServiceBusMessage:
-    """An `Outgoing` as the SDK's message: its fields as they are, nothing added."""
-    return ServiceBusMessage(
-        outgoing.body,
-        message_id=outgoing.message_id,
-        session_id=outgoing.session_id,
-        subject=outgoing.subject,
-        content_type=outgoing.content_type,
-        correlation_id=outgoing.correlation_id,
-        application_properties=dict(outgoing.application_properties),  # type: ignore[arg-type]
-    )
-
-
 class _Links:
     """One entity's receiver (of its dead-letter queue, peek-lock) and sender (to the topic for
     a subscription's, to the queue for a queue's)."""
@@ -136,7 +124,7 @@ def _batch_size(wanted: Mapping[int, Any]) -> int:
     return max(1, min(_RECEIVE_BATCH, len(wanted)))
 
 
-class ServiceBusDeadLetters(DeadLetterQueues):
+class ServiceBusDeadLetters(ConnectedAdapter, DeadLetterQueues):
     """The dead-letter queues of `topic`'s subscriptions (and of queues) on the SDK's sync
     client (made by `connect`, once, on first use). One call at a time (a lock): the sync
     SDK's links are not to be shared between threads."""
@@ -147,20 +135,6 @@ class ServiceBusDeadLetters(DeadLetterQueues):
         self._client: ServiceBusClient | None = None
         self._lock = threading.Lock()
         self._links: dict[str, _Links] = {}
-
-    @classmethod
-    def from_connection_string(cls, connection_string: str, topic: str) -> ServiceBusDeadLetters:
-        return cls(lambda: ServiceBusClient.from_connection_string(connection_string), topic)
-
-    @classmethod
-    def from_namespace(cls, fully_qualified_namespace: str, topic: str) -> ServiceBusDeadLetters:
-        """With `DefaultAzureCredential` (the app's managed identity)."""
-        from azure.identity import DefaultAzureCredential
-
-        credential = DefaultAzureCredential()
-        return cls(
-            lambda: ServiceBusClient(fully_qualified_namespace, credential=credential), topic
-        )
 
     def _links_of(self, entity: DeadLetterEntity) -> _Links:
         links = self._links.get(entity.name)
@@ -221,7 +195,7 @@ class ServiceBusDeadLetters(DeadLetterQueues):
                 self._client = None
 
 
-class AsyncServiceBusDeadLetters(AsyncDeadLetterQueues):
+class AsyncServiceBusDeadLetters(AsyncClientAdapter, AsyncDeadLetterQueues):
     """`ServiceBusDeadLetters` on the SDK's `aio` client: one call at a time per entity (an
     `asyncio.Lock` each), the others' concurrent."""
 
@@ -230,24 +204,6 @@ class AsyncServiceBusDeadLetters(AsyncDeadLetterQueues):
         self._topic = topic
         self._links: dict[str, _Links] = {}
         self._locks: dict[str, asyncio.Lock] = {}
-
-    @classmethod
-    def from_connection_string(
-        cls, connection_string: str, topic: str
-    ) -> AsyncServiceBusDeadLetters:
-        return cls(AsyncServiceBusClient.from_connection_string(connection_string), topic)
-
-    @classmethod
-    def from_namespace(
-        cls, fully_qualified_namespace: str, topic: str
-    ) -> AsyncServiceBusDeadLetters:
-        """With `DefaultAzureCredential` (the app's managed identity)."""
-        from azure.identity.aio import DefaultAzureCredential
-
-        return cls(
-            AsyncServiceBusClient(fully_qualified_namespace, credential=DefaultAzureCredential()),
-            topic,
-        )
 
     def _lock(self, entity: DeadLetterEntity) -> asyncio.Lock:
         return self._locks.setdefault(entity.name, asyncio.Lock())

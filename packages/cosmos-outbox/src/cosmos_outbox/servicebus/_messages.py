@@ -10,22 +10,28 @@ from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 
-from cosmos_outbox._mapper.cloudevents import application_properties
+from cosmos_outbox._mapper.cloudevents import application_properties, outgoing
 from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox.ports import MessageBatch
+from cosmos_outbox.ports import MessageBatch, Outgoing
 
 
 def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceBusMessage:
     """The Service Bus message: the outbox's fields and properties, plus the CloudEvents
     attributes (the source: `base` + the message's source path)."""
+    return message_of(outgoing(message, base=base))
+
+
+def message_of(sent: Outgoing) -> ServiceBusMessage:
+    """An `Outgoing` as the SDK's message: its fields as they are, nothing added."""
     # The SDK's stubs type these keys `str | bytes` here and `str` on the AMQP message.
-    properties = cast("dict[str | bytes, Any]", application_properties(message, base=base))
+    properties = cast("dict[str | bytes, Any]", dict(sent.application_properties))
     return ServiceBusMessage(
-        message.body,
-        content_type=message.content_type,
-        subject=message.subject,
-        message_id=message.message_id,
-        session_id=message.session_id,
+        sent.body,
+        message_id=sent.message_id,
+        session_id=sent.session_id,
+        subject=sent.subject,
+        content_type=sent.content_type,
+        correlation_id=sent.correlation_id,
         application_properties=properties,
     )
 

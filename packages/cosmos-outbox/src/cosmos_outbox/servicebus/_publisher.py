@@ -16,6 +16,7 @@ from azure.servicebus import ServiceBusClient
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
 from cosmos_outbox.ports import AsyncMessagePublisher, MessageBatch, MessagePublisher
+from cosmos_outbox.servicebus._clients import AsyncClientAdapter, ConnectedAdapter
 from cosmos_outbox.servicebus._messages import ServiceBusBatch
 
 logger = logging.getLogger("cosmos_outbox.servicebus")
@@ -33,7 +34,7 @@ class _Link:
         self.batch_bytes: int | None = None
 
 
-class ServiceBusPublisher(MessagePublisher):
+class ServiceBusPublisher(ConnectedAdapter, MessagePublisher):
     """One client and one sender per thread: the worker runs the trigger's invocations (one per
     lease) on threads of its own, concurrently, and the SDK's clients and senders are not
     thread-safe (its README: "not recommended to share across threads"). A sender per thread
@@ -56,28 +57,6 @@ class ServiceBusPublisher(MessagePublisher):
         self._lock = threading.Lock()  # guards `_clients`, every thread's (for close())
         self._clients: list[tuple[ServiceBusClient, _Link]] = []
         self._local = threading.local()
-
-    @classmethod
-    def from_connection_string(
-        cls, connection_string: str, topic: str, **options: Any
-    ) -> ServiceBusPublisher:
-        return cls(
-            lambda: ServiceBusClient.from_connection_string(connection_string), topic, **options
-        )
-
-    @classmethod
-    def from_namespace(
-        cls, fully_qualified_namespace: str, topic: str, **options: Any
-    ) -> ServiceBusPublisher:
-        """With `DefaultAzureCredential` (the app's managed identity)."""
-        from azure.identity import DefaultAzureCredential
-
-        credential = DefaultAzureCredential()
-        return cls(
-            lambda: ServiceBusClient(fully_qualified_namespace, credential=credential),
-            topic,
-            **options,
-        )
 
     def _link(self) -> tuple[ServiceBusClient, _Link]:
         found: tuple[ServiceBusClient, _Link] | None = getattr(self._local, "link", None)
@@ -157,7 +136,7 @@ class ServiceBusPublisher(MessagePublisher):
             client.close()
 
 
-class AsyncServiceBusPublisher(AsyncMessagePublisher):
+class AsyncServiceBusPublisher(AsyncClientAdapter, AsyncMessagePublisher):
     """One `aio` client; a sender per running invocation (a task: the SDK's senders are not
     safe to share between coroutines), returned to a pool when the invocation ends and reused
     by the next, so concurrent leases send concurrently and no invocation opens a link of its
@@ -177,27 +156,6 @@ class AsyncServiceBusPublisher(AsyncMessagePublisher):
         self._base = cloudevents_source_base
         self._idle: list[_Link] = []
         self._busy: dict[asyncio.Task[Any], _Link] = {}
-
-    @classmethod
-    def from_connection_string(
-        cls, connection_string: str, topic: str, **options: Any
-    ) -> AsyncServiceBusPublisher:
-        return cls(
-            AsyncServiceBusClient.from_connection_string(connection_string), topic, **options
-        )
-
-    @classmethod
-    def from_namespace(
-        cls, fully_qualified_namespace: str, topic: str, **options: Any
-    ) -> AsyncServiceBusPublisher:
-        """With `DefaultAzureCredential` (the app's managed identity)."""
-        from azure.identity.aio import DefaultAzureCredential
-
-        return cls(
-            AsyncServiceBusClient(fully_qualified_namespace, credential=DefaultAzureCredential()),
-            topic,
-            **options,
-        )
 
     def _link(self) -> _Link:
         task = asyncio.current_task()

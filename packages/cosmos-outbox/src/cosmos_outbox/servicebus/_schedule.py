@@ -25,6 +25,7 @@ from cosmos_outbox import _clock as clock
 from cosmos_outbox._mapper import RELEASE_SUBJECT, due_text, release_body
 from cosmos_outbox._records import Release
 from cosmos_outbox.ports import AsyncScheduleQueue, ScheduleQueue
+from cosmos_outbox.servicebus._clients import AsyncClientAdapter, ConnectedAdapter
 
 logger = logging.getLogger("cosmos_outbox.servicebus")
 
@@ -44,7 +45,7 @@ def release_message(release: Release) -> ServiceBusMessage:
     )
 
 
-class ServiceBusScheduleQueue(ScheduleQueue):
+class ServiceBusScheduleQueue(ConnectedAdapter, ScheduleQueue):
     """One client and sender per thread (the SDK's are not thread-safe; the sync relay's
     invocations run on threads of their own). `connect` makes a client."""
 
@@ -54,20 +55,6 @@ class ServiceBusScheduleQueue(ScheduleQueue):
         self._lock = threading.Lock()
         self._clients: list[ServiceBusClient] = []
         self._local = threading.local()
-
-    @classmethod
-    def from_connection_string(cls, connection_string: str, queue: str) -> ServiceBusScheduleQueue:
-        return cls(lambda: ServiceBusClient.from_connection_string(connection_string), queue)
-
-    @classmethod
-    def from_namespace(cls, fully_qualified_namespace: str, queue: str) -> ServiceBusScheduleQueue:
-        """With `DefaultAzureCredential` (the app's managed identity)."""
-        from azure.identity import DefaultAzureCredential
-
-        credential = DefaultAzureCredential()
-        return cls(
-            lambda: ServiceBusClient(fully_qualified_namespace, credential=credential), queue
-        )
 
     def _sender(self) -> Any:
         sender = getattr(self._local, "sender", None)
@@ -113,7 +100,7 @@ class ServiceBusScheduleQueue(ScheduleQueue):
             client.close()
 
 
-class AsyncServiceBusScheduleQueue(AsyncScheduleQueue):
+class AsyncServiceBusScheduleQueue(AsyncClientAdapter, AsyncScheduleQueue):
     """One `aio` client and one sender, kept (opening a link costs a round trip or more); a
     sender is not safe to share between coroutines, so the sends take turns (scheduled events
     are a small part of what the relay sends; a release is a small message)."""
@@ -123,24 +110,6 @@ class AsyncServiceBusScheduleQueue(AsyncScheduleQueue):
         self._client = client
         self._sender: Any = None
         self._turn: asyncio.Lock | None = None
-
-    @classmethod
-    def from_connection_string(
-        cls, connection_string: str, queue: str
-    ) -> AsyncServiceBusScheduleQueue:
-        return cls(AsyncServiceBusClient.from_connection_string(connection_string), queue)
-
-    @classmethod
-    def from_namespace(
-        cls, fully_qualified_namespace: str, queue: str
-    ) -> AsyncServiceBusScheduleQueue:
-        """With `DefaultAzureCredential` (the app's managed identity)."""
-        from azure.identity.aio import DefaultAzureCredential
-
-        return cls(
-            AsyncServiceBusClient(fully_qualified_namespace, credential=DefaultAzureCredential()),
-            queue,
-        )
 
     async def _send(self, releases: Sequence[Release] | None) -> None:
         """Send `releases` (None: open the link and ask its limit) on the kept sender; a sender

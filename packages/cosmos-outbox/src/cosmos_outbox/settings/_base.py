@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -47,6 +48,18 @@ LOCAL_HOST_INTERVAL_SETTINGS = {
     "lease_expiration_interval": "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL",
     "lease_renew_interval": "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL",
 }
+
+
+def retired(field: str, why: str) -> Any:
+    """The validator of a retired setting's field (read only to be refused): set, it is an
+    error saying `why` (what replaced it)."""
+
+    def refuse(cls: type, value: str | None) -> None:
+        if value is not None:
+            raise ValueError(why)
+
+    return field_validator(field)(classmethod(refuse))
+
 
 #: Settings that were replaced: read only to refuse them with a word on what replaced them.
 RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE", "OUTBOX_LEASE_PREFIX"})
@@ -124,15 +137,12 @@ class TriggerSettings(BaseModel):
         default=DEFAULT_LEASE_CONTAINER, alias="COSMOS_LEASE_CONTAINER", min_length=1
     )
 
-    @field_validator("lease_prefix_renamed")
-    @classmethod
-    def _renamed(cls, value: str | None) -> None:
-        if value is not None:
-            raise ValueError(
-                "is renamed OUTBOX_PROCESSOR_NAME (the relay's processor's name, as the change "
-                "feed processor calls it): set OUTBOX_PROCESSOR_NAME to the same value (the "
-                "leases stay the relay's) and remove OUTBOX_LEASE_PREFIX"
-            )
+    _renamed = retired(
+        "lease_prefix_renamed",
+        "is renamed OUTBOX_PROCESSOR_NAME (the relay's processor's name, as the change feed "
+        "processor calls it): set OUTBOX_PROCESSOR_NAME to the same value (the leases stay the "
+        "relay's) and remove OUTBOX_LEASE_PREFIX",
+    )
 
     @field_validator("schedule_queue", mode="before")
     @classmethod

@@ -28,6 +28,7 @@ from cosmos_outbox.settings._base import (
     SettingsError,
     TriggerSettings,
     problems,
+    retired,
 )
 
 S = TypeVar("S", bound="BaseSettings")
@@ -296,15 +297,12 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
             raise ValueError("must be an absolute URI (https://..., urn:...) or a path (/...)")
         return value.rstrip("/")
 
-    @field_validator("cloudevents_source_replaced")
-    @classmethod
-    def _replaced(cls, value: str | None) -> None:
-        if value is not None:
-            raise ValueError(
-                "is replaced by CLOUDEVENTS_SOURCE_BASE: each aggregate type now has its own "
-                "source, <base>/<collection> (e.g. https://shop.example.com/orders); set the "
-                "base and remove CLOUDEVENTS_SOURCE"
-            )
+    _replaced = retired(
+        "cloudevents_source_replaced",
+        "is replaced by CLOUDEVENTS_SOURCE_BASE: each aggregate type now has its own source, "
+        "<base>/<collection> (e.g. https://shop.example.com/orders); set the base and remove "
+        "CLOUDEVENTS_SOURCE",
+    )
 
 
 #: Service Bus's entity names (subscriptions, queues): letters, digits, `.`, `-`, `_` (and `/`

@@ -274,6 +274,28 @@ def start_cosmos(
         env=node_server_environment(NODE_NO_WARNINGS="1", NODE_PATH=str(modules)),
         **OWN_PROCESS_GROUP,
     )
+    ready = _await_ready(process, log, log_path, timeout)
+    address = str(ready["endpoint"])
+    endpoint = CosmosEndpoint(
+        endpoint=_named(address, host, int(str(ready["port"]))) if local else address,
+        key=EMULATOR_KEY,
+        verify_tls=False,
+        process=process,
+        port=int(str(ready["port"])),
+        _log=log,
+        tls=local,
+    )
+    logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
+    note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
+    return endpoint
+
+
+def _await_ready(
+    process: subprocess.Popen[bytes], log: IO[bytes] | None, log_path: Path | None, timeout: float
+) -> dict[str, object]:
+    """The endpoint's ready line; CosmosStartError (the endpoint stopped, its log closed) when
+    it is not ready within ``timeout``, saying how it exited, what it wrote instead and the
+    last lines of its log."""
     ready: dict[str, object] = {}
     assert process.stdout is not None
     stdout = process.stdout
@@ -311,16 +333,4 @@ def start_cosmos(
             + ")"
             + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
         )
-    address = str(ready["endpoint"])
-    endpoint = CosmosEndpoint(
-        endpoint=_named(address, host, int(str(ready["port"]))) if local else address,
-        key=EMULATOR_KEY,
-        verify_tls=False,
-        process=process,
-        port=int(str(ready["port"])),
-        _log=log,
-        tls=local,
-    )
-    logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
-    note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
-    return endpoint
+    return ready

@@ -185,129 +185,29 @@ def launch_host(
     cancel: threading.Event | None = None,
 ) -> RunningRunner:
     """Start the host ``options`` describe (``start_runner``), ready when this returns."""
-    app_dir = options.app_dir.resolve()
-    script = options.script
-    if not app_dir.is_dir():
-        raise RunnerStartError(f"the app folder {app_dir} does not exist")
-    if not (app_dir / script).is_file():
-        raise RunnerStartError(
-            f"no {script} in {app_dir}: not a Python Functions app (v2 programming model)"
-        )
-    try:
-        wheel = rpc_wheel()  # downloaded on first use, said here rather than in the host's log
-    except SetupError as exc:
-        raise RunnerStartError(str(exc)) from None
-    settings_file = options.settings_file.resolve() if options.settings_file else None
-    settings = options.settings
-    env = trusting_environment(dict(os.environ))  # + funcstack's authority (cosmos/_tls.py)
-    env.update(settings)
-    env.pop("PYTHONPATH", None)
-    if options.extra_import_paths:
-        env["PYTHONPATH"] = os.pathsep.join(str(p.resolve()) for p in options.extra_import_paths)
-    env["PYTHONUNBUFFERED"] = "1"
-    env[RPC_WHEEL_ENV] = str(wheel)
-    cmd = [
-        sys.executable, "-m", "funcstack.functions_host",
-        "--app-dir", str(app_dir), "--script", script,
-        "--host", host, "--port", str(port), "--log-level", options.log_level,
-    ]  # fmt: skip
-    if settings_file is not None:
-        cmd += ["--settings", str(settings_file)]
-    if settings:  # their names only: the values are secrets, and a command line is public
-        cmd += ["--given", ",".join(sorted(settings))]
-    if options.python is not None:
-        cmd += ["--python", options.python]
-    if options.enforce_keys:
-        cmd += ["--enforce-keys"]
-    on_console = options.on_console
-    if on_console is not None:
-        cmd += ["--console"]
-    if options.group is not None:
-        cmd += ["--group", options.group]
+    cmd, env = _host_command(options, host, port)
     log: IO[bytes] | None = Path(log_path).open("ab") if log_path else None  # noqa: SIM115
     process = subprocess.Popen(
         cmd,
-        cwd=str(app_dir),
+        cwd=str(options.app_dir.resolve()),
         env=env,
         stdout=subprocess.PIPE,
         stderr=log if log is not None else subprocess.DEVNULL,
         **OWN_PROCESS_GROUP,
     )
     assert process.stdout is not None
-    stdout = process.stdout
-    ready: dict[str, object] = {}
-    failed: list[str] = []
-    deadline = time.monotonic() + timeout
-
-    def _console(raw: bytes, data: object) -> bool:
-        """A console record (to ``on_console`` only: the log has it), or a line the app
-        printed (to ``on_console`` too); False for the host's own lines."""
-        if on_console is None:
-            return False
-        if isinstance(data, dict) and isinstance(data.get("console"), dict):
-            on_console(data["console"])
-            return True
-        if not (isinstance(data, dict) and "ready" in data):
-            text = raw.decode("utf-8", "replace").rstrip("\r\n")
-            now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-            on_console({"time": now, "category": "stdout", "level": "INFO", "message": text})
-        return False
-
-    def _read_ready() -> None:
-        for raw in stdout:
-            try:
-                data = json.loads(raw)
-            except ValueError:
-                data = None
-            if _console(raw, data):
-                continue
-            if isinstance(data, dict) and "keys" in data:  # the keys are not logged
-                raw = (json.dumps({**data, "keys": "(not logged)"}) + "\n").encode()
-            if log is not None:
-                log.write(raw)
-                log.flush()
-            if isinstance(data, dict) and data.get("ready"):
-                ready.update(data)
-                break
-            if isinstance(data, dict) and data.get("ready") is False:
-                failed.append(str(data.get("error") or "unknown error"))
-        for raw in stdout:  # keep draining so the child never blocks on a full pipe
-            try:
-                data = json.loads(raw) if raw.startswith(b"{") else None
-            except ValueError:
-                data = None
-            if _console(raw, data):
-                continue
-            if log is not None and not log.closed:
-                log.write(raw)
-                log.flush()
-
-    drain = threading.Thread(target=_read_ready, name="runner-stdout", daemon=True)
+    output = _HostOutput(process.stdout, log, options.on_console)
+    drain = threading.Thread(target=output.read, name="runner-stdout", daemon=True)
     drain.start()
     try:
-        while not ready:
-            if process.poll() is not None:
-                drain.join(2)
-                if log is not None:
-                    log.flush()
-                if failed:
-                    raise RunnerStartError(failed[0])
-                lines = last_lines(Path(log_path) if log_path else None)
-                raise RunnerStartError(
-                    f"the host exited ({describe_exit(process.returncode)})"
-                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
-                )
-            if time.monotonic() > deadline:
-                raise RunnerStartError(f"the host did not become ready within {timeout:g} s")
-            if cancel is not None and cancel.is_set():
-                raise RunnerStartError("the start was cancelled (the stack is stopping)")
-            time.sleep(0.02)
+        _wait_ready(process, output, drain, log_path, timeout, cancel)
     except BaseException:  # not ready, timed out, or interrupted: the child does not outlive it
         stop_child(process)
         drain.join(2)
         if log is not None:
             log.close()
         raise
+    ready = output.ready
     keys = ready.get("keys")
     groups = ready.get("groups")
     leases = ready.get("leases")
@@ -332,3 +232,137 @@ def launch_host(
         _log=log,
         _drain=drain,
     )
+
+
+def _host_command(options: HostOptions, host: str, port: int) -> tuple[list[str], dict[str, str]]:
+    """The host's command line and environment (the app's folder and script checked, the RPC
+    messages' wheel downloaded on first use)."""
+    app_dir = options.app_dir.resolve()
+    script = options.script
+    if not app_dir.is_dir():
+        raise RunnerStartError(f"the app folder {app_dir} does not exist")
+    if not (app_dir / script).is_file():
+        raise RunnerStartError(
+            f"no {script} in {app_dir}: not a Python Functions app (v2 programming model)"
+        )
+    try:
+        wheel = rpc_wheel()  # downloaded on first use, said here rather than in the host's log
+    except SetupError as exc:
+        raise RunnerStartError(str(exc)) from None
+    settings = options.settings
+    env = trusting_environment(dict(os.environ))  # + funcstack's authority (cosmos/_tls.py)
+    env.update(settings)
+    env.pop("PYTHONPATH", None)
+    if options.extra_import_paths:
+        env["PYTHONPATH"] = os.pathsep.join(str(p.resolve()) for p in options.extra_import_paths)
+    env["PYTHONUNBUFFERED"] = "1"
+    env[RPC_WHEEL_ENV] = str(wheel)
+    cmd = [
+        sys.executable, "-m", "funcstack.functions_host",
+        "--app-dir", str(app_dir), "--script", script,
+        "--host", host, "--port", str(port), "--log-level", options.log_level,
+    ]  # fmt: skip
+    if options.settings_file is not None:
+        cmd += ["--settings", str(options.settings_file.resolve())]
+    if settings:  # their names only: the values are secrets, and a command line is public
+        cmd += ["--given", ",".join(sorted(settings))]
+    if options.python is not None:
+        cmd += ["--python", options.python]
+    if options.enforce_keys:
+        cmd += ["--enforce-keys"]
+    if options.on_console is not None:
+        cmd += ["--console"]
+    if options.group is not None:
+        cmd += ["--group", options.group]
+    return cmd, env
+
+
+class _HostOutput:
+    """The host's stdout, read on a thread of its own: its ready line (or its refusals), the
+    terminal's records handed to ``on_console``, the rest written to the log; then drained for
+    as long as the host runs, so it never blocks on a full pipe."""
+
+    def __init__(
+        self,
+        stdout: IO[bytes],
+        log: IO[bytes] | None,
+        on_console: Callable[[Mapping[str, Any]], None] | None,
+    ) -> None:
+        self.stdout = stdout
+        self.log = log
+        self.on_console = on_console
+        self.ready: dict[str, object] = {}
+        self.failed: list[str] = []
+
+    def read(self) -> None:
+        for raw in self.stdout:
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                data = None
+            if self._console(raw, data):
+                continue
+            if isinstance(data, dict) and "keys" in data:  # the keys are not logged
+                raw = (json.dumps({**data, "keys": "(not logged)"}) + "\n").encode()
+            self._write(raw)
+            if isinstance(data, dict) and data.get("ready"):
+                self.ready.update(data)
+                break
+            if isinstance(data, dict) and data.get("ready") is False:
+                self.failed.append(str(data.get("error") or "unknown error"))
+        for raw in self.stdout:  # keep draining so the child never blocks on a full pipe
+            try:
+                data = json.loads(raw) if raw.startswith(b"{") else None
+            except ValueError:
+                data = None
+            if not self._console(raw, data):
+                self._write(raw)
+
+    def _write(self, raw: bytes) -> None:
+        if self.log is not None and not self.log.closed:
+            self.log.write(raw)
+            self.log.flush()
+
+    def _console(self, raw: bytes, data: object) -> bool:
+        """A console record (to ``on_console`` only: the log has it), or a line the app
+        printed (to ``on_console`` too); False for the host's own lines."""
+        if self.on_console is None:
+            return False
+        if isinstance(data, dict) and isinstance(data.get("console"), dict):
+            self.on_console(data["console"])
+            return True
+        if not (isinstance(data, dict) and "ready" in data):
+            text = raw.decode("utf-8", "replace").rstrip("\r\n")
+            now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            self.on_console({"time": now, "category": "stdout", "level": "INFO", "message": text})
+        return False
+
+
+def _wait_ready(
+    process: subprocess.Popen[bytes],
+    output: _HostOutput,
+    drain: threading.Thread,
+    log_path: str | Path | None,
+    timeout: float,
+    cancel: threading.Event | None,
+) -> None:
+    """Until the host's ready line: RunnerStartError when it exits first (its own reason, or
+    how it exited and its log's last lines), is not ready in time, or the start is cancelled."""
+    deadline = time.monotonic() + timeout
+    while not output.ready:
+        if process.poll() is not None:
+            drain.join(2)
+            if output.log is not None:
+                output.log.flush()
+            if output.failed:
+                raise RunnerStartError(output.failed[0])
+            lines = last_lines(Path(log_path) if log_path else None)
+            raise RunnerStartError(
+                f"the host exited ({describe_exit(process.returncode)})"
+                + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
+            )
+        if time.monotonic() > deadline:
+            raise RunnerStartError(f"the host did not become ready within {timeout:g} s")
+        if cancel is not None and cancel.is_set():
+            raise RunnerStartError("the start was cancelled (the stack is stopping)")
+        time.sleep(0.02)

@@ -215,6 +215,42 @@ class Runner:
             await self.load()
         worker = self.worker
         assert worker is not None
+        served = self._served()
+        await self._serve_http(worker, [s for s in served if s.trigger_type == "httpTrigger"])
+        services = HostServices(
+            worker,
+            self._function_timeout,
+            self._host_json,
+            host_id(self.app_dir, self.group),
+        )
+        for spec in served:
+            make = TRIGGERS.get(spec.trigger_type)
+            if make is None:
+                continue
+            listener = make(spec, services)
+            listener.start()
+            self._listeners.append(listener)
+        if self._opening is not None:
+            await self._opening
+        self.not_listening = await self._wait_listening()
+        if self.not_listening:
+            logger.warning(
+                "host listening on %s (%d function(s)); not listening (each keeps trying, and "
+                "says when it listens): %s",
+                self.url,
+                len(served),
+                "; ".join(f"{name} ({why})" for name, why in self.not_listening.items()),
+            )
+        else:
+            logger.info(
+                "host listening on %s (%d function(s); every trigger listening)",
+                self.url,
+                len(served),
+            )
+
+    def _served(self) -> list[FunctionSpec]:
+        """The functions this host serves (its group's; a group with none is refused), the
+        ones watching a container with the same leases as another warned of, as in Azure."""
         served = [
             spec
             for spec in self.functions
@@ -246,7 +282,10 @@ class Runner:
                 opts.lease_container_name,
                 opts.lease_container_prefix,
             )
-        http_specs = [spec for spec in served if spec.trigger_type == "httpTrigger"]
+        return served
+
+    async def _serve_http(self, worker: LanguageWorker, http_specs: list[FunctionSpec]) -> None:
+        """The HTTP functions served on the host's port (the port the OS chose kept)."""
         limits = KestrelLimits.from_settings()
         http_host = HttpHost(
             http_specs,
@@ -280,36 +319,6 @@ class Runner:
         sockets = self._site_runner.addresses
         if sockets:
             self.port = int(sockets[0][1])
-        services = HostServices(
-            worker,
-            self._function_timeout,
-            self._host_json,
-            host_id(self.app_dir, self.group),
-        )
-        for spec in served:
-            make = TRIGGERS.get(spec.trigger_type)
-            if make is None:
-                continue
-            listener = make(spec, services)
-            listener.start()
-            self._listeners.append(listener)
-        if self._opening is not None:
-            await self._opening
-        self.not_listening = await self._wait_listening()
-        if self.not_listening:
-            logger.warning(
-                "host listening on %s (%d function(s)); not listening (each keeps trying, and "
-                "says when it listens): %s",
-                self.url,
-                len(served),
-                "; ".join(f"{name} ({why})" for name, why in self.not_listening.items()),
-            )
-        else:
-            logger.info(
-                "host listening on %s (%d function(s); every trigger listening)",
-                self.url,
-                len(served),
-            )
 
     async def _wait_listening(self) -> dict[str, str]:
         """Until every listener listens or has said why it cannot (by function: why); after

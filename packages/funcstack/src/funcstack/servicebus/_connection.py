@@ -366,29 +366,39 @@ class Connection:
         )
 
     def on_attach(self, session: Session, f: list[Any]) -> None:
-        handle = int(f[1])
-        client_role = bool(f[2])
         source = fields(f[5], 11)
-        target = fields(f[6], 7)
-        if client_role == ROLE_SENDER:
-            link, path = self._open_link(session, handle, f, text(target[0]) or "", "in")
-            if link.kind == "send":
-                link.sender_entity = self.server.broker.sender(path)
-                if link.sender_entity is None:
-                    self._refuse_unknown_entity(link, path, ROLE_RECEIVER)
-                    return
-            self.send_attach(
-                link,
-                role=ROLE_RECEIVER,
-                source=source_terminus(text(source[0])),
-                target=target_terminus(link.address),
-            )
-            link.delivery_count = int(f[9] or 0)
-            link.credit = SENDER_CREDIT
-            self.send_link_flow(link)
-            return
+        if bool(f[2]) == ROLE_SENDER:  # the client's role: it sends, the link comes in
+            self._attach_sender(session, f, source, fields(f[6], 7))
+        else:
+            self._attach_receiver(session, f, source)
+
+    def _attach_sender(
+        self, session: Session, f: list[Any], source: list[Any], target: list[Any]
+    ) -> None:
+        """A client's sending link: to an entity (refused when there is none), the CBS node or
+        a management node; attached with credit to send."""
+        link, path = self._open_link(session, int(f[1]), f, text(target[0]) or "", "in")
+        if link.kind == "send":
+            link.sender_entity = self.server.broker.sender(path)
+            if link.sender_entity is None:
+                self._refuse_unknown_entity(link, path, ROLE_RECEIVER)
+                return
+        self.send_attach(
+            link,
+            role=ROLE_RECEIVER,
+            source=source_terminus(text(source[0])),
+            target=target_terminus(link.address),
+        )
+        link.delivery_count = int(f[9] or 0)
+        link.credit = SENDER_CREDIT
+        self.send_link_flow(link)
+
+    def _attach_receiver(self, session: Session, f: list[Any], source: list[Any]) -> None:
+        """A client's receiving link: from an entity (refused when there is none, or when its
+        session filter does not fit the entity), the CBS node or a management node. A session
+        receiver naming no session waits for a session free of locks (``pending``)."""
         link, path = self._open_link(
-            session, handle, f, text(source[0]) or "", "out", receive_and_delete=f[3] == 1
+            session, int(f[1]), f, text(source[0]) or "", "out", receive_and_delete=f[3] == 1
         )
         if link.kind == "recv":
             link.entity = self.server.broker.receiver(path)
@@ -397,59 +407,43 @@ class Connection:
                 return
             filters = source[7] if isinstance(source[7], dict) else {}
             link.is_session = SESSION_FILTER in filters
-            if link.entity.requires_session and not link.is_session:
-                self.refuse_attach(
-                    link,
-                    role=ROLE_SENDER,
-                    condition=COND_NOT_ALLOWED,
-                    description="It is not possible for an entity that requires sessions "
-                    "to create a non-sessionful message receiver.",
-                )
-                return
-            if link.is_session and not link.entity.requires_session:
-                self.refuse_attach(
-                    link,
-                    role=ROLE_SENDER,
-                    condition=COND_NOT_ALLOWED,
-                    description="A sessionful message receiver cannot be created on an entity "
-                    "that does not require sessions. Ensure RequiresSession is set to true when "
-                    "creating a Queue or Subscription to enable sessionful behavior.",
-                )
-                return
             raw_sid = filters.get(SESSION_FILTER)
-            if link.is_session and not (raw_sid is None or isinstance(raw_sid, bytes | str)):
-                # a session id is a string (an int from the client is refused at open)
+            refusal = _session_refusal(link.is_session, link.entity.requires_session, raw_sid)
+            if refusal is not None:
+                condition, description = refusal
                 self.refuse_attach(
-                    link,
-                    role=ROLE_SENDER,
-                    condition=COND_INVALID_FIELD,
-                    description="The session filter must be a string session id.",
+                    link, role=ROLE_SENDER, condition=condition, description=description
                 )
                 return
-            if link.is_session:
-                sid = text(raw_sid)
-                if sid is not None:
-                    owner = link.entity.session_owners.get(sid)
-                    if owner is not None and owner is not link:
-                        self.refuse_attach(
-                            link,
-                            role=ROLE_SENDER,
-                            condition=COND_SESSION_LOCKED,
-                            description=f"The requested session '{sid}' cannot be accepted. "
-                            "It may be locked by another receiver.",
-                        )
-                        return
-                    link.entity.lock_session(sid, link)
-                    link.session_id = sid
-                else:
-                    props = f[13] if isinstance(f[13], dict) else {}
-                    timeout_ms = int(props.get(LINK_TIMEOUT) or 65000)  # the service default
-                    link.active = False
-                    link.pending_deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
-                    self.server.pending.append(link)
-                    self.server.schedule_pump()
-                    return
+            if link.is_session and not self._accept_session(link, text(raw_sid), f):
+                return
         self.complete_receiver_attach(link)
+
+    def _accept_session(self, link: Link, sid: str | None, f: list[Any]) -> bool:
+        """A session receiver's session locked to it (True: attach it now); refused when
+        another receiver holds it; naming none, it waits in ``pending`` (False)."""
+        assert link.entity is not None
+        if sid is None:
+            props = f[13] if isinstance(f[13], dict) else {}
+            timeout_ms = int(props.get(LINK_TIMEOUT) or 65000)  # the service default
+            link.active = False
+            link.pending_deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+            self.server.pending.append(link)
+            self.server.schedule_pump()
+            return False
+        owner = link.entity.session_owners.get(sid)
+        if owner is not None and owner is not link:
+            self.refuse_attach(
+                link,
+                role=ROLE_SENDER,
+                condition=COND_SESSION_LOCKED,
+                description=f"The requested session '{sid}' cannot be accepted. "
+                "It may be locked by another receiver.",
+            )
+            return False
+        link.entity.lock_session(sid, link)
+        link.session_id = sid
+        return True
 
     def _open_link(
         self, session: Session, handle: int, f: list[Any], address: str, way: str, **extra: Any
@@ -629,3 +623,27 @@ class Connection:
         link.delivery_count += 1
         link.credit = max(0, link.credit - 1)
         return delivery_id
+
+
+def _session_refusal(
+    is_session: bool, requires_session: bool, raw_sid: object
+) -> tuple[str, str] | None:
+    """Why Service Bus refuses a receiver's session filter on its entity (condition, its
+    description), or None."""
+    if requires_session and not is_session:
+        return (
+            COND_NOT_ALLOWED,
+            "It is not possible for an entity that requires sessions "
+            "to create a non-sessionful message receiver.",
+        )
+    if is_session and not requires_session:
+        return (
+            COND_NOT_ALLOWED,
+            "A sessionful message receiver cannot be created on an entity "
+            "that does not require sessions. Ensure RequiresSession is set to true when "
+            "creating a Queue or Subscription to enable sessionful behavior.",
+        )
+    if is_session and not (raw_sid is None or isinstance(raw_sid, bytes | str)):
+        # a session id is a string (an int from the client is refused at open)
+        return COND_INVALID_FIELD, "The session filter must be a string session id."
+    return None

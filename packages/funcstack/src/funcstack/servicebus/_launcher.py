@@ -11,7 +11,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
 from funcstack.servicebus._config import connection_string
@@ -75,30 +75,18 @@ def start_servicebus(
     of a stopped endpoint to start a new one on the same port.
     """
     cmd = [
-        sys.executable,
-        "-m",
-        "funcstack.servicebus",
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--log-level",
-        log_level,
-    ]
-    if config is not None:
-        cmd += ["--config", str(config)]
-    if duplicate_window_seconds is not None:
-        cmd += ["--duplicate-window-seconds", str(duplicate_window_seconds)]
-    if settle_delay_ms:
-        cmd += ["--settle-delay-ms", str(settle_delay_ms)]
-    if max_message_size is not None:
-        cmd += ["--max-message-size", str(max_message_size)]
-    if tls is not None:
-        cmd += ["--tls-port", str(tls[0]), "--tls-cert", str(tls[1]), "--tls-key", str(tls[2])]
-    if control:
-        cmd += ["--control-port", "0"]
-    if state_file is not None:
-        cmd += ["--state-file", str(state_file)]
+        sys.executable, "-m", "funcstack.servicebus",
+        "--host", host, "--port", str(port), "--log-level", log_level,
+        *_options(
+            config=config,
+            duplicate_window_seconds=duplicate_window_seconds,
+            settle_delay_ms=settle_delay_ms,
+            max_message_size=max_message_size,
+            tls=tls,
+            control=control,
+            state_file=state_file,
+        ),
+    ]  # fmt: skip
     log = log_path.open("a", encoding="utf-8") if log_path is not None else None
     process = subprocess.Popen(
         cmd,
@@ -107,40 +95,26 @@ def start_servicebus(
         text=True,
         **OWN_PROCESS_GROUP,
     )
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout
-    selector = selectors.DefaultSelector()
-    selector.register(process.stdout, selectors.EVENT_READ)
     try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or process.poll() is not None:
-                break
-            if selector.select(remaining):
-                line = process.stdout.readline()
-                if not line:
-                    break
-                ready = json.loads(line)
-                if ready.get("ready"):
-                    warnings = [str(line) for line in ready.get("warnings") or []]
-                    for line in warnings:
-                        logger.warning("%s", line)
-                    return ServiceBusEndpoint(
-                        host=host,
-                        port=int(ready["port"]),
-                        process=process,
-                        _log=log,
-                        tls_port=ready.get("tls_port"),
-                        control_port=ready.get("control_port"),
-                        warnings=warnings,
-                    )
+        ready = _ready_line(process, timeout)
     except BaseException:  # interrupted: the endpoint does not outlive its start
         stop_child(process)
         if log is not None:
             log.close()
         raise
-    finally:
-        selector.close()
+    if ready is not None:
+        warnings = [str(line) for line in ready.get("warnings") or []]
+        for line in warnings:
+            logger.warning("%s", line)
+        return ServiceBusEndpoint(
+            host=host,
+            port=int(ready["port"]),
+            process=process,
+            _log=log,
+            tls_port=ready.get("tls_port"),
+            control_port=ready.get("control_port"),
+            warnings=warnings,
+        )
     code = process.poll()
     stop_child(process)
     if log is not None:
@@ -151,3 +125,55 @@ def start_servicebus(
         f"{describe_exit(code)})"
         + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
     )
+
+
+def _options(
+    *,
+    config: Path | None,
+    duplicate_window_seconds: float | None,
+    settle_delay_ms: float,
+    max_message_size: int | None,
+    tls: tuple[int, Path, Path] | None,
+    control: bool,
+    state_file: Path | None,
+) -> list[str]:
+    """The endpoint's command-line options for what ``start_servicebus`` is given."""
+    args = []
+    if config is not None:
+        args += ["--config", str(config)]
+    if duplicate_window_seconds is not None:
+        args += ["--duplicate-window-seconds", str(duplicate_window_seconds)]
+    if settle_delay_ms:
+        args += ["--settle-delay-ms", str(settle_delay_ms)]
+    if max_message_size is not None:
+        args += ["--max-message-size", str(max_message_size)]
+    if tls is not None:
+        args += ["--tls-port", str(tls[0]), "--tls-cert", str(tls[1]), "--tls-key", str(tls[2])]
+    if control:
+        args += ["--control-port", "0"]
+    if state_file is not None:
+        args += ["--state-file", str(state_file)]
+    return args
+
+
+def _ready_line(process: subprocess.Popen[str], timeout: float) -> dict[str, Any] | None:
+    """The endpoint's ready line, or None when it exits, closes its output or is not ready
+    within ``timeout``."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or process.poll() is not None:
+                return None
+            if selector.select(remaining):
+                line = process.stdout.readline()
+                if not line:
+                    return None
+                ready: dict[str, Any] = json.loads(line)
+                if ready.get("ready"):
+                    return ready
+    finally:
+        selector.close()

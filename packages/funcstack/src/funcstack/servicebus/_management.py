@@ -32,7 +32,12 @@ from funcstack.servicebus._amqp import (
     text,
     timestamp,
 )
-from funcstack.servicebus._broker import SCHEDULED_ENQUEUE_TIME, Broker, now_ms
+from funcstack.servicebus._broker import (
+    SCHEDULED_ENQUEUE_TIME,
+    Broker,
+    ReceiverEntity,
+    now_ms,
+)
 from funcstack.servicebus._codec import encode_stored, parse_message
 from funcstack.servicebus._connection import (
     COND_ARGUMENT_ERROR,
@@ -49,6 +54,9 @@ from funcstack.servicebus._limits import COND_INTERNAL, RefusedError
 logger = logging.getLogger(__name__)
 
 DATETIME_MAX_MS = 253402300800000  # .NET DateTime.MaxValue: "no filter" in get-message-sessions
+
+#: An operation's answer: status code, description, body (None: none), error condition.
+Answer = tuple[int, str, Any, str | None]
 
 
 class Management:
@@ -122,9 +130,7 @@ class Management:
             }
         return {"status-code": int32(202), "status-description": "Accepted"}
 
-    def _schedule_op(
-        self, op: str, path: str, body: dict[str, Any]
-    ) -> tuple[int, str, Any, str | None]:
+    def _schedule_op(self, op: str, path: str, body: dict[str, Any]) -> Answer:
         """schedule-message / cancel-scheduled-message on a queue's or topic's $management."""
         sender = self.broker.sender(path)
         if sender is None:
@@ -164,9 +170,7 @@ class Management:
             None,
         )
 
-    def _management_op(
-        self, link: Link, app: dict[str, Any], body: dict[str, Any]
-    ) -> tuple[int, str, Any, str | None]:
+    def _management_op(self, link: Link, app: dict[str, Any], body: dict[str, Any]) -> Answer:
         operation = text(app.get("operation")) or ""
         path = entity_path(link.address)
         path = path[: -len("$management")].rstrip("/")
@@ -176,102 +180,122 @@ class Management:
         entity = self.broker.receiver(path)
         if entity is None:
             return 404, f"The messaging entity '{path}' could not be found.", None, COND_NOT_FOUND
-        lock_ms = int(entity.config.lock_duration * 1000)
-        if op == "renew-lock":
-            expirations = []
-            for token in body.get("lock-tokens") or []:
-                m = entity.by_lock(token)
-                if m is None:
-                    return 410, "The lock supplied is invalid.", None, COND_LOCK_LOST
-                m.locked_until_ms = now_ms() + lock_ms
-                self.broker.touch(entity, m.seq)
-                expirations.append(timestamp(m.locked_until_ms))
-            return 200, "OK", {"expirations": expirations}, None
-        if op == "update-disposition":
-            status = text(body.get("disposition-status"))
-            for token in body.get("lock-tokens") or []:
-                m = entity.by_lock(token)
-                if m is None:
-                    return 410, "The lock supplied is invalid.", None, COND_LOCK_LOST
-                if status == "completed":
-                    entity.complete(m)
-                elif status == "abandoned":
-                    entity.release(m, count=True)
-                elif status == "suspended":
-                    entity.dead_letter_message(
-                        m,
-                        reason=text(body.get("deadletter-reason")),
-                        description=text(body.get("deadletter-description")),
-                    )
-                elif status == "defered":
-                    entity.defer(m)
-            return 200, "OK", None, None
         if op in ("renew-session-lock", "get-session-state", "set-session-state"):
-            sid = text(body.get("session-id")) or ""
-            if entity.session_owners.get(sid) is None:
-                return 410, "The session lock was lost.", None, COND_SESSION_LOCK_LOST
-            if op == "renew-session-lock":
-                expiry = entity.renew_session(sid) or now_ms()
-                return 200, "OK", {"expiration": timestamp(expiry)}, None
-            if op == "get-session-state":
-                return 200, "OK", {"session-state": entity.session_state.get(sid)}, None
-            state = body.get("session-state")
-            entity.session_state[sid] = bytes(state) if state is not None else None
-            entity.session_updated_ms[sid] = now_ms()
-            self.broker.touch_session(entity, sid)
-            return 200, "OK", None, None
-        if op == "peek-message":
-            start = int(body.get("from-sequence-number") or 0)
-            count = int(body.get("message-count") or 1)
-            peek_sid = text(body.get("session-id"))
-            found = [
-                m
-                for m in entity.messages.values()
-                if m.seq >= start and (peek_sid is None or m.session_id == peek_sid)
-            ][:count]
-            if not found:
-                return 204, "No messages", None, None
+            return self._session_op(op, entity, body)
+        answer = {
+            "renew-lock": self._renew_lock,
+            "update-disposition": self._update_disposition,
+            "peek-message": self._peek,
+            "receive-by-sequence-number": self._receive_deferred,
+            "get-message-sessions": self._message_sessions,
+        }.get(op)
+        if answer is None:
             return (
-                200,
-                "OK",
-                {"messages": [{"message": encode_stored(m, locked=False)} for m in found]},
+                501,
+                f"Operation {operation} is not supported by the local endpoint.",
                 None,
+                "amqp:not-implemented",
             )
-        if op == "receive-by-sequence-number":
-            out: list[dict[str, Any]] = []
-            # receiver-settle-mode 0: a receive-and-delete receiver, the messages go now
-            delete = body.get("receiver-settle-mode") == 0
-            for seq in body.get("sequence-numbers") or []:
-                m = entity.messages.get(int(seq))
-                if m is None or not m.deferred:
-                    return 404, f"Message {seq} not found.", None, COND_MESSAGE_NOT_FOUND
-                if delete:
-                    entity.messages.pop(m.seq)
-                    self.broker.touch(entity, m.seq)
-                    self.broker.changed()
-                    out.append({"message": encode_stored(m, locked=False)})
-                    continue
-                # locked by this receiver; still deferred, so out of normal receives
-                m.owner = link
-                m.lock_token = uuid.uuid4()
-                m.locked_until_ms = now_ms() + lock_ms
-                self.broker.locks[m.lock_token] = (entity, m.seq)
-                self.broker.touch(entity, m.seq)
-                out.append({"message": encode_stored(m, locked=True), "lock-token": m.lock_token})
-            return 200, "OK", {"messages": out}, None
-        if op == "get-message-sessions":
-            since = body.get("last-updated-time")
-            if isinstance(since, int) and since < DATETIME_MAX_MS:
-                # a filter (DateTime.MaxValue means none): sessions whose state was set after
-                sessions = sorted(
-                    sid for sid, at in entity.session_updated_ms.items() if at > since
+        return answer(entity, link, body)
+
+    def _renew_lock(self, entity: ReceiverEntity, link: Link, body: dict[str, Any]) -> Answer:
+        expirations = []
+        for token in body.get("lock-tokens") or []:
+            m = entity.by_lock(token)
+            if m is None:
+                return 410, "The lock supplied is invalid.", None, COND_LOCK_LOST
+            m.locked_until_ms = now_ms() + int(entity.config.lock_duration * 1000)
+            self.broker.touch(entity, m.seq)
+            expirations.append(timestamp(m.locked_until_ms))
+        return 200, "OK", {"expirations": expirations}, None
+
+    def _update_disposition(
+        self, entity: ReceiverEntity, link: Link, body: dict[str, Any]
+    ) -> Answer:
+        status = text(body.get("disposition-status"))
+        for token in body.get("lock-tokens") or []:
+            m = entity.by_lock(token)
+            if m is None:
+                return 410, "The lock supplied is invalid.", None, COND_LOCK_LOST
+            if status == "completed":
+                entity.complete(m)
+            elif status == "abandoned":
+                entity.release(m, count=True)
+            elif status == "suspended":
+                entity.dead_letter_message(
+                    m,
+                    reason=text(body.get("deadletter-reason")),
+                    description=text(body.get("deadletter-description")),
                 )
-                return 200, "OK", {"sessions-ids": sessions, "skip": 0}, None
-            sessions = sorted({m.session_id for m in entity.messages.values() if m.session_id})
-            return 200, "OK", {"sessions-ids": sessions, "skip": 0}, None
+            elif status == "defered":
+                entity.defer(m)
+        return 200, "OK", None, None
+
+    def _session_op(self, op: str, entity: ReceiverEntity, body: dict[str, Any]) -> Answer:
+        """renew-session-lock, get-session-state, set-session-state: of a session locked to
+        a receiver."""
+        sid = text(body.get("session-id")) or ""
+        if entity.session_owners.get(sid) is None:
+            return 410, "The session lock was lost.", None, COND_SESSION_LOCK_LOST
+        if op == "renew-session-lock":
+            expiry = entity.renew_session(sid) or now_ms()
+            return 200, "OK", {"expiration": timestamp(expiry)}, None
+        if op == "get-session-state":
+            return 200, "OK", {"session-state": entity.session_state.get(sid)}, None
+        state = body.get("session-state")
+        entity.session_state[sid] = bytes(state) if state is not None else None
+        entity.session_updated_ms[sid] = now_ms()
+        self.broker.touch_session(entity, sid)
+        return 200, "OK", None, None
+
+    def _peek(self, entity: ReceiverEntity, link: Link, body: dict[str, Any]) -> Answer:
+        start = int(body.get("from-sequence-number") or 0)
+        count = int(body.get("message-count") or 1)
+        peek_sid = text(body.get("session-id"))
+        found = [
+            m
+            for m in entity.messages.values()
+            if m.seq >= start and (peek_sid is None or m.session_id == peek_sid)
+        ][:count]
+        if not found:
+            return 204, "No messages", None, None
         return (
-            501,
-            f"Operation {operation} is not supported by the local endpoint.",
+            200,
+            "OK",
+            {"messages": [{"message": encode_stored(m, locked=False)} for m in found]},
             None,
-            "amqp:not-implemented",
         )
+
+    def _receive_deferred(self, entity: ReceiverEntity, link: Link, body: dict[str, Any]) -> Answer:
+        """receive-by-sequence-number: deferred messages, locked by ``link``'s receiver (or,
+        receive-and-delete, gone now)."""
+        out: list[dict[str, Any]] = []
+        # receiver-settle-mode 0: a receive-and-delete receiver, the messages go now
+        delete = body.get("receiver-settle-mode") == 0
+        for seq in body.get("sequence-numbers") or []:
+            m = entity.messages.get(int(seq))
+            if m is None or not m.deferred:
+                return 404, f"Message {seq} not found.", None, COND_MESSAGE_NOT_FOUND
+            if delete:
+                entity.messages.pop(m.seq)
+                self.broker.touch(entity, m.seq)
+                self.broker.changed()
+                out.append({"message": encode_stored(m, locked=False)})
+                continue
+            # locked by this receiver; still deferred, so out of normal receives
+            m.owner = link
+            m.lock_token = uuid.uuid4()
+            m.locked_until_ms = now_ms() + int(entity.config.lock_duration * 1000)
+            self.broker.locks[m.lock_token] = (entity, m.seq)
+            self.broker.touch(entity, m.seq)
+            out.append({"message": encode_stored(m, locked=True), "lock-token": m.lock_token})
+        return 200, "OK", {"messages": out}, None
+
+    def _message_sessions(self, entity: ReceiverEntity, link: Link, body: dict[str, Any]) -> Answer:
+        since = body.get("last-updated-time")
+        if isinstance(since, int) and since < DATETIME_MAX_MS:
+            # a filter (DateTime.MaxValue means none): sessions whose state was set after
+            sessions = sorted(sid for sid, at in entity.session_updated_ms.items() if at > since)
+            return 200, "OK", {"sessions-ids": sessions, "skip": 0}, None
+        sessions = sorted({m.session_id for m in entity.messages.values() if m.session_id})
+        return 200, "OK", {"sessions-ids": sessions, "skip": 0}, None

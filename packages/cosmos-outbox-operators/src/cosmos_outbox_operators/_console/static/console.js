@@ -25,6 +25,22 @@
     return meta ? meta.getAttribute("content") : "";
   }
 
+  // `body` with the fields of `entries` (htmx's parameters, a form's) that are not empty
+  function filled(body, entries) {
+    entries.forEach(function (value, key) {
+      if (typeof value === "string" && value.trim() !== "") {
+        body[key] = value.trim();
+      }
+    });
+    return body;
+  }
+
+  // what an answer wrote into `elt` to be sent (`data-json`), or nothing
+  function written(elt) {
+    var json = elt && elt.getAttribute && elt.getAttribute("data-json");
+    return json ? JSON.parse(json) : {};
+  }
+
   htmx.defineExtension("outbox-json", {
     onEvent: function (name, evt) {
       if (name === "htmx:configRequest" && evt.detail.verb === "post") {
@@ -34,17 +50,7 @@
     },
     encodeParameters: function (xhr, parameters, elt) {
       xhr.overrideMimeType("text/json");
-      var body = {};
-      var written = elt && elt.getAttribute && elt.getAttribute("data-json");
-      if (written) {
-        body = JSON.parse(written);
-      }
-      parameters.forEach(function (value, key) {
-        if (typeof value === "string" && value.trim() !== "") {
-          body[key] = value.trim();
-        }
-      });
-      return JSON.stringify(body);
+      return JSON.stringify(filled(written(elt), parameters));
     },
   });
 
@@ -68,8 +74,9 @@
   // -- confirmation -------------------------------------------------------------------------
   var dialog = null;
 
-  // `shown`: nodes of a preview (the preview route's answer as HTML), after the lines
-  function ask(question, more, shown) {
+  // the dialog asks `question` (its `more` lines, then `shown`: nodes of a preview, the preview
+  // route's answer as HTML); `act` once the operator confirms
+  function ask(question, more, shown, act) {
     dialog = dialog || document.getElementById("confirm");
     document.getElementById("confirm-text").textContent = question;
     var list = document.getElementById("confirm-more");
@@ -83,32 +90,23 @@
       document.getElementById("confirm-preview"),
       shown || []
     );
-    return new Promise(function (resolve) {
-      dialog.addEventListener(
-        "close",
-        function () {
-          resolve(dialog.returnValue === "ok");
-        },
-        { once: true }
-      );
-      dialog.returnValue = "";
-      dialog.showModal();
-    });
+    dialog.addEventListener(
+      "close",
+      function () {
+        if (dialog.returnValue === "ok") {
+          act();
+        }
+      },
+      { once: true }
+    );
+    dialog.returnValue = "";
+    dialog.showModal();
   }
 
   // the JSON body the extension "outbox-json" sends for `elt` (its data-json, then its form's
   // fields that are not empty)
   function bodyOf(elt) {
-    var written = elt.getAttribute("data-json");
-    var body = written ? JSON.parse(written) : {};
-    if (elt.tagName === "FORM") {
-      new FormData(elt).forEach(function (value, key) {
-        if (typeof value === "string" && value.trim() !== "") {
-          body[key] = value.trim();
-        }
-      });
-    }
-    return body;
+    return elt.tagName === "FORM" ? filled(written(elt), new FormData(elt)) : written(elt);
   }
 
   // nodes of an HTML fragment the operators' routes answered (autoescaped by their templates)
@@ -162,14 +160,12 @@
     if (reason) {
       more.push("Reason: " + reason.value);
     }
-    var confirmed = function (ok) {
-      if (ok) {
-        evt.detail.issueRequest(true);
-      }
+    var confirmed = function () {
+      evt.detail.issueRequest(true);
     };
     var url = elt.getAttribute && elt.getAttribute("data-preview");
     if (!url) {
-      ask(question, more).then(confirmed);
+      ask(question, more, null, confirmed);
       return;
     }
     // validation before the confirmation: the form's own constraints, then the route's
@@ -178,7 +174,7 @@
     }
     preview(url, elt, evt.detail.target).then(function (shown) {
       if (shown) {
-        ask(question, more, shown).then(confirmed);
+        ask(question, more, shown, confirmed);
       }
     });
   });
@@ -201,37 +197,37 @@
     });
   }
 
+  // the selected `what` of `list` and the reason a discard of them takes: null, said in
+  // `result`, when none is selected, or when `discarding` them and no reason is given
+  function chosen(list, selector, result, reasonId, discarding, what) {
+    var items = checked(list, selector);
+    if (items.length === 0) {
+      announce(result, "Select one or more " + what + " first.");
+      return null;
+    }
+    var field = document.getElementById(reasonId);
+    var reason = ((field || {}).value || "").trim();
+    if (discarding && reason === "") {
+      announce(result, "Give the reason to discard the selected " + what + " (it is kept in the audit log).", field);
+      return null;
+    }
+    return { items: items, reason: reason, more: discarding ? ["Reason: " + reason] : [] };
+  }
+
   // the selected quarantine records: one request each, in order, each answer appended
   function quarantineBulk(button) {
     var panel = document.getElementById("quarantine-panel");
     var base = panel.getAttribute("data-base");
-    var ids = checked(panel, "input.select");
-    if (ids.length === 0) {
-      announce("quarantine-result", "Select one or more quarantined events first.");
-      return;
-    }
     var replay = button.getAttribute("data-bulk") === "replay";
-    var field = document.getElementById("bulk-reason");
-    var reason = ((field || {}).value || "").trim();
-    if (!replay && reason === "") {
-      announce(
-        "quarantine-result",
-        "Give the reason to discard the selected events (it is kept in the audit log).",
-        field
-      );
+    var picked = chosen(panel, "input.select", "quarantine-result", "bulk-reason", !replay, "quarantined events");
+    if (!picked) {
       return;
     }
+    var ids = picked.items;
     var question = replay
       ? "Replay these " + ids.length + " events? Each one that can be sent now reaches subscribers in its session, after the quarantine notice they already have."
       : "Discard these " + ids.length + " events? Each one's version is given up: subscribers receive a discard notice in its place, record an accepted gap and apply the versions after it; the events themselves are never sent.";
-    var more = ids.map(function (id) { return "Event " + id; });
-    if (!replay) {
-      more.unshift("Reason: " + reason);
-    }
-    ask(question, more).then(function (ok) {
-      if (!ok) {
-        return;
-      }
+    ask(question, picked.more.concat(ids.map(function (id) { return "Event " + id; })), null, function () {
       var result = document.getElementById("quarantine-result");
       result.replaceChildren();
       ids.reduce(function (previous, id) {
@@ -240,7 +236,7 @@
           return htmx.ajax(replay ? "POST" : "DELETE", url, {
             target: "#quarantine-result",
             swap: "beforeend",
-            values: replay ? {} : { reason: reason },
+            values: replay ? {} : { reason: picked.reason },
           });
         });
       }, Promise.resolve()).then(changed);
@@ -251,36 +247,18 @@
   function deadLetterBulk(button) {
     var group = button.closest("[data-letters]");
     var list = document.getElementById("dead-letter-list");
-    var numbers = checked(list, "input.select-letter").map(Number);
-    if (numbers.length === 0) {
-      announce("dead-letters-result", "Select one or more dead letters first.");
-      return;
-    }
     var resubmit = button.getAttribute("data-bulk") === "resubmit-letters";
-    var field = document.getElementById("letters-bulk-reason");
-    var reason = ((field || {}).value || "").trim();
-    if (!resubmit && reason === "") {
-      announce(
-        "dead-letters-result",
-        "Give the reason to discard the selected dead letters (it is kept in the audit log).",
-        field
-      );
+    var picked = chosen(list, "input.select-letter", "dead-letters-result", "letters-bulk-reason", !resubmit, "dead letters");
+    if (!picked) {
       return;
     }
+    var numbers = picked.items.map(Number);
     var entity = group.getAttribute("data-entity");
     var question = resubmit
       ? "Resubmit these " + numbers.length + " dead letters to " + entity + "? Each is sent again to " + entity + " only, in its session, under a MessageId of its own with its event id unchanged: the library's subscriber applies each once, then the versions it held behind them; a subscriber that deduplicates on MessageId takes them for new messages."
       : "Discard these " + numbers.length + " dead letters at " + entity + "? Each one's version is given up at " + entity + " only: its subscriber receives a discard notice in the aggregate's session, records an accepted gap and applies the versions it held after it; other subscriptions are not told.";
-    var more = numbers.map(function (n) { return "Dead letter " + n; });
-    var body = { sequenceNumbers: numbers };
-    if (!resubmit) {
-      more.unshift("Reason: " + reason);
-      body.reason = reason;
-    }
-    ask(question, more).then(function (ok) {
-      if (!ok) {
-        return;
-      }
+    var body = resubmit ? { sequenceNumbers: numbers } : { sequenceNumbers: numbers, reason: picked.reason };
+    ask(question, picked.more.concat(numbers.map(function (n) { return "Dead letter " + n; })), null, function () {
       group.setAttribute("data-json", JSON.stringify(body));
       htmx.ajax("POST", group.getAttribute("data-letters") + (resubmit ? "/resubmit" : "/discard"), {
         source: group,

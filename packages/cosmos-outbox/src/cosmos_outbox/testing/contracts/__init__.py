@@ -5,44 +5,9 @@
 from __future__ import annotations
 
 from cosmos_outbox._lazy import lazy_exports
-
-#: Each name of 0.4 and where it went: cosmos-outbox-testing's `cosmos_outbox_testing.contracts`.
-_MOVED = {
-    name: f"cosmos_outbox_testing.contracts.{name}"
-    for name in (
-        "AggregateExample",
-        "BacklogEstimatorContract",
-        "BacklogWorld",
-        "DeadLetterContract",
-        "DeadLetterWorld",
-        "Delivery",
-        "EventLoop",
-        "FakePublisherWorld",
-        "IdempotencyContract",
-        "InMemoryBacklogWorld",
-        "InMemoryDeadLetterWorld",
-        "InMemoryPayloadWorld",
-        "InMemoryScheduleWorld",
-        "InMemoryStoreWorld",
-        "PayloadStoreContract",
-        "PayloadWorld",
-        "PublisherContract",
-        "PublisherWorld",
-        "QuarantineContract",
-        "QueryContract",
-        "Received",
-        "RelayingWorld",
-        "ScheduleWorld",
-        "ScheduledEventsContract",
-        "StoreWorld",
-        "TransactionContract",
-        "UnitOfWorkContract",
-        "WritePathContract",
-        "events_of",
-        "examples",
-        "saved",
-    )
-}
+from cosmos_outbox._renamed import MovedNames
 
 __all__: list[str] = []
-__getattr__, __dir__ = lazy_exports(__name__, {}, renamed=_MOVED)
+__getattr__, __dir__ = lazy_exports(
+    __name__, {}, renamed=MovedNames("cosmos_outbox_testing.contracts")
+)
