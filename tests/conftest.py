@@ -37,11 +37,6 @@ os.environ.update(local_tls().environment())
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
 
-#: The fixtures only the local stack has: a test that asks for one cannot run `--deployed`.
-LOCAL_FIXTURES = frozenset({"stack", "fresh_stack"})
-#: The fixtures that give a test the target (tests/contacts/outbox/conftest.py: relay_target).
-TARGET_FIXTURES = frozenset({"target", "relay_target"})
-
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -53,26 +48,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With --deployed: the tests that use the target and are not marked local_stack. A test
-    that starts servers (integration, e2e) is one or the other: otherwise this is refused,
-    naming it, so that what a deployed run leaves out is always a marked, stated choice."""
+    """With --deployed: the tests that use the target and are not marked local_stack
+    (tools/target.py, `deployed_selection`); a test that starts servers and is neither is
+    refused, naming it."""
     if not config.getoption("deployed"):
         return
-    kept, deselected, unsorted = [], [], []
-    for item in items:
-        names = set(getattr(item, "fixturenames", ()))
-        local = item.get_closest_marker("local_stack") is not None
-        if names & TARGET_FIXTURES and not local:
-            if names & LOCAL_FIXTURES:
-                unsorted.append(
-                    f"{item.nodeid} (it asks for {', '.join(sorted(names & LOCAL_FIXTURES))})"
-                )
-            kept.append(item)
-            continue
-        servers = item.get_closest_marker("integration") or item.get_closest_marker("e2e")
-        if servers is not None and not local:
-            unsorted.append(item.nodeid)
-        deselected.append(item)
+    from tools.target import deployed_selection
+
+    kept, deselected, unsorted = deployed_selection(items)
     if unsorted:
         raise pytest.UsageError(
             "--deployed: these tests start servers but neither use the target nor are marked "

@@ -19,7 +19,7 @@ emulator.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -38,11 +38,15 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KEY_VARIABLE",
+    "LOCAL_FIXTURES",
+    "TARGET_FIXTURES",
     "VARIABLES",
     "Deployed",
     "DeployedError",
     "LocalTarget",
+    "LocalToken",
     "Target",
+    "deployed_selection",
     "receive",
 ]
 
@@ -62,6 +66,11 @@ VARIABLES = (
 #: it too). Unset: no key is sent (a local host that checks none).
 KEY_VARIABLE = "AZURE_FUNCTION_APP_KEY"
 LOOPBACK = {"127.0.0.1", "localhost", "::1", "::ffff:127.0.0.1"}
+#: The fixtures that give a test the target (tests/conftest.py: target and client;
+#: tests/contacts/outbox/conftest.py: relay_target).
+TARGET_FIXTURES = frozenset({"target", "relay_target"})
+#: The fixtures only the local stack has: a test that asks for one cannot run `--deployed`.
+LOCAL_FIXTURES = frozenset({"stack", "fresh_stack"})
 
 
 class DeployedError(Exception):
@@ -211,6 +220,39 @@ class LocalToken:
 
         expires = datetime.now(UTC) + timedelta(hours=1)
         return AccessToken("funcstack-local-token", int(expires.timestamp()))
+
+
+class _Item(Protocol):
+    """What the selection reads of a pytest item."""
+
+    @property
+    def nodeid(self) -> str: ...
+
+    def get_closest_marker(self, name: str) -> Any: ...
+
+
+def deployed_selection[I: _Item](items: Sequence[I]) -> tuple[list[I], list[I], list[str]]:
+    """`--deployed`'s choice among collected tests: (kept, deselected, unsorted). Kept: those
+    that use the target (TARGET_FIXTURES) and are not marked `local_stack`; deselected: the
+    rest. Unsorted, which --deployed refuses: a test that starts servers (marked integration or
+    e2e) that neither uses the target nor is marked local_stack, and a kept test that also asks
+    for a fixture only the local stack has -- so that what a deployed run leaves out is always
+    a marked, stated choice."""
+    kept, deselected, unsorted = [], [], []
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        local = item.get_closest_marker("local_stack") is not None
+        if names & TARGET_FIXTURES and not local:
+            if names & LOCAL_FIXTURES:
+                asked = ", ".join(sorted(names & LOCAL_FIXTURES))
+                unsorted.append(f"{item.nodeid} (it asks for {asked})")
+            kept.append(item)
+            continue
+        servers = item.get_closest_marker("integration") or item.get_closest_marker("e2e")
+        if servers is not None and not local:
+            unsorted.append(item.nodeid)
+        deselected.append(item)
+    return kept, deselected, unsorted
 
 
 def receive(
