@@ -215,7 +215,7 @@ class LocalToken:
     """A token credential (azure-core's protocol) for funcstack's endpoints, which do not check
     a token's signature: the SDKs send it as they send an Entra ID token."""
 
-    def get_token(self, *scopes: str, **kwargs: Any) -> AccessToken:
+    def get_token(self, *_scopes: str, **_options: Any) -> AccessToken:
         from azure.core.credentials import AccessToken
 
         expires = datetime.now(UTC) + timedelta(hours=1)
