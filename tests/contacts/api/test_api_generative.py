@@ -30,7 +30,9 @@ Speed only (`_memoize_regex_strategies`): Hypothesis builds a regex's strategy a
 is asked, character class by character class, and schemathesis asks for the same few patterns
 hundreds of times (the text fields' patterns have classes of ~150,000 code points: ~0.5 s a
 build). The built strategy is a pure function of the pattern, its flags and the alphabet, so
-it is kept and handed out again; the cases generated are the same.
+it is kept and handed out again, and so is each character class's (the coverage phase spells a
+field's length bounds into its pattern: a pattern per bound, the same classes); the cases
+generated are the same.
 """
 
 from __future__ import annotations
