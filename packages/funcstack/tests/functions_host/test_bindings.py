@@ -26,7 +26,7 @@ from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
-from funcstack.cosmos import start_cosmos
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
 from funcstack.functions_host.testing import call
 from funcstack.servicebus._launcher import start_servicebus
@@ -40,7 +40,7 @@ BLOBS = "bindings"
 PREFIX = "bq"
 SB_QUEUE = "bindings-q"
 SB_TOPIC = "bindings-t"
-DATABASE = "shop"
+DATABASE = f"shop-{uuid.uuid4().hex[:8]}"  # on the test process's endpoint
 MAX_DEQUEUE = 2
 
 
@@ -119,7 +119,9 @@ def wait_for[T](probe: Callable[[], T | None], what: str, timeout: float = 30.0)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("bindings")
     config = tmp / "Config.json"
     config.write_text(
@@ -144,7 +146,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             }
         )
     )
-    cosmos = start_cosmos(port=0, log_path=tmp / "cosmos.log")
+    cosmos = shared_cosmos  # its database is this module's own
     azurite = start_azurite(tmp / "azurite", tmp / "azurite.log")
     bus = start_servicebus(config=config, log_path=tmp / "sb.log")
     runner: RunningRunner | None = None
@@ -191,7 +193,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             runner.stop()
         bus.stop()
         azurite.stop()
-        cosmos.stop()
+        with CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options()) as client:
+            client.delete_database(DATABASE)
 
 
 # -- blob (test_blob_functions.py) ---------------------------------------------------------
@@ -418,7 +421,7 @@ def test_a_cosmos_output_or_input_that_fails_fails_the_invocation(stack: Stack) 
     assert stack.http.post("cosmos/missing", content='{"id": "x"}').status_code == 500
     assert stack.http.get("cosmos/nowhere").status_code == 500
     log = stack.log.read_text("utf-8")
-    assert "The container 'missing' (in database 'shop') does not exist" in log
+    assert f"The container 'missing' (in database '{DATABASE}') does not exist" in log
     assert "Exception binding parameter 'docs'" in log
 
 

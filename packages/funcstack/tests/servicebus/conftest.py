@@ -10,6 +10,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -74,6 +75,44 @@ class Entities:
     topic: str
     queue: str
     expiring_queue: str
+
+
+@contextmanager
+def entities(endpoint: ServiceBusEndpoint, namespace: dict[str, Any]) -> Iterator[None]:
+    """A config namespace's queues and topics (their subscriptions and rules), created on a
+    running endpoint through its control channel under their own names, deleted after: a
+    module's entities on the shared endpoint instead of an endpoint of its own."""
+    made: list[str] = []
+
+    def control(request: dict[str, Any]) -> None:
+        control_request(endpoint.host, endpoint.control_port or 0, request)
+
+    assert endpoint.control_port is not None, "the endpoint has no control channel"
+    try:
+        for queue in namespace.get("Queues", []):
+            control(
+                {"op": "create-queue", "name": queue["Name"], "properties": queue["Properties"]}
+            )
+            made.append(queue["Name"])
+        for topic in namespace.get("Topics", []):
+            control(
+                {"op": "create-topic", "name": topic["Name"], "properties": topic["Properties"]}
+            )
+            made.append(topic["Name"])
+            for sub in topic.get("Subscriptions", []):
+                control(
+                    {
+                        "op": "create-subscription",
+                        "topic": topic["Name"],
+                        "name": sub["Name"],
+                        "properties": sub.get("Properties", {}),
+                        "rules": sub.get("Rules", []),
+                    }
+                )
+        yield
+    finally:
+        for name in made:
+            control({"op": "delete", "name": name})
 
 
 @pytest.fixture
