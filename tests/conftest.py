@@ -1,7 +1,14 @@
 """Settings and fixtures of every test under tests/ (the Contacts app's, the subscriber's, the
 deploy templates', the tooling's, the repository's). `stack`: the Contacts app's whole local
 stack (tools/stack.py on funcstack), started once per test session on free ports, with the
-app's default settings, always stopped; `client`: an HTTP client of its API."""
+app's default settings, always stopped; `target`: the app the HTTP contract and relay suites
+test (tools/target.py): that stack, or with `--deployed` an app already running (deployed, or
+`make run`'s) named by the environment; `client`: an HTTP client of the target's API.
+
+`--deployed` runs only the tests that use `target` (through `client` or `relay_target` or
+directly), minus those marked `local_stack` (they need the local stack itself: they kill or
+stop its parts, freeze its broker, start apps with settings of their own, read its logs):
+docs/testing.md, The deployed smoke test."""
 
 from __future__ import annotations
 
@@ -19,6 +26,7 @@ if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
     from tools.httpclient import Client
     from tools.stack import Stack
+    from tools.target import Target
 
 # funcstack's local authority trusted here as its hosts trust it (SSL_CERT_FILE,
 # REQUESTS_CA_BUNDLE; funcstack's docs/cosmos.md, Certificate), before a test module imports an
@@ -29,6 +37,33 @@ os.environ.update(local_tls().environment())
 # `make test`'s parallel jobs an example may wait for a core (speed lives in `make bench`).
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--deployed",
+        action="store_true",
+        help="run the HTTP contract and relay suites against the app the environment names "
+        "(AZURE_FUNCTION_APP_URL, COSMOS_*, SERVICEBUS_*: tools/target.py), not a local stack",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --deployed: the tests that use the target and are not marked local_stack
+    (tools/target.py, `deployed_selection`); a test that starts servers and is neither is
+    refused, naming it."""
+    if not config.getoption("deployed"):
+        return
+    from tools.target import deployed_selection
+
+    kept, deselected, unsorted = deployed_selection(items)
+    if unsorted:
+        raise pytest.UsageError(
+            "--deployed: these tests start servers but neither use the target nor are marked "
+            "local_stack (mark them, saying why): " + "; ".join(unsorted)
+        )
+    config.hook.pytest_deselected(items=deselected)
+    items[:] = kept
 
 
 @pytest.fixture(scope="session")
@@ -62,11 +97,22 @@ def stack(
         yield s
 
 
-@pytest.fixture
-def client(stack: Stack) -> Iterator[Client]:
-    from tools.httpclient import Client
+@pytest.fixture(scope="session")
+def target(request: pytest.FixtureRequest) -> Target:
+    """The app under test: the session's local stack, or the deployed app (--deployed)."""
+    from tools.target import Deployed, DeployedError, LocalTarget
 
-    c = Client(stack.api_url)
+    if request.config.getoption("deployed"):
+        try:
+            return Deployed.from_environment()
+        except DeployedError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return LocalTarget(request.getfixturevalue("stack"))
+
+
+@pytest.fixture
+def client(target: Target) -> Iterator[Client]:
+    c = target.client()
     try:
         yield c
     finally:

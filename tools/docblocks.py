@@ -6,10 +6,13 @@ from the local index).
 - Python blocks (```` ```python ````, found by pytest-examples): a block whose first line names a
   file (`# orders/domain.py`) is that file (blocks naming the same file continue it); any other
   block is a script of its own; a block fenced ```` ```python test="typecheck" ```` (one that
-  needs a running stack or an Azure account) is only type-checked. `write_project` writes them
-  into a folder; `DRIVER`, run by the interpreter under test, imports the modules (indexing a
-  `FunctionApp` named `app`, as the worker does), runs the scripts, then runs the test files
-  (`test_*.py`) with pytest in an interpreter of their own.
+  needs a running stack or an Azure account) is only type-checked. A block fenced with one of
+  `SERVICES` (```` ```python test="cosmos" ````) needs what it names, which only the release
+  check gives it (tools/release/trial.py: a Cosmos DB endpoint, funcstack installed): it runs
+  there and is type-checked everywhere. `write_project` writes them into a folder; `DRIVER`,
+  run by the interpreter under test, imports the modules (indexing a `FunctionApp` named
+  `app`, as the worker does), runs the scripts, then runs the test files (`test_*.py`) with
+  pytest in an interpreter of their own.
 - Shell blocks (```` ```bash ````, ```` ```sh ````, or a fence with no language): their lines,
   which the release check runs verbatim (`shell_lines`).
 """
@@ -17,7 +20,7 @@ from the local index).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +32,6 @@ FILE_LINE = re.compile(r"#\s*(?P<path>[A-Za-z0-9_./-]+\.py)\b")
 DRIVER = """
 import importlib, runpy, sys
 from pathlib import Path
-import azure.functions as func
 folder = Path(sys.argv[1])
 sys.path.insert(0, str(folder))
 tests = []
@@ -41,8 +43,10 @@ for entry in sys.argv[2:]:
         runpy.run_path(str(folder / name), run_name="__main__")
     else:
         app = getattr(importlib.import_module(name), "app", None)
-        if isinstance(app, func.FunctionApp):
-            assert app.get_functions(), f"{name}.app has no functions"
+        if type(app).__module__.startswith("azure.functions"):
+            import azure.functions as func
+            if isinstance(app, func.FunctionApp):
+                assert app.get_functions(), f"{name}.app has no functions"
 if tests:  # in an interpreter of their own: the apps above are indexed (the worker does it once)
     import subprocess
     sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
@@ -50,6 +54,15 @@ if tests:  # in an interpreter of their own: the apps above are indexed (the wor
                              cwd=folder, env={**__import__("os").environ,
                                               "PYTHONPATH": str(folder)}))
 """
+#: What a block fenced ```` ```python test="<name>" ```` needs, which only the release check
+#: gives: the environment variables its document tells a reader to set for it (the document
+#: names each: tests/tooling/test_release_check.py). "cosmos": a Cosmos DB account's endpoint
+#: and key, and the trust of its certificate (funcstack's local endpoint; an account's is
+#: public); "funcstack": funcstack installed, as its document's install lines install it.
+SERVICES: dict[str, tuple[str, ...]] = {
+    "cosmos": ("COSMOS_ENDPOINT", "COSMOS_KEY", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"),
+    "funcstack": (),
+}
 #: The fences whose lines are shell commands.
 SHELL_FENCES = ("bash", "sh", "shell", "")
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[^`]*)$")
@@ -60,9 +73,21 @@ def python_blocks(doc: Path) -> list[CodeExample]:
     return [e for e in find_examples(doc) if e.prefix.split(" ", 1)[0] in ("py", "python")]
 
 
-def write_project(doc: str, folder: Path, examples: list[CodeExample]) -> Iterator[str]:
+def needs(example: CodeExample) -> str | None:
+    """The block's `test="..."` setting: "typecheck", one of SERVICES, or None (it runs)."""
+    setting = example.prefix_settings().get("test")
+    assert setting in (None, "typecheck", *SERVICES), (
+        f'line {example.start_line}: test="{setting}" is none of typecheck, {", ".join(SERVICES)}'
+    )
+    return setting
+
+
+def write_project(
+    doc: str, folder: Path, examples: list[CodeExample], given: Collection[str] = ()
+) -> Iterator[str]:
     """Write the blocks as files in `folder`; yield what the driver does with each (in order,
-    once per file): `module:NAME`, `script:PATH` or `test:PATH`."""
+    once per file): `module:NAME`, `script:PATH` or `test:PATH`. A block that needs a service
+    not `given` (or fenced test="typecheck") is written, not run."""
     seen: set[str] = set()
     for example in examples:
         first = example.source.splitlines()[0] if example.source else ""
@@ -75,7 +100,8 @@ def write_project(doc: str, folder: Path, examples: list[CodeExample]) -> Iterat
                 (folder / parent / "__init__.py").write_text("")
         with target.open("a", encoding="utf-8") as out:
             out.write(example.source)
-        if path in seen or example.prefix_settings().get("test") == "typecheck":
+        wanted = needs(example)
+        if path in seen or (wanted is not None and wanted not in given):
             continue
         assert named or "def test_" not in example.source, (
             f"{doc}:{example.start_line}: a block of tests names no file: start it with "

@@ -1,16 +1,20 @@
 """Receive this app's events from a session subscription of its topic through the real
-azure-servicebus SDK, as a consumer would write it (e2e tests, benchmarks)."""
+azure-servicebus SDK, as a consumer would write it (e2e tests, benchmarks): from the local
+stack's namespace (its connection string) or a deployed one (a client made with a credential:
+`tools.deployed`), from every session or from the sessions a test names (its own contacts', on a
+namespace that others' events reach too)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusSessionFilter
 from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
 
 
@@ -34,12 +38,28 @@ class Received:
         return None if ref is None else str(ref)
 
 
+#: A namespace to receive from: a connection string (the local stack's), or a function that makes
+#: a client with the keyword arguments given (a deployed namespace, reached with a credential).
+Namespace = str | Callable[..., ServiceBusClient]
+
+
+#: A session to receive from: one named, or the next available.
+Session = str | ServiceBusSessionFilter
+
+
+def connect(namespace: Namespace, **options: Any) -> ServiceBusClient:
+    """A client of `namespace`, with the SDK's `options`."""
+    if isinstance(namespace, str):
+        return ServiceBusClient.from_connection_string(namespace, **options)
+    return namespace(**options)
+
+
 def _decode(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
 def drain(
-    connection_string: str,
+    namespace: Namespace,
     *,
     until: Callable[[list[Received]], bool],
     timeout: float,
@@ -47,8 +67,11 @@ def drain(
     subscription: str = "all-events",
     workers: int = 8,
     payloads: Callable[[str], bytes] | None = None,
+    sessions: Collection[str] | None = None,
 ) -> list[Received]:
-    """Receive (and complete) from every session until `until(received)` or the timeout.
+    """Receive (and complete) until `until(received)` or the timeout: from every session, or
+    from `sessions` only (taken in turn, again and again: a session's later messages may come
+    after its first receiver closed).
 
     Like a real consumer, several threads each take the next available session: opening a
     session receiver costs the sync SDK ~0.45 s (its open loop polls every 50 ms). A claim
@@ -57,25 +80,41 @@ def drain(
     received: list[Received] = []
     lock = threading.Lock()
     deadline = time.monotonic() + timeout
+    turns = deque(sessions) if sessions is not None else None
 
     def done() -> bool:
         with lock:
             return until(received)
 
+    def take() -> Session | None:
+        if turns is None:
+            return NEXT_AVAILABLE_SESSION
+        with lock:
+            return turns.popleft() if turns else None
+
     def work() -> None:
         # retry_total=0: "no free session" (OperationTimeoutError after max_wait_time) comes
         # back at once instead of after the SDK's retries with back-off (~17 s), as the
         # service answers it
-        with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
+        with connect(namespace, retry_total=0) as client:
             while time.monotonic() < deadline and not done():
+                session = take()
+                if session is None:  # every named session is another worker's now
+                    time.sleep(0.2)
+                    continue
                 try:
                     _drain_one_session(
-                        client, topic, subscription, deadline, received, lock, payloads
+                        client, topic, subscription, deadline, received, lock, payloads, session
                     )
                 except (OperationTimeoutError, ServiceBusError):
                     time.sleep(0.2)
+                finally:
+                    if turns is not None and isinstance(session, str):
+                        with lock:
+                            turns.append(session)
 
-    threads = [threading.Thread(target=work, daemon=True) for _ in range(workers)]
+    count = workers if sessions is None else max(1, min(workers, len(sessions)))
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(count)]
     for t in threads:
         t.start()
     for t in threads:
@@ -90,14 +129,15 @@ def _drain_one_session(
     deadline: float,
     received: list[Received],
     lock: threading.Lock,
-    payloads: Callable[[str], bytes] | None = None,
+    payloads: Callable[[str], bytes] | None,
+    session: Session,
 ) -> None:
     # keep_alive=0 + prefetch: the SDK starts no keep-alive thread, whose 1 s sleeps would
     # otherwise delay every close.
     with client.get_subscription_receiver(
         topic,
         subscription,
-        session_id=NEXT_AVAILABLE_SESSION,
+        session_id=session,
         max_wait_time=1,
         prefetch_count=100,
         keep_alive=0,

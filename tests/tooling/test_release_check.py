@@ -1,8 +1,10 @@
 """The release check's own checks (tools/release), each shown to catch what it is for, in-process
 on small distributions made here: a file git tracks missing from an sdist, a wheel from the
 sdist that differs from the tree's, a requirement between ours or in a doc that the versions
-built do not meet, a README's relative link, the release order, the local index's pages and the
-docs' shell lines as the trials read them. `make release-check` runs them all on the real five."""
+built do not meet, a README's relative link, the release order, the local index's pages, the
+docs' shell lines as the trials read them, and the blocks that need a service (a Cosmos DB
+account) run only where it is given, with only what their document says to set. `make
+release-check` runs them all on the real five."""
 
 from __future__ import annotations
 
@@ -15,9 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from tools.docblocks import install_lines, json_files, shell_lines
+from tools.docblocks import (
+    SERVICES,
+    install_lines,
+    json_files,
+    needs,
+    python_blocks,
+    shell_lines,
+    write_project,
+)
 from tools.release import build, index, requirements
-from tools.release.dists import Distribution, distributions, read
+from tools.release.dists import ROOT, Distribution, distributions, read
 
 PYPROJECT = """[project]
 name = "{name}"
@@ -218,3 +228,46 @@ def test_every_guide_the_check_tries_has_install_lines_without_placeholders(doc:
     lines = shell_lines(root / doc, doc)
     assert install_lines(root / doc, doc)
     assert [line.text for line in lines if "<" in line.text.split("#", 1)[0]] == []
+
+
+DOCS_WITH_PYTHON = sorted(
+    str(p.relative_to(ROOT))
+    for p in (ROOT / "README.md", *ROOT.glob("packages/*/README.md"), *ROOT.glob("docs/*.md"))
+)
+
+
+@pytest.mark.parametrize("doc", DOCS_WITH_PYTHON)
+def test_a_block_that_needs_a_service_runs_with_only_what_its_document_says_to_set(
+    doc: str,
+) -> None:
+    """A block fenced test="cosmos" runs in the release check with the variables SERVICES
+    names set (tools/release/background.py sets those and no others): its document must tell
+    a reader to set each, before the block, or the block does not run as written."""
+    text = (ROOT / doc).read_text("utf-8").splitlines()
+    for example in python_blocks(ROOT / doc):
+        wanted = needs(example)
+        told = "\n".join(text[: example.start_line])
+        unnamed = [v for v in SERVICES.get(wanted or "", ()) if f"`{v}" not in told]
+        assert unnamed == [], f"{doc}:{example.start_line} needs {unnamed} and never says so"
+
+
+def test_a_block_fenced_with_a_need_nobody_gives_is_refused(tmp_path: Path) -> None:
+    doc = tmp_path / "README.md"
+    doc.write_text('# Shop\n\n```python test="servicebus"\nprint("hi")\n```\n')
+    [example] = python_blocks(doc)
+    with pytest.raises(AssertionError, match='test="servicebus" is none of typecheck, cosmos'):
+        needs(example)
+
+
+def test_a_block_runs_only_where_what_it_needs_is_given(tmp_path: Path) -> None:
+    doc = tmp_path / "README.md"
+    doc.write_text(
+        '# Shop\n\n```python test="cosmos"\nprint("account")\n```\n\n'
+        '```python test="typecheck"\nprint("never")\n```\n\n```python\nprint("always")\n```\n'
+    )
+    blocks = python_blocks(doc)
+    assert list(write_project("README.md", tmp_path / "a", blocks)) == ["script:example_11.py"]
+    assert list(write_project("README.md", tmp_path / "b", blocks, {"cosmos"})) == [
+        "script:example_3.py",
+        "script:example_11.py",
+    ]

@@ -10,5 +10,8 @@ it proves and what only a real upload can.
   and in the docs resolvable;
 - `index`: dist/ as a PEP 503 simple index on 127.0.0.1;
 - `trial`: the clean venvs: each README's and guide's install lines run verbatim, its first
-  example, each distribution's own tests from its sdist.
+  example (on funcstack's Cosmos DB endpoint where a block needs an account), each
+  distribution's own tests from its sdist; the CPU each trial's processes used;
+- `background`: what a trial runs beside its steps (a guide's `funcstack run`, the Cosmos DB
+  endpoint), until a Ctrl-C.
 """

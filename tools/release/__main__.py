@@ -23,7 +23,7 @@ from pathlib import Path
 from tools.docblocks import install_lines
 from tools.release import build, index, requirements
 from tools.release.dists import ROOT, Distribution, distributions
-from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial
+from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial, command
 
 DIST = ROOT / "dist"
 #: The Python of the repository's venv: `make test` runs every distribution's tests on it from
@@ -75,46 +75,50 @@ def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bo
 
     `full` (the release workflow): pip itself runs every document's lines, and each
     distribution's own tests run from its sdist on every Python it supports. Otherwise (`make
-    test`, where CPU is what the run waits for): pip runs each README's lines on the oldest
-    Python its distribution supports (once: a README whose lines an earlier one ran with pip
-    gets uv), uv's pip interface the same lines on the others and the guides' (the package
-    READMEs' lines again); the own tests run on that oldest Python (3.11),
-    in a trial of their own; on 3.13 `make test` runs them from the tree (test-suite,
-    test-funcstack, test-operators, test-changefeed): funcstack's, 3.13 only, are collected
-    from its sdist; 3.12 tries every install and first example."""
+    test`, where CPU is what the run waits for): pip itself runs each package README's first
+    line (`pip install <name>`, the line the issue promises a stranger), once, on the oldest
+    Python its distribution supports (the test kit's and the operators' first lines are
+    cosmos-outbox's README's too: pip runs them there), uv's pip interface every other line and
+    the same lines on the other Pythons and in the guides; the own tests run on that oldest
+    Python (3.11), in a trial of their own; on 3.13 `make test` runs them from the tree
+    (test-suite, test-funcstack, test-operators, test-changefeed): funcstack's, 3.13 only, are
+    collected from its sdist, in its README's venv; 3.12 tries every install and first
+    example."""
     trials = []
+    readmes = {d.name: str((d.folder / "README.md").relative_to(ROOT)) for d in dists}
+    headlines = {command(install_lines(ROOT / r, r)[0].text) for r in readmes.values()}
     by_pip: set[str] = set()  # the lines pip itself runs in make test's trials
     for dist in dists:
-        readme = str((dist.folder / "README.md").relative_to(ROOT))
+        readme = readmes[dist.name]
         pythons = [p for p in dist.pythons if p in found]
         lines = {command(line.text) for line in install_lines(ROOT / readme, readme)}
         for python in pythons:
             oldest = python == pythons[0]
-            # pip on the oldest Python, unless an earlier README's trial ran each line with pip
-            # (the test kit's and the operators' lines are cosmos-outbox's README's too)
-            pip = full or (oldest and not lines <= by_pip)
-            by_pip |= lines if pip else set()
+            pip = None if full else frozenset((lines & headlines) - by_pip if oldest else ())
+            by_pip |= pip or set()
             trial = Trial(readme, python, found[python], url, DIST, pip=pip)
-            trials.append(trial)
             if dist.name in OWN_TESTS and (full or oldest):
-                collect_only = not full and python == TREE_PYTHON
-                trials.append(replace(trial, tests=(dist,), lines=False, collect_only=collect_only))
+                if not full and python == TREE_PYTHON:  # collected, in the README's venv
+                    trial = replace(trial, tests=(dist,), collect_only=True)
+                else:
+                    trials.append(replace(trial, tests=(dist,), lines=False))
+            trials.append(trial)
     for guide, python in GUIDES.items():
         if python in found:
-            trials.append(Trial(guide, python, found[python], url, DIST, pip=full))
+            trials.append(
+                Trial(guide, python, found[python], url, DIST, pip=None if full else frozenset())
+            )
     # The longest first: the sdists' tests (3.11's cosmos-outbox's the longest), then the rest.
     return sorted(trials, key=lambda t: (t.lines, t.python != "3.11"))
-
-
-def command(line: str) -> str:
-    """A shell line without its comment and extra spaces."""
-    return " ".join(line.split("#", 1)[0].split())
 
 
 def report(outcomes: list[Outcome]) -> bool:
     for outcome in sorted(outcomes, key=lambda o: (o.python, o.name)):
         state = "ok" if not outcome.failures else "FAILED"
-        print(f"  {outcome.python}  {outcome.name}: {state} in {outcome.seconds:.0f} s")
+        print(
+            f"  {outcome.python}  {outcome.name}: {state} in {outcome.seconds:.0f} s "
+            f"({outcome.cpu:.0f} s of CPU)"
+        )
         for line in outcome.steps:
             print(f"      {line}")
         for failure in outcome.failures:
@@ -157,9 +161,10 @@ def main() -> int:
         counts = ", ".join(
             f"{p}: {sum(o.passed for o in outcomes if o.python == p)} tests" for p in sorted(found)
         )
+        cpu = sum(o.cpu for o in outcomes)
         print(
             f"release-check: {'passed' if ok else 'FAILED'}: {len(outcomes)} trials ({counts}) "
-            f"in {time.monotonic() - started:.0f} s"
+            f"in {time.monotonic() - started:.0f} s; the trials' processes used {cpu:.0f} s of CPU"
         )
         return 0 if ok else 1
     finally:

@@ -14,7 +14,6 @@ clone), and in it:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -24,18 +23,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_examples import CodeExample
 
 from tools.docblocks import (
     DRIVER,
+    SERVICES,
     install_lines,
     json_files,
+    needs,
     python_blocks,
     shell_lines,
     write_project,
 )
+from tools.release.background import Background, cosmos_endpoint
 from tools.release.build import uv
 from tools.release.dists import ROOT, Distribution
 
@@ -95,8 +96,11 @@ class Outcome:
     failures: list[str] = field(default_factory=list)
     passed: int = 0
     seconds: float = 0.0
+    #: the CPU (user + system) of its steps' processes
+    cpu: float = 0.0
 
     def step(self, what: str, done: subprocess.CompletedProcess[str]) -> bool:
+        self.cpu += getattr(done, "cpu", 0.0)
         counted = re.search(r"(\d+) passed", done.stdout.splitlines()[-1] if done.stdout else "")
         if counted:
             self.passed += int(counted[1])
@@ -118,11 +122,13 @@ class Trial:
     index: str
     out: Path
     tests: tuple[Distribution, ...] = ()
-    #: The document's lines run by pip itself (else by uv's pip interface, standing in for it
-    #: on the venv's PATH: the same lines, the same index, about a tenth of pip's CPU).
-    pip: bool = True
+    #: The document's lines run by pip itself (their commands: `command()`; None: every line);
+    #: the others by uv's pip interface, standing in for pip on the PATH: the same lines, the
+    #: same index, about a tenth of pip's CPU.
+    pip: frozenset[str] | None = None
     #: Its install lines, first example and a guide's steps (else only the own tests, in a venv
-    #: of their own: they then start at once, beside the lines' trial).
+    #: of their own: they then start at once, beside the lines' trial). With both, the own
+    #: tests come after the lines, in their venv.
     lines: bool = True
     #: The own tests only collected (every module imports from the installed wheel): where
     #: `make test` runs them from the tree.
@@ -140,6 +146,9 @@ class Trial:
             "PIP_EXTRA_INDEX_URL": PYPI,
             "PIP_DISABLE_PIP_VERSION_CHECK": "1",
             "PIP_NO_INPUT": "1",
+            # pip compiles every module it installs (and ignores what fails to compile); the
+            # trials' processes compile what they import, as after uv, which compiles nothing
+            "PIP_COMPILE": "0",
             "UV": uv(),
             "UV_NO_CONFIG": "1",
             "UV_INDEX_URL": self.index,
@@ -153,22 +162,28 @@ class Trial:
         folder = scratch / (name if self.lines else f"{name}-tests")
         folder.mkdir(parents=True)
         venv = folder / ".venv"
-        subprocess.run(
-            [uv(), "venv", "--quiet", "--no-config", "--seed", "-p", self.interpreter, venv],
-            check=True,
+        # pip seeded only where pip itself runs a line (uv runs the others, and the own tests')
+        seed = ["--seed"] if self.lines and (self.pip is None or self.pip) else []
+        made = _run(
+            [uv(), "venv", "--quiet", "--no-config", *seed, "-p", self.interpreter, str(venv)],
+            folder,
+            dict(os.environ),
         )
+        outcome.cpu += made.cpu
+        made.check_returncode()
         env = self.environment(venv, folder)
-        if not self.pip:
-            (venv / "bin" / "pip").write_text(PIP_BY_UV)
+        if self.pip is not None:  # a pip standing in for pip, first on the PATH of uv's lines
+            (folder / "by-uv").mkdir()
+            (folder / "by-uv" / "pip").write_text(PIP_BY_UV)
+            (folder / "by-uv" / "pip").chmod(0o755)
         if not self.lines:
             for dist in self.tests:
                 self._own_tests(dist, folder, env, outcome)
-        elif (
-            self._install(folder, env, outcome)
-            and self._example(folder, env, outcome)
-            and self.doc.startswith("docs/")
-        ):
-            self._guide(folder / "example", env, outcome)
+        elif self._install(folder, env, outcome) and self._example(folder, env, outcome):
+            if self.doc.startswith("docs/"):
+                self._guide(folder / "example", env, outcome)
+            for dist in self.tests:
+                self._own_tests(dist, folder, env, outcome)
         outcome.seconds = time.monotonic() - started
         return outcome
 
@@ -181,8 +196,11 @@ class Trial:
             outcome.failures.append(f"{self.doc} shows no `pip install` line")
             return False
         for line in lines:
+            by_pip = self.pip is None or command(line.text) in self.pip
+            path = env["PATH"] if by_pip else f"{folder / 'by-uv'}:{env['PATH']}"
+            done = self._shell(line.text, folder, env | {"PATH": path})
             if not outcome.step(
-                f"{self.doc}:{line.line} `{line.text}`", self._shell(line.text, folder, env)
+                f"{self.doc}:{line.line} `{line.text}`{'' if by_pip else ' (uv)'}", done
             ):
                 return False
         return True
@@ -197,13 +215,33 @@ class Trial:
         examples = python_blocks(ROOT / self.doc) if guide else first_example(ROOT / self.doc)
         project = folder / "example"
         project.mkdir()
-        steps = list(write_project(self.doc, project, examples))
+        wanted = {needs(e) for e in examples} & set(SERVICES)
+        # funcstack where the document's own lines installed it (its README, the guides)
+        given = {"cosmos"} | ({"funcstack"} if (folder / ".venv/bin/funcstack").exists() else set())
+        steps = list(write_project(self.doc, project, examples, given))
+        if guide and any(
+            command(s.text).startswith(PYTEST) for s in shell_lines(ROOT / self.doc, self.doc)
+        ):
+            # the guide says how to run its tests, and its steps run them so (_guide_steps)
+            steps = [s for s in steps if not s.startswith("test:")]
         if not steps:
-            outcome.steps.append("first example: type-checked only (it needs Azure)")
+            outcome.steps.append("first example: type-checked only (it needs a running app)")
             return True
         python = str(folder / ".venv" / "bin" / "python")
-        done = _run([python, "-c", DRIVER, str(project), *steps], project, env)
-        return outcome.step(f"first example (line {examples[0].start_line})", done)
+        what = f"first example (line {examples[0].start_line})"
+        if "cosmos" not in wanted:
+            return outcome.step(
+                what, _run([python, "-c", DRIVER, str(project), *steps], project, env)
+            )
+        try:
+            with cosmos_endpoint(folder / "cosmos", env) as (cosmos, endpoint):
+                done = _run([python, "-c", DRIVER, str(project), *steps], project, env | cosmos)
+        except RuntimeError as exc:
+            outcome.failures.append(f"{what}: {exc}")
+            return False
+        outcome.cpu += endpoint.cpu
+        names = ", ".join(sorted(cosmos))
+        return outcome.step(f"{what}, on funcstack's Cosmos DB endpoint ({names})", done)
 
     def _own_tests(
         self, dist: Distribution, folder: Path, env: dict[str, str], outcome: Outcome
@@ -243,20 +281,57 @@ def _pytest(
     return _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments], cwd, env)
 
 
-def _run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """A step of a trial: its output kept (shown when it fails), 20 minutes at most."""
-    return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, check=False
+class Ran(subprocess.CompletedProcess[str]):
+    """A step's process as it ended, and the CPU it and the processes it waited for used."""
+
+    cpu: float = 0.0
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str]) -> Ran:
+    """A step of a trial: its output kept (shown when it fails), 20 minutes at most (then
+    killed, with its process group), its CPU counted (`os.wait4`: user + system time of it and
+    of every process it waited for)."""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
+    output: dict[str, str] = {}
+    readers = [
+        threading.Thread(target=lambda n=name, f=stream: output.__setitem__(n, f.read()))
+        for name, stream in (("out", process.stdout), ("err", process.stderr))
+    ]
+    for reader in readers:
+        reader.start()
+    timer = threading.Timer(STEP_SECONDS, lambda: os.killpg(process.pid, signal.SIGKILL))
+    timer.start()
+    try:
+        _, status, usage = os.wait4(process.pid, 0)
+    finally:
+        timer.cancel()
+    process.returncode = os.waitstatus_to_exitcode(status)
+    for reader in readers:
+        reader.join()
+    ran = Ran(command, process.returncode, output.get("out", ""), output.get("err", ""))
+    ran.cpu = usage.ru_utime + usage.ru_stime
+    return ran
 
 
-#: `pip` in a trial whose lines uv runs: `pip install ...` as `uv pip install ...` into the venv.
+#: The longest a step may take before it is killed.
+STEP_SECONDS = 1200
+
+
+#: How a guide's shell line runs its tests.
+PYTEST = ("python -m pytest", "pytest")
+#: `pip` for a line uv runs: `pip install ...` as `uv pip install ...` into the venv.
 PIP_BY_UV = """#!/bin/sh
 # The release check's stand-in for pip (tools/release/trial.py): uv's pip interface.
 exec "$UV" pip "$@" --python "$VIRTUAL_ENV/bin/python"
 """
-#: How long a `funcstack run` of a guide may take to say it is ready.
-READY_SECONDS = 240
 
 
 def _guide_steps(trial: Trial, project: Path, env: dict[str, str], outcome: Outcome) -> None:
@@ -268,66 +343,35 @@ def _guide_steps(trial: Trial, project: Path, env: dict[str, str], outcome: Outc
     for name, text in json_files(ROOT / trial.doc).items():
         (project / name).write_text(text, "utf-8")
     lines = [s for s in shell_lines(ROOT / trial.doc, trial.doc) if s.heading != "Install"]
-    stack: subprocess.Popen[str] | None = None
+    stack: Background | None = None
     port = "7071"
     try:
         for line in lines:
             text = line.text.replace("127.0.0.1:7071", f"127.0.0.1:{port}")
             what = f"{trial.doc}:{line.line} `{line.text}`"
             if line.text.startswith("funcstack run"):
-                stack, port = _start_stack(line.text, project, env, outcome, what)
-                if stack is None:
+                command = f"{line.text.split('#', 1)[0].strip()} --free-ports --json"
+                stack = Background(command, project, env)
+                answer = stack.ready()
+                if not answer.get("ready"):
+                    outcome.failures.append(f"{what}: not ready: {answer}")
                     return
+                outcome.steps.append(f"{what}: ready (--free-ports --json)")
+                port = str(answer["ports"][project.name])
                 continue
             if not outcome.step(what, trial._shell(text, project, env)):
                 return
     finally:
         if stack is not None:
-            _stop_stack(stack, outcome)
+            killed = stack.stop()
+            outcome.cpu += stack.cpu
+            if killed:
+                outcome.failures.append(f"funcstack run {killed}")
 
 
-def _start_stack(
-    line: str, project: Path, env: dict[str, str], outcome: Outcome, what: str
-) -> tuple[subprocess.Popen[str] | None, str]:
-    stack = subprocess.Popen(  # bash with the guide's line
-        ["bash", "-c", f"exec {line.split('#', 1)[0].strip()} --free-ports --json"],
-        cwd=project,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    ready: list[str] = []
-    reader = threading.Thread(
-        target=lambda: ready.append(stack.stdout.readline() if stack.stdout else "")
-    )
-    reader.start()
-    reader.join(READY_SECONDS)
-    answer: dict[str, Any] = (
-        json.loads(ready[0])
-        if ready and ready[0].strip()
-        else {"ready": False, "error": "no ready line"}
-    )
-    if not answer.get("ready"):
-        _stop_stack(stack, outcome)
-        outcome.failures.append(f"{what}: not ready within {READY_SECONDS} s: {answer}")
-        return None, ""
-    outcome.steps.append(f"{what}: ready (--free-ports --json)")
-    return stack, str(answer["ports"][project.name])
-
-
-def _stop_stack(stack: subprocess.Popen[str], outcome: Outcome) -> None:
-    """Ctrl-C, as a terminal sends it; killed if it has not ended within 30 s."""
-    if stack.poll() is None:
-        os.killpg(stack.pid, signal.SIGINT)
-        try:
-            stack.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(stack.pid, signal.SIGKILL)
-            stack.wait()
-            outcome.failures.append("funcstack run did not stop within 30 s of a Ctrl-C: killed")
-    stack.communicate()
+def command(line: str) -> str:
+    """A shell line without its comment and extra spaces."""
+    return " ".join(line.split("#", 1)[0].split())
 
 
 def first_example(doc: Path) -> list[CodeExample]:

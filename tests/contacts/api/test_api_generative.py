@@ -1,11 +1,13 @@
 """Generative tests of the whole HTTP API with schemathesis (its Python API, inside pytest):
 cases generated from the OpenAPI document the running app serves, positive and negative data,
-sent to the app hosted by the local Functions host on the local stack, every check on.
+sent to the app hosted by the local Functions host on the local stack (or, with `--deployed`,
+to the deployed app, its key sent with every case: tools/target.py), every check on.
 
 Deliberate exceptions, each configured here and nowhere else:
 - `ignored_auth` is off: the local host does not enforce function keys (Azure does), so a
-  request without `x-functions-key` is served locally; that check would only test the host.
-  For the same reason no key header is generated (`with_security_parameters=False`).
+  request without `x-functions-key` is served locally; that check would only test the host
+  (a deployed app is sent its key with every case, as a client sends it). For the same reason
+  no key header is generated (`with_security_parameters=False`).
 - `positive_data_acceptance` is skipped for a request that carries a continuation token (a
   list's, in its query or header; a re-drive's, in its body):
   a token is valid only when this API issued it (it is sealed), which no schema can state, so
@@ -50,7 +52,7 @@ from schemathesis.specs.openapi.checks import negative_data_rejection, positive_
 from cosmos_outbox.http import HttpProblemError, parse_key
 from tests.contacts.openapi import openapi_document
 from tools.httpclient import Client
-from tools.stack import Stack
+from tools.target import Target
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +124,7 @@ def test_the_served_document_is_the_generated_one(client: Client) -> None:
 @generated.parametrize()
 @settings(deadline=None, suppress_health_check=list(HealthCheck))
 def test_the_api_conforms_to_its_openapi_document(
-    case: schemathesis.Case[Any], stack: Stack
+    case: schemathesis.Case[Any], target: Target
 ) -> None:
     query: dict[str, Any] = case.query or {}
     headers: dict[str, Any] = dict(case.headers or {})
@@ -144,7 +146,12 @@ def test_the_api_conforms_to_its_openapi_document(
     excluded: list[CheckFunction] = [positive_data_acceptance] if token_given or key_reused else []
     if _a_parameter_reaches_the_app_as_nothing(case):
         excluded.append(negative_data_rejection)
-    response = case.call_and_validate(base_url=stack.api_url, timeout=30, excluded_checks=excluded)
+    response = case.call_and_validate(
+        base_url=target.api_url,
+        headers=target.headers,
+        timeout=30,
+        excluded_checks=excluded,
+    )
     CASES[f"{case.method} {case.path}"] += 1
     STATUSES[response.status_code] += 1
 

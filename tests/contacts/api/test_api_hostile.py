@@ -1,5 +1,6 @@
-"""Hostile input over real HTTP: what the host and the app answer together (local Functions host,
-local stack), and bounded waits against a store that hangs (the real azure-cosmos SDK)."""
+"""Hostile input over real HTTP: what the host and the app answer together (the local Functions
+host on the local stack, or a deployed app: `--deployed`), and bounded waits against a store
+that hangs (the real azure-cosmos SDK; local only)."""
 
 from __future__ import annotations
 
@@ -146,6 +147,7 @@ def hung_store() -> Iterator[int]:
             conn.close()
 
 
+@pytest.mark.local_stack("the store adapter in this process, against a socket that never answers")
 @pytest.mark.timeout(30)
 def test_a_hung_store_is_a_store_unavailable_error_not_a_hang(hung_store: int) -> None:
     """The client timeouts bound every wait: without them the SDK waits over a minute and the
@@ -203,6 +205,7 @@ class HangingProxy:
             sock.close()
 
 
+@pytest.mark.local_stack("a proxy in front of the local Cosmos DB endpoint that stops answering")
 @pytest.mark.timeout(40)
 def test_a_store_that_hangs_after_start_fails_reads_and_writes_within_the_bound(
     stack: Stack,

@@ -1,5 +1,5 @@
-"""Every route end to end over real HTTP: runner -> function_app -> azure-cosmos SDK -> the
-local Cosmos endpoint."""
+"""Every route end to end over real HTTP: host -> function_app -> azure-cosmos SDK -> Cosmos DB;
+the local stack's, or a deployed app's (`--deployed`: tools/target.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tools.httpclient import Client, Reply
+from tools.target import Target
 
 pytestmark = pytest.mark.integration
 
@@ -183,7 +184,7 @@ def test_health_and_openapi(client: Client) -> None:
 
 
 def test_two_racing_updates_with_the_same_etag_one_wins_one_gets_412(
-    client: Client, stack: Any
+    client: Client, target: Target
 ) -> None:
     created = create(client, email="race@example.com")
     cid, etag = created.json()["id"], created.header("etag") or ""
@@ -191,7 +192,7 @@ def test_two_racing_updates_with_the_same_etag_one_wins_one_gets_412(
     barrier = threading.Barrier(2)
 
     def update(description: str) -> None:
-        c = Client(stack.api_url)
+        c = target.client()
         try:
             barrier.wait()
             results.append(

@@ -26,7 +26,10 @@ from cosmos_outbox.http.bounded import BOUND_SECONDS
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.local_stack("30,000 events written into a stack of its own whose relay is off"),
+]
 
 EVENTS = 30_000
 CONTACTS = 12

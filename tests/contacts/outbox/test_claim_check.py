@@ -37,7 +37,13 @@ from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.local_stack(
+        "a stack of its own with Azurite: the relay killed mid-send, Azurite stopped, "
+        "the subscriber app beside it"
+    ),
+]
 RELAY = {"FEED_POLL_DELAY_MS": "100"}
 KB = 1024
 

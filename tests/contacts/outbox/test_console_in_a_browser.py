@@ -47,7 +47,13 @@ from tests.contacts.outbox.test_operating_the_outbox import plant_history
 from tools.httpclient import Client
 from tools.stack import ROOT, Ports, Stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.local_stack(
+        "signed in through funcstack's stand-in for App Service Authentication; "
+        "the app restarted, Service Bus frozen"
+    ),
+]
 T = TypeVar("T")
 STANDARD = 256 * 1024
 PREMIUM = 1024 * 1024

@@ -37,7 +37,13 @@ from tools.httpclient import Client, Reply
 from tools.receive import count_at_least, drain
 from tools.stack import Ports, Stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.local_stack(
+        "a stack of its own: the worker killed after a commit, the store paused, "
+        "the backlog timer off"
+    ),
+]
 
 KEY = "Idempotency-Key"
 #: No backlog timer during the faults: it would call the store from the worker on its own.

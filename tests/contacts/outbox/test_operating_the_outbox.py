@@ -31,7 +31,10 @@ from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.local_stack("the app restarted with its relay disabled, then enabled"),
+]
 ROOT = Path(__file__).resolve().parents[3]
 BIG = 300_000  # bytes of description: over the 256 KB of a Standard namespace
 

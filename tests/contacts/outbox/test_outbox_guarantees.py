@@ -1,5 +1,7 @@
 """HTTP -> Cosmos -> change feed -> relay -> topic -> session receiver, with faults injected for
-real: nothing lost, duplicates dropped, order per contact kept."""
+real: nothing lost, duplicates dropped, order per contact kept. The tests without faults follow
+their own contacts only (the stored events of those partitions, the messages of those
+sessions), so that they run unchanged against a deployed app (`--deployed`: `relay_target`)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import random
 import threading
 import time
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterator
 from pathlib import Path
@@ -21,9 +24,28 @@ from funcstack.cosmos import CosmosEndpoint
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
+from tools.target import Target, receive
 
 pytestmark = pytest.mark.e2e
 REPORT = Path(__file__).resolve().parents[3] / ".stack" / "e2e-report.json"
+
+
+EVENTS = "SELECT * FROM c WHERE c.type = 'domainEvent'"
+
+
+def stored_events(
+    store: Stack | Target, contacts: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """The stored events: of every contact, or of `contacts` (a query per partition)."""
+    container = store.contacts_container()
+    if contacts is None:
+        return list(container.query_items(EVENTS, enable_cross_partition_query=True))
+    return [e for c in contacts for e in container.query_items(EVENTS, partition_key=c)]
+
+
+def unique(tag: str) -> str:
+    """A tag no earlier run used (a deployed app keeps every run's contacts)."""
+    return f"{tag}{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
@@ -50,23 +72,6 @@ def stack(shared_stack: Stack) -> Iterator[Stack]:
         shared_stack.start_servicebus()
     if shared_stack.runner is None or shared_stack.runner.process.poll() is not None:
         shared_stack.start_runner()
-
-
-def stored_events(stack: Stack, contacts: Collection[str] | None = None) -> list[dict[str, Any]]:
-    """The stored events (of ``contacts`` only, when given: the module's stack holds every
-    test's)."""
-    return [
-        event
-        for event in stack.contacts_container().query_items(
-            "SELECT * FROM c WHERE c.type = 'domainEvent'", enable_cross_partition_query=True
-        )
-        if contacts is None or event["partitionKey"] in contacts
-    ]
-
-
-#: The contacts the module's tests wrote on the shared stack (each adds its own): the load test
-#: counts every event of any other contact, as on a stack of its own.
-WRITTEN: set[str] = set()
 
 
 def of(received: list[Received], contacts: Collection[str]) -> list[Received]:
@@ -133,11 +138,10 @@ def record(name: str, figures: dict[str, Any]) -> None:
     print(name, figures)
 
 
-def test_every_committed_change_is_one_message_in_version_order(stack: Stack) -> None:
-    client = Client(stack.api_url)
+def test_every_committed_change_is_one_message_in_version_order(relay_target: Target) -> None:
+    client = relay_target.client()
     try:
-        mine = write_history(client, contacts=8, updates=3, tag="order")
-        WRITTEN.update(mine)
+        contacts = write_history(client, contacts=8, updates=3, tag=unique("order"))
         patched = client.request(
             "POST",
             "/contacts",
@@ -149,8 +153,7 @@ def test_every_committed_change_is_one_message_in_version_order(stack: Stack) ->
             },
         )
         cid = patched.json()["id"]
-        mine.append(cid)
-        WRITTEN.add(cid)
+        contacts.append(cid)
         client.request(
             "PATCH",
             f"/contacts/{cid}",
@@ -163,16 +166,10 @@ def test_every_committed_change_is_one_message_in_version_order(stack: Stack) ->
         client.request("DELETE", f"/contacts/{cid}")
     finally:
         client.close()
-    events = stored_events(stack, mine)
+    events = stored_events(relay_target, contacts)
     assert len(events) == 8 * 4 + 5
-    assert stack.servicebus is not None
-    received = of(
-        drain(
-            stack.servicebus.connection_string,
-            until=count_at_least(len(events), mine),
-            timeout=60,
-        ),
-        mine,
+    received = receive(
+        relay_target, until=count_at_least(len(events)), timeout=60, sessions=contacts
     )
     assert_exactly_once_in_order(received, events)
     traced = [r for r in received if r.properties.get("traceparent")]
@@ -187,19 +184,18 @@ def test_every_committed_change_is_one_message_in_version_order(stack: Stack) ->
     }
 
 
+@pytest.mark.local_stack("Service Bus stopped and started again")
 def test_service_bus_down_while_writes_continue_loses_nothing(stack: Stack) -> None:
     assert stack.servicebus is not None
     client = Client(stack.api_url)
     try:
         mine = write_history(client, contacts=3, updates=1, tag="before")
-        WRITTEN.update(mine)
         conn = stack.servicebus.connection_string
         before = of(drain(conn, until=count_at_least(6, mine), timeout=30), mine)
         assert len(before) == 6
         stack.stop_servicebus()
         # the relay fails and retries
         mine += write_history(client, contacts=5, updates=2, tag="during")
-        WRITTEN.update(mine)
         time.sleep(2)
         stack.start_servicebus()  # same port; the relay's retry reconnects
     finally:
@@ -273,6 +269,7 @@ FAST_TAKEOVER = {
 RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER}
 
 
+@pytest.mark.local_stack("the relay's host killed mid-batch; the endpoint's log read")
 def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(
     tmp_path: Path, shared_cosmos: CosmosEndpoint
 ) -> None:
@@ -312,6 +309,7 @@ def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(
     )
 
 
+@pytest.mark.local_stack("the relay killed, the whole stack restarted from its kept state")
 def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Path) -> None:
     """`make run`'s state across a restart: the relay is killed mid-batch, the whole local
     stack stops and starts again from .stack/state. The relay resumes from its stored lease,
@@ -355,6 +353,10 @@ def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Pat
     )
 
 
+@pytest.mark.local_stack(
+    "a 300 KB event is poison only without a claim check store (no Azurite); "
+    "a deployed app offloads it"
+)
 def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
     stack: Stack,
 ) -> None:
@@ -363,7 +365,6 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
     client = Client(stack.api_url)
     try:
         [cid] = write_history(client, contacts=1, updates=0, tag="poison")
-        WRITTEN.add(cid)
         poison = {
             "id": "poison-event-1",
             "partitionKey": cid,
@@ -380,7 +381,6 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
         }
         container.create_item(poison)
         later = write_history(client, contacts=2, updates=1, tag="after")
-        WRITTEN.update(later)
         client.request(
             "POST",
             f"/contacts/{cid}/update-email",
@@ -415,18 +415,19 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
 
 
 def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
-    stack: Stack,
+    relay_target: Target,
 ) -> None:
-    assert stack.servicebus is not None
     clients, seconds = 20, 8.0
     stop_at = time.monotonic() + seconds
     writes = Counter[str]()
     errors = Counter[int]()
     lock = threading.Lock()
+    contacts: list[str] = []
+    tag = unique("L")
 
     def worker(n: int) -> None:
         rng = random.Random(n)
-        client = Client(stack.api_url)
+        client = relay_target.client()
         mine: list[str] = []
         try:
             while time.monotonic() < stop_at:
@@ -435,14 +436,16 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
                         "POST",
                         "/contacts",
                         json_body={
-                            "firstName": f"L{n}",
+                            "firstName": f"{tag}{n}",
                             "lastName": str(len(mine)),
-                            "email": f"l{n}.{len(mine)}@example.com",
+                            "email": f"{tag.lower()}{n}.{len(mine)}@example.com",
                             "companyName": "Load",
                         },
                     )
                     if reply.status == 201:
                         mine.append(reply.json()["id"])
+                        with lock:
+                            contacts.append(mine[-1])
                 else:
                     reply = client.request(
                         "PATCH",
@@ -464,17 +467,9 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
     for t in threads:
         t.join(60)
     elapsed = time.monotonic() - started
-    # every event of a contact no other test wrote: the clients' (also one whose create
-    # committed and then failed to answer)
-    events = [e for e in stored_events(stack) if e["partitionKey"] not in WRITTEN]
-    created = {e["partitionKey"] for e in events}
-    received = of(
-        drain(
-            stack.servicebus.connection_string,
-            until=count_at_least(len(events), created),
-            timeout=120,
-        ),
-        created,
+    events = stored_events(relay_target, contacts)
+    received = receive(
+        relay_target, until=count_at_least(len(events)), timeout=120, sessions=contacts
     )
     assert_exactly_once_in_order(received, events)
     record(

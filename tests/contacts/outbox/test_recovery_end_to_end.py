@@ -38,7 +38,10 @@ from tools.httpclient import Client
 from tools.receive import Received, drain
 from tools.stack import Ports, Stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.local_stack("the subscriber app in a host beside it, its log read"),
+]
 ROOT = Path(__file__).resolve().parents[3]
 SUBSCRIPTION = "contact-projection"
 #: the subscriber's line for each event it handled (cosmos_outbox.subscriber's dispatcher)

@@ -52,7 +52,10 @@ from tools.httpclient import Client
 from tools.receive import count_at_least, drain
 from tools.stack import SERVICEBUS_CONFIG, Ports, Stack
 
-pytestmark = pytest.mark.e2e
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.local_stack("instances killed, paused and added; the container split"),
+]
 
 #: The lease intervals of FAST_TAKEOVER (funcstack's local-only settings, milliseconds), in s.
 ACQUIRE = int(FAST_TAKEOVER["FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL"]) / 1000

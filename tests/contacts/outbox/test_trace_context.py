@@ -1,5 +1,6 @@
 """HTTP request -> event -> Service Bus message: one trace. The host gives the invocation the
-request's trace context (`context.trace_context`), the events keep it, the message carries it."""
+request's trace context (`context.trace_context`), the events keep it, the message carries it
+(locally, and on a deployed app: `--deployed`)."""
 
 from __future__ import annotations
 
@@ -13,19 +14,19 @@ from cosmos_outbox import telemetry as names
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE, TRACES_FILE
-from tools.httpclient import Client
-from tools.receive import Received, count_at_least, drain
+from tools.receive import Received, count_at_least
 from tools.stack import SERVICE_NAMES, Ports, Stack
 from tools.status import summarise
+from tools.target import LocalTarget, Target, receive
 
 pytestmark = pytest.mark.e2e
 
 TRACE_ID = "5b8efff798038103d269b633813fc60c"
 
 
-def post_and_receive_one(stack: Stack) -> Received:
+def post_and_receive_one(target: Target) -> Received:
     """POST one contact under TRACE_ID and receive its message from the topic."""
-    client = Client(stack.api_url)
+    client = target.client()
     try:
         response = client.request(
             "POST",
@@ -41,8 +42,8 @@ def post_and_receive_one(stack: Stack) -> Received:
     finally:
         client.close()
     assert response.status == 201
-    assert stack.servicebus is not None
-    [message] = drain(stack.servicebus.connection_string, until=count_at_least(1), timeout=60)
+    contact = response.json()["id"]
+    [message] = receive(target, until=count_at_least(1), timeout=60, sessions=[contact])
     return message
 
 
@@ -62,18 +63,19 @@ def stack(
         yield stack
 
 
-def test_a_posts_message_carries_the_trace_id_of_that_request(stack: Stack) -> None:
-    message = post_and_receive_one(stack)
+def test_a_posts_message_carries_the_trace_id_of_that_request(relay_target: Target) -> None:
+    message = post_and_receive_one(relay_target)
     assert message.properties["traceparent"].split("-")[1] == TRACE_ID
     assert message.properties["Diagnostic-Id"] == message.properties["traceparent"]
 
 
+@pytest.mark.local_stack("the local worker's telemetry files")
 def test_the_local_worker_exports_the_relays_telemetry_to_files(stack: Stack) -> None:
     """`make run`'s telemetry path: FUNCTIONS_HOST_OTEL_DIR makes the worker process install the
     file exporters (funcstack/otel.py), so the relay's metrics and its PRODUCER span, linked
     to the request's trace, reach `.stack/otel` and `make status` can read them."""
     otel_dir = Path(stack.settings()[OTEL_ENV_VAR])
-    post_and_receive_one(stack)
+    post_and_receive_one(LocalTarget(stack))
     stack.stop()
     # The stack has stopped: the worker flushed on its way out.
     summary = summarise((otel_dir / METRICS_FILE).read_text("utf-8").splitlines())
