@@ -25,12 +25,12 @@ from azure.cosmos import CosmosClient, PartitionKey
 from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
+from servicebus.conftest import Target, entities
 
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
 from funcstack.functions_host.testing import call
-from funcstack.servicebus._launcher import start_servicebus
-from funcstack.services import start_azurite
+from funcstack.services import Azurite
 
 from .conftest import make_app_dir
 
@@ -120,37 +120,28 @@ def wait_for[T](probe: Callable[[], T | None], what: str, timeout: float = 30.0)
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: Target,
+    shared_azurite: Azurite,
 ) -> Iterator[Stack]:
+    """The test process's Cosmos DB and Service Bus endpoints and Azurite (this module's
+    database, queue, topic, blob container and queues on them), the bindings app's host."""
     tmp = tmp_path_factory.mktemp("bindings")
-    config = tmp / "Config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "UserConfig": {
-                    "Namespaces": [
-                        {
-                            "Name": "sbemulatorns",
-                            "Queues": [{"Name": SB_QUEUE, "Properties": {}}],
-                            "Topics": [
-                                {
-                                    "Name": SB_TOPIC,
-                                    "Properties": {},
-                                    "Subscriptions": [{"Name": "all", "Properties": {}}],
-                                }
-                            ],
-                        }
-                    ],
-                    "Logging": {"Type": "File"},
-                }
-            }
-        )
-    )
+    namespace = {
+        "Queues": [{"Name": SB_QUEUE, "Properties": {}}],
+        "Topics": [
+            {"Name": SB_TOPIC, "Properties": {}, "Subscriptions": [{"Name": "all"}]},
+        ],
+    }
     cosmos = shared_cosmos  # its database is this module's own
-    azurite = start_azurite(tmp / "azurite", tmp / "azurite.log")
-    bus = start_servicebus(config=config, log_path=tmp / "sb.log")
+    azurite = shared_azurite  # the blob container and queues are this module's own names
+    bus = shared_servicebus.endpoint
+    assert bus is not None
     runner: RunningRunner | None = None
+    made = contextlib.ExitStack()
     try:
+        made.enter_context(entities(bus, namespace))
         client = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
         database = client.create_database_if_not_exists(DATABASE)
         database.create_container("nopk", PartitionKey("/pk"))
@@ -191,8 +182,7 @@ def stack(
     finally:
         if runner is not None:
             runner.stop()
-        bus.stop()
-        azurite.stop()
+        made.close()
         with CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options()) as client:
             client.delete_database(DATABASE)
 

@@ -52,19 +52,23 @@ def _start(tmp_path: Path, *, control: bool = False) -> ServiceBusEndpoint:
     )
 
 
+def start_shared(folder: Path) -> Target:
+    """The test process's endpoint (``shared_servicebus``, tests/conftest.py): the test
+    config's entities, its duplicate detection window, a control channel; its log in
+    ``folder``."""
+    endpoint = _start(folder, control=True)
+    return Target(endpoint.connection_string, endpoint, folder / "servicebus.log")
+
+
 @pytest.fixture(scope="session")
-def servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    """One endpoint shared by the suite; tests use their own session ids / message ids."""
+def servicebus(request: pytest.FixtureRequest) -> Target:
+    """One endpoint shared by the suite (the test process's, ``shared_servicebus``); tests use
+    their own session ids / message ids, or entities of their own (`own`, `entities`)."""
     external = _external()
     if external:
-        yield Target(connection_string=external, endpoint=None)
-        return
-    folder = tmp_path_factory.mktemp("servicebus")
-    endpoint = _start(folder, control=True)
-    try:
-        yield Target(endpoint.connection_string, endpoint, folder / "servicebus.log")
-    finally:
-        endpoint.stop()
+        return Target(connection_string=external, endpoint=None)
+    shared: Target = request.getfixturevalue("shared_servicebus")
+    return shared
 
 
 @dataclass(frozen=True)
