@@ -124,43 +124,23 @@ def own(local_only: Target) -> Iterator[Entities]:
     """The config's queues and topic (and its subscriptions, rules and properties) created again
     on the shared endpoint under names ending in a suffix of this test's own, with the
     endpoint's duplicate detection window, as the config's are; deleted after the test."""
-    endpoint = local_only.endpoint
-    assert endpoint is not None and endpoint.control_port is not None
+    assert local_only.endpoint is not None
     [namespace] = json.loads(CONFIG.read_text())["UserConfig"]["Namespaces"]
     suffix = uuid.uuid4().hex[:8]
     window = {"DuplicateDetectionHistoryTimeWindow": f"PT{DUPLICATE_WINDOW_SECONDS:g}S"}
-    made: list[str] = []
-
-    def control(request: dict[str, Any]) -> None:
-        control_request(endpoint.host, endpoint.control_port or 0, request)
-
-    try:
-        for queue in namespace["Queues"]:
-            name = f"{queue['Name']}-{suffix}"
-            control(
-                {"op": "create-queue", "name": name, "properties": queue["Properties"] | window}
-            )
-            made.append(name)
-        for topic in namespace["Topics"]:
-            name = f"{topic['Name']}-{suffix}"
-            control(
-                {"op": "create-topic", "name": name, "properties": topic["Properties"] | window}
-            )
-            made.append(name)
-            for sub in topic["Subscriptions"]:
-                control(
-                    {
-                        "op": "create-subscription",
-                        "topic": name,
-                        "name": sub["Name"],
-                        "properties": sub["Properties"],
-                        "rules": sub["Rules"],
-                    }
-                )
+    renamed = {
+        kind: [
+            {
+                **entity,
+                "Name": f"{entity['Name']}-{suffix}",
+                "Properties": entity["Properties"] | window,
+            }
+            for entity in namespace[kind]
+        ]
+        for kind in ("Queues", "Topics")
+    }
+    with entities(local_only.endpoint, renamed):
         yield Entities(f"{TOPIC}-{suffix}", f"{QUEUE}-{suffix}", f"expiring-queue-{suffix}")
-    finally:
-        for name in made:
-            control({"op": "delete", "name": name})
 
 
 @pytest.fixture
