@@ -25,6 +25,7 @@ from funcstack.config import (
     load_config,
     read_json,
 )
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.provision import ProvisionError, provision_cosmos
 from funcstack.stack import LocalStack, ServicePorts
 
@@ -34,12 +35,16 @@ OFFICIAL = HERE / "fixtures" / "emulator-Config.json"
 
 
 @pytest.fixture(scope="module")
-def official(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
-    """The services with the official sample Config.json, unchanged (no Azurite)."""
+def official(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[LocalStack]:
+    """The services with the official sample Config.json, unchanged (no Azurite), on the test
+    process's Cosmos DB endpoint (the tests here use databases of their own names)."""
     stack = LocalStack(
         workdir=tmp_path_factory.mktemp("official"),
         config=load_config(OFFICIAL),
         ports=ServicePorts.free(),
+        shared_cosmos=shared_cosmos,
         with_azurite=False,
     )
     with stack:
@@ -290,7 +295,7 @@ def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path
 
 
 def test_declared_blob_containers_are_created_private_in_azurite_and_kept(
-    tmp_path: Path,
+    tmp_path: Path, shared_cosmos: CosmosEndpoint
 ) -> None:
     config = tmp_path / "stack.json"
     config.write_text(
@@ -300,6 +305,7 @@ def test_declared_blob_containers_are_created_private_in_azurite_and_kept(
         workdir=tmp_path / "stack",
         config=load_config(config),
         ports=ServicePorts.free(),
+        shared_cosmos=shared_cosmos,  # Azurite's part is under test
         with_servicebus=False,
     ) as stack:
         assert stack.report.lines() == [
@@ -315,7 +321,7 @@ def test_declared_blob_containers_are_created_private_in_azurite_and_kept(
 
 
 def test_declared_queues_are_created_in_azurite_and_kept_with_their_messages(
-    tmp_path: Path,
+    tmp_path: Path, shared_cosmos: CosmosEndpoint
 ) -> None:
     config = tmp_path / "stack.json"
     config.write_text(
@@ -332,6 +338,7 @@ def test_declared_queues_are_created_in_azurite_and_kept_with_their_messages(
         workdir=tmp_path / "stack",
         config=load_config(config),
         ports=ServicePorts.free(),
+        shared_cosmos=shared_cosmos,  # Azurite's part is under test
         with_servicebus=False,
     ) as stack:
         assert stack.report.lines() == [

@@ -18,7 +18,7 @@ import pytest
 from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
 
-from funcstack.cosmos._launcher import CosmosEndpoint, start_cosmos
+from funcstack.cosmos._launcher import CosmosEndpoint
 
 PK_PATH = "/partitionKey"
 UNCHANGED = MatchConditions.IfNotModified  # the SDK's If-Match condition
@@ -52,17 +52,15 @@ def unique(prefix: str) -> str:
 
 
 @pytest.fixture(scope="session")
-def cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+def cosmos(request: pytest.FixtureRequest) -> Target:
+    """COSMOS_ENDPOINT + COSMOS_KEY, else the test process's endpoint (``shared_cosmos``: the
+    tests here each work on databases and containers of their own)."""
     endpoint = os.environ.get("COSMOS_ENDPOINT")
     key = os.environ.get("COSMOS_KEY")
     if endpoint and key:
-        yield Target(endpoint=endpoint, key=key, verify_tls=False, local=None)
-        return
-    local = start_cosmos(log_path=tmp_path_factory.mktemp("cosmos") / "cosmos.log")
-    try:
-        yield Target(endpoint=local.endpoint, key=local.key, verify_tls=False, local=local)
-    finally:
-        local.stop()
+        return Target(endpoint=endpoint, key=key, verify_tls=False, local=None)
+    local: CosmosEndpoint = request.getfixturevalue("shared_cosmos")
+    return Target(endpoint=local.endpoint, key=local.key, verify_tls=False, local=local)
 
 
 @pytest.fixture

@@ -25,12 +25,12 @@ from azure.cosmos import CosmosClient, PartitionKey
 from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
+from servicebus.conftest import Target, entities
 
-from funcstack.cosmos import start_cosmos
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
 from funcstack.functions_host.testing import call
-from funcstack.servicebus._launcher import start_servicebus
-from funcstack.services import start_azurite
+from funcstack.services import Azurite
 
 from .conftest import make_app_dir
 
@@ -40,7 +40,7 @@ BLOBS = "bindings"
 PREFIX = "bq"
 SB_QUEUE = "bindings-q"
 SB_TOPIC = "bindings-t"
-DATABASE = "shop"
+DATABASE = f"shop-{uuid.uuid4().hex[:8]}"  # on the test process's endpoint
 MAX_DEQUEUE = 2
 
 
@@ -119,36 +119,29 @@ def wait_for[T](probe: Callable[[], T | None], what: str, timeout: float = 30.0)
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: Target,
+    shared_azurite: Azurite,
+) -> Iterator[Stack]:
+    """The test process's Cosmos DB and Service Bus endpoints and Azurite (this module's
+    database, queue, topic, blob container and queues on them), the bindings app's host."""
     tmp = tmp_path_factory.mktemp("bindings")
-    config = tmp / "Config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "UserConfig": {
-                    "Namespaces": [
-                        {
-                            "Name": "sbemulatorns",
-                            "Queues": [{"Name": SB_QUEUE, "Properties": {}}],
-                            "Topics": [
-                                {
-                                    "Name": SB_TOPIC,
-                                    "Properties": {},
-                                    "Subscriptions": [{"Name": "all", "Properties": {}}],
-                                }
-                            ],
-                        }
-                    ],
-                    "Logging": {"Type": "File"},
-                }
-            }
-        )
-    )
-    cosmos = start_cosmos(port=0, log_path=tmp / "cosmos.log")
-    azurite = start_azurite(tmp / "azurite", tmp / "azurite.log")
-    bus = start_servicebus(config=config, log_path=tmp / "sb.log")
+    namespace = {
+        "Queues": [{"Name": SB_QUEUE, "Properties": {}}],
+        "Topics": [
+            {"Name": SB_TOPIC, "Properties": {}, "Subscriptions": [{"Name": "all"}]},
+        ],
+    }
+    cosmos = shared_cosmos  # its database is this module's own
+    azurite = shared_azurite  # the blob container and queues are this module's own names
+    bus = shared_servicebus.endpoint
+    assert bus is not None
     runner: RunningRunner | None = None
+    made = contextlib.ExitStack()
     try:
+        made.enter_context(entities(bus, namespace))
         client = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
         database = client.create_database_if_not_exists(DATABASE)
         database.create_container("nopk", PartitionKey("/pk"))
@@ -189,9 +182,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     finally:
         if runner is not None:
             runner.stop()
-        bus.stop()
-        azurite.stop()
-        cosmos.stop()
+        made.close()
+        with CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options()) as client:
+            client.delete_database(DATABASE)
 
 
 # -- blob (test_blob_functions.py) ---------------------------------------------------------
@@ -418,7 +411,7 @@ def test_a_cosmos_output_or_input_that_fails_fails_the_invocation(stack: Stack) 
     assert stack.http.post("cosmos/missing", content='{"id": "x"}').status_code == 500
     assert stack.http.get("cosmos/nowhere").status_code == 500
     log = stack.log.read_text("utf-8")
-    assert "The container 'missing' (in database 'shop') does not exist" in log
+    assert f"The container 'missing' (in database '{DATABASE}') does not exist" in log
     assert "Exception binding parameter 'docs'" in log
 
 

@@ -20,7 +20,7 @@ from azure.storage.blob import BlobServiceClient, ContainerClient
 from azure.storage.queue import QueueServiceClient
 
 from funcstack.functions_host._launcher import RunningRunner, start_runner
-from funcstack.services import Azurite, start_azurite
+from funcstack.services import Azurite
 
 from .conftest import make_app_dir
 
@@ -67,9 +67,10 @@ class Env:
 
 
 @pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+def env(tmp_path_factory: pytest.TempPathFactory, shared_azurite: Azurite) -> Iterator[Env]:
+    """The test process's Azurite (the container polled is this module's own), its hosts."""
     tmp = tmp_path_factory.mktemp("blobtrigger")
-    storage = start_azurite(tmp / "azurite", tmp / "azurite.log")
+    storage = shared_azurite
     container = f"in-{uuid.uuid4().hex[:8]}"
     out = tmp / "seen.jsonl"
     app_dir = make_app_dir(
@@ -95,7 +96,6 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     finally:
         for runner in e.runners:
             runner.stop()
-        storage.stop()
 
 
 def receipts(env: Env) -> list[Any]:

@@ -21,7 +21,7 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
-from funcstack.cosmos import split_partition
+from funcstack.cosmos import CosmosEndpoint, split_partition
 from funcstack.functions_host._cosmos_trigger.listener import VERIFY_TLS_SETTING
 from funcstack.functions_host._launcher import RunningRunner, start_runner
 from funcstack.services import free_port
@@ -71,22 +71,19 @@ class Cosmos:
 
 
 @pytest.fixture(scope="module")
-def cosmos() -> Iterator[Cosmos]:
+def cosmos(request: pytest.FixtureRequest) -> Cosmos:
+    """COSMOS_ENDPOINT, else the test process's endpoint (``shared_cosmos``): each test works
+    on a database of its own and none stops, restarts or faults the endpoint (those that
+    restart Cosmos DB on its state start a stack of their own, `KeptState`)."""
     endpoint = os.environ.get("COSMOS_ENDPOINT")
     if endpoint:
         verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
         key = os.environ.get("COSMOS_KEY", EMULATOR_KEY)
-        yield Cosmos(endpoint, key, verify, options={"connection_verify": verify})
-        return
-    from funcstack.cosmos import start_cosmos
-
-    local = start_cosmos(port=0)
-    try:
-        yield Cosmos(
-            local.endpoint, local.key, local.verify_tls, local=True, options=local.client_options()
-        )
-    finally:
-        local.stop()
+        return Cosmos(endpoint, key, verify, options={"connection_verify": verify})
+    local: CosmosEndpoint = request.getfixturevalue("shared_cosmos")
+    return Cosmos(
+        local.endpoint, local.key, local.verify_tls, local=True, options=local.client_options()
+    )
 
 
 @dataclass

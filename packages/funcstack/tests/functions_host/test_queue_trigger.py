@@ -26,7 +26,7 @@ from funcstack.functions_host._queue_trigger import (
     poison_queue_name,
     queue_service_for,
 )
-from funcstack.services import Azurite, start_azurite
+from funcstack.services import Azurite
 
 from .conftest import make_app_dir
 
@@ -36,13 +36,9 @@ MAX_DEQUEUE = 3
 
 
 @pytest.fixture(scope="module")
-def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
-    tmp = tmp_path_factory.mktemp("azurite")
-    storage = start_azurite(tmp / "data", tmp / "azurite.log")
-    try:
-        yield storage
-    finally:
-        storage.stop()
+def azurite(shared_azurite: Azurite) -> Azurite:
+    """The test process's Azurite: each host here polls a queue of its own name."""
+    return shared_azurite
 
 
 @dataclass

@@ -24,6 +24,7 @@ from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueClient
 
 from funcstack.config import load_config
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.scaleout import AppInstances
 from funcstack.stack import LocalStack, ServicePorts
 
@@ -52,11 +53,17 @@ DECLARED = {
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[LocalStack]:
+    """Its database on the test process's Cosmos DB endpoint, which no test here stops."""
     tmp = tmp_path_factory.mktemp("ready")
     (tmp / "funcstack.json").write_text(json.dumps(DECLARED))
     local = LocalStack(
-        workdir=tmp / "stack", config=load_config(tmp / "funcstack.json"), ports=ServicePorts.free()
+        workdir=tmp / "stack",
+        config=load_config(tmp / "funcstack.json"),
+        ports=ServicePorts.free(),
+        shared_cosmos=shared_cosmos,
     )
     local.start()
     try:

@@ -25,11 +25,12 @@ from azure.servicebus import (
     ServiceBusSender,
     ServiceBusSubQueue,
 )
+from servicebus.conftest import Target
 
 from funcstack.functions_host._launcher import RunningRunner, start_runner
 from funcstack.functions_host._servicebus_trigger import renew_delay
 from funcstack.servicebus import control_request
-from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.servicebus._launcher import ServiceBusEndpoint
 
 from .conftest import make_app_dir
 
@@ -39,12 +40,11 @@ MAX_DELIVERY = 3
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
-    sb = start_servicebus(log_path=tmp_path_factory.mktemp("sb") / "sb.log", control=True)
-    try:
-        yield sb
-    finally:
-        sb.stop()
+def broker(shared_servicebus: Target) -> ServiceBusEndpoint:
+    """The test process's endpoint: each test creates a topic of its own on its control
+    channel."""
+    assert shared_servicebus.endpoint is not None
+    return shared_servicebus.endpoint
 
 
 @dataclass

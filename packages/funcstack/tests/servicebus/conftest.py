@@ -10,6 +10,7 @@ import json
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -51,19 +52,23 @@ def _start(tmp_path: Path, *, control: bool = False) -> ServiceBusEndpoint:
     )
 
 
+def start_shared(folder: Path) -> Target:
+    """The test process's endpoint (``shared_servicebus``, tests/conftest.py): the test
+    config's entities, its duplicate detection window, a control channel; its log in
+    ``folder``."""
+    endpoint = _start(folder, control=True)
+    return Target(endpoint.connection_string, endpoint, folder / "servicebus.log")
+
+
 @pytest.fixture(scope="session")
-def servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    """One endpoint shared by the suite; tests use their own session ids / message ids."""
+def servicebus(request: pytest.FixtureRequest) -> Target:
+    """One endpoint shared by the suite (the test process's, ``shared_servicebus``); tests use
+    their own session ids / message ids, or entities of their own (`own`, `entities`)."""
     external = _external()
     if external:
-        yield Target(connection_string=external, endpoint=None)
-        return
-    folder = tmp_path_factory.mktemp("servicebus")
-    endpoint = _start(folder, control=True)
-    try:
-        yield Target(endpoint.connection_string, endpoint, folder / "servicebus.log")
-    finally:
-        endpoint.stop()
+        return Target(connection_string=external, endpoint=None)
+    shared: Target = request.getfixturevalue("shared_servicebus")
+    return shared
 
 
 @dataclass(frozen=True)
@@ -76,48 +81,66 @@ class Entities:
     expiring_queue: str
 
 
-@pytest.fixture
-def own(local_only: Target) -> Iterator[Entities]:
-    """The config's queues and topic (and its subscriptions, rules and properties) created again
-    on the shared endpoint under names ending in a suffix of this test's own, with the
-    endpoint's duplicate detection window, as the config's are; deleted after the test."""
-    endpoint = local_only.endpoint
-    assert endpoint is not None and endpoint.control_port is not None
-    [namespace] = json.loads(CONFIG.read_text())["UserConfig"]["Namespaces"]
-    suffix = uuid.uuid4().hex[:8]
-    window = {"DuplicateDetectionHistoryTimeWindow": f"PT{DUPLICATE_WINDOW_SECONDS:g}S"}
+@contextmanager
+def entities(endpoint: ServiceBusEndpoint, namespace: dict[str, Any]) -> Iterator[None]:
+    """A config namespace's queues and topics (their subscriptions and rules), created on a
+    running endpoint through its control channel under their own names, deleted after: a
+    module's entities on the shared endpoint instead of an endpoint of its own."""
     made: list[str] = []
 
     def control(request: dict[str, Any]) -> None:
         control_request(endpoint.host, endpoint.control_port or 0, request)
 
+    assert endpoint.control_port is not None, "the endpoint has no control channel"
     try:
-        for queue in namespace["Queues"]:
-            name = f"{queue['Name']}-{suffix}"
+        for queue in namespace.get("Queues", []):
             control(
-                {"op": "create-queue", "name": name, "properties": queue["Properties"] | window}
+                {"op": "create-queue", "name": queue["Name"], "properties": queue["Properties"]}
             )
-            made.append(name)
-        for topic in namespace["Topics"]:
-            name = f"{topic['Name']}-{suffix}"
+            made.append(queue["Name"])
+        for topic in namespace.get("Topics", []):
             control(
-                {"op": "create-topic", "name": name, "properties": topic["Properties"] | window}
+                {"op": "create-topic", "name": topic["Name"], "properties": topic["Properties"]}
             )
-            made.append(name)
-            for sub in topic["Subscriptions"]:
+            made.append(topic["Name"])
+            for sub in topic.get("Subscriptions", []):
                 control(
                     {
                         "op": "create-subscription",
-                        "topic": name,
+                        "topic": topic["Name"],
                         "name": sub["Name"],
-                        "properties": sub["Properties"],
-                        "rules": sub["Rules"],
+                        "properties": sub.get("Properties", {}),
+                        "rules": sub.get("Rules", []),
                     }
                 )
-        yield Entities(f"{TOPIC}-{suffix}", f"{QUEUE}-{suffix}", f"expiring-queue-{suffix}")
+        yield
     finally:
         for name in made:
             control({"op": "delete", "name": name})
+
+
+@pytest.fixture
+def own(local_only: Target) -> Iterator[Entities]:
+    """The config's queues and topic (and its subscriptions, rules and properties) created again
+    on the shared endpoint under names ending in a suffix of this test's own, with the
+    endpoint's duplicate detection window, as the config's are; deleted after the test."""
+    assert local_only.endpoint is not None
+    [namespace] = json.loads(CONFIG.read_text())["UserConfig"]["Namespaces"]
+    suffix = uuid.uuid4().hex[:8]
+    window = {"DuplicateDetectionHistoryTimeWindow": f"PT{DUPLICATE_WINDOW_SECONDS:g}S"}
+    renamed = {
+        kind: [
+            {
+                **entity,
+                "Name": f"{entity['Name']}-{suffix}",
+                "Properties": entity["Properties"] | window,
+            }
+            for entity in namespace[kind]
+        ]
+        for kind in ("Queues", "Topics")
+    }
+    with entities(local_only.endpoint, renamed):
+        yield Entities(f"{TOPIC}-{suffix}", f"{QUEUE}-{suffix}", f"expiring-queue-{suffix}")
 
 
 @pytest.fixture

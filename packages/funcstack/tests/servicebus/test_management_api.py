@@ -8,7 +8,6 @@ HTTP, which funcstack serves on its AMQP port."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,7 +22,9 @@ from azure.servicebus.management import (
     TrueRuleFilter,
 )
 
-from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.servicebus._launcher import ServiceBusEndpoint
+
+from .conftest import Target, entities
 
 pytestmark = [pytest.mark.integration]
 
@@ -40,8 +41,11 @@ class PlainHttp(RequestsTransport):  # type: ignore[misc]  # azure-core exports 
 
 
 @pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
-    directory = tmp_path_factory.mktemp("management")
+def endpoint(servicebus: Target) -> Iterator[ServiceBusEndpoint]:
+    """Its queue and topic (subscriptions and rules as a config file declares them) on the
+    shared endpoint, created on its control channel."""
+    if servicebus.endpoint is None:
+        pytest.skip("creates its topic on the local endpoint's control channel")
     subscriptions = [
         {"Name": "plain", "Properties": {}},
         {"Name": "targeted", "Properties": {}},  # the one whose rules a test changes
@@ -67,24 +71,12 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEnd
             ],
         },
     ]
-    config = {
-        "UserConfig": {
-            "Namespaces": [
-                {
-                    "Name": "sbemulatorns",
-                    "Queues": [{"Name": "q", "Properties": {}}],
-                    "Topics": [{"Name": TOPIC, "Properties": {}, "Subscriptions": subscriptions}],
-                }
-            ]
-        }
+    namespace = {
+        "Queues": [{"Name": "q", "Properties": {}}],
+        "Topics": [{"Name": TOPIC, "Properties": {}, "Subscriptions": subscriptions}],
     }
-    path = directory / "config.json"
-    path.write_text(json.dumps(config))
-    sb = start_servicebus(config=path, log_path=directory / "servicebus.log")
-    try:
-        yield sb
-    finally:
-        sb.stop()
+    with entities(servicebus.endpoint, namespace):
+        yield servicebus.endpoint
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,9 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusRece
 
 from funcstack.servicebus._config import load_config
 from funcstack.servicebus._filters import Facts, RuleError, SqlFilter, parse_rules
-from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.servicebus._launcher import ServiceBusEndpoint
+
+from .conftest import Target, entities
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
@@ -84,15 +86,14 @@ def config(subscriptions: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
-    directory = tmp_path_factory.mktemp("rules")
-    path = directory / "config.json"
-    path.write_text(json.dumps(config(SUBSCRIPTIONS)))
-    sb = start_servicebus(config=path, log_path=directory / "servicebus.log")
-    try:
-        yield sb
-    finally:
-        sb.stop()
+def endpoint(servicebus: Target) -> Iterator[ServiceBusEndpoint]:
+    """The config's topic, subscriptions and rules on the shared endpoint (its control
+    channel creates them as a config file would)."""
+    if servicebus.endpoint is None:
+        pytest.skip("creates its topic on the local endpoint's control channel")
+    [namespace] = config(SUBSCRIPTIONS)["UserConfig"]["Namespaces"]
+    with entities(servicebus.endpoint, namespace):
+        yield servicebus.endpoint
 
 
 MESSAGES = [

@@ -6,7 +6,6 @@ its LockDuration. Through the real SDK; local only (a 2 s LockDuration)."""
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Iterator
@@ -15,7 +14,9 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusError, SessionCannotBeLockedError
 
-from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.servicebus._launcher import ServiceBusEndpoint
+
+from .conftest import Target, entities
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
@@ -24,38 +25,20 @@ LOCK_SECONDS = 2
 
 
 @pytest.fixture(scope="module")
-def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
-    tmp = tmp_path_factory.mktemp("session-locks")
-    config = tmp / "Config.json"
-    config.write_text(
-        json.dumps(
-            {
-                "UserConfig": {
-                    "Namespaces": [
-                        {
-                            "Name": "sbemulatorns",
-                            "Topics": [],
-                            "Queues": [
-                                {
-                                    "Name": QUEUE,
-                                    "Properties": {
-                                        "RequiresSession": True,
-                                        "LockDuration": f"PT{LOCK_SECONDS}S",
-                                        "MaxDeliveryCount": 10,
-                                    },
-                                }
-                            ],
-                        }
-                    ]
-                }
-            }
-        )
-    )
-    sb = start_servicebus(config=config, log_path=tmp / "sb.log")
-    try:
-        yield sb
-    finally:
-        sb.stop()
+def endpoint(servicebus: Target) -> Iterator[ServiceBusEndpoint]:
+    """Its session queue on the shared endpoint, created on the control channel."""
+    if servicebus.endpoint is None:
+        pytest.skip("creates its queue on the local endpoint's control channel")
+    queue = {
+        "Name": QUEUE,
+        "Properties": {
+            "RequiresSession": True,
+            "LockDuration": f"PT{LOCK_SECONDS}S",
+            "MaxDeliveryCount": 10,
+        },
+    }
+    with entities(servicebus.endpoint, {"Queues": [queue]}):
+        yield servicebus.endpoint
 
 
 def _no_retry(endpoint: ServiceBusEndpoint) -> ServiceBusClient:
