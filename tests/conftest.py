@@ -24,6 +24,7 @@ from funcstack.cosmos import local_tls
 
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
+    from funcstack.servicebus import ServiceBusEndpoint
     from tools.httpclient import Client
     from tools.stack import Stack
     from tools.target import Target
@@ -80,8 +81,27 @@ def shared_cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CosmosEn
 
 
 @pytest.fixture(scope="session")
+def shared_servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
+    """One Service Bus endpoint for the test process's Contacts stacks that neither stop, freeze
+    nor slow it nor change its message size (the session's and some modules'): each makes its
+    topic on it under a name of its own, through the endpoint's control channel, and deletes it
+    when it stops (tools/stack.py, `Stack(shared_servicebus=...)`)."""
+    from funcstack.servicebus import start_servicebus
+    from funcstack.services import free_port
+
+    log = Path(tmp_path_factory.mktemp("shared-servicebus")) / "servicebus.log"
+    endpoint = start_servicebus(port=free_port(), log_path=log, control=True)
+    try:
+        yield endpoint
+    finally:
+        endpoint.stop()
+
+
+@pytest.fixture(scope="session")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
     from tools.stack import Ports, Stack
 
@@ -93,6 +113,7 @@ def stack(
         workdir=Path(tmp_path_factory.mktemp("stack")),
         ports=Ports.free(),
         shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
     ) as s:
         yield s
 

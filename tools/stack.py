@@ -34,10 +34,12 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from cosmos_outbox_operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.functions_host import HostOptions, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.scaleout import AppInstances, parse_instances
-from funcstack.services import PartStartError, free_port, port_in_use, running_stack
+from funcstack.servicebus import ServiceBusEndpoint, control_request
+from funcstack.services import Azurite, PartStartError, free_port, port_in_use, running_stack
 from funcstack.serving import serve as serve_stack
 from funcstack.stack import LocalStack, ServicePorts, update_local_settings
 from tools.provision import declared
@@ -104,7 +106,15 @@ class Stack(LocalStack):
     #: Also write the generated settings here (`make run`: local.settings.json at the root,
     #: for `func start`, `make tail` and the operators' CLI) before any host starts.
     settings_copy: Path | None = None
+    #: A Service Bus endpoint this stack uses and does not own (a test process's, started with
+    #: its control channel: tests/conftest.py's `shared_servicebus`): the app's topic and its
+    #: subscriptions (tools/servicebus-config.json) are made on it under a name of this stack's
+    #: own (SERVICEBUS_TOPIC `contact-events-<random>`) and deleted when it stops; it is never
+    #: stopped or restarted by this stack. A stack whose tests stop, freeze or slow Service Bus,
+    #: or change its message size, has an endpoint of its own (None).
+    shared_servicebus: ServiceBusEndpoint | None = None
     _own_database: str | None = field(default=None, init=False, repr=False)
+    _own_topic: str | None = field(default=None, init=False, repr=False)
     # shared_cosmos (funcstack's): a Cosmos DB endpoint this stack does not own (a test
     # session's); the app's database on it is then one of this stack's own (COSMOS_DATABASE
     # `outbox-<random>`), dropped when it stops.
@@ -121,6 +131,8 @@ class Stack(LocalStack):
                 self.config = with_database(self.config, declared, database)
             self.settings_overrides = {**self.settings_overrides, "COSMOS_DATABASE": database}
             self._own_database = database
+        if self.shared_servicebus is not None:
+            self._shared_topic_name()
         if self.contacts_partitions is not None and self.config is not None:
             self.config = with_partitions(
                 self.config, self.contacts_container_name, self.contacts_partitions
@@ -128,6 +140,7 @@ class Stack(LocalStack):
         try:
             # Cosmos DB, Service Bus, Azurite when asked; the declared containers provisioned
             # (the blob container of the claim check with Azurite).
+            self.workdir.mkdir(parents=True, exist_ok=True)  # shared endpoints make none
             self.start_services()
             values = self.settings()
             self.settings_file = self.workdir / "local.settings.json"
@@ -161,8 +174,15 @@ class Stack(LocalStack):
 
     def stop(self) -> None:
         """Every part of its own stopped (LocalStack.stop); on a shared Cosmos DB endpoint, then
-        its database dropped."""
+        its database dropped; on a shared Service Bus endpoint, its topic deleted."""
         super().stop()
+        topic, self._own_topic = self._own_topic, None
+        if topic is not None and self.shared_servicebus is not None:
+            endpoint = self.shared_servicebus
+            with suppress(OSError, RuntimeError):  # the endpoint gone: nothing left to delete
+                control_request(
+                    endpoint.host, endpoint.control_port or 0, {"op": "delete", "name": topic}
+                )
         database, self._own_database = self._own_database, None
         if database is not None and self.shared_cosmos is not None:
             client = CosmosClient(
@@ -172,6 +192,86 @@ class Stack(LocalStack):
             )
             with client, suppress(CosmosResourceNotFoundError):
                 client.delete_database(database)
+
+    # -- a shared Service Bus endpoint ---------------------------------------------------------
+
+    def _shared_topic_name(self) -> None:
+        """SERVICEBUS_TOPIC: a name of this stack's own on the shared endpoint (or the one its
+        settings give); refused with what the shared endpoint cannot honour for one stack."""
+        endpoint = self.shared_servicebus
+        assert endpoint is not None
+        if endpoint.control_port is None:
+            raise ValueError("shared_servicebus: the endpoint has no control channel")
+        endwide = {
+            "servicebus_settle_delay_ms": bool(self.servicebus_settle_delay_ms),
+            "servicebus_max_message_size": self.servicebus_max_message_size is not None,
+        }
+        if any(endwide.values()):
+            named = ", ".join(name for name, given in endwide.items() if given)
+            raise ValueError(f"shared_servicebus: {named} is the endpoint's, not one stack's")
+        if "SERVICEBUS_TOPIC" not in self.settings_overrides:
+            declared = json.loads(SAMPLE.read_text())["Values"]["SERVICEBUS_TOPIC"]
+            topic = f"{declared}-{secrets.token_hex(4)}"
+            self.settings_overrides = {**self.settings_overrides, "SERVICEBUS_TOPIC": topic}
+
+    def start_servicebus(self) -> ServiceBusEndpoint:
+        """The stack's own endpoint (funcstack's), or the shared one with this stack's topic
+        made on it: the declared topic's properties and subscriptions (their rules), the
+        duplicate detection window `duplicate_window_seconds` when set."""
+        if self.shared_servicebus is None:
+            return super().start_servicebus()
+        if self._own_topic is None:
+            self._make_topic(self.shared_servicebus)
+        self.servicebus = self.shared_servicebus
+        return self.servicebus
+
+    def _make_topic(self, endpoint: ServiceBusEndpoint) -> None:
+        assert self.config is not None and self.config.servicebus_file is not None
+        [namespace] = json.loads(self.config.servicebus_file.read_text())["UserConfig"][
+            "Namespaces"
+        ]
+        if namespace.get("Queues"):
+            raise ValueError("shared_servicebus: the config's queues would be every stack's")
+        declared = json.loads(SAMPLE.read_text())["Values"]["SERVICEBUS_TOPIC"]
+        [topic] = [t for t in namespace["Topics"] if t["Name"] == declared]
+        name = self.settings()["SERVICEBUS_TOPIC"]
+        properties = dict(topic["Properties"])
+        if self.duplicate_window_seconds is not None:
+            window = f"PT{self.duplicate_window_seconds:g}S"
+            properties["DuplicateDetectionHistoryTimeWindow"] = window
+        port = endpoint.control_port or 0
+        control_request(
+            endpoint.host, port, {"op": "create-topic", "name": name, "properties": properties}
+        )
+        self._own_topic = name
+        for sub in topic["Subscriptions"]:
+            control_request(
+                endpoint.host,
+                port,
+                {
+                    "op": "create-subscription",
+                    "topic": name,
+                    "name": sub["Name"],
+                    "properties": sub["Properties"],
+                    "rules": sub["Rules"],
+                },
+            )
+
+    def stop_part(self, name: str) -> None:
+        """funcstack's, and not a shared Service Bus endpoint (ValueError)."""
+        if name == "servicebus" and self.shared_servicebus is not None:
+            raise ValueError("this stack's Service Bus endpoint is shared: not its to stop")
+        super().stop_part(name)
+
+    def _parts(
+        self,
+    ) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite | RunningRunner]]:
+        """This stack's own parts: a shared Service Bus endpoint is not one."""
+        return [
+            (name, part)
+            for name, part in super()._parts()
+            if self.shared_servicebus is None or part is not self.shared_servicebus
+        ]
 
     # -- parts, for fault injection ----------------------------------------------------------
 

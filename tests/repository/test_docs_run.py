@@ -73,7 +73,15 @@ def test_every_python_block_of_the_readme_runs_and_type_checks(
     folder = tmp_path / "project"
     folder.mkdir()
     steps = list(write_project(doc, folder, blocks(doc)))
-    environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    environment = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        # The document's tests with pytest's own plugins only, as its install lines give a
+        # reader (`pip install ... pytest`), not the dozen this venv holds for the repository's
+        # suites (schemathesis, xdist, hypothesis', ...): loading those was 1 s of CPU a run.
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+    }
     ran = subprocess.run(
         [sys.executable, "-c", DRIVER, str(folder), *steps],
         cwd=folder,

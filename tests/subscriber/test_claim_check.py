@@ -18,6 +18,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox.blob import BlobPayloadStore
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.servicebus import ServiceBusEndpoint
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -26,11 +27,14 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
     workdir = Path(tmp_path_factory.mktemp("subscriber-claim-check"))
     with Stack(
         shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
         workdir=workdir / "stack",
         ports=Ports.free(),
         with_azurite=True,
@@ -129,11 +133,12 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
         },
     )
     subscription = stack.subscriber_settings()["SUBSCRIBER_SUBSCRIPTION"]
+    topic = stack.settings()["SERVICEBUS_TOPIC"]
     with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as client:
-        with client.get_topic_sender("contact-events") as sender:
+        with client.get_topic_sender(topic) as sender:
             sender.send_messages(message)
         with client.get_subscription_receiver(
-            "contact-events",
+            topic,
             subscription,
             sub_queue=ServiceBusSubQueue.DEAD_LETTER,
             max_wait_time=90,

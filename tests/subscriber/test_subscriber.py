@@ -26,6 +26,7 @@ from cosmos_outbox.servicebus import to_servicebus_message
 from cosmos_outbox.subscriber import INBOX_TYPE, Outcome, Projector, from_message
 from entrypoints.bootstrap import LEGACY_EVENTS
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.servicebus import ServiceBusEndpoint
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -42,12 +43,16 @@ _LINE = re.compile(
 
 @pytest.fixture(scope="module")
 def shared(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
     """One stack for the module's tests: each works on contacts of its own and counts only
-    their events (the subscriber's log and projections hold every test's)."""
+    their events (the subscriber's log and projections hold every test's), on the test
+    process's endpoints (its topic, with the window below, of its own)."""
     with Stack(
         shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
         workdir=tmp_path_factory.mktemp("stack"),
         ports=Ports.free(),
         with_subscriber=True,
@@ -135,7 +140,7 @@ def resend(stack: Stack, document: dict[str, Any]) -> None:
     assert stack.servicebus is not None
     with (
         ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb,
-        sb.get_topic_sender("contact-events") as sender,
+        sb.get_topic_sender(stack.settings()["SERVICEBUS_TOPIC"]) as sender,
     ):
         sender.send_messages(to_servicebus_message(to_message(item)))
 
@@ -144,6 +149,7 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
     assert stack.servicebus is not None and stack.api_url
     client = Client(stack.api_url)
     subscription = stack.subscriber_settings()["SUBSCRIBER_SUBSCRIPTION"]
+    topic = stack.settings()["SERVICEBUS_TOPIC"]
 
     # 1. a message abandoned once: a consumer takes it first and abandons it
     stack.stop_subscriber()
@@ -151,7 +157,7 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
     with (
         ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb,
         sb.get_subscription_receiver(
-            "contact-events", subscription, session_id=abandoned, max_wait_time=30
+            topic, subscription, session_id=abandoned, max_wait_time=30
         ) as receiver,
     ):
         [message] = wait_for(
@@ -167,7 +173,7 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
     with (
         ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb,
         sb.get_subscription_receiver(
-            "contact-events", subscription, session_id=lost, max_wait_time=30
+            topic, subscription, session_id=lost, max_wait_time=30
         ) as receiver,
     ):
         [message] = wait_for(

@@ -25,6 +25,7 @@ from cosmos_outbox_testing import event_fields
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
+from funcstack.servicebus import ServiceBusEndpoint
 from tests.contacts.manuscripts import Manuscript, text_of
 from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
@@ -116,11 +117,16 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
+    """The module's stack, on the test process's endpoints (a topic of its own): Azurite is
+    its own (a test stops it); the test that kills the relay mid-send has a stack of its own."""
     workdir = Path(tmp_path_factory.mktemp("claim-check"))
     with Stack(
         shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
         workdir=workdir / "stack",
         ports=Ports.free(),
         with_azurite=True,
@@ -138,6 +144,7 @@ def test_events_of_300_kb_and_1_5_mb_reach_a_subscriber_whole_once_in_order(
     total = sum(len(ids) for _, ids in written)
     received = drain(
         stack.servicebus.connection_string,
+        topic=stack.settings()["SERVICEBUS_TOPIC"],
         until=count_at_least(total),
         timeout=90,
         payloads=payloads(stack).get,
@@ -198,6 +205,7 @@ def test_azurite_down_while_offloading_is_retried_and_nothing_is_lost(stack: Sta
         stack.run_azurite()  # on its ports, with its data: the trigger's retry goes through
     received = drain(
         stack.servicebus.connection_string,
+        topic=stack.settings()["SERVICEBUS_TOPIC"],
         until=count_at_least(len(ids)),
         timeout=120,
         payloads=payloads(stack).get,
@@ -236,7 +244,12 @@ def test_the_contacts_projection_reads_offloaded_contact_events_without_a_change
         )
         assert described.status == 204, described.body
         contact = client.request("GET", f"/contacts/{cid}").json()
-        received = drain(stack.servicebus.connection_string, until=count_at_least(2), timeout=60)
+        received = drain(
+            stack.servicebus.connection_string,
+            topic=stack.settings()["SERVICEBUS_TOPIC"],
+            until=count_at_least(2),
+            timeout=60,
+        )
         assert [r.dataref is not None for r in received] == [True, True]
 
         def projected() -> dict[str, Any] | None:
@@ -286,11 +299,12 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
             "cloudEvents_dataref": dataref,
         },
     )
+    topic = stack.settings()["SERVICEBUS_TOPIC"]
     with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as client:
-        with client.get_topic_sender("contact-events") as sender:
+        with client.get_topic_sender(topic) as sender:
             sender.send_messages(message)
         with client.get_subscription_receiver(
-            "contact-events",
+            topic,
             "contact-projection",
             sub_queue=ServiceBusSubQueue.DEAD_LETTER,
             max_wait_time=90,

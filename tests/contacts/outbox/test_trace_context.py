@@ -14,6 +14,7 @@ from cosmos_outbox import telemetry as names
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE, TRACES_FILE
+from funcstack.servicebus import ServiceBusEndpoint
 from tools.receive import Received, count_at_least
 from tools.stack import SERVICE_NAMES, Ports, Stack
 from tools.status import summarise
@@ -49,13 +50,16 @@ def post_and_receive_one(target: Target) -> Received:
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
     """The module's stack, its worker exporting to files (`make run`'s telemetry path): the
     second test reads them once it has stopped it."""
     folder = tmp_path_factory.mktemp("traced")
     with Stack(
         shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
         workdir=folder / "stack",
         ports=Ports.free(),
         settings_overrides={"FEED_POLL_DELAY_MS": "100", OTEL_ENV_VAR: str(folder / "otel")},

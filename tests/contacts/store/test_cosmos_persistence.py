@@ -10,6 +10,7 @@ import base64
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,23 @@ def lsn(container: ContainerProxy) -> int:
     return int(container.client_connection.last_response_headers["lsn"])
 
 
-def test_documents_leases_and_feed_positions_survive_a_restart(tmp_path: Path) -> None:
+@dataclass(frozen=True)
+class Restarted:
+    """An endpoint started again on the state it kept, and what was written before."""
+
+    cosmos: CosmosEndpoint
+    state: Path
+    first: dict[str, Any]
+    token: str
+    lsn_before: int
+
+
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restarted]:
+    """One state file, written once and read after one restart (a start each, not two per
+    test): the documents and feed position of the first test below, the throughput of the
+    second, then the endpoint stopped and started again on what it kept."""
+    tmp_path = tmp_path_factory.mktemp("kept")
     state = tmp_path / "state" / "cosmos.json"
     with endpoint(state, tmp_path) as cosmos:
         container = container_of(cosmos)
@@ -66,20 +83,25 @@ def test_documents_leases_and_feed_positions_survive_a_restart(tmp_path: Path) -
         seen, token = changes(container, None)
         assert sorted(seen) == ["a", "b"]
         before = lsn(container)
-    assert (state.parent / "cosmos").is_dir()  # state_file's earlier name: the folder beside it
-
+        container.replace_throughput(700)
     with endpoint(state, tmp_path) as cosmos:
-        container = container_of(cosmos)
-        again = container.read_item("a", partition_key="p1")
-        assert {k: again[k] for k in ("_rid", "_self", "_etag", "n")} == {
-            k: first[k] for k in ("_rid", "_self", "_etag", "n")
-        }
-        assert changes(container, token)[0] == []  # nothing new since the saved position
-        container.upsert_item({"id": "c", "pk": "p1", "n": 3})
-        written = lsn(container)
-        assert changes(container, token)[0] == ["c"]
-        assert written > before  # the LSN sequence continues
-        assert sorted(d["id"] for d in container.read_all_items()) == ["a", "b", "c"]
+        yield Restarted(cosmos, state, first, token, before)
+
+
+def test_documents_leases_and_feed_positions_survive_a_restart(restarted: Restarted) -> None:
+    assert (restarted.state.parent / "cosmos").is_dir()  # state_file's earlier name: beside it
+    container = container_of(restarted.cosmos)
+    first, token = restarted.first, restarted.token
+    again = container.read_item("a", partition_key="p1")
+    assert {k: again[k] for k in ("_rid", "_self", "_etag", "n")} == {
+        k: first[k] for k in ("_rid", "_self", "_etag", "n")
+    }
+    assert changes(container, token)[0] == []  # nothing new since the saved position
+    container.upsert_item({"id": "c", "pk": "p1", "n": 3})
+    written = lsn(container)
+    assert changes(container, token)[0] == ["c"]
+    assert written > restarted.lsn_before  # the LSN sequence continues
+    assert sorted(d["id"] for d in container.read_all_items()) == ["a", "b", "c"]
 
 
 def test_without_a_state_file_nothing_is_kept(tmp_path: Path) -> None:
@@ -89,12 +111,8 @@ def test_without_a_state_file_nothing_is_kept(tmp_path: Path) -> None:
         assert list(container_of(cosmos).read_all_items()) == []
 
 
-def test_throughput_survives_a_restart(tmp_path: Path) -> None:
-    state = tmp_path / "state" / "cosmos.json"
-    with endpoint(state, tmp_path) as cosmos:
-        container_of(cosmos).replace_throughput(700)
-    with endpoint(state, tmp_path) as cosmos:
-        assert container_of(cosmos).get_throughput().offer_throughput == 700
+def test_throughput_survives_a_restart(restarted: Restarted) -> None:
+    assert container_of(restarted.cosmos).get_throughput().offer_throughput == 700
 
 
 def _plain_base64_rid(*parts: bytes) -> str:
