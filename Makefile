@@ -165,8 +165,8 @@ test:
 # (COUNT_STARTS=1 turns it on). The budgets are what round 11 left (the figures, and which
 # modules start stacks of their own, are in docs/testing.md): raise one only with a reason.
 STARTS := .stack/starts
-SERVER_BUDGET := 170
-RESTART_BUDGET := 58
+SERVER_BUDGET := 150
+RESTART_BUDGET := 55
 export FUNCSTACK_STARTS = $(if $(COUNT_STARTS),$(CURDIR)/$(STARTS)/$@.jsonl)
 
 # Lint at a lower priority (nice 10) beside the tests: it starts no server and waits on nothing,
