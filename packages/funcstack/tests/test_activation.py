@@ -24,8 +24,11 @@ QUEUE = "conformance-queue"
 
 
 def listening(port: int) -> bool:
-    """Bound by a listening socket, asked without connecting (a connection would start it)."""
+    """Bound by a listening socket, asked without connecting (a connection would start it).
+    SO_REUSEADDR as a server binds: a connection the endpoint closed leaves the port in
+    TIME_WAIT, which a bare bind() takes for a listener (seen once under make test)."""
     with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
