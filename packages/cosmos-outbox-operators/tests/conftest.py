@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 import pytest
+from hypothesis import settings
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
@@ -40,6 +41,12 @@ if TYPE_CHECKING:
 
 #: The database of fixtures/funcstack.json.
 DATABASE = "outbox-tests"
+
+
+# No deadline on generated examples: a per-example time limit is a timed assertion, and under
+# `make test`'s parallel jobs (or a release check's trial) an example may wait for a core.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 
 class TicketWorld:

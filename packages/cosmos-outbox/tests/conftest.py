@@ -27,6 +27,7 @@ import azure.functions as func
 import pytest
 from azure_stack import DATABASE, ExternalStack, verified
 from funcstack_external import FUNCSTACK_VARIABLE, external_services
+from hypothesis import settings
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
@@ -50,6 +51,12 @@ if importlib.util.find_spec("funcstack") is not None:
     # (aiohttp read the trust store when imported above: its clients here are given it,
     # azure_stack.verified; a repository-wide run sets it first, tests/conftest.py.)
     os.environ.update(local_tls().environment())
+
+
+# No deadline on generated examples: a per-example time limit is a timed assertion, and under
+# `make test`'s parallel jobs (or a release check's trial) an example may wait for a core.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

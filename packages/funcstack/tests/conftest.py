@@ -12,12 +12,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 from servicebus.conftest import Target, start_shared
 
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
 from funcstack.services import Azurite, start_azurite
 
 pytest_plugins = ["pytester"]
+
+
+# No deadline on generated examples: a per-example time limit is a timed assertion, and under
+# `make test`'s parallel jobs (or a release check's trial) an example may wait for a core.
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 
 @pytest.fixture(scope="session")
