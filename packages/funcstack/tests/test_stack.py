@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.cosmos import CosmosClient
@@ -474,6 +477,19 @@ def test_an_unreadable_local_settings_file_is_named_and_left_as_it_is(
     assert (app / "local.settings.json").read_text() == '{"Values": {"A": "1",}}'
 
 
+def environment_of(process: subprocess.Popen[Any]) -> list[bytes]:
+    """A running process's environment as /proc shows it. Read again for a moment while it
+    shows none (seen once under make test's load); a process that ended is said, with its
+    status, rather than read as an empty environment."""
+    deadline = time.monotonic() + 2.0
+    while True:
+        assert process.poll() is None, f"pid {process.pid} ended: {process.returncode}"
+        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
+        if environ or time.monotonic() > deadline:
+            return environ.split(b"\0")
+        time.sleep(0.05)
+
+
 def test_the_node_stand_ins_start_without_extra_ca_certificates_and_azurite_without_telemetry(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -486,7 +502,7 @@ def test_the_node_stand_ins_start_without_extra_ca_certificates_and_azurite_with
         assert stack.cosmos is not None and stack.azurite is not None
         azurite = stack.azurite.started()  # else at its first connection
         for process in (stack.cosmos.process, azurite):
-            environ = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+            environ = environment_of(process)
             assert not any(v.startswith(b"NODE_EXTRA_CA_CERTS=") for v in environ)
             assert any(v.startswith(b"PATH=") for v in environ)  # the rest is passed on
         cmdline = Path(f"/proc/{azurite.pid}/cmdline").read_bytes().split(b"\0")
