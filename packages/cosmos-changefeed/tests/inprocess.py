@@ -242,6 +242,17 @@ def fleet(flavour: Flavour, feed: InMemoryFeed) -> Iterator[Fleet]:
         made.close()
 
 
+def in_order_per_partition_key(batches: list[tuple[LeaseContext, list[dict[str, Any]]]]) -> None:
+    """Per partition key, the first delivery of each change comes after the change before it
+    (a redelivery may repeat earlier ones: at least once)."""
+    seen: dict[str, int] = defaultdict(lambda: -1)
+    for _, changes in batches:
+        for doc in changes:
+            if doc["seq"] > seen[doc["pk"]]:
+                assert doc["seq"] == seen[doc["pk"]] + 1, f"{doc['pk']}: a gap before {doc}"
+                seen[doc["pk"]] = doc["seq"]
+
+
 class Delivered:
     """What the handlers were given, in the order they were given it (thread-safe)."""
 
@@ -272,14 +283,7 @@ class Delivered:
             return {context.lease_token for context, _ in self.batches}
 
     def assert_in_order_per_partition_key(self) -> None:
-        """Per partition key, the first delivery of each change comes after the change before
-        it (a redelivery may repeat earlier ones: at least once)."""
-        seen: dict[str, int] = defaultdict(lambda: -1)
-        for _, changes in self.batches:
-            for doc in changes:
-                if doc["seq"] > seen[doc["pk"]]:
-                    assert doc["seq"] == seen[doc["pk"]] + 1, f"{doc['pk']}: a gap before {doc}"
-                    seen[doc["pk"]] = doc["seq"]
+        in_order_per_partition_key(self.batches)
 
 
 def write(feed: InMemoryFeed, keys: int, per_key: int, *, start: int = 0) -> list[str]:

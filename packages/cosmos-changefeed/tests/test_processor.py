@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -18,6 +17,7 @@ import pytest_asyncio
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
+from inprocess import in_order_per_partition_key
 
 from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext, lease_prefix
 from cosmos_changefeed._ranges import EpkRange
@@ -63,14 +63,7 @@ class Delivered:
         return {doc["id"] for _, changes in self.batches for doc in changes}
 
     def assert_in_order_per_partition_key(self) -> None:
-        """Per partition key, the first delivery of each change comes after the change before
-        it (a redelivery may repeat earlier ones: at least once)."""
-        seen: dict[str, int] = defaultdict(lambda: -1)
-        for _, changes in self.batches:
-            for doc in changes:
-                if doc["seq"] > seen[doc["pk"]]:
-                    assert doc["seq"] == seen[doc["pk"]] + 1, f"{doc['pk']}: a gap before {doc}"
-                    seen[doc["pk"]] = doc["seq"]
+        in_order_per_partition_key(self.batches)
 
 
 async def eventually(condition: Callable[[], bool], within: float = 15.0) -> None:
