@@ -4,7 +4,11 @@ the endpoint's log and in the log of the process that started it, as ``funcstack
 it); an unknown name is warned about as a typo. The emulator's own Config.json, with its empty
 ``ForwardTo``, draws no warning. Every property of the emulator's schema and of the SDK's
 management model is either honoured, of no local effect, or warned about. A topic's
-DefaultMessageTimeToLive bounds its subscriptions' (honoured)."""
+DefaultMessageTimeToLive bounds its subscriptions' (honoured).
+
+An endpoint of its own where a test's Config.json is what it checks; what a running endpoint's
+control channel creates, on the test process's (``shared_servicebus``, started with the test
+config, whose warnings are checked too), under names of the test's own, deleted after."""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from funcstack.servicebus import control_request
 from funcstack.servicebus._entity_settings import HONOURED, NO_LOCAL_EFFECT, UNHONOURED
 from funcstack.servicebus._launcher import start_servicebus
 
-from .conftest import CONFIG
+from .conftest import Target, entities
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
@@ -197,60 +201,61 @@ def test_each_setting_not_honoured_is_one_warning_line_naming_each_entity(
     assert all(line in log for line in lines)
 
 
-def test_the_emulators_own_config_draws_no_warning(tmp_path: Path) -> None:
-    for config in (CONFIG, FIXTURES / "emulator-Config.json"):
-        endpoint = start_servicebus(config=config, log_path=tmp_path / "sb.log")
-        try:
-            assert endpoint.warnings == [], config
-        finally:
-            endpoint.stop()
+def test_the_emulators_own_config_draws_no_warning(
+    tmp_path: Path, shared_servicebus: Target
+) -> None:
+    assert shared_servicebus.endpoint is not None
+    assert shared_servicebus.endpoint.warnings == []  # started with the test config, CONFIG
+    official = FIXTURES / "emulator-Config.json"
+    endpoint = start_servicebus(config=official, log_path=tmp_path / "sb.log")
+    try:
+        assert endpoint.warnings == [], official
+    finally:
+        endpoint.stop()
 
 
 def test_an_entity_created_on_the_control_channel_is_warned_about_too(
-    tmp_path: Path,
+    shared_servicebus: Target,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    endpoint = start_servicebus(control=True, log_path=tmp_path / "sb.log")
-    try:
-        assert endpoint.control_port is not None
-        with caplog.at_level(logging.WARNING, logger="funcstack.servicebus"):
-            control_request(
-                endpoint.host,
-                endpoint.control_port,
-                {"op": "create-queue", "name": "q", "properties": {"ForwardTo": "elsewhere"}},
-            )
-    finally:
-        endpoint.stop()
+    endpoint = shared_servicebus.endpoint
+    assert endpoint is not None and endpoint.control_port is not None
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    with caplog.at_level(logging.WARNING, logger="funcstack.servicebus"):
+        control_request(
+            endpoint.host,
+            endpoint.control_port,
+            {"op": "create-queue", "name": queue, "properties": {"ForwardTo": "elsewhere"}},
+        )
+    control_request(endpoint.host, endpoint.control_port, {"op": "delete", "name": queue})
     [line] = [r.getMessage() for r in caplog.records if r.name.startswith("funcstack.servicebus")]
-    assert line.startswith("ForwardTo is not honoured") and "queue 'q': 'elsewhere'" in line
+    assert line.startswith("ForwardTo is not honoured") and f"queue '{queue}': 'elsewhere'" in line
 
 
-def test_a_topics_time_to_live_bounds_its_subscriptions(tmp_path: Path) -> None:
-    config = _write(
-        tmp_path,
-        {
-            "Topics": [
-                {
-                    "Name": "t",
-                    "Properties": {"DefaultMessageTimeToLive": "PT1S"},
-                    "Subscriptions": [
-                        {"Name": "s", "Properties": {"DefaultMessageTimeToLive": "PT1H"}}
-                    ],
-                }
-            ]
-        },
-    )
-    endpoint = start_servicebus(config=config, log_path=tmp_path / "sb.log")
-    try:
-        with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
-            with client.get_topic_sender("t") as sender:
-                sender.send_messages(ServiceBusMessage("soon gone", message_id=str(uuid.uuid4())))
-            with client.get_subscription_receiver("t", "s") as receiver:
-                # each peek from the first sequence number (else the SDK goes on from the last)
-                assert len(receiver.peek_messages(max_message_count=5, sequence_number=1)) == 1
-                deadline = time.monotonic() + 30
-                while receiver.peek_messages(max_message_count=5, sequence_number=1):
-                    assert time.monotonic() < deadline, "the topic's 1 s time to live ran out"
-                    time.sleep(0.2)
-    finally:
-        endpoint.stop()
+def test_a_topics_time_to_live_bounds_its_subscriptions(shared_servicebus: Target) -> None:
+    assert shared_servicebus.endpoint is not None
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    namespace = {
+        "Topics": [
+            {
+                "Name": topic,
+                "Properties": {"DefaultMessageTimeToLive": "PT1S"},
+                "Subscriptions": [
+                    {"Name": "s", "Properties": {"DefaultMessageTimeToLive": "PT1H"}}
+                ],
+            }
+        ]
+    }
+    with (
+        entities(shared_servicebus.endpoint, namespace),
+        ServiceBusClient.from_connection_string(shared_servicebus.connection_string) as client,
+    ):
+        with client.get_topic_sender(topic) as sender:
+            sender.send_messages(ServiceBusMessage("soon gone", message_id=str(uuid.uuid4())))
+        with client.get_subscription_receiver(topic, "s") as receiver:
+            # each peek from the first sequence number (else the SDK goes on from the last)
+            assert len(receiver.peek_messages(max_message_count=5, sequence_number=1)) == 1
+            deadline = time.monotonic() + 30
+            while receiver.peek_messages(max_message_count=5, sequence_number=1):
+                assert time.monotonic() < deadline, "the topic's 1 s time to live ran out"
+                time.sleep(0.2)

@@ -4,7 +4,9 @@ surfaces them: a message, batch or header too large -> ``MessageSizeExceededErro
 application property over 32 KB -> a ``ServiceBusError`` (the service's internal error, which
 the SDK retries in vain); an id over 128 characters (only a raw ``AmqpAnnotatedMessage`` gets past
 the SDK's own check) -> ``ServiceBusError`` not retried. Nothing of a refused batch is kept.
-Through the real SDK, sync and aio. Local only (each test's endpoint declares its tier)."""
+Through the real SDK, sync and aio. Local only: Standard's tests on the test process's endpoint
+(``shared_servicebus``: its namespace declares no tier), on queues of the module's own created
+through its control channel; Premium's on an endpoint whose Config.json declares it."""
 
 from __future__ import annotations
 
@@ -28,7 +30,10 @@ from funcstack.servicebus._limits import (
     MAX_HEADER_BYTES,
     MAX_ID_LENGTH,
     MAX_PROPERTY_VALUE_BYTES,
+    STANDARD,
 )
+
+from .conftest import CONFIG, Target, entities
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
@@ -38,7 +43,7 @@ SESSION_QUEUE = "sq"
 LARGE_QUEUE = "large"
 
 
-def _config(tmp_path: Path, sku: str | None, **extra: Any) -> Path:
+def _namespace(sku: str | None, **extra: Any) -> dict[str, Any]:
     namespace: dict[str, Any] = {
         "Name": "sbemulatorns",
         "Topics": [],
@@ -50,6 +55,11 @@ def _config(tmp_path: Path, sku: str | None, **extra: Any) -> Path:
     }
     if sku is not None:
         namespace["Sku"] = sku
+    return namespace
+
+
+def _config(tmp_path: Path, sku: str | None, **extra: Any) -> Path:
+    namespace = _namespace(sku, **extra)
     path = tmp_path / f"config-{sku}.json"
     path.write_text(
         json.dumps({"UserConfig": {"Namespaces": [namespace], "Logging": {"Type": "File"}}})
@@ -58,13 +68,14 @@ def _config(tmp_path: Path, sku: str | None, **extra: Any) -> Path:
 
 
 @pytest.fixture(scope="module")
-def standard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
-    tmp = tmp_path_factory.mktemp("standard")
-    endpoint = start_servicebus(config=_config(tmp, None), log_path=tmp / "sb.log")
-    try:
+def standard(shared_servicebus: Target) -> Iterator[ServiceBusEndpoint]:
+    """The test process's endpoint (Standard: the test config declares no tier), with `QUEUE`
+    and `SESSION_QUEUE` created as `_config` declares them, deleted after the module."""
+    endpoint = shared_servicebus.endpoint
+    assert endpoint is not None
+    assert load_config(CONFIG).tier == STANDARD
+    with entities(endpoint, _namespace(None)):
         yield endpoint
-    finally:
-        endpoint.stop()
 
 
 @pytest.fixture(scope="module")
