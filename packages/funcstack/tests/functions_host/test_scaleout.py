@@ -3,7 +3,9 @@ instances=...)``): HTTP requests spread over the instances, per request, by the 
 app's port; function groups (Flex Consumption's per-function scaling) each in processes of
 their own, so memory is not shared between an HTTP function and a timer; a timer on one
 instance at a time; the chaos API (kill, add). No endpoint is needed: the sample app has HTTP
-functions and a timer only."""
+functions and a timer only. The timer's test and the spread test share one app on two
+instances (`two`); the others change how the app is hosted, or fail it, on a stack of their
+own."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +55,35 @@ def stack(tmp_path: Path) -> Iterator[LocalStack]:
     )
     try:
         yield local
+    finally:
+        local.stop()
+
+
+@dataclass
+class Shared:
+    """The sample app on two instances of the whole app, on a stack of the module's own: the
+    timer test reads it as it started, then the spread test (last) kills an instance and adds
+    one. A test run alone gets it started for itself."""
+
+    app: AppInstances
+    folder: Path
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
+    folder = tmp_path_factory.mktemp("two")
+    app_dir = folder / "app"
+    app_dir.mkdir()
+    shutil.copy(HERE / "sample_scaleout_app.py", app_dir / "function_app.py")
+    (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
+    local = LocalStack(
+        workdir=folder / "stack",
+        ports=ServicePorts.free(),
+        with_servicebus=False,
+        with_azurite=False,
+    )
+    try:
+        yield Shared(host(local, app_dir, folder, "2"), folder)
     finally:
         local.stop()
 
@@ -138,14 +170,23 @@ def test_the_instances_spelling() -> None:
             parse_instances(bad)
 
 
-def test_requests_are_spread_over_two_instances_one_request_at_a_time(
-    stack: LocalStack,
-    app_dir: Path,
-    tmp_path: Path,
-) -> None:
+def test_a_timer_runs_on_one_instance_of_several(two: Shared) -> None:
+    """The timer's listener is a singleton: on two instances of the whole app, one ticks."""
+    app = two.app
+    wait_for(lambda: len(ticks(two.folder)) >= 3, "three ticks")
+    assert len({tick["instance"] for tick in ticks(two.folder)}) == 1
+    waiting = [
+        inst
+        for inst in app.instances
+        if "another instance holds its singleton listener lock" in inst.log_path.read_text()
+    ]
+    assert len(waiting) == 1
+
+
+def test_requests_are_spread_over_two_instances_one_request_at_a_time(two: Shared) -> None:
     """Per request, not per connection: four requests on one kept-alive connection reach both
     instances, in turn."""
-    app = host(stack, app_dir, tmp_path, "2")
+    app = two.app
     assert [inst.name for inst in app.instances] == ["app-1", "app-2"]
     assert all(
         inst.log_path.name == f"{inst.name}.log" and inst.log_path.exists()
@@ -214,23 +255,6 @@ def test_function_groups_run_apart_so_memory_is_not_shared(
     wait_for(
         lambda: any(t["remembered"] == ["kept"] for t in ticks(tmp_path)), "a tick that remembers"
     )
-
-
-def test_a_timer_runs_on_one_instance_of_several(
-    stack: LocalStack,
-    app_dir: Path,
-    tmp_path: Path,
-) -> None:
-    """The timer's listener is a singleton: on two instances of the whole app, one ticks."""
-    app = host(stack, app_dir, tmp_path, "2")
-    wait_for(lambda: len(ticks(tmp_path)) >= 3, "three ticks")
-    assert len({tick["instance"] for tick in ticks(tmp_path)}) == 1
-    waiting = [
-        inst
-        for inst in app.instances
-        if "another instance holds its singleton listener lock" in inst.log_path.read_text()
-    ]
-    assert len(waiting) == 1
 
 
 def test_a_group_the_app_does_not_have_is_named_with_the_apps_groups(
