@@ -1,13 +1,17 @@
 """The local Service Bus endpoint keeps its state across a restart (``--state-file``), like
 the official emulator with persistence: undelivered messages, sequence numbers and the
 duplicate-detection history; what it acknowledged survives a SIGKILL; a state file of the
-earlier format is converted. Local only (restarts and kills the endpoint)."""
+earlier format is converted. Local only (restarts and kills the endpoint). The three tests of a
+restart share one (`restarted`: each wrote before it on entities no other touches, each checks
+after it); the SIGKILL test and the conversion keep a state of their own."""
 
 from __future__ import annotations
 
+import json
 import pickle
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -23,6 +27,22 @@ from .conftest import CONFIG, QUEUE, SUBSCRIPTION, TOPIC
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 
+#: The test config with a second topic (``test-topic`` again, as ``scheduled-topic``): the
+#: scheduled messages' test reads its ``tail`` subscription, which on ``test-topic`` would
+#: receive the duplicate test's message too.
+SCHEDULED_TOPIC = "scheduled-topic"
+
+
+def _config(folder: Path) -> Path:
+    config = json.loads(CONFIG.read_text())
+    [namespace] = config["UserConfig"]["Namespaces"]
+    [topic] = [t for t in namespace["Topics"] if t["Name"] == TOPIC]
+    namespace["Topics"].append({**topic, "Name": SCHEDULED_TOPIC})
+    path = folder / "config.json"
+    path.write_text(json.dumps(config))
+    return path
+
+
 @pytest.fixture
 def restartable(tmp_path: Path) -> Iterator[list[ServiceBusEndpoint]]:
     """A list holding the current endpoint; tests restart it on the same port and state."""
@@ -34,36 +54,53 @@ def restartable(tmp_path: Path) -> Iterator[list[ServiceBusEndpoint]]:
         current[-1].stop()
 
 
-def _restart(current: list[ServiceBusEndpoint], tmp_path: Path) -> ServiceBusEndpoint:
-    old = current[-1]
-    old.stop()
-    new = start_servicebus(
-        config=CONFIG,
-        port=old.port,
-        state_file=tmp_path / "servicebus.state",
-        log_path=tmp_path / "sb.log",
-    )
-    current.append(new)
-    return new
+@dataclass
+class Restarted:
+    """The endpoint started again on the state it kept through a stop (one restart for the
+    module's three tests of a restart), and what each test did before it."""
+
+    endpoint: ServiceBusEndpoint
+    session: str
+    first_scheduled: int
+    due: datetime
 
 
-def test_a_resend_across_a_restart_is_dropped_as_a_duplicate(
-    restartable: list[ServiceBusEndpoint], tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restarted]:
+    """Before the stop: a message with an id on ``TOPIC`` (the duplicate test's), two on
+    `QUEUE` (the sequence numbers' test's), one scheduled on `SCHEDULED_TOPIC` (the scheduled
+    messages' test's); then the endpoint is stopped and started on the same port and state."""
+    folder = tmp_path_factory.mktemp("restarted")
+    config, state, log = _config(folder), folder / "servicebus.state", folder / "sb.log"
+    before = start_servicebus(config=config, state_file=state, log_path=log)
     session = f"contact-{uuid.uuid4()}"
+    due = datetime.now(UTC) + timedelta(seconds=2)
+    try:
+        with ServiceBusClient.from_connection_string(before.connection_string) as client:
+            with client.get_topic_sender(TOPIC) as sender:
+                sender.send_messages(_event(session, "v1"))
+            with client.get_queue_sender(QUEUE) as sender:
+                sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+            with client.get_topic_sender(SCHEDULED_TOPIC) as sender:
+                [first] = sender.schedule_messages(ServiceBusMessage("a", session_id="s"), due)
+    finally:
+        before.stop()
+    after = start_servicebus(config=config, port=before.port, state_file=state, log_path=log)
+    try:
+        yield Restarted(after, session, first, due)
+    finally:
+        after.stop()
 
-    def event(body: str) -> ServiceBusMessage:
-        return ServiceBusMessage(body, message_id=f"{session}:1", session_id=session)
 
-    with (
-        ServiceBusClient.from_connection_string(restartable[-1].connection_string) as client,
-        client.get_topic_sender(TOPIC) as sender,
-    ):
-        sender.send_messages(event("v1"))
-    endpoint = _restart(restartable, tmp_path)
-    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+def _event(session: str, body: str) -> ServiceBusMessage:
+    return ServiceBusMessage(body, message_id=f"{session}:1", session_id=session)
+
+
+def test_a_resend_across_a_restart_is_dropped_as_a_duplicate(restarted: Restarted) -> None:
+    session = restarted.session
+    with ServiceBusClient.from_connection_string(restarted.endpoint.connection_string) as client:
         with client.get_topic_sender(TOPIC) as sender:
-            sender.send_messages(event("v1 again"))
+            sender.send_messages(_event(session, "v1 again"))
         with client.get_subscription_receiver(
             TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=2
         ) as receiver:
@@ -74,15 +111,9 @@ def test_a_resend_across_a_restart_is_dropped_as_a_duplicate(
 
 
 def test_undelivered_messages_and_sequence_numbers_survive_a_restart(
-    restartable: list[ServiceBusEndpoint], tmp_path: Path
+    restarted: Restarted,
 ) -> None:
-    with (
-        ServiceBusClient.from_connection_string(restartable[-1].connection_string) as client,
-        client.get_queue_sender(QUEUE) as sender,
-    ):
-        sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    endpoint = _restart(restartable, tmp_path)
-    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+    with ServiceBusClient.from_connection_string(restarted.endpoint.connection_string) as client:
         with client.get_queue_sender(QUEUE) as sender:
             sender.send_messages(ServiceBusMessage("c"))
         with client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver:
@@ -93,21 +124,14 @@ def test_undelivered_messages_and_sequence_numbers_survive_a_restart(
     assert [m.sequence_number for m in got] == [1, 2, 3]
 
 
-def test_messages_scheduled_on_a_topic_survive_a_restart(
-    restartable: list[ServiceBusEndpoint], tmp_path: Path
-) -> None:
-    due = datetime.now(UTC) + timedelta(seconds=2)
-    with (
-        ServiceBusClient.from_connection_string(restartable[-1].connection_string) as client,
-        client.get_topic_sender(TOPIC) as sender,
-    ):
-        [first] = sender.schedule_messages(ServiceBusMessage("a", session_id="s"), due)
-    endpoint = _restart(restartable, tmp_path)
-    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
-        with client.get_topic_sender(TOPIC) as sender:
-            [second] = sender.schedule_messages(ServiceBusMessage("b", session_id="s"), due)
-        assert second > first  # the topic's sequence numbers go on
-        with client.get_subscription_receiver(TOPIC, "tail", max_wait_time=1) as receiver:
+def test_messages_scheduled_on_a_topic_survive_a_restart(restarted: Restarted) -> None:
+    with ServiceBusClient.from_connection_string(restarted.endpoint.connection_string) as client:
+        with client.get_topic_sender(SCHEDULED_TOPIC) as sender:
+            [second] = sender.schedule_messages(
+                ServiceBusMessage("b", session_id="s"), restarted.due
+            )
+        assert second > restarted.first_scheduled  # the topic's sequence numbers go on
+        with client.get_subscription_receiver(SCHEDULED_TOPIC, "tail", max_wait_time=1) as receiver:
             got = receiver.receive_messages(max_message_count=5, max_wait_time=10)
             got += receiver.receive_messages(max_message_count=5, max_wait_time=1)
             for message in got:
