@@ -26,7 +26,7 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
-from cosmos_outbox.operations._history import Step, history
+from cosmos_outbox.operations._history import Step, SubscriberSight, history
 from cosmos_outbox.operations._letters import Described
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import aggregate_documents, of_aggregate
@@ -49,25 +49,6 @@ EVENT = "event"
 S = TypeVar("S")
 #: Per subscription, what its rules do with one event's message.
 _Fates = dict[str, Delivery]
-
-
-class SubscriberSight(Model):
-    """What one subscriber did with the event: `applied`, `held` (waiting for
-    `waiting_for`), `given up` (an accepted gap), `not received`, `not for it` (its rules drop
-    the event's message: a re-drive would not reach it either), `vanished` (a dead letter of
-    it left its queue without being applied: `recover` says what to do), or `unknown` (the app
-    does not know this subscription's subscriber, or its container did not answer). `rules`:
-    what its rules do with the event's message (receives, drops, or unknown and why)."""
-
-    subscription: str
-    state: str
-    rules: str | None = None
-    #: None when unknown
-    projection_version: int | None
-    applied_at: str | None = None
-    waiting_for: int | None = None
-    given_up_by: str | None = None
-    recover: str | None = None
 
 
 class QuarantineSight(Model):

@@ -19,7 +19,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from cosmos_outbox._model import Model
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.backlog_history import Reading
 from cosmos_outbox._relay.health import RelayBlocked
@@ -130,16 +130,10 @@ class TargetRulesState(Model):
 
     @classmethod
     def of(cls, check: TargetRuleCheck, *, read_at: datetime) -> TargetRulesState:
-        return cls(
-            topic=check.topic,
-            checked=check.checked,
-            subscriptions=list(check.subscriptions),
-            lacking=[
-                SubscriptionLackingRule(
-                    subscription=s.subscription, rules=list(s.rules), fixable=s.fixable
-                )
-                for s in check.lacking
-            ],
+        return of_attributes(
+            cls,
+            check,
+            lacking=[of_attributes(SubscriptionLackingRule, s) for s in check.lacking],
             reason=check.reason or None,
             read_at=read_at,
             summary=check.describe(),
