@@ -128,6 +128,11 @@ def declare(routes: Routes) -> None:
     operations = routes.operations
     counted = {"MAX_PER_CALL": MAX_PER_CALL}
 
+    def at(call: HttpCall[Any]) -> tuple[Any, Any]:
+        """The dead letters' use cases, and the watched entity the path names (404: not one)."""
+        letters = operations().dead_letters
+        return letters, letters.entity(call.path["entity"])
+
     @routes.get("deadletters", DeadLetterCounts, errors=(400, 429, 500, 503))
     async def count_dead_letters(call: HttpCall[None]) -> Reply:
         """Operators: how many dead letters each watched subscription (and queue) holds"""
@@ -158,8 +163,7 @@ def declare(routes: Routes) -> None:
     async def peek_dead_letter(call: HttpCall[None]) -> Reply:
         """Operators: one dead letter, whole (body, properties, reason, description, delivery
         count, enqueued time)"""
-        letters = operations().dead_letters
-        entity = letters.entity(call.path["entity"])
+        letters, entity = at(call)
         return Reply(await letters.peek(entity, int(call.path["sequenceNumber"])))
 
     @routes.post(
@@ -173,8 +177,7 @@ def declare(routes: Routes) -> None:
         duplicate detection cannot drop, to that subscription only (at most {MAX_PER_CALL} a
         call: `remaining` says how many more match); a dead letter leaves its queue only once
         its resubmission was accepted"""
-        letters = operations().dead_letters
-        entity = letters.entity(call.path["entity"])
+        letters, entity = at(call)
         return Reply(await letters.resubmit(entity, call.body.selection))
 
     @routes.post(
@@ -187,19 +190,15 @@ def declare(routes: Routes) -> None:
         """Operators: give dead letters up at that subscription: each one's version given up
         there by a discard notice in its session, then the dead letter removed (at most
         {MAX_PER_CALL} a call)"""
-        letters = operations().dead_letters
-        entity = letters.entity(call.path["entity"])
+        letters, entity = at(call)
         return Reply(await letters.discard(entity, call.body.selection, reason=call.body.reason))
 
-    _previews(routes)
+    _previews(routes, at)
 
 
-def _previews(routes: Routes) -> None:
-    operations = routes.operations
-
+def _previews(routes: Routes, at: Any) -> None:
     async def preview(call: HttpCall[Any], action: str) -> Reply:
-        letters = operations().dead_letters
-        entity = letters.entity(call.path["entity"])
+        letters, entity = at(call)
         return Reply(await letters.preview(entity, call.body.selection, action=action))
 
     @routes.post(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from typing import Any, TypeVar
 
 from cosmos_outbox._mapper import EVENT_TYPE, message_facts, read_feed, to_message
@@ -27,7 +28,7 @@ from cosmos_outbox.operations._dependencies import (
     unanswered,
 )
 from cosmos_outbox.operations._history import Step, SubscriberSight, history
-from cosmos_outbox.operations._letters import Described
+from cosmos_outbox.operations._letters import Described, LetterSummary
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import aggregate_documents, of_aggregate
 from cosmos_outbox.operations._watch import WatchRecord
@@ -255,18 +256,13 @@ class JourneyOperators:
             if not context.letters:
                 raise
             context.unanswered.append(unanswered(COSMOS_DB, "the aggregate's documents", exc))
-        lettered = {
-            d.event_id
-            for letters in context.letters.values()
-            for d in letters
-            if d.aggregate_type == aggregate_type and d.aggregate_id == aggregate_id
+        told: list[Described | WatchRecord] = [*chain(*context.letters.values()), *context.watch]
+        ids = set(stored) | set(quarantined)
+        ids |= {
+            t.event_id
+            for t in told
+            if t.event_id and (t.aggregate_type, t.aggregate_id) == (aggregate_type, aggregate_id)
         }
-        watched = {
-            r.event_id
-            for r in context.watch
-            if r.aggregate_type == aggregate_type and r.aggregate_id == aggregate_id
-        }
-        ids = set(stored) | set(quarantined) | {i for i in lettered | watched if i}
         journeys = [
             await self._journey(i, stored.get(i), quarantined.get(i), context, schedules.get(i))
             for i in ids
@@ -336,13 +332,7 @@ class JourneyOperators:
             relay_note=note,
             quarantine=None if quarantined is None else of_attributes(QuarantineSight, quarantined),
             dead_letters=[
-                DeadLetterSight(
-                    entity=name,
-                    sequence_number=d.letter.sequence_number,
-                    dead_letter_reason=d.letter.reason,
-                    dead_letter_description=d.letter.description,
-                    delivery_count=d.letter.delivery_count,
-                )
+                of_attributes(DeadLetterSight, LetterSummary.of(d), entity=name)
                 for name, d in letters
             ],
             subscribers=sights,

@@ -327,22 +327,13 @@ class StatusOperators:
     async def _state(
         self, leases: list[LeaseBacklog], blocked: RelayBlocked | None, not_ready: str | None
     ) -> RelayState:
-        now = self._parts.clock()
-        allowed = self._parts.stall_after_seconds
-        state = relay_state(
-            leases, now=now, allowed_seconds=allowed, blocked=blocked, not_ready=not_ready
-        )
+        given: dict[str, Any] = {"blocked": blocked, "not_ready": not_ready}
+        given |= {"now": self._parts.clock(), "allowed_seconds": self._parts.stall_after_seconds}
+        state = relay_state(leases, **given)
         if state.moving:
             return state
         asked = [DependencyState(name=COSMOS_DB, answers=True), await self._probe()]
-        return relay_state(
-            leases,
-            now=now,
-            allowed_seconds=allowed,
-            blocked=blocked,
-            not_ready=not_ready,
-            dependencies=asked,
-        )
+        return relay_state(leases, **given, dependencies=asked)
 
     async def _blocked(self) -> RelayBlocked | None:
         health = self._parts.health
@@ -371,16 +362,11 @@ class StatusOperators:
         ages = [s.oldest_pending_age_seconds for s in leases]
         known = [a for a in ages if a is not None]
         blocked = await self._blocked()
-        state = await self._state(
-            backlog, blocked, f"{error_type(missing)}: {missing}" if missing else None
-        )
-        if blocked is None and missing is not None:
+        why = f"{error_type(missing)}: {missing}" if missing else None
+        state = await self._state(backlog, blocked, why)
+        if blocked is None and why is not None:
             blocked = RelayBlocked(
-                event_id=None,
-                reason=f"{error_type(missing)}: {missing}",
-                since=None,
-                last_attempt=None,
-                attempts=0,
+                event_id=None, reason=why, since=None, last_attempt=None, attempts=0
             )
         return OutboxStatus(
             relay=state,

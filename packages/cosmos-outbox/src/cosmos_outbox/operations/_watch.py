@@ -204,13 +204,7 @@ class DeadLetterWatch:
                 store, record.event_id, aggregate_id=record.aggregate_id, version=record.version
             ),
         )
-        return (
-            None
-            if fate.state == "not received"
-            else "given up"
-            if fate.state == "given up"
-            else "applied"
-        )
+        return {"not received": None, "given up": "given up"}.get(fate.state, "applied")
 
     async def vanished(self) -> list[VanishedLetter]:
         """The dead letters that vanished, unresolved, each with what recovers it."""
