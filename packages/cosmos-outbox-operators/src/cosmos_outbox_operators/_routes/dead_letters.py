@@ -153,9 +153,8 @@ def declare(routes: Routes) -> None:
             page_size=call.page_size,
             after=int(cursor.store_token) if cursor is not None else 0,
         )
-        token = next_token(
-            str(next_after) if next_after is not None else None, cursor, ops.tokens.dead_letters
-        )
+        after = str(next_after) if next_after is not None else None
+        token = next_token(after, cursor, ops.tokens.dead_letters)
         body = DeadLetterPage.of_items(found, token)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 

@@ -81,16 +81,12 @@ class QuarantineOperators:
             return entry
         try:
             report = await self._parts.relay().relay([entry.event])
+            reason = report.reasons.get(entry.event_id, "")
         except Exception as exc:  # the broker failed: recorded, and the record stays
             reason = f"replay failed to send: {error_type(exc)}"
-            result = await self._parts.quarantine.replayed(
-                entry, resolved=False, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
-            )
-        else:
-            reason = report.reasons.get(entry.event_id, "")
-            result = await self._parts.quarantine.replayed(
-                entry, resolved=not reason, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
-            )
+        result = await self._parts.quarantine.replayed(
+            entry, resolved=not reason, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
+        )
         _audit(
             "quarantine.replay",
             result,
