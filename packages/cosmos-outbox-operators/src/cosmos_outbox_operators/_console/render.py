@@ -16,6 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 from cosmos_outbox.operations import trace_id
+from cosmos_outbox_operators._types import AGGREGATE_TYPE_PATTERN
 
 __all__ = ["TRACE_URL_SETTING", "fragment", "page"]
 
@@ -55,7 +56,11 @@ def _environment() -> jinja2.Environment:
         epoch=lambda ts: datetime.fromtimestamp(float(ts), UTC).isoformat().replace("+00:00", "Z"),
     )
     environment.globals.update(
-        trace_url=trace_url, chart=chart, selection=selection, query_string=query_string
+        trace_url=trace_url,
+        chart=chart,
+        selection=selection,
+        query_string=query_string,
+        aggregate_type_pattern=AGGREGATE_TYPE_PATTERN,
     )
     return environment
 
