@@ -79,8 +79,8 @@ class DeadLetterSelection(RequestModel):
     dead_letter_reason: FilterText | None = Field(
         None, description="whose reason or description has this"
     )
-    since: Instant | None = Field(None, description="enqueued at or after this time")
-    until: Instant | None = Field(None, description="enqueued before this time")
+    since: Instant | None = Field(None, description="enqueued at or after this time (RFC 3339)")
+    until: Instant | None = Field(None, description="enqueued before this time (RFC 3339)")
     all: bool = False
 
     @model_validator(mode="after")
@@ -113,7 +113,7 @@ class DeadLetterPage(PageView):
 
 
 #: The list's filter, as query parameters: the selection's filter fields, their types and words.
-_FILTER_QUERY = tuple(
+FILTER_QUERY = tuple(
     QueryParameter(
         field.alias or name,
         TypeAdapter(next(a for a in get_args(field.annotation) if a is not type(None))),
@@ -138,7 +138,7 @@ def declare(routes: Routes) -> None:
         """Operators: how many dead letters each watched subscription (and queue) holds"""
         return Reply(await operations().dead_letters.counts())
 
-    @routes.get("deadletters/{entity}", DeadLetterPage, paged=True, query=_FILTER_QUERY)
+    @routes.get("deadletters/{entity}", DeadLetterPage, paged=True, query=FILTER_QUERY)
     async def list_dead_letters(call: HttpCall[None]) -> Reply:
         """Operators: the dead letters of one watched subscription (or queue), a page at a time,
         those matching the filter given"""
