@@ -140,11 +140,10 @@ def _audit(
         f"event {entry.event_id} ({entry.aggregate_type} {entry.aggregate_id} "
         f"v{entry.version}): {reason}",
         will_see=will_see,
-        event_id=entry.event_id,
-        aggregate_type=entry.aggregate_type,
-        aggregate_id=entry.aggregate_id,
-        action=entry.action,
-        version=entry.version,
         reason=reason,
-        replays=entry.replays,
+        **{f: getattr(entry, f) for f in _AUDITED},
     )
+
+
+#: The quarantine record's fields its audit lines carry.
+_AUDITED = ("event_id", "aggregate_type", "aggregate_id", "action", "version", "replays")

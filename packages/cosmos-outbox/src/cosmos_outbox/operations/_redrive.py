@@ -344,22 +344,18 @@ class RedriveOperators:
             if more
             else None
         )
-        result = RedrivePage(
-            redrive_id=state.redrive_id,
+        result = of_attributes(  # the totals so far are the state's
+            RedrivePage,
+            state,
             events=state.done + len(pending) - len(page),
-            done=state.done,
             page_events=len(page),
             page_accepted=report.sent,
             page_quarantined=len(report.quarantined),
-            accepted=state.accepted,
-            quarantined=state.quarantined,
             subscription=subscription,
             subscribers=counts,
             subscribers_will_see=_will_see(state, subscription, counts),
             continuation_token=token,
             has_more=token is not None,
-            scheduled=state.scheduled,
-            cancelled=state.cancelled,
         )
         _audit_page(
             state, since, (aggregate_type, aggregate_id, subscription), page, report, result

@@ -350,13 +350,7 @@ class StatusOperators:
         except RelayNotReadyError as exc:
             backlog, missing = [], exc
         leases = [
-            LeaseStatus(
-                lease=b.lease,
-                pending=b.pending,
-                oldest_pending_age_seconds=_round(age_seconds(b, now)),
-                owner=b.owner,
-                checkpoint_at=b.checkpoint_at,
-            )
+            of_attributes(LeaseStatus, b, oldest_pending_age_seconds=_round(age_seconds(b, now)))
             for b in backlog
         ]
         ages = [s.oldest_pending_age_seconds for s in leases]
