@@ -62,12 +62,10 @@ class QuarantineSight(Model):
     discard_reason: str | None
 
 
-class DeadLetterSight(Model):
+class DeadLetterSight(LetterSummary):
+    """One of the event's dead letters, and the subscription (or queue) that holds it."""
+
     entity: str
-    sequence_number: int
-    dead_letter_reason: str | None
-    dead_letter_description: str | None
-    delivery_count: int
 
 
 class EventJourney(Model):
