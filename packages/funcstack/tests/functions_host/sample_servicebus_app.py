@@ -5,7 +5,10 @@ Every invocation appends one JSON line to SAMPLE_OUT: {"id", "session", "deliver
 "body", "props", "content_type", "ok"}. A message whose body has "fail_deliveries": n fails
 its first n deliveries (DeliveryCount 1..n); "sleep": s sleeps s seconds first. SAMPLE_RETRY="fixed"
 declares a fixed-delay retry policy of one retry. SAMPLE_SESSIONS="false": a subscription without
-sessions. Each line has "start" and "end" (epoch seconds) of its invocation.
+sessions. Each line has "start" and "end" (epoch seconds) of its invocation and the "topic" of its
+function: ``on_message`` on SAMPLE_TOPIC, and one more function (``on_topic_<i>``, sessions, the
+same subscription name) on each topic SAMPLE_TOPICS names (comma-separated): one host serving
+several tests, each on a topic of its own.
 """
 
 from __future__ import annotations
@@ -39,11 +42,16 @@ def _retry(builder: FunctionBuilder) -> FunctionBuilder:
     is_sessions_enabled=os.environ.get("SAMPLE_SESSIONS", "true") == "true",
 )
 def on_message(msg: func.ServiceBusMessage) -> None:
+    _handle(msg, os.environ["SAMPLE_TOPIC"])
+
+
+def _handle(msg: func.ServiceBusMessage, topic: str) -> None:
     start = time.time()
     body: dict[str, Any] = json.loads(msg.get_body())
     delivery = int(msg.delivery_count or 0)
     ok = delivery > int(body.get("fail_deliveries", 0))
     line = {
+        "topic": topic,
         "id": msg.message_id,
         "session": msg.session_id,
         "delivery": delivery,
@@ -61,3 +69,22 @@ def on_message(msg: func.ServiceBusMessage) -> None:
         out.write(json.dumps(line) + "\n")
     if not ok:
         raise RuntimeError(f"failing delivery {delivery} of {msg.message_id}")
+
+
+def _on(topic: str) -> Any:
+    def handle(msg: func.ServiceBusMessage) -> None:
+        _handle(msg, topic)
+
+    return handle
+
+
+for _i, _topic in enumerate(t for t in os.environ.get("SAMPLE_TOPICS", "").split(",") if t):
+    app.function_name(name=f"on_topic_{_i}")(
+        app.service_bus_topic_trigger(
+            arg_name="msg",
+            connection="ServiceBusConnection",
+            topic_name=_topic,
+            subscription_name="%SAMPLE_SUBSCRIPTION%",
+            is_sessions_enabled=True,
+        )(_on(_topic))
+    )

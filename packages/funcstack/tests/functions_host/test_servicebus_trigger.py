@@ -4,7 +4,8 @@ after the subscription's MaxDeliveryCount, each session's messages in order, the
 retry policy applied under the same lock; a message's lock (without sessions) and a session's
 lock renewed up to host.json's maxAutoLockRenewalDuration, then lost (the message handed out
 again while the first invocation still runs). Real azure-servicebus SDK against the local
-broker."""
+broker. The tests that need no setting of their own share one host (`shared_host`), each on a
+topic and function of its own; the others start a host with their settings."""
 
 from __future__ import annotations
 
@@ -71,9 +72,11 @@ class Env:
         return message_id
 
     def lines(self) -> list[dict[str, Any]]:
+        """The invocations of the function on this test's topic."""
         if not self.out.exists():
             return []
-        return [json.loads(x) for x in self.out.read_text("utf-8").splitlines() if x]
+        every = [json.loads(x) for x in self.out.read_text("utf-8").splitlines() if x]
+        return [x for x in every if x["topic"] == self.topic]
 
     def wait(
         self, until: Callable[[list[dict[str, Any]]], bool], timeout: float = 30
@@ -96,15 +99,14 @@ class Env:
             return list(receiver.receive_messages(max_message_count=50, max_wait_time=wait))
 
 
-def _env(
+def _topic(
     broker: ServiceBusEndpoint,
-    tmp_path: Path,
     *,
     sessions: bool = True,
     subscription: dict[str, Any] | None = None,
-    service_bus: dict[str, Any] | None = None,
-    **settings: str,
-) -> Iterator[Env]:
+) -> str:
+    """A topic of its own, with its subscription ``sub``, made on the endpoint's control
+    channel."""
     topic = f"t-{uuid.uuid4().hex[:8]}"
     assert broker.control_port is not None
     control_request(
@@ -124,7 +126,19 @@ def _env(
             },
         },
     )
-    out = tmp_path / "out.jsonl"
+    return topic
+
+
+def _host(
+    broker: ServiceBusEndpoint,
+    tmp_path: Path,
+    topic: str,
+    out: Path,
+    *,
+    sessions: bool = True,
+    service_bus: dict[str, Any] | None = None,
+    **settings: str,
+) -> RunningRunner:
     app_dir = make_app_dir(tmp_path, "sample_servicebus_app.py", {})
     (app_dir / "host.json").write_text(
         json.dumps(
@@ -140,7 +154,7 @@ def _env(
             }
         )
     )
-    runner = start_runner(
+    return start_runner(
         app_dir=app_dir,
         log_path=tmp_path / "runner.log",
         settings={
@@ -153,19 +167,76 @@ def _env(
             **settings,
         },
     )
+
+
+@contextmanager
+def _sending(
+    broker: ServiceBusEndpoint, topic: str, out: Path, runner: RunningRunner
+) -> Iterator[Env]:
+    with (
+        ServiceBusClient.from_connection_string(broker.connection_string) as client,
+        client.get_topic_sender(topic, keep_alive=0) as sender,
+    ):
+        yield Env(broker, topic, out, runner, sender)
+
+
+def _env(
+    broker: ServiceBusEndpoint,
+    tmp_path: Path,
+    *,
+    sessions: bool = True,
+    subscription: dict[str, Any] | None = None,
+    service_bus: dict[str, Any] | None = None,
+    **settings: str,
+) -> Iterator[Env]:
+    topic = _topic(broker, sessions=sessions, subscription=subscription)
+    out = tmp_path / "out.jsonl"
+    runner = _host(
+        broker, tmp_path, topic, out, sessions=sessions, service_bus=service_bus, **settings
+    )
     try:
-        with (
-            ServiceBusClient.from_connection_string(broker.connection_string) as client,
-            client.get_topic_sender(topic, keep_alive=0) as sender,
-        ):
-            yield Env(broker, topic, out, runner, sender)
+        with _sending(broker, topic, out, runner) as env:
+            yield env
+    finally:
+        runner.stop()
+
+
+#: The tests on `env`: each on a topic of its own, all served by one host (`shared_host`).
+SHARED_TOPICS = 4
+
+
+@dataclass
+class SharedHost:
+    """One host of the sample app for the module's tests that need no setting of their own:
+    a function on each of `SHARED_TOPICS` topics; a test takes the next one."""
+
+    runner: RunningRunner
+    out: Path
+    free: list[str]
+
+
+@pytest.fixture(scope="module")
+def shared_host(
+    broker: ServiceBusEndpoint, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SharedHost]:
+    tmp = tmp_path_factory.mktemp("shared-host")
+    topics = [_topic(broker) for _ in range(SHARED_TOPICS)]
+    out = tmp / "out.jsonl"
+    runner = _host(broker, tmp, topics[0], out, SAMPLE_TOPICS=",".join(topics[1:]))
+    try:
+        yield SharedHost(runner, out, topics)
     finally:
         runner.stop()
 
 
 @pytest.fixture
-def env(broker: ServiceBusEndpoint, tmp_path: Path) -> Iterator[Env]:
-    yield from _env(broker, tmp_path)
+def env(broker: ServiceBusEndpoint, shared_host: SharedHost) -> Iterator[Env]:
+    """A topic of the test's own (its subscription ``sub`` with sessions, `MAX_DELIVERY`) and
+    its function on the module's shared host: its lines and dead letters are its own."""
+    assert shared_host.free, f"more tests on `env` than SHARED_TOPICS ({SHARED_TOPICS})"
+    topic = shared_host.free.pop(0)
+    with _sending(broker, topic, shared_host.out, shared_host.runner) as own:
+        yield own
 
 
 def test_a_message_is_passed_with_its_metadata_and_completed(env: Env) -> None:
