@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
@@ -65,6 +65,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
     config.hook.pytest_deselected(items=deselected)
     items[:] = kept
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` (`make test-suite`): a module's tests on one worker, and cosmos-outbox's
+    modules on its session's services in two units (tools/schedule.py): two workers start
+    those services, not three."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tools.schedule import FilesAndGroups
+
+    return FilesAndGroups(config, log)
 
 
 @pytest.fixture(scope="session")
