@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling
 
-__all__ = ["GROUPS", "FilesAndGroups"]
+__all__ = ["GROUPS", "FilesAndGroups", "unit"]
 
 _PACKAGE = "packages/cosmos-outbox/tests/"
 #: The folders whose modules are one unit each group (by the start of their node ids).
@@ -26,12 +26,17 @@ GROUPS: dict[str, str] = {
 }
 
 
+def unit(nodeid: str) -> str:
+    """The unit a test is scheduled in: its `GROUPS` folder's group, or its module."""
+    module = nodeid.split("::", 1)[0]
+    for folder, group in GROUPS.items():
+        if module.startswith(folder):
+            return group
+    return module
+
+
 class FilesAndGroups(LoadScopeScheduling):  # type: ignore[misc]  # xdist has no types
     """loadfile's scheduling, with `GROUPS` one unit each."""
 
     def _split_scope(self, nodeid: str) -> str:
-        module = nodeid.split("::", 1)[0]
-        for folder, group in GROUPS.items():
-            if module.startswith(folder):
-                return group
-        return module
+        return unit(nodeid)
