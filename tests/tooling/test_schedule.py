@@ -20,13 +20,15 @@ ON_THE_SERVICES = re.compile(
 
 
 def test_a_module_is_its_own_unit_and_a_grouped_folder_is_one() -> None:
-    module = "tests/contacts/api/test_http_api.py"
+    module = "tests/contacts/model/test_domain.py"
     assert unit(f"{module}::test_x[a@b]") == unit(f"{module}::test_y") == module
-    adapters = "packages/cosmos-outbox/tests/adapters/"
-    assert unit(f"{adapters}test_a.py::test_x") == unit(f"{adapters}test_b.py::T::test_y")
-    relay = "packages/cosmos-outbox/tests/relay/test_c.py::test_z"
-    assert unit(relay) != unit(f"{adapters}test_a.py::test_x")
-    assert unit("packages/cosmos-outbox/tests/http_api/test_d.py::t").endswith("test_d.py")
+    package = "packages/cosmos-outbox/tests/"
+    adapters = unit(f"{package}adapters/test_dead_letters.py::test_x")
+    assert unit(f"{package}adapters/test_azure_adapters.py::T::test_y[aio]") == adapters
+    relay = unit(f"{package}relay/test_relay.py::test_z")
+    assert relay == unit(f"{package}scheduled/test_on_funcstack.py::T::test_w") != adapters
+    in_memory = f"{package}http_api/test_idempotency.py"
+    assert unit(f"{in_memory}::test_v") == in_memory
     assert len(set(GROUPS.values())) == 2
 
 
