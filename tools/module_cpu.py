@@ -59,7 +59,7 @@ def _flush(*, last: bool) -> None:
         out.write(json.dumps(line) + "\n")
 
 
-def pytest_runtest_logstart(nodeid: str, location: object) -> None:
+def pytest_runtest_logstart(nodeid: str) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER") is None and "PYTEST_XDIST_TESTRUNUID" in os.environ:
         return  # xdist's controller: its workers count their own
     module = nodeid.split("::", 1)[0]
