@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
 from cosmos_outbox_operators._part import Operators, operators_blueprint
-from cosmos_outbox_operators._routes import (
+from cosmos_outbox_operators._routes.models import (
     OperatorModels,
     QuarantineItem,
     QuarantineListPage,
     RedriveRequest,
-    parse_instant,
 )
+from cosmos_outbox_operators._types import parse_instant
 
 __version__ = "0.1.0"
 

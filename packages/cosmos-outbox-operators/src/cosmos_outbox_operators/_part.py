@@ -14,8 +14,9 @@ import azure.functions as func
 from cosmos_outbox.http import HttpApi
 from cosmos_outbox_operators._console.doors import OperatorDoors
 from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
-from cosmos_outbox_operators._routes import RESOURCES, OperatorModels
+from cosmos_outbox_operators._routes import RESOURCES
 from cosmos_outbox_operators._routes._context import Routes
+from cosmos_outbox_operators._routes.models import OperatorModels
 from cosmos_outbox_operators._types import PARAMETERS
 
 if TYPE_CHECKING:

@@ -62,7 +62,9 @@ Instant = Annotated[
     BeforeValidator(parse_instant),
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
-AggregateType = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$", max_length=64)]
+#: An aggregate type's name (the console's fields check it too).
+AGGREGATE_TYPE_PATTERN = "[A-Za-z][A-Za-z0-9]{0,63}"
+AggregateType = Annotated[str, Field(pattern=f"^{AGGREGATE_TYPE_PATTERN}$", max_length=64)]
 
 #: A route whose answer the console shows with a body (a quarantined event's, a dead letter's):
 #: the page shortens a long body unless asked for the whole (the JSON always holds all of it).
@@ -89,7 +91,7 @@ PARAMETERS = {
         PathParameter(
             "aggregateType",
             "the aggregate type",
-            pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$",
+            pattern=f"^{AGGREGATE_TYPE_PATTERN}$",
             max_length=64,
         ),
         PathParameter("aggregateId", "the aggregate id"),

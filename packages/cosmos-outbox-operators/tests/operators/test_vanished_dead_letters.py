@@ -120,3 +120,27 @@ def test_the_journey_keeps_the_history_of_a_resubmitted_dead_letter(world: Recov
     assert history[1].startswith(f"dead-lettered at {SUBSCRIPTION}")
     assert f"resubmitted to {SUBSCRIPTION} by admin key" in history
     assert history[-1] == f"applied by {SUBSCRIPTION}"
+
+
+def test_a_dead_letter_that_left_then_was_given_up_is_said_given_up(world: RecoveryWorld) -> None:
+    """The watch tells a version given up after its dead letter left (a release) from one
+    applied: the journey's history says which."""
+    ids = world.publish("w1", "StockAdded", "StockAdded")
+    world.relay()
+    world.deliver_new(skip={ids[0]})
+    assert tick(world) == []
+    [letter] = world.memory.dead_letters.letters(SUBSCRIPTION)
+    del world.memory.dead_letters.queues[SUBSCRIPTION][letter.sequence_number]
+    assert tick(world) == []  # left: within the grace period
+    released = world.call(
+        "POST",
+        f"outbox/subscribers/{SUBSCRIPTION}/release",
+        body={"aggregateType": KIND, "aggregateId": "w1", "version": 1, "reason": "lost"},
+    )
+    assert body(released)["subscription"] == SUBSCRIPTION
+    world.deliver_new()
+    assert tick(world) == []
+    journey = body(world.call("GET", f"outbox/journey/events/{ids[0]}"))
+    history = [s["what"] for s in journey["history"]]
+    assert f"given up at {SUBSCRIPTION} after it left its dead-letter queue" in history
+    assert f"applied by {SUBSCRIPTION}" not in history

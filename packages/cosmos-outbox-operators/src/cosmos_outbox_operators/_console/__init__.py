@@ -5,5 +5,6 @@ names; `guard`: actions protected against cross-site requests; `negotiation`: on
 or the page's HTML fragment rendered from it; `render` and `chart`: the templates (Jinja2,
 autoescaped) and the backlog chart (pygal, SVG), imported on the first request that needs them;
 `page`: the page and its static files. `templates/`: page.html and a fragment per operation
-(`fragments/<operation>.html`; none: its JSON shown); `static/`: console.css, console.js and
-vendor/ (htmx, fetched from npm when the wheel is built: hatch_build.py)."""
+(`fragments/<operation>.html`, or one it shares: `render`; none: its JSON shown); `static/`:
+console.css, console.js and vendor/ (htmx, fetched from npm when the wheel is built:
+hatch_build.py)."""

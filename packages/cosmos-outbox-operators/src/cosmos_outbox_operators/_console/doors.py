@@ -132,15 +132,14 @@ def admit_signed_in(
     return Actor("signed-in operator", name=principal.name, id=principal.id)
 
 
-def _key_in_url(req: func.HttpRequest) -> HttpProblemError | None:
+def _no_key_in_url(req: func.HttpRequest) -> None:
     if KEY_PARAMETER in req.params:
-        return HttpProblemError(
+        raise HttpProblemError(
             400,
             "Bad Request",
             "send the key in the x-functions-key header, never in the URL (?code=): a URL is "
             "written to logs and histories",
         )
-    return None
 
 
 def _door(
@@ -208,31 +207,23 @@ def key_actor(req: func.HttpRequest) -> Actor:
     return ADMIN_KEY if keys_checked() else SENT_UNCHECKED
 
 
-def _key_refusal(req: func.HttpRequest) -> func.HttpResponse | None:
-    """A key in the URL, or an action from another site's page (whether or not keys are
-    enforced: `guard.check_same_site`), refused."""
-    refused = _key_in_url(req)
-    if refused is not None:
-        return refused.response()
-    try:
-        check_same_site(req.method, req.headers)
-    except CrossSiteError as exc:
-        logger.warning("operators' routes refused an action: %s", exc)
-        return RefusedError(403, "Forbidden", str(exc)).response()
-    return None
-
-
 def key_door(
     operation: HttpOperation, function: Function, *, actor: Actor | None = None
 ) -> Function:
     """The admin key's door: the host checked the key; refuse it in the URL and an action from
-    another site, act as who sent it (`key_actor`), or as `actor` when the routes are served
-    in-process to one (the command line on the stores: no host, no key)."""
+    another site (whether or not keys are enforced: `guard.check_same_site`), act as who sent
+    it (`key_actor`), or as `actor` when the routes are served in-process to one (the command
+    line on the stores: no host, no key)."""
 
     def admit(req: func.HttpRequest) -> Actor | func.HttpResponse:
-        refused = _key_refusal(req)
-        if refused is not None:
-            return refused
+        try:
+            _no_key_in_url(req)
+            check_same_site(req.method, req.headers)
+        except CrossSiteError as exc:
+            logger.warning("operators' routes refused an action: %s", exc)
+            return RefusedError(403, "Forbidden", str(exc)).response()
+        except HttpProblemError as exc:
+            return exc.response()
         return actor if actor is not None else key_actor(req)
 
     return _door(function, admit)
@@ -262,9 +253,7 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
 
         def admitted(req: func.HttpRequest) -> Actor | func.HttpResponse:
             try:
-                refused = _key_in_url(req)
-                if refused is not None:
-                    raise refused
+                _no_key_in_url(req)
                 trust = sign_in_trust()
                 actor = admit_signed_in(
                     req.headers, role=role, return_to=console_base(req, prefix), trust=trust

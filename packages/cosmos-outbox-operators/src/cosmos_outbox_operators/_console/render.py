@@ -16,6 +16,7 @@ import jinja2
 from markupsafe import Markup
 
 from cosmos_outbox.operations import trace_id
+from cosmos_outbox_operators._types import AGGREGATE_TYPE_PATTERN
 
 __all__ = ["TRACE_URL_SETTING", "fragment", "page"]
 
@@ -24,6 +25,14 @@ __all__ = ["TRACE_URL_SETTING", "fragment", "page"]
 TRACE_URL_SETTING = "OUTBOX_CONSOLE_TRACE_URL"
 #: A body longer than this is shortened on the page, with a way to show it whole.
 BODY_SHOWN_CHARACTERS = 4000
+#: The operations whose answers share a fragment (an action and its preview, two actions).
+_SHARED = {
+    **dict.fromkeys(("act_on_group", "preview_group"), "_group_outcome"),
+    **dict.fromkeys(("resubmit_dead_letters", "discard_dead_letters"), "_dead_letter_action"),
+    **dict.fromkeys(
+        ("preview_resubmit_dead_letters", "preview_discard_dead_letters"), "_letter_preview"
+    ),
+}
 
 
 @cache
@@ -47,7 +56,11 @@ def _environment() -> jinja2.Environment:
         epoch=lambda ts: datetime.fromtimestamp(float(ts), UTC).isoformat().replace("+00:00", "Z"),
     )
     environment.globals.update(
-        trace_url=trace_url, chart=chart, selection=selection, query_string=query_string
+        trace_url=trace_url,
+        chart=chart,
+        selection=selection,
+        query_string=query_string,
+        aggregate_type_pattern=AGGREGATE_TYPE_PATTERN,
     )
     return environment
 
@@ -60,11 +73,11 @@ def fragment(
     request: func.HttpRequest,
     base: str,
 ) -> str:
-    """The HTML fragment of `operation`'s answer (`fragments/<operation>.html`, else the answer
-    shown as JSON)."""
+    """The HTML fragment of `operation`'s answer (`fragments/<operation>.html`, or the one it
+    shares, else the answer shown as JSON)."""
     environment = _environment()
     try:
-        template = environment.get_template(f"fragments/{operation}.html")
+        template = environment.get_template(f"fragments/{_SHARED.get(operation, operation)}.html")
     except jinja2.TemplateNotFound:
         template = environment.get_template("fragments/answer.html")
     return template.render(

@@ -16,22 +16,8 @@ from cosmos_outbox_operators._routes import (
     status,
     subscribers,
 )
-from cosmos_outbox_operators._routes.models import (
-    OperatorModels,
-    QuarantineItem,
-    QuarantineListPage,
-    RedriveRequest,
-)
-from cosmos_outbox_operators._types import parse_instant
 
-__all__ = [
-    "RESOURCES",
-    "OperatorModels",
-    "QuarantineItem",
-    "QuarantineListPage",
-    "RedriveRequest",
-    "parse_instant",
-]
+__all__ = ["RESOURCES"]
 
 #: The route modules, in the order their routes are declared.
 RESOURCES = (status, quarantine, redrive, dead_letters, groups, journey, subscribers)

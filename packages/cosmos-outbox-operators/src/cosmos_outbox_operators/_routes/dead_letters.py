@@ -79,8 +79,8 @@ class DeadLetterSelection(RequestModel):
     dead_letter_reason: FilterText | None = Field(
         None, description="whose reason or description has this"
     )
-    since: Instant | None = Field(None, description="enqueued at or after this time")
-    until: Instant | None = Field(None, description="enqueued before this time")
+    since: Instant | None = Field(None, description="enqueued at or after this time (RFC 3339)")
+    until: Instant | None = Field(None, description="enqueued before this time (RFC 3339)")
     all: bool = False
 
     @model_validator(mode="after")
@@ -113,7 +113,7 @@ class DeadLetterPage(PageView):
 
 
 #: The list's filter, as query parameters: the selection's filter fields, their types and words.
-_FILTER_QUERY = tuple(
+FILTER_QUERY = tuple(
     QueryParameter(
         field.alias or name,
         TypeAdapter(next(a for a in get_args(field.annotation) if a is not type(None))),
@@ -128,12 +128,17 @@ def declare(routes: Routes) -> None:
     operations = routes.operations
     counted = {"MAX_PER_CALL": MAX_PER_CALL}
 
+    def at(call: HttpCall[Any]) -> tuple[Any, Any]:
+        """The dead letters' use cases, and the watched entity the path names (404: not one)."""
+        letters = operations().dead_letters
+        return letters, letters.entity(call.path["entity"])
+
     @routes.get("deadletters", DeadLetterCounts, errors=(400, 429, 500, 503))
     async def count_dead_letters(call: HttpCall[None]) -> Reply:
         """Operators: how many dead letters each watched subscription (and queue) holds"""
         return Reply(await operations().dead_letters.counts())
 
-    @routes.get("deadletters/{entity}", DeadLetterPage, paged=True, query=_FILTER_QUERY)
+    @routes.get("deadletters/{entity}", DeadLetterPage, paged=True, query=FILTER_QUERY)
     async def list_dead_letters(call: HttpCall[None]) -> Reply:
         """Operators: the dead letters of one watched subscription (or queue), a page at a time,
         those matching the filter given"""
@@ -148,9 +153,8 @@ def declare(routes: Routes) -> None:
             page_size=call.page_size,
             after=int(cursor.store_token) if cursor is not None else 0,
         )
-        token = next_token(
-            str(next_after) if next_after is not None else None, cursor, ops.tokens.dead_letters
-        )
+        after = str(next_after) if next_after is not None else None
+        token = next_token(after, cursor, ops.tokens.dead_letters)
         body = DeadLetterPage.of_items(found, token)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
@@ -158,8 +162,7 @@ def declare(routes: Routes) -> None:
     async def peek_dead_letter(call: HttpCall[None]) -> Reply:
         """Operators: one dead letter, whole (body, properties, reason, description, delivery
         count, enqueued time)"""
-        letters = operations().dead_letters
-        entity = letters.entity(call.path["entity"])
+        letters, entity = at(call)
         return Reply(await letters.peek(entity, int(call.path["sequenceNumber"])))
 
     @routes.post(
@@ -173,8 +176,7 @@ def declare(routes: Routes) -> None:
         duplicate detection cannot drop, to that subscription only (at most {MAX_PER_CALL} a
         call: `remaining` says how many more match); a dead letter leaves its queue only once
         its resubmission was accepted"""
-        letters = operations().dead_letters
-        entity = letters.entity(call.path["entity"])
+        letters, entity = at(call)
         return Reply(await letters.resubmit(entity, call.body.selection))
 
     @routes.post(
@@ -187,19 +189,15 @@ def declare(routes: Routes) -> None:
         """Operators: give dead letters up at that subscription: each one's version given up
         there by a discard notice in its session, then the dead letter removed (at most
         {MAX_PER_CALL} a call)"""
-        letters = operations().dead_letters
-        entity = letters.entity(call.path["entity"])
+        letters, entity = at(call)
         return Reply(await letters.discard(entity, call.body.selection, reason=call.body.reason))
 
-    _previews(routes)
+    _previews(routes, at)
 
 
-def _previews(routes: Routes) -> None:
-    operations = routes.operations
-
+def _previews(routes: Routes, at: Any) -> None:
     async def preview(call: HttpCall[Any], action: str) -> Reply:
-        letters = operations().dead_letters
-        entity = letters.entity(call.path["entity"])
+        letters, entity = at(call)
         return Reply(await letters.preview(entity, call.body.selection, action=action))
 
     @routes.post(

@@ -37,12 +37,5 @@ def declare(routes: Routes) -> None:
         """Operators: give one version of an aggregate up at one subscription (its discard
         notice, to that subscription only): the subscriber records an accepted gap and applies
         the versions it held after it"""
-        body = call.body
-        released = await operations().subscribers.release(
-            call.path["subscription"],
-            aggregate_type=body.aggregate_type,
-            aggregate_id=body.aggregate_id,
-            version=body.version,
-            reason=body.reason,
-        )
-        return Reply(released)
+        subscribers = operations().subscribers
+        return Reply(await subscribers.release(call.path["subscription"], **dict(call.body)))

@@ -12,12 +12,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
 from cosmos_outbox.settings import SettingsError
-from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS
+from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
 
 if TYPE_CHECKING:
@@ -432,16 +433,10 @@ def _quarantine_commands(commands: Commands, flags: argparse.ArgumentParser) -> 
 
 
 def _filters(command: argparse.ArgumentParser) -> None:
-    """The dead letters' filter (`filter_<its field's name>`)."""
-    for option, field, text in (
-        ("--aggregate-type", "aggregateType", "of this aggregate type"),
-        ("--aggregate-id", "aggregateId", "of this aggregate (with the type)"),
-        ("--action", "action", "of this event type"),
-        ("--dead-letter-reason", "deadLetterReason", "whose dead-letter reason or text has it"),
-        ("--since", "since", "enqueued at or after (RFC 3339)"),
-        ("--until", "until", "enqueued before (RFC 3339)"),
-    ):
-        command.add_argument(option, dest=f"filter_{field}", help=f"only those {text}")
+    """The dead letters' filter, as the routes declare it (`filter_<its field's name>`)."""
+    for field in FILTER_QUERY:
+        option = "--" + re.sub("([A-Z])", r"-\1", field.name).lower()
+        command.add_argument(option, dest=f"filter_{field.name}", help=field.description)
 
 
 def _dead_letter_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:

@@ -199,19 +199,13 @@ class DeadLetterOperators:
     async def count(self, entity: DeadLetterEntity) -> EntityCount:
         """How many dead letters `entity` holds (peeked: Listen rights only); a queue that
         cannot be read says why, and does not fail the others' counts."""
+        found = {"name": entity.name, "kind": entity.kind}
         try:
             letters, more = await self.scan(entity)
         except Exception as exc:
-            return EntityCount(
-                name=entity.name,
-                kind=entity.kind,
-                dead_letters=None,
-                at_least=False,
-                error=f"{error_type(exc)}: {str(exc)[:200]}",
-            )
-        return EntityCount(
-            name=entity.name, kind=entity.kind, dead_letters=len(letters), at_least=more
-        )
+            error = f"{error_type(exc)}: {str(exc)[:200]}"
+            return EntityCount(**found, dead_letters=None, at_least=False, error=error)
+        return EntityCount(**found, dead_letters=len(letters), at_least=more)
 
     async def counts(self) -> DeadLetterCounts:
         """`count` of each watched entity."""

@@ -225,12 +225,15 @@ class GroupOperators:
             if action == "retry"
             else await self._letters.discard(entity, selection, reason=reason)
         )
-        failed = [f"{h.event_id or h.sequence_number}: {h.failure}" for h in report.handled]
         return GroupOutcome(
             **shown,
             matching=len(numbers),
             done=report.done,
-            failed=[f for f, h in zip(failed, report.handled, strict=True) if h.failure],
+            failed=[
+                f"{h.event_id or h.sequence_number}: {h.failure}"
+                for h in report.handled
+                if h.failure
+            ],
             remaining=report.remaining,
             **_told(report),
         )

@@ -6,32 +6,16 @@ subscriber the app knows. Read from what the journey read already; no call of it
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
-from typing import Protocol
+from datetime import datetime
 
 from cosmos_outbox._mapper import parse_time
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxRecord, Unreadable
-from cosmos_outbox.operations._letters import Described
+from cosmos_outbox.operations._letters import Described, enqueued
 from cosmos_outbox.operations._watch import WatchRecord
 
-
-class SubscriberSight(Protocol):
-    """What the history reads of the journey's `SubscriberSight` (no import of the journey:
-    it imports this module)."""
-
-    @property
-    def subscription(self) -> str: ...
-    @property
-    def state(self) -> str: ...
-    @property
-    def applied_at(self) -> str | None: ...
-    @property
-    def given_up_by(self) -> str | None: ...
-
-
-__all__ = ["Step", "history"]
+__all__ = ["Step", "SubscriberSight", "history"]
 
 #: What a dead letter's fate after it was dead-lettered says in the history.
 _FATES = {
@@ -41,6 +25,25 @@ _FATES = {
     "applied": "applied at {at} after it left its dead-letter queue",
     "given up": "given up at {at} after it left its dead-letter queue",
 }
+
+
+class SubscriberSight(Model):
+    """What one subscriber did with the event: `applied`, `held` (waiting for
+    `waiting_for`), `given up` (an accepted gap), `not received`, `not for it` (its rules drop
+    the event's message: a re-drive would not reach it either), `vanished` (a dead letter of
+    it left its queue without being applied: `recover` says what to do), or `unknown` (the app
+    does not know this subscription's subscriber, or its container did not answer). `rules`:
+    what its rules do with the event's message (receives, drops, or unknown and why)."""
+
+    subscription: str
+    state: str
+    rules: str | None = None
+    #: None when unknown
+    projection_version: int | None
+    applied_at: str | None = None
+    waiting_for: int | None = None
+    given_up_by: str | None = None
+    recover: str | None = None
 
 
 class Step(Model):
@@ -68,12 +71,8 @@ def history(
         if q.replays:
             steps.append(Step(at=q.resolved_at, what=f"replayed {q.replays} time(s), {q.status}"))
         if q.discarded_at is not None:
-            steps.append(
-                Step(
-                    at=q.discarded_at,
-                    what=f"discarded by {q.discarded_by}: {q.discard_reason}",
-                )
-            )
+            what = f"discarded by {q.discarded_by}: {q.discard_reason}"
+            steps.append(Step(at=q.discarded_at, what=what))
     for record in watch:
         steps.append(
             Step(
@@ -87,13 +86,8 @@ def history(
     for name, described in letters:
         if name in {r.subscription for r in watch}:
             continue
-        at = described.letter.enqueued_at
-        steps.append(
-            Step(
-                at=datetime.fromtimestamp(at, UTC) if at is not None else None,
-                what=f"dead-lettered at {name}: {described.letter.reason or '-'}",
-            )
-        )
+        what = f"dead-lettered at {name}: {described.letter.reason or '-'}"
+        steps.append(Step(at=enqueued(described.letter), what=what))
     for sight in sights:
         if sight.state == "applied":
             steps.append(

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import chain
 from typing import Any, TypeVar
 
 from cosmos_outbox._mapper import EVENT_TYPE, message_facts, read_feed, to_message
@@ -26,8 +27,8 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
-from cosmos_outbox.operations._history import Step, history
-from cosmos_outbox.operations._letters import Described
+from cosmos_outbox.operations._history import Step, SubscriberSight, history
+from cosmos_outbox.operations._letters import Described, LetterSummary
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import aggregate_documents, of_aggregate
 from cosmos_outbox.operations._watch import WatchRecord
@@ -51,25 +52,6 @@ S = TypeVar("S")
 _Fates = dict[str, Delivery]
 
 
-class SubscriberSight(Model):
-    """What one subscriber did with the event: `applied`, `held` (waiting for
-    `waiting_for`), `given up` (an accepted gap), `not received`, `not for it` (its rules drop
-    the event's message: a re-drive would not reach it either), `vanished` (a dead letter of
-    it left its queue without being applied: `recover` says what to do), or `unknown` (the app
-    does not know this subscription's subscriber, or its container did not answer). `rules`:
-    what its rules do with the event's message (receives, drops, or unknown and why)."""
-
-    subscription: str
-    state: str
-    rules: str | None = None
-    #: None when unknown
-    projection_version: int | None
-    applied_at: str | None = None
-    waiting_for: int | None = None
-    given_up_by: str | None = None
-    recover: str | None = None
-
-
 class QuarantineSight(Model):
     status: str
     reason: str
@@ -80,12 +62,10 @@ class QuarantineSight(Model):
     discard_reason: str | None
 
 
-class DeadLetterSight(Model):
+class DeadLetterSight(LetterSummary):
+    """One of the event's dead letters, and the subscription (or queue) that holds it."""
+
     entity: str
-    sequence_number: int
-    dead_letter_reason: str | None
-    dead_letter_description: str | None
-    delivery_count: int
 
 
 class EventJourney(Model):
@@ -274,18 +254,13 @@ class JourneyOperators:
             if not context.letters:
                 raise
             context.unanswered.append(unanswered(COSMOS_DB, "the aggregate's documents", exc))
-        lettered = {
-            d.event_id
-            for letters in context.letters.values()
-            for d in letters
-            if d.aggregate_type == aggregate_type and d.aggregate_id == aggregate_id
+        told: list[Described | WatchRecord] = [*chain(*context.letters.values()), *context.watch]
+        ids = set(stored) | set(quarantined)
+        ids |= {
+            t.event_id
+            for t in told
+            if t.event_id and (t.aggregate_type, t.aggregate_id) == (aggregate_type, aggregate_id)
         }
-        watched = {
-            r.event_id
-            for r in context.watch
-            if r.aggregate_type == aggregate_type and r.aggregate_id == aggregate_id
-        }
-        ids = set(stored) | set(quarantined) | {i for i in lettered | watched if i}
         journeys = [
             await self._journey(i, stored.get(i), quarantined.get(i), context, schedules.get(i))
             for i in ids
@@ -355,13 +330,7 @@ class JourneyOperators:
             relay_note=note,
             quarantine=None if quarantined is None else of_attributes(QuarantineSight, quarantined),
             dead_letters=[
-                DeadLetterSight(
-                    entity=name,
-                    sequence_number=d.letter.sequence_number,
-                    dead_letter_reason=d.letter.reason,
-                    dead_letter_description=d.letter.description,
-                    delivery_count=d.letter.delivery_count,
-                )
+                of_attributes(DeadLetterSight, LetterSummary.of(d), entity=name)
                 for name, d in letters
             ],
             subscribers=sights,

@@ -191,12 +191,7 @@ class LetterSummary(Model):
 
     @classmethod
     def of(cls, described: Described) -> Self:
-        letter = described.letter
-        return of_attributes(
-            cls,
-            described,
-            **_letter_fields(letter),
-        )
+        return of_attributes(cls, described, **_letter_fields(described.letter))
 
 
 class DeadLetterMessage(LetterSummary):

@@ -81,16 +81,12 @@ class QuarantineOperators:
             return entry
         try:
             report = await self._parts.relay().relay([entry.event])
+            reason = report.reasons.get(entry.event_id, "")
         except Exception as exc:  # the broker failed: recorded, and the record stays
             reason = f"replay failed to send: {error_type(exc)}"
-            result = await self._parts.quarantine.replayed(
-                entry, resolved=False, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
-            )
-        else:
-            reason = report.reasons.get(entry.event_id, "")
-            result = await self._parts.quarantine.replayed(
-                entry, resolved=not reason, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
-            )
+        result = await self._parts.quarantine.replayed(
+            entry, resolved=not reason, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
+        )
         _audit(
             "quarantine.replay",
             result,
@@ -144,11 +140,10 @@ def _audit(
         f"event {entry.event_id} ({entry.aggregate_type} {entry.aggregate_id} "
         f"v{entry.version}): {reason}",
         will_see=will_see,
-        event_id=entry.event_id,
-        aggregate_type=entry.aggregate_type,
-        aggregate_id=entry.aggregate_id,
-        action=entry.action,
-        version=entry.version,
         reason=reason,
-        replays=entry.replays,
+        **{f: getattr(entry, f) for f in _AUDITED},
     )
+
+
+#: The quarantine record's fields its audit lines carry.
+_AUDITED = ("event_id", "aggregate_type", "aggregate_id", "action", "version", "replays")

@@ -214,6 +214,10 @@ class RedriveOperators:
             )
         return state
 
+    def _target(self, subscription: str | None) -> str | None:
+        """The watched subscription named (NotFoundError: not watched), None: the topic."""
+        return None if subscription is None else self._letters.entity(subscription).name
+
     async def _scope(
         self, since: datetime, aggregate_type: str | None, aggregate_id: str | None
     ) -> tuple[list[OutboxRecord | Unreadable], int]:
@@ -250,19 +254,13 @@ class RedriveOperators:
     ) -> RedrivePreview:
         """What a re-drive of this scope would send (see RedrivePreview); nothing is sent.
         Refused as the re-drive would be (NotFoundError: a subscription not watched)."""
-        if subscription is not None:
-            subscription = self._letters.entity(subscription).name
+        subscription = self._target(subscription)
         events, discarded = await self._scope(since, aggregate_type, aggregate_id)
-        cancelled = sum(
-            1 for e in events if isinstance(e, OutboxRecord) and e.cancelled_at is not None
-        )
+        records = [e for e in events if isinstance(e, OutboxRecord)]
+        cancelled = sum(e.cancelled_at is not None for e in records)
         scheduled = sum(
-            1
-            for e in events
-            if isinstance(e, OutboxRecord)
-            and e.deliver_at is not None
-            and e.cancelled_at is None
-            and e.released_at is None
+            e.deliver_at is not None and e.cancelled_at is None and e.released_at is None
+            for e in records
         )
         sent = len(events) - cancelled
         state = RedriveState(redrive_id="preview", scope=[])
@@ -304,8 +302,9 @@ class RedriveOperators:
         """One page of a re-drive of the stored events created at or after `since` (of one
         aggregate type, and one aggregate of it, if given; to one watched subscription if
         given: NotFoundError for another), the first or the one `continuation` names."""
-        if subscription is not None:
-            subscription = self._letters.entity(subscription).name
+        from cosmos_outbox.http import bounded
+
+        subscription = self._target(subscription)
         scope = [since.isoformat(), aggregate_type, aggregate_id, subscription]
         state = (
             self._open(continuation, scope)
@@ -320,7 +319,7 @@ class RedriveOperators:
             report = await answered(
                 SERVICE_BUS,
                 self._parts.relay().relay(page, rewrite=rewrite(state.redrive_id, subscription)),
-                seconds=max(1.0, bounded_seconds() * 0.9),
+                seconds=max(1.0, bounded.BOUND_SECONDS * 0.9),
             )
         except DependencyUnavailableError:
             raise  # its own wait, naming Service Bus: a 503 that says so, not a failed send
@@ -345,22 +344,18 @@ class RedriveOperators:
             if more
             else None
         )
-        result = RedrivePage(
-            redrive_id=state.redrive_id,
+        result = of_attributes(  # the totals so far are the state's
+            RedrivePage,
+            state,
             events=state.done + len(pending) - len(page),
-            done=state.done,
             page_events=len(page),
             page_accepted=report.sent,
             page_quarantined=len(report.quarantined),
-            accepted=state.accepted,
-            quarantined=state.quarantined,
             subscription=subscription,
             subscribers=counts,
             subscribers_will_see=_will_see(state, subscription, counts),
             continuation_token=token,
             has_more=token is not None,
-            scheduled=state.scheduled,
-            cancelled=state.cancelled,
         )
         _audit_page(
             state, since, (aggregate_type, aggregate_id, subscription), page, report, result
@@ -432,12 +427,6 @@ async def _count_applied(
             totals[1] += 1
         else:
             totals[2] += 1
-
-
-def bounded_seconds() -> float:
-    from cosmos_outbox.http import bounded
-
-    return bounded.BOUND_SECONDS
 
 
 def _per_subscription(counts: list[SubscriberCounts], counted: int | None = None) -> str:

@@ -19,7 +19,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from cosmos_outbox._model import Model
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.backlog_history import Reading
 from cosmos_outbox._relay.health import RelayBlocked
@@ -130,16 +130,10 @@ class TargetRulesState(Model):
 
     @classmethod
     def of(cls, check: TargetRuleCheck, *, read_at: datetime) -> TargetRulesState:
-        return cls(
-            topic=check.topic,
-            checked=check.checked,
-            subscriptions=list(check.subscriptions),
-            lacking=[
-                SubscriptionLackingRule(
-                    subscription=s.subscription, rules=list(s.rules), fixable=s.fixable
-                )
-                for s in check.lacking
-            ],
+        return of_attributes(
+            cls,
+            check,
+            lacking=[of_attributes(SubscriptionLackingRule, s) for s in check.lacking],
             reason=check.reason or None,
             read_at=read_at,
             summary=check.describe(),
@@ -333,22 +327,13 @@ class StatusOperators:
     async def _state(
         self, leases: list[LeaseBacklog], blocked: RelayBlocked | None, not_ready: str | None
     ) -> RelayState:
-        now = self._parts.clock()
-        allowed = self._parts.stall_after_seconds
-        state = relay_state(
-            leases, now=now, allowed_seconds=allowed, blocked=blocked, not_ready=not_ready
-        )
+        given: dict[str, Any] = {"blocked": blocked, "not_ready": not_ready}
+        given |= {"now": self._parts.clock(), "allowed_seconds": self._parts.stall_after_seconds}
+        state = relay_state(leases, **given)
         if state.moving:
             return state
         asked = [DependencyState(name=COSMOS_DB, answers=True), await self._probe()]
-        return relay_state(
-            leases,
-            now=now,
-            allowed_seconds=allowed,
-            blocked=blocked,
-            not_ready=not_ready,
-            dependencies=asked,
-        )
+        return relay_state(leases, **given, dependencies=asked)
 
     async def _blocked(self) -> RelayBlocked | None:
         health = self._parts.health
@@ -365,28 +350,17 @@ class StatusOperators:
         except RelayNotReadyError as exc:
             backlog, missing = [], exc
         leases = [
-            LeaseStatus(
-                lease=b.lease,
-                pending=b.pending,
-                oldest_pending_age_seconds=_round(age_seconds(b, now)),
-                owner=b.owner,
-                checkpoint_at=b.checkpoint_at,
-            )
+            of_attributes(LeaseStatus, b, oldest_pending_age_seconds=_round(age_seconds(b, now)))
             for b in backlog
         ]
         ages = [s.oldest_pending_age_seconds for s in leases]
         known = [a for a in ages if a is not None]
         blocked = await self._blocked()
-        state = await self._state(
-            backlog, blocked, f"{error_type(missing)}: {missing}" if missing else None
-        )
-        if blocked is None and missing is not None:
+        why = f"{error_type(missing)}: {missing}" if missing else None
+        state = await self._state(backlog, blocked, why)
+        if blocked is None and why is not None:
             blocked = RelayBlocked(
-                event_id=None,
-                reason=f"{error_type(missing)}: {missing}",
-                since=None,
-                last_attempt=None,
-                attempts=0,
+                event_id=None, reason=why, since=None, last_attempt=None, attempts=0
             )
         return OutboxStatus(
             relay=state,

@@ -137,15 +137,9 @@ class SubscriberOperators:
             COSMOS_DB, of_aggregate(self._parts.store, EVENT_TYPE, aggregate_id)
         )
         for item in read_feed(documents, legacy=self._parts.legacy):
-            if (
-                isinstance(item, OutboxRecord)
-                and (
-                    item.aggregate_type,
-                    item.aggregate_id,
-                    item.version,
-                )
-                == given
-            ):
+            if not isinstance(item, OutboxRecord):
+                continue
+            if (item.aggregate_type, item.aggregate_id, item.version) == given:
                 return Version(*given, item.event_id, item.action, item.event_source)
         for document in await answered(
             COSMOS_DB, of_aggregate(self._parts.store, QUARANTINE_TYPE, aggregate_id)

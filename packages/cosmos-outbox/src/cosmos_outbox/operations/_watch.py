@@ -82,18 +82,11 @@ class WatchRecord(Model):
         )
 
 
-class VanishedLetter(Model):
-    """A dead letter that left its queue without being applied by its subscriber, and what
-    recovers it (see the module)."""
+class VanishedLetter(WatchRecord):
+    """A dead letter that left its queue without being applied by its subscriber (its record,
+    fate `vanished`), and what recovers it (see the module)."""
 
-    subscription: str
-    event_id: str
-    sequence_number: int
-    aggregate_type: str | None
-    aggregate_id: str | None
-    action: str | None
-    version: int | None
-    dead_lettered_at: datetime | None
+    #: when it was found gone
     left_at: datetime
     #: whether its event is still stored (a re-drive can send it again)
     stored: bool
@@ -204,13 +197,7 @@ class DeadLetterWatch:
                 store, record.event_id, aggregate_id=record.aggregate_id, version=record.version
             ),
         )
-        return (
-            None
-            if fate.state == "not received"
-            else "given up"
-            if fate.state == "given up"
-            else "applied"
-        )
+        return {"not received": None, "given up": "given up"}.get(fate.state, "applied")
 
     async def vanished(self) -> list[VanishedLetter]:
         """The dead letters that vanished, unresolved, each with what recovers it."""

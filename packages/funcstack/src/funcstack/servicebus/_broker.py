@@ -183,6 +183,18 @@ class ReceiverEntity:
         for entry in held:
             heapq.heappush(self._expiries, entry)
 
+    def next_due_ms(self) -> int | None:
+        """When this entity's sweep work comes next (epoch ms): a session lock's end, a
+        scheduled message's time, the first time to live to end; None: nothing timed."""
+        dues = list(self.session_locked_until.values())
+        for seq in self._scheduled:
+            m = self.messages.get(seq)
+            if m is not None and m.scheduled_ms:
+                dues.append(m.scheduled_ms)
+        if self._expiries:
+            dues.append(self._expiries[0][0])
+        return min(dues, default=None)
+
     def activate_due(self, now: int) -> None:
         """Scheduled messages whose time has come become active, enqueued at that time."""
         due = False
@@ -613,10 +625,24 @@ class Broker:
     def receiver(self, path: str) -> ReceiverEntity | None:
         return self.receivers.get(path.lower())
 
+    def next_due_ms(self) -> int | None:
+        """When ``expire_locks`` has work next (epoch ms): a message lock's end, a scheduled
+        message's time, a session lock's end, a time to live's end; None: nothing timed."""
+        dues = [m.scheduled_ms for s in self.senders.values() for m in s.scheduled.values()]
+        for entity, seq in self.locks.values():
+            m = entity.messages.get(seq)
+            if m is not None and m.owner is not None:
+                dues.append(m.locked_until_ms)
+        for entity in self.receivers.values():
+            due = entity.next_due_ms()
+            if due is not None:
+                dues.append(due)
+        return min(dues, default=None)
+
     def expire_locks(self) -> list[object]:
-        """Runs a few times a second: locks run out (the owners of the session locks that did
-        are returned: their links lose their sessions), scheduled messages come due, messages
-        past their time to live leave."""
+        """Runs when something is due (``next_due_ms``), at most a few times a second: locks
+        run out (the owners of the session locks that did are returned: their links lose their
+        sessions), scheduled messages come due, messages past their time to live leave."""
         now = now_ms()
         lost: list[object] = []
         for sender in list(self.senders.values()):

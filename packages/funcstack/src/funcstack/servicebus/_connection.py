@@ -146,6 +146,8 @@ class Endpoint(Protocol):
 
     def schedule_pump(self) -> None: ...
 
+    def wake_sweep(self) -> None: ...
+
     def limits(self, entity: SenderEntity | None) -> tuple[int, int]: ...
 
     def unlink(self, link: Link) -> None: ...
@@ -216,6 +218,7 @@ class Connection:
                     continue  # heartbeat
                 code, values, payload = decode_frame_body(data)
                 self.handle(code, channel, values, payload)
+                self.server.wake_sweep()  # a lock, schedule or accept may be due soon
                 await self.writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass

@@ -3,9 +3,10 @@
 messages and the SDK's batches; duplicate detection, session-id enforcement, the limits of the
 namespace's tier, ``_limits``), delivers to receivers with credit (peek-lock and
 receive-and-delete, sessions including NEXT_AVAILABLE), settles over the link, and hands
-``$cbs``/``$management`` requests to ``_management``. A sweep a few times a second ends expired
-locks, activates scheduled messages, expires messages past their time to live and times out
-waiting session accepts.
+``$cbs``/``$management`` requests to ``_management``. A sweep ends expired locks, activates
+scheduled messages, expires messages past their time to live and times out waiting session
+accepts: a few times a second while any of those is due soon, else when the next one is due or
+a frame comes (an idle endpoint sleeps).
 
 The rooms: ``_codec`` (messages in and out), ``_connection`` (AMQP framing and performatives),
 ``_management`` (request-response operations), ``_broker`` (entities and messages), ``_state``
@@ -42,7 +43,7 @@ from funcstack.servicebus._amqp import (
     performative,
     text,
 )
-from funcstack.servicebus._broker import Broker, ReceiverEntity, SenderEntity
+from funcstack.servicebus._broker import Broker, ReceiverEntity, SenderEntity, now_ms
 from funcstack.servicebus._codec import (
     BATCH_FORMAT,
     batch_messages,
@@ -63,6 +64,12 @@ from funcstack.servicebus._management import Management
 from funcstack.servicebus._state import Store
 
 logger = logging.getLogger(__name__)
+
+#: The sweep's pace while something is due: locks, schedules, times to live and session
+#: accepts end within about this much of their time.
+SWEEP_INTERVAL = 0.2
+#: The longest the sweep sleeps with nothing due (every handled frame wakes it sooner).
+SWEEP_IDLE_MAX = 5.0
 
 
 class Server:
@@ -91,6 +98,7 @@ class Server:
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._wake = asyncio.Event()
         self._management = Management(broker, persist=self.persist)
         broker.on_change = self.schedule_pump
 
@@ -140,30 +148,59 @@ class Server:
         finally:
             self.connections.discard(conn)
 
+    def wake_sweep(self) -> None:
+        """Something happened that may be due sooner than the sweep sleeps (a frame handled:
+        a lock taken, a message scheduled or sent with a time to live, a session accept)."""
+        self._wake.set()
+
     async def _sweep(self) -> None:
-        loop = asyncio.get_running_loop()
+        """Every SWEEP_INTERVAL while something is due sooner; else asleep until the next due
+        time (``_next_due``), a wake (``wake_sweep``) or SWEEP_IDLE_MAX, whichever comes
+        first: an idle endpoint does not wake five times a second."""
         while True:
-            await asyncio.sleep(0.2)
-            for owner in self.broker.expire_locks():
-                if isinstance(owner, Link) and owner.active:
-                    owner.session.conn.detach_with_error(
-                        owner,
-                        COND_SESSION_LOCK_LOST,
-                        "The session lock has expired on the MessageSession. Accept a new "
-                        "MessageSession.",
+            await asyncio.sleep(SWEEP_INTERVAL)
+            self._wake.clear()  # what came meanwhile is seen by this round
+            self._sweep_once()
+            wait = self._next_due() - SWEEP_INTERVAL
+            if wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), wait)
+
+    def _next_due(self) -> float:
+        """Seconds until the sweep has work: a lock, schedule or time to live
+        (``Broker.next_due_ms``), or a waiting session accept's deadline; at most
+        SWEEP_IDLE_MAX."""
+        due = SWEEP_IDLE_MAX
+        next_ms = self.broker.next_due_ms()
+        if next_ms is not None:
+            due = min(due, (next_ms - now_ms()) / 1000)
+        now = asyncio.get_running_loop().time()
+        for link in self.pending:
+            if link.pending_deadline is not None:
+                due = min(due, link.pending_deadline - now)
+        return due
+
+    def _sweep_once(self) -> None:
+        now = asyncio.get_running_loop().time()
+        for owner in self.broker.expire_locks():
+            if isinstance(owner, Link) and owner.active:
+                owner.session.conn.detach_with_error(
+                    owner,
+                    COND_SESSION_LOCK_LOST,
+                    "The session lock has expired on the MessageSession. Accept a new "
+                    "MessageSession.",
+                )
+        self.persist()  # locks run out, expiries, scheduled messages come due
+        for link in list(self.pending):
+            if link.pending_deadline is not None and link.pending_deadline < now:
+                self.pending.remove(link)
+                if link.session.links.get(link.handle) is link and not link.session.conn.closed:
+                    link.session.conn.refuse_attach(
+                        link,
+                        role=ROLE_SENDER,
+                        condition=COND_TIMEOUT,
+                        description="The operation did not complete within the allocated time.",
                     )
-            self.persist()  # locks run out, expiries, scheduled messages come due
-            now = loop.time()
-            for link in list(self.pending):
-                if link.pending_deadline is not None and link.pending_deadline < now:
-                    self.pending.remove(link)
-                    if link.session.links.get(link.handle) is link and not link.session.conn.closed:
-                        link.session.conn.refuse_attach(
-                            link,
-                            role=ROLE_SENDER,
-                            condition=COND_TIMEOUT,
-                            description="The operation did not complete within the allocated time.",
-                        )
 
     # ---- links ---------------------------------------------------------------------------
     def unlink(self, link: Link) -> None:

@@ -116,6 +116,8 @@ class Store:
         self._legacy = legacy
         self._seen_swept = time.monotonic()
         self._stop = threading.Event()
+        #: set by each write (``flush``), and by ``close``: the checkpointer's wake-up
+        self._written = threading.Event()
         self._checkpointer = threading.Thread(
             target=self._checkpoint_every, args=(1.0,), name="servicebus-checkpoint", daemon=True
         )
@@ -123,11 +125,16 @@ class Store:
         self.writes = 0
 
     def _checkpoint_every(self, seconds: float) -> None:
-        """Copy the WAL into the database now and then, from a connection of its own (a
-        PASSIVE checkpoint never blocks the writer; sqlite3 releases the GIL meanwhile)."""
+        """Copy the WAL into the database at most every ``seconds`` after a write, from a
+        connection of its own (a PASSIVE checkpoint never blocks the writer; sqlite3 releases
+        the GIL meanwhile); asleep while nothing is written."""
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             while not self._stop.wait(seconds):
+                self._written.wait()
+                self._written.clear()
+                if self._stop.is_set():
+                    break
                 try:
                     db.execute("PRAGMA wal_checkpoint(PASSIVE)")
                 except sqlite3.Error as exc:  # busy now: the next round
@@ -138,6 +145,7 @@ class Store:
     def close(self) -> None:
         """Stop the checkpointer; the WAL goes into the database, and the file is closed."""
         self._stop.set()
+        self._written.set()
         self._checkpointer.join(timeout=30)
         self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         self._db.close()
@@ -277,6 +285,7 @@ class Store:
                 self._seen_swept = time.monotonic()
                 db.execute("DELETE FROM seen WHERE expiry < ?", (time.time(),))
         self.writes += 1
+        self._written.set()  # the WAL grew: the checkpointer copies it within a second
 
 
 @contextmanager

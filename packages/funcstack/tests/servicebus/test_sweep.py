@@ -1,0 +1,125 @@
+"""The endpoint's sweep (``_server.Server``), without sockets: an idle endpoint sleeps (the sweep's
+next round is SWEEP_IDLE_MAX away, or a frame's wake), and whatever times out makes the next
+round come at its time: a message's time to live, a scheduled message, a message lock, a
+session lock, a waiting session accept. A round is never later than the earliest of them, so
+the sleep cannot make a lock, a schedule or an accept end late."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import pytest
+
+from funcstack.servicebus import _server as server_module
+from funcstack.servicebus._broker import Broker, StoredMessage, now_ms
+from funcstack.servicebus._config import NamespaceConfig, queue_config
+from funcstack.servicebus._server import SWEEP_IDLE_MAX, Server
+
+
+def _broker(**props: Any) -> Broker:
+    return Broker(NamespaceConfig("ns", [queue_config("q", {"LockDuration": "PT30S", **props})]))
+
+
+def _message(
+    seq: int, *, session_id: str | None = None, ttl_ms: int | None = None
+) -> StoredMessage:
+    header: list[Any] = [None, None, ttl_ms, None, None]
+    return StoredMessage(
+        seq=seq,
+        message_id=f"m{seq}",
+        session_id=session_id,
+        properties_raw=b"",
+        app_properties=None,
+        app_properties_raw=b"",
+        body_raw=b"",
+        annotations={},
+        header=header,
+        enqueued_ms=now_ms(),
+    )
+
+
+def _next_due(server: Server) -> float:
+    async def run() -> float:
+        return server._next_due()
+
+    return asyncio.run(run())
+
+
+def test_an_idle_endpoint_sweeps_next_only_after_the_idle_maximum() -> None:
+    broker = _broker()
+    broker.receivers["q"].enqueue(_message(1))  # waiting, no time to live: nothing timed
+    assert broker.next_due_ms() is None
+    assert _next_due(Server(broker)) == SWEEP_IDLE_MAX
+
+
+def test_a_message_lock_brings_the_next_round_to_its_end() -> None:
+    broker = _broker()
+    queue = broker.receivers["q"]
+    queue.enqueue(_message(1))
+    taken = queue.acquire(object(), None, delete=False)
+    assert taken is not None
+    assert broker.next_due_ms() == taken.locked_until_ms
+    assert _next_due(Server(broker)) <= 30.0
+
+
+def test_a_time_to_live_and_a_schedule_bring_the_next_round_to_theirs() -> None:
+    broker = _broker()
+    queue = broker.receivers["q"]
+    queue.enqueue(_message(1, ttl_ms=2_000))
+    expiry = broker.next_due_ms()
+    assert expiry is not None and expiry <= now_ms() + 2_000
+    scheduled = _message(2)
+    scheduled.scheduled_ms = now_ms() + 1_000
+    queue.enqueue(scheduled)
+    assert broker.next_due_ms() == scheduled.scheduled_ms
+    assert _next_due(Server(broker)) <= 1.0
+
+
+def test_a_session_lock_brings_the_next_round_to_its_end() -> None:
+    broker = _broker(RequiresSession=True)
+    queue = broker.receivers["q"]
+    until = queue.lock_session("s1", object())
+    assert broker.next_due_ms() == until
+
+
+@pytest.mark.parametrize("seconds", [0.5, 3.0])
+def test_a_waiting_session_accept_brings_the_next_round_to_its_deadline(seconds: float) -> None:
+    class Waiting:
+        pending_deadline: float
+
+    async def run() -> float:
+        server = Server(_broker(RequiresSession=True))
+        link = Waiting()
+        link.pending_deadline = asyncio.get_running_loop().time() + seconds
+        server.pending.append(link)  # type: ignore[arg-type]  # only its deadline is read
+        return server._next_due()
+
+    started = time.monotonic()
+    due = asyncio.run(run())
+    assert due <= seconds and due > seconds - (time.monotonic() - started) - 0.001
+
+
+def test_a_wake_brings_a_sleeping_sweep_round_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asleep with nothing due (the idle maximum made an hour here), the sweep takes a round
+    when woken, as every frame a connection handles wakes it: a message sent meanwhile with a
+    time to live of 1 ms leaves."""
+    monkeypatch.setattr(server_module, "SWEEP_IDLE_MAX", 3600.0)
+
+    async def run() -> bool:
+        broker = _broker()
+        server = Server(broker)
+        sweeper = asyncio.create_task(server._sweep())
+        await asyncio.sleep(0.5)  # its first round taken: asleep, nothing due
+        queue = broker.receivers["q"]
+        queue.enqueue(_message(1, ttl_ms=1))
+        server.wake_sweep()
+        for _ in range(300):  # a bound for a hang, not a pace
+            if 1 not in queue.messages:
+                break
+            await asyncio.sleep(0.1)
+        sweeper.cancel()
+        return 1 not in queue.messages
+
+    assert asyncio.run(run())
