@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import settings
@@ -67,6 +67,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = kept
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` (`make test-suite`): a module's tests on one worker, and cosmos-outbox's
+    modules on its session's services in two units (tools/schedule.py): two workers start
+    those services, not three."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from tools.schedule import FilesAndGroups
+
+    return FilesAndGroups(config, log)
+
+
 @pytest.fixture(scope="session")
 def shared_cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CosmosEndpoint]:
     """One Cosmos DB endpoint for the test process's Contacts stacks that neither stop, freeze
@@ -97,6 +108,10 @@ def shared_servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serv
         endpoint.stop()
 
 
+#: The session stack's settings over the app's (`stack`).
+SESSION_STACK_SETTINGS = {"FEED_POLL_DELAY_MS": "5000", "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *"}
+
+
 @pytest.fixture(scope="session")
 def stack(
     tmp_path_factory: pytest.TempPathFactory,
@@ -105,15 +120,18 @@ def stack(
 ) -> Iterator[Stack]:
     from tools.stack import Ports, Stack
 
-    # The app's own feed poll delay (1 s), not the 100 ms of the stacks whose tests wait for
-    # the relay: no test of this stack does (they have their module's stack or one of their
-    # own), and it lives through a worker's whole run, polling each lease: idle, the host and
-    # the Cosmos DB endpoint took 4.4 % of a core at 100 ms, 1 % at 1 s (docs/testing.md).
+    # No test of this stack waits for the relay or reads the backlog timer's figures (they
+    # have their module's stack or one of their own; the status route and the CLI read the
+    # backlog when asked), and it lives through a worker's whole run: its feed is polled every
+    # 5 s, not the app's 1 s, and its backlog timer (every 15 s) runs once a year. Idle, such a
+    # stack (with endpoints of its own) took 1.07 s of CPU a minute with the app's settings,
+    # 0.19 s with these (docs/testing.md); at 100 ms it was 4.4 % of a core.
     with Stack(
         workdir=Path(tmp_path_factory.mktemp("stack")),
         ports=Ports.free(),
         shared_cosmos=shared_cosmos,
         shared_servicebus=shared_servicebus,
+        settings_overrides=SESSION_STACK_SETTINGS,
     ) as s:
         yield s
 

@@ -40,30 +40,32 @@ from cosmos_outbox.subscriber import (
 )
 from cosmos_outbox.subscriber.aio import Projector as AsyncProjector
 from cosmos_outbox_testing import run_sync
-from funcstack.cosmos import CosmosEndpoint, start_cosmos
+from funcstack.cosmos import CosmosEndpoint
 from tools.provision import create_projection_container
 
 from contacts_projection.projection import ContactProjection  # isort: skip
 from contacts_projection.reads import StoreProjectionReads  # isort: skip
 
 pytestmark = pytest.mark.integration
-DATABASE = "subscriber-tests"
+#: The module's database on the test process's Cosmos DB endpoint (tests/conftest.py's
+#: `shared_cosmos`): its tests fault nothing and count only their own containers' documents.
+DATABASE = f"subscriber-tests-{uuid.uuid4().hex[:8]}"
 
 
 @pytest.fixture(scope="module")
-def cosmos() -> Iterator[CosmosEndpoint]:
-    running = start_cosmos(port=0)
-    try:
-        yield running
-    finally:
-        running.stop()
+def cosmos(shared_cosmos: CosmosEndpoint) -> CosmosEndpoint:
+    return shared_cosmos
 
 
 @pytest.fixture(scope="module")
-def database(cosmos: CosmosEndpoint) -> Any:
+def database(cosmos: CosmosEndpoint) -> Iterator[Any]:
     # verified, as the subscriber's own client: tests/conftest.py trusts funcstack's authority
     client = CosmosClient.from_connection_string(cosmos.connection_string)
-    return client.create_database_if_not_exists(DATABASE)
+    try:
+        yield client.create_database_if_not_exists(DATABASE)
+    finally:
+        client.delete_database(DATABASE)
+        client.close()
 
 
 @pytest.fixture

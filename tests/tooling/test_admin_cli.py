@@ -1,7 +1,9 @@
 """The operators' CLI as this repository runs it (`python -m tools.admin`: the package's
 `cosmos-outbox` on the Contacts app's outbox, with `make run`'s settings or `--settings`, and
 `--contact-id`): settings it cannot use are one line on stderr and a non-zero exit, never a
-traceback; and its answers from the local stack's stores."""
+traceback (the command in a process of its own, as `make` and a person run it); and its
+answers from the local stack's stores (its `main(argv)` in this process: what it prints and
+returns is the command's, without an interpreter and the SDKs' imports a run)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tools.admin import main
 from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
@@ -31,6 +34,18 @@ def admin(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
     )
 
 
+def admin_here(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """`python -m tools.admin ARGS` run by its `main` in this process: (exit code, stdout,
+    stderr)."""
+    capsys.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as exited:  # argparse's usage errors
+        code = exited.code if isinstance(exited.code, int) else 1
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
 def test_settings_it_cannot_use_are_one_line(tmp_path: Path) -> None:
     settings = tmp_path / "local.settings.json"
     settings.write_text(json.dumps({"IsEncrypted": False, "Values": {}}), "utf-8")
@@ -41,24 +56,31 @@ def test_settings_it_cannot_use_are_one_line(tmp_path: Path) -> None:
     assert done.stderr.startswith("error: ") and "COSMOS_CONTAINER" in done.stderr
 
 
-def test_the_local_stacks_status_is_printed_for_a_person_and_as_json(stack: Stack) -> None:
+def test_the_local_stacks_status_is_printed_for_a_person_and_as_json(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
     settings = str(stack.settings_file)
-    done = admin("--settings", settings, "--timeout", "30", "status")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.startswith("pending ")
-    as_json = admin("--settings", settings, "--json", "status")
-    assert {"pending", "quarantined", "leases"} <= set(json.loads(as_json.stdout))
+    code, out, err = admin_here(capsys, "--settings", settings, "--timeout", "30", "status")
+    assert code == 0, err
+    assert out.startswith("pending ")
+    code, out, err = admin_here(capsys, "--settings", settings, "--json", "status")
+    assert code == 0, err
+    assert {"pending", "quarantined", "leases"} <= set(json.loads(out))
 
 
-def test_a_redrive_is_scoped_by_aggregate_type_and_id(stack: Stack) -> None:
+def test_a_redrive_is_scoped_by_aggregate_type_and_id(
+    stack: Stack, capsys: pytest.CaptureFixture[str]
+) -> None:
     since = ("--since", "2999-01-01T00:00:00Z")
     settings = ("--settings", str(stack.settings_file), "--timeout", "30")
     scoped = ("--aggregate-type", "ticket", "--aggregate-id", "t-1")
-    done = admin(*settings, "--json", "redrive", *since, *scoped)
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    code, out, err = admin_here(capsys, *settings, "--json", "redrive", *since, *scoped)
+    assert code == 0, err
+    report = json.loads(out)
     assert (report["events"], report["accepted"], report["quarantined"]) == (0, 0, 0)
-    by_alias = admin(*settings, "--json", "redrive", *since, "--contact-id", "t-1")
-    assert by_alias.returncode == 0 and json.loads(by_alias.stdout)["events"] == 0
-    refused = admin(*settings, "redrive", *since, "--aggregate-id", "t-1")
-    assert refused.returncode == 1 and "aggregateId needs aggregateType" in refused.stderr
+    code, out, err = admin_here(
+        capsys, *settings, "--json", "redrive", *since, "--contact-id", "t-1"
+    )
+    assert code == 0 and json.loads(out)["events"] == 0, err
+    code, out, err = admin_here(capsys, *settings, "redrive", *since, "--aggregate-id", "t-1")
+    assert code == 1 and "aggregateId needs aggregateType" in err

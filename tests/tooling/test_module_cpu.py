@@ -1,0 +1,58 @@
+"""`python -m tools.module_cpu`: a run's modules by CPU (their process's own and the children's
+it reaped), most first; a process's last module carries what its session started."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tools.module_cpu import main
+
+
+def test_the_modules_are_summed_over_processes_and_ranked_by_cpu(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = [
+        {
+            "module": "a.py",
+            "self": 1.0,
+            "children": 2.0,
+            "wall": 5.0,
+            "process": "gw0",
+            "last": False,
+        },
+        {
+            "module": "b.py",
+            "self": 0.5,
+            "children": 4.0,
+            "wall": 9.0,
+            "process": "gw1",
+            "last": False,
+        },
+        {
+            "module": "a.py",
+            "self": 1.0,
+            "children": 0.0,
+            "wall": 1.0,
+            "process": "gw2",
+            "last": False,
+        },
+        {
+            "module": "c.py",
+            "self": 0.1,
+            "children": 9.0,
+            "wall": 0.5,
+            "process": "gw2",
+            "last": True,
+        },
+    ]
+    path = tmp_path / "cpu.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), "utf-8")
+    assert main([str(path)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert [row.split()[-1] for row in rows[1:4]] == ["end)", "b.py", "a.py"]
+    assert rows[1].endswith("c.py (and the session's end)")
+    assert rows[3].split()[:2] == ["4.0", "2.0"]
+    assert rows[-1].split()[0] == "17.6"

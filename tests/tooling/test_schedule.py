@@ -1,0 +1,43 @@
+"""The suite's xdist units (tools/schedule.py): a module each, except cosmos-outbox's modules on
+its session services (`funcstack_services`), whose folders are two units, so that two workers
+start those services, not three. A module on them outside those folders would be a unit of its
+own, and its worker would start them once more: it is named here."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tools.schedule import GROUPS, unit
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE_TESTS = ROOT / "packages" / "cosmos-outbox" / "tests"
+#: A test module on the session's services: it asks for them, or for a fixture built on them
+#: (the package's tests/conftest.py).
+ON_THE_SERVICES = re.compile(
+    r"\b(funcstack_services|funcstack_apps?|admin_database)\b|\bfresh: str\b"
+)
+
+
+def test_a_module_is_its_own_unit_and_a_grouped_folder_is_one() -> None:
+    module = "tests/contacts/model/test_domain.py"
+    assert unit(f"{module}::test_x[a@b]") == unit(f"{module}::test_y") == module
+    package = "packages/cosmos-outbox/tests/"
+    adapters = unit(f"{package}adapters/test_dead_letters.py::test_x")
+    assert unit(f"{package}adapters/test_azure_adapters.py::T::test_y[aio]") == adapters
+    relay = unit(f"{package}relay/test_relay.py::test_z")
+    assert relay == unit(f"{package}scheduled/test_on_funcstack.py::T::test_w") != adapters
+    in_memory = f"{package}http_api/test_idempotency.py"
+    assert unit(f"{in_memory}::test_v") == in_memory
+    assert len(set(GROUPS.values())) == 2
+
+
+def test_every_module_on_the_session_services_is_in_a_group() -> None:
+    assert all((ROOT / folder).is_dir() for folder in GROUPS), GROUPS
+    outside = sorted(
+        str(path.relative_to(ROOT))
+        for path in PACKAGE_TESTS.rglob("test_*.py")
+        if ON_THE_SERVICES.search(path.read_text("utf-8"))
+        and unit(str(path.relative_to(ROOT))) == str(path.relative_to(ROOT))
+    )
+    assert outside == [], f"on funcstack_services, in no group of tools/schedule.py: {outside}"

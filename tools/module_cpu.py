@@ -1,0 +1,96 @@
+"""Where a test run's CPU goes, by test module: a pytest plugin and its summary.
+
+The plugin (`-p tools.module_cpu`, or `PYTEST_ADDOPTS="-p tools.module_cpu"` through make)
+writes, in each test process (each xdist worker), a JSON line per module run: the CPU of the
+process itself and of the children it reaped meanwhile (the servers, hosts and commands the
+module's tests started and stopped: a host's language workers are in its own), and the wall
+time, to `MODULE_CPU_OUT` (default `.stack/module-cpu.jsonl`). What a session's fixtures
+started is reaped at the end, so it is counted on the process's last module (`last`).
+
+    rm -f .stack/module-cpu.jsonl
+    PYTEST_ADDOPTS="-p tools.module_cpu" nice -n 10 make test-suite
+    python -m tools.module_cpu .stack/module-cpu.jsonl
+
+A process's collection and imports before its first module are not counted (about 10 s a
+worker in the suite)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+__all__ = ["main"]
+
+_OUT = Path(os.environ.get("MODULE_CPU_OUT", ".stack/module-cpu.jsonl"))
+_current: dict[str, object] = {}
+
+
+def _now() -> tuple[float, float, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (
+        own.ru_utime + own.ru_stime,
+        reaped.ru_utime + reaped.ru_stime,
+        time.monotonic(),
+    )
+
+
+def _flush(*, last: bool) -> None:
+    module = _current.get("module")
+    start = _current.get("start")
+    if not isinstance(module, str) or not isinstance(start, tuple):
+        return
+    end = _now()
+    line = {
+        "module": module,
+        "self": round(end[0] - start[0], 2),
+        "children": round(end[1] - start[1], 2),
+        "wall": round(end[2] - start[2], 2),
+        "process": os.environ.get("PYTEST_XDIST_WORKER", "main"),
+        "last": last,
+    }
+    _OUT.parent.mkdir(parents=True, exist_ok=True)
+    with _OUT.open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def pytest_runtest_logstart(nodeid: str) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER") is None and "PYTEST_XDIST_TESTRUNUID" in os.environ:
+        return  # xdist's controller: its workers count their own
+    module = nodeid.split("::", 1)[0]
+    if module != _current.get("module"):
+        _flush(last=False)
+        _current.update(module=module, start=_now())
+
+
+def pytest_sessionfinish() -> None:
+    _flush(last=True)
+    _current.clear()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Print the modules by CPU (the process's own + its reaped children's), most first."""
+    args = sys.argv[1:] if argv is None else argv
+    path = Path(args[0] if args else _OUT)
+    totals: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for text in path.read_text("utf-8").splitlines():
+        line = json.loads(text)
+        name = line["module"] + (" (and the session's end)" if line["last"] else "")
+        total = totals[name]
+        total[0] += line["self"]
+        total[1] += line["children"]
+        total[2] += line["wall"]
+    print(f"{'CPU s':>7} {'own':>6} {'children':>8} {'wall s':>7}  module")
+    for name, (own, children, wall) in sorted(totals.items(), key=lambda kv: -sum(kv[1][:2])):
+        print(f"{own + children:7.1f} {own:6.1f} {children:8.1f} {wall:7.1f}  {name}")
+    print(f"{sum(t[0] + t[1] for t in totals.values()):7.1f} in all")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
