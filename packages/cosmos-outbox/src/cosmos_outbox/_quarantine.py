@@ -16,7 +16,7 @@ from typing import Any
 from cosmos_outbox._mapper import outbox_record, parse_time, unreadable, without_system_keys
 from cosmos_outbox._records import LegacyEvents, OutboxRecord, PoisonEventError, Unreadable
 from cosmos_outbox._sync_bridge import as_async
-from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore, Page
 
 QUARANTINE_TYPE = "quarantinedEvent"
@@ -188,6 +188,23 @@ def replayed_document(
     return updated
 
 
+#: Answers in a row that may make no progress (empty, with the token asked with) before the
+#: quarantine's listing gives up with StoreUnavailableError.
+STALLED_ANSWERS = 50
+
+
+def _stalled(page: Page[dict[str, Any]], asked_with: str | None, stalled: int) -> int:
+    """How many answers in a row made no progress, this one counted."""
+    if page.items or page.continuation_token is None or page.continuation_token != asked_with:
+        return 0
+    if stalled + 1 >= STALLED_ANSWERS:
+        raise StoreUnavailableError(
+            f"the store answered the quarantine's listing {STALLED_ANSWERS} times in a row "
+            "with no record and the same continuation token: try again later"
+        )
+    return stalled + 1
+
+
 class Quarantine:
     """The quarantine records of one container: found by event id (a query on the indexed
     `type`, few documents), then read and written by point operations in their partition."""
@@ -234,24 +251,30 @@ class Quarantine:
         next token: None when no record follows. Cosmos DB may answer a page with fewer
         items than asked and a token (a cross-partition query moves on range by range), and a
         full page with a token whose page is empty: the page is filled from the pages after,
-        and a token is given only when a record follows it (read once more, one item)."""
+        and a token is given only when a record follows it (read once more, one item). An
+        answer may also be empty with the token it was asked with (the store made no progress
+        yet: an index still building when the query's time ran out): it is asked again, up to
+        STALLED_ANSWERS times in a row, then StoreUnavailableError (never a shorter listing)."""
         documents: list[dict[str, Any]] = []
         token = continuation
-        while True:
+        stalled = 0
+        while len(documents) < page_size:
             page = await self._store.page_of_type(
                 QUARANTINE_TYPE, page_size=page_size - len(documents), continuation=token
             )
             documents += page.items
-            if page.continuation_token in (None, token) or len(documents) >= page_size:
-                token = None if page.continuation_token == token else page.continuation_token
-                break
+            stalled = _stalled(page, token, stalled)
             token = page.continuation_token
+            if token is None:
+                break
         probe = token
+        stalled = 0
         while probe is not None:
             ahead = await self._store.page_of_type(QUARANTINE_TYPE, page_size=1, continuation=probe)
             if ahead.items:
                 break
-            probe = None if ahead.continuation_token == probe else ahead.continuation_token
+            stalled = _stalled(ahead, probe, stalled)
+            probe = ahead.continuation_token
         return Page(
             [quarantined_event(d, legacy=self._legacy) for d in documents],
             token if probe is not None else None,
