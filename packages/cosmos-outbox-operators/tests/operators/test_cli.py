@@ -193,6 +193,21 @@ def test_an_aggregates_documents_from_the_command_line_every_page(
     assert code == 0 and {d["id"] for d in json.loads(out)["items"]} >= set(ids)
 
 
+def test_a_settings_files_values_are_the_runs_only(
+    served: RecoveryWorld, capsys: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # main() in a process that goes on (a tool's, a test's): the file's values must not stay
+    # in its environment, where they would win over the next run's file (or a child's)
+    monkeypatch.setenv("OUTBOX_CLI_KEPT", "the process's own")
+    settings = tmp_path / "local.settings.json"
+    values = {"OUTBOX_CLI_FROM_FILE": "this run's", "OUTBOX_CLI_KEPT": "the file's"}
+    settings.write_text(json.dumps({"IsEncrypted": False, "Values": values}))
+    code, _, err = run(served, "--settings", str(settings), "status", capsys=capsys)
+    assert code == 0, err
+    assert "OUTBOX_CLI_FROM_FILE" not in os.environ
+    assert os.environ["OUTBOX_CLI_KEPT"] == "the process's own"
+
+
 def test_settings_that_are_not_there_are_one_line_and_exit_1() -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COSMOS", "Cosmos"))}
     done = subprocess.run(

@@ -156,16 +156,23 @@ def test_the_list_pages_with_sealed_tokens_of_its_own(world: TicketWorld) -> Non
     problem(listing(world, other="1"), 400)
 
 
-def test_a_store_token_that_does_not_move_ends_the_listing_instead_of_looping(
+def test_a_store_token_that_never_moves_is_a_503_not_an_empty_listing(
     world: TicketWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def stuck(self: InMemoryStore, *_: Any, **__: Any) -> Page[dict[str, Any]]:
+    asked: list[str | None] = []
+
+    def stuck(self: InMemoryStore, *_: Any, **kwargs: Any) -> Page[dict[str, Any]]:
+        asked.append(kwargs.get("continuation"))
         return Page(items=[], continuation_token="stuck")
 
     monkeypatch.setattr(InMemoryStore, "page_of_type", stuck)
-    # the listing follows the store's tokens to fill a page, and ends where one does not move
-    first = body(listing(world))
-    assert first == {"items": [], "continuationToken": None, "hasMore": False}
+    # the listing follows the store's tokens to fill a page; one that does not move is asked
+    # again (an index still building), a bounded number of times, then the store is
+    # unavailable: never "nothing is quarantined" (relay/test_quarantine_pages.py: one that
+    # moves on after a while lists every record)
+    found = problem(listing(world), 503)
+    assert "unavailable" in found["detail"]
+    assert asked[0] is None and set(asked[1:]) == {"stuck"} and len(asked) > 2
 
 
 # ---- replay -----------------------------------------------------------------------------

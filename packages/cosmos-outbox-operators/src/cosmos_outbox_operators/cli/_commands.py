@@ -508,7 +508,9 @@ def main(
     argv: list[str] | None = None, *, prog: str = "cosmos-outbox", outbox: Outbox | None = None
 ) -> int:
     """Run the command line `argv` on `outbox` (an app's own tool's; default: the `Outbox`
-    the settings describe); its exit code."""
+    the settings describe); its exit code. The values of a `--settings` file are in the
+    environment for the run only (where it had none of its own): the caller's process goes on
+    without them."""
     from cosmos_outbox.http import bounded
 
     args = parser(prog).parse_args(argv)
@@ -520,11 +522,12 @@ def main(
     # the calls' bound: a person at a terminal waits for the stores' first answer, which a
     # host's caller would not (in this process only)
     bound, bounded.BOUND_SECONDS = bounded.BOUND_SECONDS, args.timeout
+    added: list[str] = []
     try:
         if args.settings:
             from cosmos_outbox.relay import use_local_settings
 
-            use_local_settings(args.settings)
+            added = use_local_settings(args.settings)
         if outbox is None:
             from cosmos_outbox import Outbox
 
@@ -542,3 +545,6 @@ def main(
         return 130
     finally:
         bounded.BOUND_SECONDS = bound
+        # the file's settings were this run's: a process that calls main() goes on without them
+        for name in added:
+            os.environ.pop(name, None)
