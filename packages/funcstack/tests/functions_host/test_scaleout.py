@@ -19,6 +19,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,11 @@ def app_dir(tmp_path: Path) -> Path:
     return folder
 
 
-@pytest.fixture
-def stack(tmp_path: Path) -> Iterator[LocalStack]:
-    """Hosts only: the sample needs no endpoint."""
+@contextmanager
+def hosts_only(workdir: Path) -> Iterator[LocalStack]:
+    """A stack of hosts only (the sample needs no endpoint), stopped at the end."""
     local = LocalStack(
-        workdir=tmp_path / "stack",
+        workdir=workdir,
         ports=ServicePorts.free(),
         with_servicebus=False,
         with_azurite=False,
@@ -57,6 +58,12 @@ def stack(tmp_path: Path) -> Iterator[LocalStack]:
         yield local
     finally:
         local.stop()
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[LocalStack]:
+    with hosts_only(tmp_path / "stack") as local:
+        yield local
 
 
 @dataclass
@@ -76,16 +83,8 @@ def two(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Shared]:
     app_dir.mkdir()
     shutil.copy(HERE / "sample_scaleout_app.py", app_dir / "function_app.py")
     (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
-    local = LocalStack(
-        workdir=folder / "stack",
-        ports=ServicePorts.free(),
-        with_servicebus=False,
-        with_azurite=False,
-    )
-    try:
+    with hosts_only(folder / "stack") as local:
         yield Shared(host(local, app_dir, folder, "2"), folder)
-    finally:
-        local.stop()
 
 
 def host(
