@@ -5,7 +5,8 @@ function, wrapped in a coroutine for aio), so one test holds both shells.
 
 ``Frozen`` stands for a process that stopped answering (SIGKILLed, paused): its instance's
 lease container and feed refuse everything from the moment it is frozen, so nothing it does
-reaches the store -- no renewal, no checkpoint, no release -- as after a kill."""
+reaches the store -- no renewal, no checkpoint, no release -- as after a kill; ``thaw`` lets a
+paused one go on (as a process stalled under load, or a pause that ends)."""
 
 from __future__ import annotations
 
@@ -62,6 +63,9 @@ class Frozen:
 
     def freeze(self) -> None:
         self.frozen = True
+
+    def thaw(self) -> None:
+        self.frozen = False
 
     def check(self) -> None:
         if self.frozen:
@@ -222,6 +226,10 @@ class Fleet:
             if lease.lease_token
         }
 
+    def owner(self, token: str) -> str | None:
+        """Lease ``token``'s owner in the lease container now."""
+        return self.stored()[token].owner
+
     def positions(self) -> dict[str, str | None]:
         """Each stored lease's checkpoint, by token."""
         return {token: lease.continuation for token, lease in self.stored().items()}
@@ -254,15 +262,25 @@ def in_order_per_partition_key(batches: list[tuple[LeaseContext, list[dict[str, 
 
 
 class Delivered:
-    """What the handlers were given, in the order they were given it (thread-safe)."""
+    """What the handlers were given, in the order they were given it (thread-safe).
 
-    def __init__(self) -> None:
+    ``owner_of`` (a lease token: its owner in the lease container, ``Fleet.owner``): each batch
+    is also told apart as given to the lease's owner, or to an instance that no longer owns it
+    -- a stolen lease's former owner, which learns it only at its next renewal or checkpoint,
+    and whose batch in flight is given meanwhile but not checkpointed (``owners_positions``)."""
+
+    def __init__(self, owner_of: Callable[[str], str | None] | None = None) -> None:
         self.batches: list[tuple[LeaseContext, list[dict[str, Any]]]] = []
+        self._owner_of = owner_of
+        self._owners_positions: dict[str, str | None] = {}
         self._lock = threading.Lock()
 
     def __call__(self, context: LeaseContext, changes: list[dict[str, Any]]) -> None:
         with self._lock:
             self.batches.append((context, changes))
+            owner = self._owner_of(context.lease_token) if self._owner_of is not None else None
+            if owner == context.instance_name:
+                self._owners_positions[context.lease_token] = context.continuation
 
     @property
     def ids(self) -> set[str]:
@@ -277,6 +295,14 @@ class Delivered:
         """Each lease's continuation after the last batch it was given."""
         with self._lock:
             return {context.lease_token: context.continuation for context, _ in self.batches}
+
+    def owners_positions(self) -> dict[str, str | None]:
+        """Each lease's continuation after the last batch given to its owner at the time (as
+        the lease container said as it was given; needs ``owner_of``): what a checkpoint, or
+        the stop's, stores -- a former owner's checkpoint is refused."""
+        assert self._owner_of is not None, "Delivered(owner_of=...) tells the owners apart"
+        with self._lock:
+            return dict(self._owners_positions)
 
     def tokens(self) -> set[str]:
         with self._lock:
