@@ -15,8 +15,10 @@ import logging
 import os
 import select
 import socket
+import subprocess
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 __all__ = ["LISTEN_FDS_ENV", "Activation", "listen_fds"]
 
@@ -30,6 +32,14 @@ LISTEN_FDS_ENV = "FUNCSTACK_LISTEN_FDS"
 def listen_fds(sockets: Sequence[socket.socket]) -> str:
     """``LISTEN_FDS_ENV``'s value for ``sockets``."""
     return ",".join(f"{s.getsockname()[1]}:{s.fileno()}" for s in sockets)
+
+
+def activated_stopped(process: subprocess.Popen[Any] | None, activation: Activation | None) -> bool:
+    """Whether an endpoint started at its first connection is stopped: its process ended, or
+    (none started yet) its activation closed; not while it waits for a first connection."""
+    if process is None:
+        return activation is None or activation.closed
+    return process.poll() is not None
 
 
 class Activation:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from funcstack._activation import LISTEN_FDS_ENV, Activation, listen_fds
+from funcstack._activation import LISTEN_FDS_ENV, Activation, activated_stopped, listen_fds
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import (
     OWN_PROCESS_GROUP,
@@ -149,9 +149,7 @@ class Azurite:
     def stopped(self) -> bool:
         """Stopped (``stop()``), or its process ended; not while it waits for a first
         connection."""
-        if self.process is None:
-            return self._activation is None or self._activation.closed
-        return self.process.poll() is not None
+        return activated_stopped(self.process, self._activation)
 
     def started(self, timeout: float = 30.0) -> subprocess.Popen[bytes]:
         """Its process, started now if it waited for a first connection, once it listens on

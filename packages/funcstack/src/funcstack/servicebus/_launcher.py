@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from funcstack._activation import Activation
+from funcstack._activation import Activation, activated_stopped
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
 from funcstack.servicebus._config import connection_string, load_config
 from funcstack.starts import record_start
@@ -47,9 +47,7 @@ class ServiceBusEndpoint:
     def stopped(self) -> bool:
         """Stopped (``stop()``), or its process ended; not while it waits for a first
         connection."""
-        if self.process is None:
-            return self._activation is None or self._activation.closed
-        return self.process.poll() is not None
+        return activated_stopped(self.process, self._activation)
 
     def started(self, timeout: float = 20.0) -> subprocess.Popen[str]:
         """Its process, started now if it waited for a first connection (``lazy``)."""
