@@ -111,3 +111,14 @@ def test_a_lazy_service_bus_endpoint_starts_at_its_first_connection_and_answers_
     finally:
         endpoint.stop()
     assert endpoint.stopped and not listening(endpoint.port)
+
+
+def test_a_lazy_endpoint_stopped_before_any_connection_says_it_is_stopped(tmp_path: Path) -> None:
+    """Never started (no client came), then stopped: stopped, its port closed; before the stop,
+    waiting for a first connection is not stopped."""
+    endpoint = start_servicebus(config=CONFIG, log_path=tmp_path / "sb.log", lazy=True)
+    try:
+        assert (endpoint.process, endpoint.stopped) == (None, False)
+    finally:
+        endpoint.stop()
+    assert (endpoint.process, endpoint.stopped, listening(endpoint.port)) == (None, True, False)
