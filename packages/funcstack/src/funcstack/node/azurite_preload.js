@@ -13,20 +13,18 @@
 //     use only to copy a blob from a URL;
 //   - jsonwebtoken, which its OAuth authenticators (dist/src/*/authentication/*TokenAuthenticator.js)
 //     and its blob service handler use only for a request with a bearer token.
-// This puts a stand-in into require's cache (Node's public `require.cache`) under each one's
-// resolved file: the same `require(...)` gets an object that loads the real module at its first
-// use and hands on every property from it. Nothing else changes: with telemetry on, the first
-// `appInsights.setup(...)` loads the SDK as before; with AZURITE_DB set, the SQL blob server is
-// loaded when the factory builds it; the first copy from a URL loads axios. What a stand-in
-// answers for `__esModule` without loading (what tslib's `__importDefault` reads when the
-// requiring module loads) is the real module's, declared below.
+// Each is put in require's cache as a stand-in that loads it at its first use (lazy.js). Nothing
+// else changes: with telemetry on, the first `appInsights.setup(...)` loads the SDK as before;
+// with AZURITE_DB set, the SQL blob server is loaded when the factory builds it; the first copy
+// from a URL loads axios. What a stand-in answers for `__esModule` without loading (what tslib's
+// `__importDefault` reads when the requiring module loads) is the real module's, declared below.
 // packages/funcstack/tests/test_azurite_preload.py holds both halves for each (nothing loaded
 // until used; the real module once used, with the `__esModule` declared here) and names what
 // moved if Azurite stops requiring one of them.
 "use strict";
 
-const Module = require("module");
 const path = require("path");
+const { standIn } = require("./lazy");
 
 // Each module's request (resolved as below) and its real `__esModule` (true, or undefined).
 const LAZY = [
@@ -45,30 +43,7 @@ for (const { request, esModule } of LAZY) {
   } catch {
     continue; // not installed beside Azurite: nothing to stand in for
   }
-  let real = null;
-  const load = () => {
-    if (real === null) {
-      delete require.cache[file];
-      real = require(file);
-    }
-    return real;
-  };
-  const standIn = new Module(file, module);
-  standIn.filename = file;
-  standIn.loaded = true;
-  standIn.exports = new Proxy(
-    {},
-    {
-      get: (_, key) => (key === "__esModule" ? esModule : load()[key]),
-      has: (_, key) => key in load(),
-      ownKeys: () => Reflect.ownKeys(load()),
-      getOwnPropertyDescriptor: (_, key) => {
-        const d = Reflect.getOwnPropertyDescriptor(load(), key);
-        return d === undefined ? undefined : { ...d, configurable: true };
-      },
-    },
-  );
-  require.cache[file] = standIn;
+  standIn(file, { esModule });
 }
 
 module.exports = { LAZY };
