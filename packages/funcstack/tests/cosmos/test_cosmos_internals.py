@@ -71,7 +71,7 @@ def test_a_syntax_tree_of_another_shape_is_refused_naming_the_node() -> None:
 QUERYENGINE = (COSMOS_DIR / "queryengine.js").as_posix()
 
 #: In a process of its own, as a query thread (queryworker.js): a query (argv[2]) evaluated with
-#: the code another thread's engine generated for it (argv[3]), then a spatial one without.
+#: the code another thread's engine generated for it (argv[3]), then spatial ones without.
 #: Prints, as JSON, the rows of each and whether Babel (the engine's code generator) and Turf
 #: were loaded after each: a module is loaded when require's cache holds it and not a stand-in
 #: (a Proxy).
@@ -87,10 +87,11 @@ const given = engine.evaluate({ kind: "whole", text, codes: { [text]: code },
   parameters: [{ name: "@n", value: 1 }], udfs: {}, chunks: [docs] });
 const first = { rows: given.result, ...seen() };
 const point = x => `{'type': 'Point', 'coordinates': [0, ${x}]}`;
+const square = "{'type': 'Polygon', 'coordinates': [[[-1,-1], [1,-1], [1,1], [-1,1], [-1,-1]]]}";
 const spatial = engine.evaluate({ kind: "whole", parameters: [], udfs: {}, chunks: [[docs[0]]],
-  text: `SELECT VALUE ST_DISTANCE(${point(0)}, ${point(1)}) FROM c` });
-const rows = spatial.result.map(Math.round);
-console.log(JSON.stringify({ first, spatial: { rows, ...seen() } }));
+  text: `SELECT VALUE [ROUND(ST_DISTANCE(${point(0)}, ${point(1)})), ` +
+    `ST_WITHIN(${point(0.5)}, ${square}), ST_WITHIN(${point(2)}, ${square})] FROM c` });
+console.log(JSON.stringify({ first, spatial: { rows: spatial.result, ...seen() } }));
 """
 
 
@@ -113,5 +114,5 @@ def test_a_query_thread_given_the_code_loads_no_code_generator_and_turf_only_whe
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {
         "first": {"rows": [{"n": 2}], "babel": False, "turf": False},
-        "spatial": {"rows": [111195], "babel": True, "turf": True},
+        "spatial": {"rows": [[111195, True, False]], "babel": True, "turf": True},
     }
