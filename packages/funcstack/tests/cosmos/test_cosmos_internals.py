@@ -16,9 +16,9 @@ INTERNALS = (COSMOS_DIR / "internals.js").as_posix()
 SQLPARSER = (COSMOS_DIR / "sqlparser.js").as_posix()
 
 
-def node(script: str) -> subprocess.CompletedProcess[str]:
+def node(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [node_executable(), "-e", script],
+        [node_executable(), "-e", script, *args],
         env={**os.environ, "NODE_PATH": str(node_modules())},
         capture_output=True,
         text=True,
@@ -103,14 +103,7 @@ def test_a_query_thread_given_the_code_loads_no_code_generator_and_turf_only_whe
     text = "SELECT c.n FROM c WHERE c.n >= @n"
     code = node(f"console.log(require({QUERYENGINE!r}).prepare({text!r}).query.code)")
     assert code.returncode == 0, code.stderr
-    ran = subprocess.run(
-        [node_executable(), "-e", AS_A_QUERY_THREAD, QUERYENGINE, text, code.stdout.strip()],
-        env={**os.environ, "NODE_PATH": str(node_modules())},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    ran = node(AS_A_QUERY_THREAD, QUERYENGINE, text, code.stdout.strip())
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == {
         "first": {"rows": [{"n": 2}], "babel": False, "turf": False},
