@@ -14,6 +14,7 @@ As the Functions host (Service Bus extension 5.x) does:
   in order; a session with no message for ``sessionIdleTimeout`` is released and the next
   available one taken (accepting waits up to the client's try timeout, 60 s, for one).
   Without sessions, ``maxConcurrentCalls`` (default 16 x cores) invocations at a time.
+  LOCAL DIFFERENCE: the slots wait on the broker in turn (``_slot_gate``), not all at once.
 * A retry policy on the function (``@app.retry`` or host.json ``retry``) is still applied by the
   host for Service Bus, in memory and under the same lock, before the message is abandoned;
   the host warns that such retries will not be supported (aka.ms/func-retry-policies), so the
