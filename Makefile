@@ -141,6 +141,11 @@ example-tests: $(PY_STAMP)
 # for either long tier was slower (545 s against 503 s, the venvs built: more stacks at once,
 # more CPU in all) and made a lease-timing test flaky.
 TEST_WORKERS ?= 3
+# Two of .venv's pytest plugins serve one module each, and every other pytest process would load
+# them at its start (0.45 s of CPU each, about 20 processes a run): schemathesis' (the generative
+# module asks for it itself, with pytest_plugins) and pytest-examples' (tools/docblocks uses its
+# library, never its plugin). Appended to what the caller's PYTEST_ADDOPTS says.
+export PYTEST_ADDOPTS += -p no:schemathesis -p no:examples
 GENERATIVE := tests/contacts/api/test_api_generative.py
 
 # One make for the set-up and the jobs: each starts when what it needs is there. Setting up

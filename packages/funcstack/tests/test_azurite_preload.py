@@ -1,10 +1,11 @@
 """How funcstack starts Azurite: ready when its three services listen, and with
-funcstack/node/azurite_preload.js run first, so that the Application Insights SDK that Azurite's
-telemetry module requires when it loads is loaded at its first use instead (funcstack starts
-Azurite with telemetry off, so never). What the preload stands on is Azurite's, pinned in
-funcstack's package.json (azurite ~3.37.0): its telemetry module, Telemetry.js in its
-dist/src/common folder, which requires "applicationinsights" at load. The second test says
-when that moved; the preload is then harmless, and can go."""
+funcstack/node/azurite_preload.js run first, so that modules Azurite requires when it loads but a
+start as funcstack's never uses (the Application Insights SDK, with telemetry off; the SQL blob
+server and Sequelize, with no AZURITE_DB) or uses only for a request of a kind (axios: a copy from
+a URL; jsonwebtoken: an OAuth token) are loaded at their first use instead. What the preload stands
+on is Azurite's, pinned in funcstack's package.json (azurite ~3.37.0): the modules of its that
+require each one when they load (REQUIRED_BY). The second test says when one moved; the preload's
+entry for it is then harmless, and can go."""
 
 from __future__ import annotations
 
@@ -19,49 +20,92 @@ from funcstack.services import _AZURITE_PRELOAD, port_in_use, start_azurite
 
 pytestmark = pytest.mark.integration
 
-#: Azurite's telemetry module, relative to its package.
-TELEMETRY = Path("dist", "src", "common", "Telemetry.js")
+#: Each module the preload stands in for (its request, resolved from Azurite's main script's
+#: folder) and the module of Azurite's that requires it when it loads, relative to its package.
+REQUIRED_BY = {
+    "applicationinsights": Path("dist", "src", "common", "Telemetry.js"),
+    "./blob/SqlBlobServer": Path("dist", "src", "blob", "BlobServerFactory.js"),
+    "axios": Path("dist", "src", "blob", "handlers", "BlobHandler.js"),
+    "jsonwebtoken": Path("dist", "src", "blob", "authentication", "BlobTokenAuthenticator.js"),
+}
 
-#: Prints, as JSON: whether the SDK's files were loaded after Azurite's telemetry module loaded,
-#: and again after its first use (`appInsights.TelemetryClient`), and what that use gave.
+#: Prints, as JSON, for each module asked (`[request, requiring module]` pairs in argv[2]): whether
+#: it was loaded once the module requiring it was, still after its `__esModule` was read, and
+#: after its first use (its keys listed), and its `__esModule` as read then and once loaded. A
+#: module is loaded when require's cache holds it and not a stand-in (a Proxy) in its place.
 PROBE = """
-const telemetry = require(process.argv[1]);
-// The SDK's main file is where the stand-in sits too: loaded means its other files are.
-const sdkLoaded = () => Object.keys(require.cache).filter(
-  (f) => f.includes("/node_modules/applicationinsights/")).length > 1;
-const before = sdkLoaded();
-const client = telemetry.AzuriteTelemetryClient.appInsights.TelemetryClient;
-console.log(JSON.stringify({ before, after: sdkLoaded(), client: typeof client }));
+const path = require("path");
+const { types } = require("util");
+const [main, asked] = [process.argv[1], JSON.parse(process.argv[2])];
+const files = asked.map(([request]) => require.resolve(request, { paths: [path.dirname(main)] }));
+const loaded = (file) => file in require.cache && !types.isProxy(require.cache[file].exports);
+for (const [, requiring] of asked) require(requiring);
+const out = {};
+asked.forEach(([request], i) => {
+  const before = loaded(files[i]);
+  const esModule = require(files[i]).__esModule;
+  const afterEsModule = loaded(files[i]);
+  const used = Object.keys(require(files[i])).length > 0;
+  out[request] = { before, afterEsModule, used, after: loaded(files[i]),
+    esModule: esModule === true, realEsModule: require(files[i]).__esModule === true };
+});
+console.log(JSON.stringify(out));
 """
 
 
-def _probe(*node_args: str) -> dict[str, object]:
+def _probe(*node_args: str) -> dict[str, dict[str, bool]]:
     azurite = node_modules() / "azurite"
     main = (azurite / "dist" / "src" / "azurite.js").resolve()
+    asked = [[request, str(azurite / module)] for request, module in REQUIRED_BY.items()]
     done = subprocess.run(
-        [node_executable(), *node_args, "-e", PROBE, str(azurite / TELEMETRY)],
-        cwd=main.parent,  # the preload resolves the SDK from Azurite's main script's folder
+        [node_executable(), *node_args, "-e", PROBE, str(main), json.dumps(asked)],
+        cwd=main.parent,
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    result: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    result: dict[str, dict[str, bool]] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
-def test_with_the_preload_the_sdk_is_loaded_at_its_first_use_not_before() -> None:
-    assert _probe("--require", str(_AZURITE_PRELOAD)) == {
+def test_the_preload_stands_in_for_the_modules_named_here() -> None:
+    """The preload's list (its LAZY, exported) and this test's are one: an entry added there
+    is held by the tests below."""
+    listed = subprocess.run(
+        [
+            node_executable(),
+            "-e",
+            f"console.log(JSON.stringify(require({json.dumps(str(_AZURITE_PRELOAD))}).LAZY))",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert [entry["request"] for entry in json.loads(listed.stdout)] == list(REQUIRED_BY)
+
+
+def test_with_the_preload_each_module_is_loaded_at_its_first_use_not_before() -> None:
+    """Nothing is loaded when the module requiring it loads, nor when its `__esModule` is read
+    (the stand-in answers the real module's); its first use loads it."""
+    expected = {
         "before": False,
+        "afterEsModule": False,
+        "used": True,
         "after": True,
-        "client": "function",
     }
+    for request, seen in _probe("--require", str(_AZURITE_PRELOAD)).items():
+        assert {k: seen[k] for k in expected} == expected, request
+        assert seen["esModule"] == seen["realEsModule"], request
 
 
-def test_without_it_azurite_loads_the_sdk_with_its_telemetry_module() -> None:
-    """The canary: if this fails, Azurite no longer requires the SDK when its telemetry module
-    loads (or that module moved), and the preload stands in for nothing."""
-    assert _probe() == {"before": True, "after": True, "client": "function"}
+def test_without_it_azurite_loads_each_module_with_the_module_requiring_it() -> None:
+    """The canary: if this fails for a module, Azurite no longer requires it when the module
+    named in REQUIRED_BY loads (or that module moved), and the preload stands in for nothing
+    there."""
+    for request, seen in _probe().items():
+        assert seen["before"], request
 
 
 #: Node preload for the test below: every server after the first listens half a second late (a

@@ -57,6 +57,9 @@ from tools.httpclient import Client
 from tools.target import Target
 
 pytestmark = pytest.mark.integration
+#: schemathesis' pytest plugin (it turns ``@generated.parametrize()`` into tests), asked for here:
+#: `make` keeps it from loading into every other pytest process (the Makefile's PYTEST_ADDOPTS).
+pytest_plugins = ["schemathesis.pytest.plugin"]
 
 
 def _memoize_regex_strategies() -> None:

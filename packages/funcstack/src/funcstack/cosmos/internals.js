@@ -22,7 +22,11 @@
  *                  `_userDefinedFunctions`; an Item's `_data` (a container's settings,
  *                  replaced by resources.js); a collection's `partitionKeyRanges._rid`;
  *   the engine     the syntax tree of `Query.ast` (declared, untyped: the node types and fields
- *                  queryindex.js and sqlsemantics.js read and write), its UDF calls
+ *                  queryindex.js and sqlsemantics.js read and write), `Query._code` (the code
+ *                  it generated, or null: a query thread is given the main thread's,
+ *                  queryengine.js), the modules it requires at load that sqlparser.js has
+ *                  loaded at their first use (its lib/transformer, @babel/generator and
+ *                  @turf/turf's `booleanWithin`), its UDF calls
  *                  (`udf: true`), the order items and compositeIndexes `exec` checks, and the
  *                  continuation token it returns (`+RID:<rid>#...#SRC:<n>`, queryrun.js).
  *
@@ -156,6 +160,11 @@ function checkEngine() {
     }
   })(), `${ENGINE}'s lib/aggregate-functions: not the object its code calls AVG on (sqlsemantics.js)`);
   expect(isFn(engine), `${ENGINE}: no query function as its default export`);
+  const given = engine("SELECT VALUE 1 FROM c");
+  const generated = given._code;
+  given._code = "given";
+  expect(generated === null && given.code === "given",
+    `${ENGINE}'s Query: its code is not kept in _code (queryengine.js gives a query thread the main thread's)`);
   const q = engine("SELECT TOP 5 c.a FROM c JOIN t IN c.tags WHERE c.x = 1 AND c.y IN (1, @p) AND " +
     "c.z BETWEEN 1 AND 2 AND NOT IS_DEFINED(c.w) AND udf.f(c['v']) ORDER BY c.a DESC");
   const ast = q.ast;

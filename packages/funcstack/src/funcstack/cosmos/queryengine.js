@@ -37,8 +37,13 @@ class Refused extends Error {}
 
 const prepared = new Map();
 
-/** Parse, analyse and give the service's semantics to a query (kept, by text). */
-function prepare(text) {
+/**
+ * Parse, analyse and give the service's semantics to a query (kept, by text). `code`: the
+ * engine's code for it as another thread's `prepare` generated it (`codeOf`), taken instead of
+ * generating it here, so that a query thread never loads the engine's code generator
+ * (sqlparser.js); the same text, parsed and changed the same way, gives the same code.
+ */
+function prepare(text, code) {
   let p = prepared.get(text);
   if (p) {
     prepared.delete(text);
@@ -58,6 +63,7 @@ function prepare(text) {
   try {
     serviceSemantics(query.ast);
     query.ast.body.top = null; // TOP applies to the rows answered (here), not to the documents read
+    if (code !== undefined) query._code = code; // the package's Query keeps its code there (internals.js)
     void query.code; // the engine's code now: its refusals are the query's 400
   } catch (err) {
     throw new Refused(err.message);
@@ -70,6 +76,17 @@ function prepare(text) {
   prepared.set(text, p);
   if (prepared.size > PREPARED_MAX) prepared.delete(prepared.keys().next().value);
   return p;
+}
+
+/** The engine's code for each query of a task, by text (what `prepare` takes as `code`). */
+function codeOf(task) {
+  const texts = task.text !== undefined ? [task.text] : task.parts.map(part => part.text);
+  return Object.fromEntries(texts.map(text => [text, prepare(text).query.code]));
+}
+
+/** A task's query prepared, with the code the task was given for it, if any. */
+function preparedFor(task, text) {
+  return prepare(text, task.codes ? task.codes[text] : undefined);
 }
 
 /**
@@ -177,7 +194,7 @@ function exec(p, docs, options) {
  * `consumed`), retrieved, retrievedBytes}.
  */
 function rows(task) {
-  const p = prepare(task.text);
+  const p = preparedFor(task, task.text);
   const options = engineOptions(p.analysis, task.parameters, udfsOf(task.udfs));
   const { max, top, have, order } = task;
   let { produced, token, bytes } = task;
@@ -218,7 +235,7 @@ function rows(task) {
 
 /** The aggregates of `parts` over every chunk: {values, retrieved, retrievedBytes}. */
 function aggregate(task) {
-  const parts = task.parts.map(part => ({ ...part, p: prepare(part.text) }));
+  const parts = task.parts.map(part => ({ ...part, p: preparedFor(task, part.text) }));
   const options = engineOptions(parts[0].p.analysis, task.parameters, udfsOf(task.udfs));
   const values = parts.map(part => (part.name === "COUNT" || part.name === "SUM" ? 0 : undefined));
   let retrieved = 0;
@@ -238,7 +255,7 @@ function aggregate(task) {
 
 /** The query over every document of every chunk at once: {result, retrieved, retrievedBytes}. */
 function whole(task) {
-  const p = prepare(task.text);
+  const p = preparedFor(task, task.text);
   const docs = [];
   let retrievedBytes = 0;
   for (const chunk of task.chunks) {
@@ -309,6 +326,7 @@ function evaluate(task) {
 
 module.exports = {
   prepare,
+  codeOf,
   callsUdf,
   engineOptions,
   evaluate,

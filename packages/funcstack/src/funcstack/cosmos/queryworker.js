@@ -17,10 +17,11 @@
  * machine's other processes, not only by the endpoint's main thread (in a make test run at a
  * load average of 14, an app's bounded status route, a scan of 30,000 documents, went past
  * its 4 s bound), and what a point read waits for beside a scan is the main thread's share
- * anyway. A task is plain data, what `evaluate` of queryengine.js takes (the query's text and parameters, the
- * UDFs' source), its documents handed over as their JSON's bytes: copied into a shared buffer
- * (one copy, a few tenths of a microsecond for 1 KB; a structured clone of the strings costs
- * about three times that on the main thread) and read as text in the thread. A thread that
+ * anyway. A task is plain data, what `evaluate` of queryengine.js takes (the query's text and
+ * parameters, its code as the main thread's engine generated it, the UDFs' source), its
+ * documents handed over as their JSON's bytes: copied into a shared buffer (one copy, a few
+ * tenths of a microsecond for 1 KB; a structured clone of the strings costs about three times
+ * that on the main thread) and read as text in the thread. A thread that
  * cannot be started leaves the engine in the main thread (one line in the log says so); one
  * that dies fails the tasks it had (the queries answer 500) and is started again for the next.
  */
@@ -185,6 +186,9 @@ class Lane {
     this.next += 1;
     const { chunks, ...rest } = task;
     const documents = packed(chunks);
+    // the code this thread's engine generated for the task's queries goes with it: the query
+    // thread never loads the engine's code generator (queryengine.js `prepare`)
+    rest.codes = require("./queryengine").codeOf(task); // eslint-disable-line global-require
     if (this.pending.size === 0) this.worker.ref(); // a task under way keeps the process alive
     return new Promise((resolve, reject) => {
       this.pending.set(id, {

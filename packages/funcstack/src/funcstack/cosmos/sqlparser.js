@@ -19,17 +19,35 @@
  *
  * `aggregateFunctions()` is the engine's object of aggregate functions its code calls
  * (internals.js checks it; sqlsemantics.js puts the service's AVG on it).
+ *
+ * Requiring this module also has what the engine requires at load but uses only for some
+ * queries loaded at its first use (../node/lazy.js), in each thread: its code generator
+ * (Babel: lib/transformer.js and @babel/generator, two thirds of the engine's load, about
+ * 0.1 s of CPU), which a query thread given the code the main thread generated never runs
+ * (queryengine.js `prepare`), and Turf (@turf/turf, about 0.04 s), which only the spatial
+ * functions (ST_DISTANCE, ST_WITHIN, ...) call; the engine takes Turf's `booleanWithin` itself
+ * when it loads, so that one is a function that loads Turf when called.
  */
 
 const fs = require("fs");
 const Module = require("module");
 const path = require("path");
+const { standIn } = require("../node/lazy");
 
 const SERVER_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
 const ENGINE = require.resolve("@zeit/cosmosdb-query", { paths: [SERVER_DIR] });
 const PARSER = require.resolve("./parser", { paths: [path.dirname(ENGINE)] });
 /** The engine's aggregate functions: the object its code calls AVG, COUNT, ... on. */
 const AGGREGATES = require.resolve("./aggregate-functions", { paths: [path.dirname(ENGINE)] });
+/**
+ * What the engine requires at load and uses only for some queries (each resolved as the
+ * engine resolves it), with what its stand-in answers without loading it (../node/lazy.js).
+ */
+const LAZY = [
+  { request: "./transformer", esModule: true },
+  { request: "@babel/generator", esModule: true },
+  { request: "@turf/turf", esModule: true, functions: ["booleanWithin"] },
+].map(entry => ({ ...entry, file: require.resolve(entry.request, { paths: [path.dirname(ENGINE)] }) }));
 
 const ENTRY = "\nfunction peg$parse(input, options) {\n";
 const RULE = /\n {2}function (peg\$parse[A-Za-z0-9_]+)\(\) \{\n/g;
@@ -63,6 +81,7 @@ function install() {
     throw new Error(`funcstack: ${ENGINE} was loaded before its parser got a results cache`);
   }
   if (require.cache[PARSER] !== undefined) return;
+  for (const { file, esModule, functions } of LAZY) standIn(file, { esModule, functions });
   const parser = new Module(PARSER, module);
   parser.filename = PARSER;
   parser.paths = Module._nodeModulePaths(path.dirname(PARSER));
@@ -86,4 +105,4 @@ function aggregateFunctions() {
   return require(AGGREGATES); // eslint-disable-line global-require, import/no-dynamic-require
 }
 
-module.exports = { withResultsCache, queryEngine, aggregateFunctions, ENGINE, PARSER, AGGREGATES };
+module.exports = { withResultsCache, queryEngine, aggregateFunctions, ENGINE, PARSER, AGGREGATES, LAZY };
