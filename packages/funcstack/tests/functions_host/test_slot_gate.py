@@ -54,3 +54,25 @@ def test_a_wait_for_nothing_takes_one_back_never_under_one() -> None:
         assert all(t.done() for t in tasks) and gate.waiting == 1  # its turn now
 
     asyncio.run(scenario())
+
+
+def test_a_slot_done_with_what_it_found_takes_its_waiting_slot_back() -> None:
+    """As many slots wait as sessions (or messages) are held, plus one: a burst's waiting
+    slots go once what they took is done, not a try timeout later."""
+
+    async def scenario() -> None:
+        gate = SlotGate(8)
+        tasks = await _entered(gate, 4)
+        gate.leave(found=True)  # three held, one waiting (the fourth)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        gate.leave(found=True)
+        gate.leave(found=True)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert all(t.done() for t in tasks) and (gate.waiting, gate.target) == (1, 4)
+        for _ in range(3):
+            gate.done()
+        assert (gate.waiting, gate.target) == (1, 1)
+
+    asyncio.run(scenario())

@@ -375,6 +375,7 @@ class ServiceBusTriggerListener(TriggerListener):
                 finally:
                     done_with_session.set()
                     self._release(receiver)
+                    self._gate.done()
             except asyncio.CancelledError:
                 raise
             except ServiceBusError as exc:
@@ -454,6 +455,15 @@ class ServiceBusTriggerListener(TriggerListener):
                     batch = await receiver.receive_messages(
                         max_message_count=1, max_wait_time=DEFAULT_SESSION_IDLE_TIMEOUT
                     )
+                    self._gate.leave(bool(batch))
+                    if batch:
+                        try:
+                            await self._process(receiver, batch[0])
+                        finally:
+                            self._gate.done()
+                    elif self._gate.waiting >= self._gate.target:
+                        await self._close_quietly(receiver)
+                        receiver = None
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -462,16 +472,7 @@ class ServiceBusTriggerListener(TriggerListener):
                     if receiver is not None:
                         await self._close_quietly(receiver)
                         receiver = None
-                    self._gate.leave(False)
                     await asyncio.sleep(_RECONNECT_SECONDS)
-                    await self._gate.enter()
-                    continue
-                self._gate.leave(bool(batch))
-                for message in batch:
-                    await self._process(receiver, message)
-                if not batch and self._gate.waiting >= self._gate.target:
-                    await self._close_quietly(receiver)
-                    receiver = None
                 await self._gate.enter()
         finally:
             if receiver is not None:

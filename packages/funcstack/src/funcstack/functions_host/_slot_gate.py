@@ -43,12 +43,23 @@ class SlotGate:
 
     def leave(self, found: bool) -> None:
         """A slot's wait ended: it ``found`` a session or a message (one more slot waits
-        now), or waited for nothing (one fewer, never under one)."""
+        now, until ``done()``), or waited for nothing (one fewer, never under one)."""
         self.waiting -= 1
         if found:
             self.target = min(self.slots, self.target + 1)
+            self._wake()
         else:
-            self.target = max(1, self.target - 1)
+            self._fewer()
+
+    def done(self) -> None:
+        """The session or message found is done with: the slot it brought waits no more."""
+        self._fewer()
+
+    def _fewer(self) -> None:
+        self.target = max(1, self.target - 1)
+        self._wake()
+
+    def _wake(self) -> None:
         free = self.target - self.waiting
         for parked in [p for p in self._parked if not p.done()][: max(0, free)]:
             parked.set_result(None)
