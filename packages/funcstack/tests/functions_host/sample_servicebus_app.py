@@ -96,24 +96,17 @@ def _on(topic: str) -> Any:
     return handle
 
 
-for _i, _topic in enumerate(t for t in os.environ.get("SAMPLE_TOPICS", "").split(",") if t):
-    app.function_name(name=f"on_topic_{_i}")(
-        app.service_bus_topic_trigger(
-            arg_name="msg",
-            connection="ServiceBusConnection",
-            topic_name=_topic,
-            subscription_name="%SAMPLE_SUBSCRIPTION%",
-            is_sessions_enabled=True,
-        )(_on(_topic))
-    )
-
-for _i, _topic in enumerate(t for t in os.environ.get("SAMPLE_PLAIN_TOPICS", "").split(",") if t):
-    app.function_name(name=f"on_plain_{_i}")(
-        app.service_bus_topic_trigger(
-            arg_name="msg",
-            connection="ServiceBusConnection",
-            topic_name=_topic,
-            subscription_name="%SAMPLE_SUBSCRIPTION%",
-            is_sessions_enabled=False,
-        )(_on(_topic))
-    )
+for _setting, _name, _sessions in (
+    ("SAMPLE_TOPICS", "on_topic", True),
+    ("SAMPLE_PLAIN_TOPICS", "on_plain", False),
+):
+    for _i, _topic in enumerate(t for t in os.environ.get(_setting, "").split(",") if t):
+        app.function_name(name=f"{_name}_{_i}")(
+            app.service_bus_topic_trigger(
+                arg_name="msg",
+                connection="ServiceBusConnection",
+                topic_name=_topic,
+                subscription_name="%SAMPLE_SUBSCRIPTION%",
+                is_sessions_enabled=_sessions,
+            )(_on(_topic))
+        )
