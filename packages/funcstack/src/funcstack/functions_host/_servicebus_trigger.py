@@ -14,7 +14,8 @@ As the Functions host (Service Bus extension 5.x) does:
   in order; a session with no message for ``sessionIdleTimeout`` is released and the next
   available one taken (accepting waits up to the client's try timeout, 60 s, for one).
   Without sessions, ``maxConcurrentCalls`` (default 16 x cores) invocations at a time.
-  LOCAL DIFFERENCE: the slots wait on the broker in turn (``_slot_gate``), not all at once.
+  At most ``min(slots, 2 x cores)`` slots wait on the broker at once (``_slot_gate``), as the
+  extension's processor bounds concurrent session accepts.
 * A retry policy on the function (``@app.retry`` or host.json ``retry``) is still applied by the
   host for Service Bus, in memory and under the same lock, before the message is abandoned;
   the host warns that such retries will not be supported (aka.ms/func-retry-policies), so the
@@ -301,7 +302,7 @@ class ServiceBusTriggerListener(TriggerListener):
             spec.trigger, host.host_json.service_bus
         )
         self._client: ServiceBusClient | None = None
-        #: how many of the slots wait on the broker at once (``_slot_gate``)
+        #: how many of the slots wait on the broker at once (``_slot_gate``: Azure's bound)
         self._gate = SlotGate(
             self.options.max_concurrent_sessions
             if self.options.sessions
@@ -375,7 +376,6 @@ class ServiceBusTriggerListener(TriggerListener):
                 finally:
                     done_with_session.set()
                     self._release(receiver)
-                    self._gate.done()
             except asyncio.CancelledError:
                 raise
             except ServiceBusError as exc:
@@ -389,11 +389,9 @@ class ServiceBusTriggerListener(TriggerListener):
         """At the slot's turn, a receiver on the next session with messages; None when none
         came within the try timeout, or accepting failed (said, after a pause)."""
         await self._gate.enter()
-        found = False
         try:
             receiver = self._receiver(session_id=NEXT_AVAILABLE_SESSION, max_wait_time=TRY_TIMEOUT)
             await receiver.__aenter__()
-            found = True
             return receiver
         except OperationTimeoutError:
             return None  # no session with messages right now
@@ -402,7 +400,7 @@ class ServiceBusTriggerListener(TriggerListener):
         except Exception:
             logger.exception("servicebus trigger %s: accepting a session failed", self.spec.name)
         finally:
-            self._gate.leave(found)
+            self._gate.leave()
         await asyncio.sleep(_RECONNECT_SECONDS)
         return None
 
@@ -438,14 +436,15 @@ class ServiceBusTriggerListener(TriggerListener):
             logger.debug("servicebus trigger %s: closing a receiver: %s", self.spec.name, exc)
 
     async def _run_messages(self) -> None:
-        """One of the maxConcurrentCalls slots: at its turn (``_slot_gate``), receive one
-        message and invoke the function with it. Its receiver opens at its first turn and
-        stays open (without credit out while the slot does not wait); one that waited the try
-        timeout for nothing while enough other slots wait closes first (its credit is still
-        out: what the broker sent it meanwhile is released) and waits for its turn."""
+        """One of the maxConcurrentCalls slots: at its turn (``_slot_gate``), receive on its
+        receiver until a message comes (a receive that ends empty keeps the turn), hand the
+        turn on, invoke the function with the message, and wait for a turn again. The receiver
+        opens at the slot's first turn and stays open; it has no credit out while the slot
+        waits for a turn (the message it got took the one it gave)."""
         receiver: ServiceBusReceiver | None = None
+        await self._gate.enter()
+        holding = True  # a turn
         try:
-            await self._gate.enter()
             while True:
                 try:
                     if receiver is None:
@@ -455,15 +454,6 @@ class ServiceBusTriggerListener(TriggerListener):
                     batch = await receiver.receive_messages(
                         max_message_count=1, max_wait_time=DEFAULT_SESSION_IDLE_TIMEOUT
                     )
-                    self._gate.leave(bool(batch))
-                    if batch:
-                        try:
-                            await self._process(receiver, batch[0])
-                        finally:
-                            self._gate.done()
-                    elif self._gate.waiting >= self._gate.target:
-                        await self._close_quietly(receiver)
-                        receiver = None
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -473,8 +463,22 @@ class ServiceBusTriggerListener(TriggerListener):
                         await self._close_quietly(receiver)
                         receiver = None
                     await asyncio.sleep(_RECONNECT_SECONDS)
+                    continue
+                if not batch:
+                    continue  # nothing came: the slot keeps its turn and waits again
+                self._gate.leave()
+                holding = False
+                try:
+                    await self._process(receiver, batch[0])
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.exception("servicebus trigger %s: processing failed", self.spec.name)
                 await self._gate.enter()
+                holding = True
         finally:
+            if holding:
+                self._gate.leave()
             if receiver is not None:
                 await self._close_quietly(receiver)
 
