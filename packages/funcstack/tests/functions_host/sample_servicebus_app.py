@@ -7,8 +7,11 @@ its first n deliveries (DeliveryCount 1..n); "sleep": s sleeps s seconds first. 
 declares a fixed-delay retry policy of one retry. SAMPLE_SESSIONS="false": a subscription without
 sessions. Each line has "start" and "end" (epoch seconds) of its invocation and the "topic" of its
 function: ``on_message`` on SAMPLE_TOPIC, and one more function (``on_topic_<i>``, sessions, the
-same subscription name) on each topic SAMPLE_TOPICS names (comma-separated): one host serving
-several tests, each on a topic of its own.
+same subscription name) on each topic SAMPLE_TOPICS names (comma-separated), and one without
+sessions (``on_plain_<i>``) on each topic SAMPLE_PLAIN_TOPICS names: one host serving several
+tests, each on a topic of its own. A body with "together": {"dir": d, "n": n} waits (up to 30 s)
+until n invocations with that dir have started, and its line says whether they did
+("together"): invocations that ran at the same time.
 """
 
 from __future__ import annotations
@@ -64,11 +67,26 @@ def _handle(msg: func.ServiceBusMessage, topic: str) -> None:
         "start": start,
     }
     time.sleep(float(body.get("sleep", 0)))
+    if "together" in body:
+        line["together"] = _together(body["together"]["dir"], int(body["together"]["n"]), msg)
     line["end"] = time.time()
     with Path(os.environ["SAMPLE_OUT"]).open("a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
     if not ok:
         raise RuntimeError(f"failing delivery {delivery} of {msg.message_id}")
+
+
+def _together(folder: str, n: int, msg: func.ServiceBusMessage) -> bool:
+    """Say this invocation started; wait until ``n`` have (True), or 30 s (False)."""
+    here = Path(folder)
+    here.mkdir(parents=True, exist_ok=True)
+    (here / str(msg.message_id)).touch()
+    deadline = time.monotonic() + 30
+    while len(list(here.iterdir())) < n:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _on(topic: str) -> Any:
@@ -78,13 +96,17 @@ def _on(topic: str) -> Any:
     return handle
 
 
-for _i, _topic in enumerate(t for t in os.environ.get("SAMPLE_TOPICS", "").split(",") if t):
-    app.function_name(name=f"on_topic_{_i}")(
-        app.service_bus_topic_trigger(
-            arg_name="msg",
-            connection="ServiceBusConnection",
-            topic_name=_topic,
-            subscription_name="%SAMPLE_SUBSCRIPTION%",
-            is_sessions_enabled=True,
-        )(_on(_topic))
-    )
+for _setting, _name, _sessions in (
+    ("SAMPLE_TOPICS", "on_topic", True),
+    ("SAMPLE_PLAIN_TOPICS", "on_plain", False),
+):
+    for _i, _topic in enumerate(t for t in os.environ.get(_setting, "").split(",") if t):
+        app.function_name(name=f"{_name}_{_i}")(
+            app.service_bus_topic_trigger(
+                arg_name="msg",
+                connection="ServiceBusConnection",
+                topic_name=_topic,
+                subscription_name="%SAMPLE_SUBSCRIPTION%",
+                is_sessions_enabled=_sessions,
+            )(_on(_topic))
+        )

@@ -9,8 +9,10 @@ topic and function of its own; the others start a host with their settings."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -202,17 +204,62 @@ def _env(
 
 
 #: The tests on `env`: each on a topic of its own, all served by one host (`shared_host`).
-SHARED_TOPICS = 4
+SHARED_TOPICS = 5
 
 
 @dataclass
 class SharedHost:
     """One host of the sample app for the module's tests that need no setting of their own:
-    a function on each of `SHARED_TOPICS` topics; a test takes the next one."""
+    a function on each of `SHARED_TOPICS` topics (sessions; a test takes the next one) and
+    one on `plain` (no sessions); the host's connections to the broker once it idled."""
 
     runner: RunningRunner
     out: Path
     free: list[str]
+    plain: str
+    idle_connections: int
+
+
+def _connections(pid: int, port: int) -> int:
+    """The TCP connections process ``pid`` holds to ``port`` (Linux: its sockets' inodes,
+    found in /proc/net/tcp)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = str(fd.readlink())
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for row in Path(table).read_text("ascii").splitlines()[1:]:
+            fields = row.split()
+            established = fields[3] == "01"
+            if established and int(fields[2].rsplit(":", 1)[1], 16) == port:
+                count += fields[9] in inodes
+    return count
+
+
+def _idle_connections(runner: RunningRunner, broker: ServiceBusEndpoint, expected: int) -> int:
+    """The host's connections to the broker once it holds ``expected`` of them (and a moment
+    more, for any other to open)."""
+    deadline = time.monotonic() + 30
+    while _connections(runner.process.pid, broker.port) < expected:
+        assert time.monotonic() < deadline, "the triggers did not connect"
+        time.sleep(0.1)
+    time.sleep(1)
+    return _connections(runner.process.pid, broker.port)
+
+
+#: The shared host's slots: each session topic's (maxConcurrentSessions, the sample's host.json)
+#: and the plain topic's (maxConcurrentCalls: its default, 16 x cores).
+SHARED_SESSION_SLOTS = 4
+SHARED_PLAIN_SLOTS = 16 * (os.cpu_count() or 1)
+#: Azure's bound on the slots waiting on the broker at once, per trigger: min(slots, 2 x cores)
+#: (Azure.Messaging.ServiceBus's processor, for its session accepts; ``_slot_gate``).
+TWICE_THE_CORES = 2 * (os.cpu_count() or 1)
+SHARED_IDLE_CONNECTIONS = SHARED_TOPICS * min(SHARED_SESSION_SLOTS, TWICE_THE_CORES) + min(
+    SHARED_PLAIN_SLOTS, TWICE_THE_CORES
+)
 
 
 @pytest.fixture(scope="module")
@@ -221,10 +268,19 @@ def shared_host(
 ) -> Iterator[SharedHost]:
     tmp = tmp_path_factory.mktemp("shared-host")
     topics = [_topic(broker) for _ in range(SHARED_TOPICS)]
+    plain = _topic(broker, sessions=False)
     out = tmp / "out.jsonl"
-    runner = _host(broker, tmp, topics[0], out, SAMPLE_TOPICS=",".join(topics[1:]))
+    runner = _host(
+        broker,
+        tmp,
+        topics[0],
+        out,
+        SAMPLE_TOPICS=",".join(topics[1:]),
+        SAMPLE_PLAIN_TOPICS=plain,
+    )
     try:
-        yield SharedHost(runner, out, topics)
+        idle = _idle_connections(runner, broker, SHARED_IDLE_CONNECTIONS)
+        yield SharedHost(runner, out, topics, plain, idle)
     finally:
         runner.stop()
 
@@ -237,6 +293,45 @@ def env(broker: ServiceBusEndpoint, shared_host: SharedHost) -> Iterator[Env]:
     topic = shared_host.free.pop(0)
     with _sending(broker, topic, shared_host.out, shared_host.runner) as own:
         yield own
+
+
+@pytest.fixture
+def plain_env(broker: ServiceBusEndpoint, shared_host: SharedHost) -> Iterator[Env]:
+    """The shared host's topic without sessions (its function ``on_plain_0``)."""
+    with _sending(broker, shared_host.plain, shared_host.out, shared_host.runner) as own:
+        yield own
+
+
+def test_idle_triggers_wait_on_the_broker_with_azures_bound_of_slots(
+    shared_host: SharedHost,
+) -> None:
+    """The shared host's triggers (five with sessions, maxConcurrentSessions 4; one without,
+    maxConcurrentCalls 16 x cores), idle: each holds min(slots, 2 x cores) connections to the
+    broker, as many slots as Azure's processor lets accept or receive at once, not one per slot
+    (``_slot_gate``: 4 x 5 + 4 = 24 on 2 cores, not 52)."""
+    assert shared_host.idle_connections == SHARED_IDLE_CONNECTIONS
+
+
+def _all_at_once(env: Env, sessions: list[str | None]) -> None:
+    """One message each for ``sessions``, each invocation waiting for the others to start:
+    they all ran at the same time."""
+    folder = env.out.parent / f"together-{env.topic}"
+    for session in sessions:
+        env.send(session, {"together": {"dir": str(folder), "n": len(sessions)}})
+    lines = env.wait(lambda lines: len(lines) == len(sessions), timeout=60)
+    assert [x["together"] for x in lines] == [True] * len(sessions)
+
+
+def test_sessions_are_processed_at_once_up_to_max_concurrent_sessions(env: Env) -> None:
+    """Four sessions at once on an idle trigger (maxConcurrentSessions 4): each slot that
+    accepts one hands its turn on to the next (``_slot_gate``), and all four run together."""
+    _all_at_once(env, ["all-a", "all-b", "all-c", "all-d"])
+
+
+def test_without_sessions_messages_are_processed_at_once(plain_env: Env) -> None:
+    """Four messages at once on an idle trigger without sessions: four invocations at the
+    same time (maxConcurrentCalls, 16 x cores)."""
+    _all_at_once(plain_env, [None] * 4)
 
 
 def test_a_message_is_passed_with_its_metadata_and_completed(env: Env) -> None:

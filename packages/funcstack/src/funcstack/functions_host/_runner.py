@@ -352,7 +352,7 @@ class Runner:
         }
 
     async def stop_async(self) -> None:
-        """Stop accepting HTTP, cancel the trigger loops, stop the worker."""
+        """Stop accepting HTTP, stop the triggers (at once), stop the worker."""
         if self._opening is not None and not self._opening.done():
             self._opening.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -360,8 +360,8 @@ class Runner:
         if self._site_runner is not None:
             await self._site_runner.cleanup()
             self._site_runner = None
-        for listener in self._listeners:
-            await listener.stop()
+        # at once: each waits on its own clients (a Service Bus receiver's close, ~0.5 s)
+        await asyncio.gather(*(listener.stop() for listener in self._listeners))
         self._listeners.clear()
         if self.worker is not None:
             await self.worker.stop()

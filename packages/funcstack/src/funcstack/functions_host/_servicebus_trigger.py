@@ -14,6 +14,8 @@ As the Functions host (Service Bus extension 5.x) does:
   in order; a session with no message for ``sessionIdleTimeout`` is released and the next
   available one taken (accepting waits up to the client's try timeout, 60 s, for one).
   Without sessions, ``maxConcurrentCalls`` (default 16 x cores) invocations at a time.
+  At most ``min(slots, 2 x cores)`` slots wait on the broker at once (``_slot_gate``), as the
+  extension's processor bounds concurrent session accepts.
 * A retry policy on the function (``@app.retry`` or host.json ``retry``) is still applied by the
   host for Service Bus, in memory and under the same lock, before the message is abandoned;
   the host warns that such retries will not be supported (aka.ms/func-retry-policies), so the
@@ -76,6 +78,7 @@ from funcstack.functions_host._listener import (
 from funcstack.functions_host._metadata import json_times, utc
 from funcstack.functions_host._retry import parse_timespan
 from funcstack.functions_host._rpc import protos
+from funcstack.functions_host._slot_gate import SlotGate
 
 logger = logging.getLogger("funcstack.functions_host.servicebus")
 
@@ -299,6 +302,12 @@ class ServiceBusTriggerListener(TriggerListener):
             spec.trigger, host.host_json.service_bus
         )
         self._client: ServiceBusClient | None = None
+        #: how many of the slots wait on the broker at once (``_slot_gate``: Azure's bound)
+        self._gate = SlotGate(
+            self.options.max_concurrent_sessions
+            if self.options.sessions
+            else self.options.max_concurrent_calls
+        )
         #: work in the background: receivers of released sessions closing, lock renewals
         self._closing: set[asyncio.Task[None]] = set()
 
@@ -343,17 +352,17 @@ class ServiceBusTriggerListener(TriggerListener):
 
     async def _run_sessions(self) -> None:
         """One of the maxConcurrentSessions slots: accept the next session with messages
-        (waiting up to the try timeout, as the extension's AcceptNextSession does), hand its
-        messages over one by one, release it once none came for sessionIdleTimeout, and accept
-        the next. The idle session's receiver closes in the background: the slot's next accept
-        does not wait for it (with the SDK's polling, a close takes ~0.3 s locally)."""
+        (waiting up to the try timeout, as the extension's AcceptNextSession does) when its
+        turn comes (``_slot_gate``), hand its messages over one by one, release it once none
+        came for sessionIdleTimeout, and accept the next. The idle session's receiver closes
+        in the background: the slot's next accept does not wait for it (with the SDK's
+        polling, a close takes ~0.3 s locally)."""
         idle = self.options.session_idle_timeout
         while True:
+            receiver = await self._accept()
+            if receiver is None:
+                continue
             try:
-                receiver = self._receiver(
-                    session_id=NEXT_AVAILABLE_SESSION, max_wait_time=TRY_TIMEOUT
-                )
-                await receiver.__aenter__()
                 done_with_session = asyncio.Event()
                 self._renew_session(receiver, done_with_session)
                 try:
@@ -369,14 +378,31 @@ class ServiceBusTriggerListener(TriggerListener):
                     self._release(receiver)
             except asyncio.CancelledError:
                 raise
-            except OperationTimeoutError:
-                continue  # no session with messages right now
             except ServiceBusError as exc:
                 logger.warning("servicebus trigger %s: %s", self.spec.name, exc)
                 await asyncio.sleep(_RECONNECT_SECONDS)
             except Exception:
                 logger.exception("servicebus trigger %s: receive failed", self.spec.name)
                 await asyncio.sleep(_RECONNECT_SECONDS)
+
+    async def _accept(self) -> ServiceBusReceiver | None:
+        """At the slot's turn, a receiver on the next session with messages; None when none
+        came within the try timeout, or accepting failed (said, after a pause)."""
+        await self._gate.enter()
+        try:
+            receiver = self._receiver(session_id=NEXT_AVAILABLE_SESSION, max_wait_time=TRY_TIMEOUT)
+            await receiver.__aenter__()
+            return receiver
+        except OperationTimeoutError:
+            return None  # no session with messages right now
+        except ServiceBusError as exc:
+            logger.warning("servicebus trigger %s: %s", self.spec.name, exc)
+        except Exception:
+            logger.exception("servicebus trigger %s: accepting a session failed", self.spec.name)
+        finally:
+            self._gate.leave()
+        await asyncio.sleep(_RECONNECT_SECONDS)
+        return None
 
     def _renew_session(self, receiver: ServiceBusReceiver, done: asyncio.Event) -> None:
         """Renew the accepted session's lock up to maxAutoLockRenewalDuration from now, until
@@ -407,25 +433,54 @@ class ServiceBusTriggerListener(TriggerListener):
         try:
             await receiver.close()
         except Exception as exc:  # the broker is going away: its locks go with it
-            logger.debug("servicebus trigger %s: closing a session: %s", self.spec.name, exc)
+            logger.debug("servicebus trigger %s: closing a receiver: %s", self.spec.name, exc)
 
     async def _run_messages(self) -> None:
-        while True:
-            try:
-                async with self._receiver(max_wait_time=None) as receiver:
-                    self.listening()  # the link is open: a message sent now comes to it
-                    while True:
-                        batch = await receiver.receive_messages(
-                            max_message_count=1, max_wait_time=DEFAULT_SESSION_IDLE_TIMEOUT
-                        )
-                        for message in batch:
-                            await self._process(receiver, message)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("servicebus trigger %s: %s", self.spec.name, exc)
-                self.unable_to_start(f"{type(exc).__name__}: {first_line(exc)}")
-                await asyncio.sleep(_RECONNECT_SECONDS)
+        """One of the maxConcurrentCalls slots: at its turn (``_slot_gate``), receive on its
+        receiver until a message comes (a receive that ends empty keeps the turn), hand the
+        turn on, invoke the function with the message, and wait for a turn again. The receiver
+        opens at the slot's first turn and stays open; it has no credit out while the slot
+        waits for a turn (the message it got took the one it gave)."""
+        receiver: ServiceBusReceiver | None = None
+        await self._gate.enter()
+        holding = True  # a turn
+        try:
+            while True:
+                try:
+                    if receiver is None:
+                        receiver = self._receiver(max_wait_time=None)
+                        await receiver.__aenter__()
+                        self.listening()  # the link is open: a message sent now comes to it
+                    batch = await receiver.receive_messages(
+                        max_message_count=1, max_wait_time=DEFAULT_SESSION_IDLE_TIMEOUT
+                    )
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    logger.warning("servicebus trigger %s: %s", self.spec.name, exc)
+                    self.unable_to_start(f"{type(exc).__name__}: {first_line(exc)}")
+                    if receiver is not None:
+                        await self._close_quietly(receiver)
+                        receiver = None
+                    await asyncio.sleep(_RECONNECT_SECONDS)
+                    continue
+                if not batch:
+                    continue  # nothing came: the slot keeps its turn and waits again
+                self._gate.leave()
+                holding = False
+                try:
+                    await self._process(receiver, batch[0])
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    logger.exception("servicebus trigger %s: processing failed", self.spec.name)
+                await self._gate.enter()
+                holding = True
+        finally:
+            if holding:
+                self._gate.leave()
+            if receiver is not None:
+                await self._close_quietly(receiver)
 
     async def _process(
         self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage
