@@ -11,6 +11,7 @@ the scratch folder and print it), `--doc README.md` (repeatable: only those docu
 from __future__ import annotations
 
 import argparse
+import resource
 import shutil
 import subprocess
 import sys
@@ -112,6 +113,12 @@ def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bo
     return sorted(trials, key=lambda t: (t.lines, t.python != "3.11"))
 
 
+def children_cpu() -> float:
+    """The CPU (user + system) of this process's children that have ended and been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def report(outcomes: list[Outcome]) -> bool:
     for outcome in sorted(outcomes, key=lambda o: (o.python, o.name)):
         state = "ok" if not outcome.failures else "FAILED"
@@ -143,7 +150,7 @@ def main() -> int:
         built = time.monotonic() - started
         print(
             f"release-check: {len(dists)} sdists and {len(dists)} wheels built and checked "
-            f"into dist/ in {built:.0f} s"
+            f"into dist/ in {built:.0f} s ({children_cpu():.0f} s of CPU)"
         )
         if problems:
             print("release-check: FAILED\n  " + "\n  ".join(problems))

@@ -99,13 +99,16 @@ class Outcome:
     #: the CPU (user + system) of its steps' processes
     cpu: float = 0.0
 
-    def step(self, what: str, done: subprocess.CompletedProcess[str]) -> bool:
-        self.cpu += getattr(done, "cpu", 0.0)
+    def step(self, what: str, done: subprocess.CompletedProcess[str], cpu: float = 0.0) -> bool:
+        """`done`'s result as a line (its CPU, and `cpu` more: what it waited on)."""
+        cpu += getattr(done, "cpu", 0.0)
+        self.cpu += cpu
         counted = re.search(r"(\d+) passed", done.stdout.splitlines()[-1] if done.stdout else "")
         if counted:
             self.passed += int(counted[1])
         if done.returncode == 0:
-            self.steps.append(f"{what}: ok" + (f" ({counted[1]} passed)" if counted else ""))
+            passed = f"{counted[1]} passed, " if counted else ""
+            self.steps.append(f"{what}: ok ({passed}{cpu:.1f} s of CPU)")
             return True
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-40:])
         self.failures.append(f"{what}: exit {done.returncode}\n{tail}")
@@ -169,8 +172,8 @@ class Trial:
             folder,
             dict(os.environ),
         )
-        outcome.cpu += made.cpu
         made.check_returncode()
+        outcome.step(f"uv venv{' --seed' if seed else ''} -p {self.python}", made)
         env = self.environment(venv, folder)
         if self.pip is not None:  # a pip standing in for pip, first on the PATH of uv's lines
             (folder / "by-uv").mkdir()
@@ -239,9 +242,10 @@ class Trial:
         except RuntimeError as exc:
             outcome.failures.append(f"{what}: {exc}")
             return False
-        outcome.cpu += endpoint.cpu
         names = ", ".join(sorted(cosmos))
-        return outcome.step(f"{what}, on funcstack's Cosmos DB endpoint ({names})", done)
+        return outcome.step(
+            f"{what}, on funcstack's Cosmos DB endpoint ({names})", done, endpoint.cpu
+        )
 
     def _own_tests(
         self, dist: Distribution, folder: Path, env: dict[str, str], outcome: Outcome
@@ -365,6 +369,7 @@ def _guide_steps(trial: Trial, project: Path, env: dict[str, str], outcome: Outc
         if stack is not None:
             killed = stack.stop()
             outcome.cpu += stack.cpu
+            outcome.steps.append(f"funcstack run stopped ({stack.cpu:.1f} s of CPU)")
             if killed:
                 outcome.failures.append(f"funcstack run {killed}")
 
