@@ -155,7 +155,10 @@ class Trial:
             "UV": uv(),
             "UV_NO_CONFIG": "1",
             "UV_INDEX_URL": self.index,
-            "UV_EXTRA_INDEX_URL": PYPI,
+            # PyPI as uv spells it (no final slash): uv then keeps what it builds from PyPI's
+            # sdists (python-qpid-proton's wheel, 18 s of CPU) under PyPI's key, where .venv's
+            # install left it, not under another index's
+            "UV_EXTRA_INDEX_URL": PYPI.removesuffix("/"),
         }
 
     def run(self, scratch: Path) -> Outcome:
