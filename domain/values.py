@@ -93,7 +93,11 @@ class ValueObject(BaseModel):
     """Immutable, compared by value, camelCase on the wire, unknown fields rejected."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        defer_build=True,
     )
 
 

@@ -15,17 +15,22 @@ import hmac
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import azure.functions as func
-from azure.cosmos.aio import CosmosClient
 
 from contacts_projection.http import projection_routes
 from contacts_projection.projection import IGNORED_ACTIONS, ContactProjection
 from contacts_projection.reads import ProjectionReads, StoreProjectionReads
-from contacts_projection.settings import SubscriberSettings, load_settings
-from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.http import TokenCodec
 from cosmos_outbox.subscriber.aio import Dispatcher, Projector
+
+if TYPE_CHECKING:
+    # Imported by the first invocation (`cosmos_services`), not when the worker indexes the
+    # app: the Cosmos DB SDK, the store and the settings are a fifth of the worker's start.
+    from azure.cosmos.aio import CosmosClient
+
+    from contacts_projection.settings import SubscriberSettings
 
 #: The aggregate type this subscriber projects. Messages name theirs in the `aggregateType`
 #: application property; those sent before it existed were all contact events.
@@ -38,6 +43,8 @@ def cosmos_client(settings: SubscriberSettings) -> CosmosClient:
     """The SDK's `aio` client (no I/O here: it reads the account on its first request). TLS
     verification off only where COSMOS_VERIFY_TLS=false says (an emulator whose certificate
     cannot be trusted)."""
+    from azure.cosmos.aio import CosmosClient
+
     verify = settings.cosmos_verify_tls
     if settings.cosmos_connection is not None:
         return CosmosClient.from_connection_string(
@@ -65,6 +72,9 @@ class Services:
 
 def cosmos_services() -> Services:
     """The projection container on Cosmos DB, from the settings (read and validated here)."""
+    from contacts_projection.settings import load_settings
+    from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+
     settings = load_settings()
     store = AsyncCosmosDocumentStore(
         cosmos_client(settings)

@@ -20,6 +20,9 @@ event with `record`, which gives the event the aggregate's next version:
 Every bound event class registers itself in a catalogue by aggregate type and action, so the
 stored document, the message and the OpenAPI document are derived from the classes, never kept
 by hand.
+
+Events and aggregates (and their subclasses) are built by pydantic on first use (`defer_build`):
+a worker indexing an app defines every class and validates none of them.
 """
 
 from __future__ import annotations
@@ -203,7 +206,11 @@ class Event(BaseModel):
     or `deliver_after=`) has `version` 0: it takes no place in the aggregate's order."""
 
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        defer_build=True,
     )
 
     #: The type of the aggregate the event happened to (set when the class is bound).
@@ -266,7 +273,11 @@ class Aggregate(BaseModel):
     and that name plus `s` (`Order`: `order`, `orders`); set them on the class to choose."""
 
     model_config = ConfigDict(
-        extra="forbid", alias_generator=to_camel, populate_by_name=True, validate_assignment=True
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_assignment=True,
+        defer_build=True,
     )
 
     aggregate_type: ClassVar[str]

@@ -13,12 +13,15 @@ from pydantic.alias_generators import to_camel
 
 
 class Model(BaseModel):
+    # defer_build: each model's validator and serializer are built on its first use, not at
+    # import (a Functions worker's start defines about 100 models and uses a few).
     model_config = ConfigDict(
         frozen=True,
         extra="forbid",
         alias_generator=to_camel,
         populate_by_name=True,
         json_schema_serialization_defaults_required=True,
+        defer_build=True,
     )
 
 

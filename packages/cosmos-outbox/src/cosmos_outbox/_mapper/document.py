@@ -48,7 +48,7 @@ class StoredFields(BaseModel):
     stored event that breaks one is quarantined with (`outbox_record` names the field as
     stored). `plain_fields` is the same verdict, checked cheaply first."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     event_id: Identifier
     aggregate_type: Annotated[str, Field(min_length=1)]

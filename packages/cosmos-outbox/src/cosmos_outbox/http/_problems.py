@@ -31,7 +31,7 @@ PROBLEM_JSON = "application/problem+json"
 
 
 class FieldError(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     field: str
     message: str
 
@@ -40,7 +40,7 @@ class Problem(BaseModel):
     """An RFC 9457 problem document. `errors` names the field at fault (a JSON path into the
     body, or the parameter or header name) for validation problems."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
     type: str = "about:blank"
     title: str
     status: int
