@@ -42,6 +42,7 @@ the host's clean stop). A host's language worker watches the host as before (its
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import logging
 import os
@@ -72,8 +73,8 @@ STOP_GRACE = 5.0
 ANSWER_TIMEOUT = 60.0
 #: The exit code of a host whose status was lost (the server ended before it).
 UNKNOWN_EXIT = 255
-#: The largest request (the host's environment, mostly).
-MAX_REQUEST = 1 << 20
+#: The largest request (the host's environment, mostly); a larger one is started by exec.
+MAX_REQUEST = 1 << 16
 
 _PR_SET_PDEATHSIG = 1
 #: The variables read by name when the host's modules are imported (besides the prefixes).
@@ -735,6 +736,10 @@ def main() -> None:
         del sys.path[0]
     base_path = list(sys.path)
     _preload()
+    # What the server holds now is left out of the hosts' garbage collections: they neither
+    # walk it nor write to its pages (which the fork shares until written).
+    gc.collect()
+    gc.freeze()
 
     request = _Server(control, owner, base_path).serve()
     if request is None:
