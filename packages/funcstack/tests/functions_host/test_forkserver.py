@@ -106,7 +106,8 @@ def test_a_forked_host_serves_its_app_as_a_process_group_of_its_own(host: Runnin
     worker = _children(pid)
     assert len(worker) == 1 and os.getpgid(worker[0]) == pid  # its worker, in its group
     # nothing of the server's own (its socket, its other hosts' sockets) is left in the host
-    assert not _sockets(pid) & _sockets(server)
+    # but the one socket it tells the server what it imported on
+    assert len(_sockets(pid) & _sockets(server)) == 1
     assert host.process.poll() is None and host.process.returncode is None
     with pytest.raises(subprocess.TimeoutExpired):
         host.process.wait(0.1)
@@ -281,3 +282,46 @@ def test_a_host_whose_server_is_killed_ends_too(app_dir: Path, tmp_path: Path) -
     finally:
         process.kill()
         process.wait(10)
+
+
+COSMOS_OUTPUT_APP = """
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+@app.route(route="put", methods=["POST"])
+@app.cosmos_db_output(
+    arg_name="doc", database_name="db", container_name="items", connection="COSMOS"
+)
+def put(req: func.HttpRequest, doc: func.Out[func.Document]) -> str:
+    doc.set(func.Document.from_dict({"id": "1"}))
+    return "OK"
+"""
+
+
+def _loaded(pid: int, library: str) -> bool:
+    return library in Path(f"/proc/{pid}/maps").read_text()
+
+
+def test_the_server_imports_what_an_ended_host_imported_for_its_app(tmp_path: Path) -> None:
+    (tmp_path / "function_app.py").write_text(COSMOS_OUTPUT_APP)
+    (tmp_path / "local.settings.json").write_text(json.dumps({"Values": {}}))
+    first = _start(
+        tmp_path,
+        tmp_path / "host.log",
+        COSMOS="AccountEndpoint=https://127.0.0.1:9/;AccountKey=a2V5;",
+    )
+    server = _forkserver.server_pid()
+    assert server is not None
+    try:
+        # the output is written after the function: azure.cosmos.aio imported, then refused
+        call(f"{first.url}/put", "POST", body=b"{}")
+        assert _loaded(first.process.pid, "pyexpat")  # a C extension azure.cosmos.aio loads
+        assert not _loaded(server, "pyexpat")
+    finally:
+        first.stop()
+    deadline = time.monotonic() + 10
+    while not _loaded(server, "pyexpat") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _loaded(server, "pyexpat")  # told by the host as it ended, imported for the next

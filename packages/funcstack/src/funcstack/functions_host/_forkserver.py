@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import importlib
 import json
 import logging
 import os
@@ -71,6 +72,9 @@ HOST_MODULE = "funcstack.functions_host"
 STOP_GRACE = 5.0
 #: How long a start waits for the server's answer (its first start: the server's imports).
 ANSWER_TIMEOUT = 60.0
+#: The modules a host imports when its app needs them that the server imports once a host
+#: did (``_Server.tell``): the SDKs of the triggers and bindings, funcstack's modules for them.
+LEARNABLE = ("azure.", "funcstack.", "cosmos_changefeed")
 #: The exit code of a host whose status was lost (the server ended before it).
 UNKNOWN_EXIT = 255
 #: The largest request (the host's environment, mostly); a larger one is started by exec.
@@ -442,9 +446,14 @@ class _Server:
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
         self.wake_w.setblocking(False)
+        # what the hosts imported after their start (``learn``), for the next ones
+        self.hints_r, self.hints_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.hints_r.setblocking(False)
+        self.hints_w.setblocking(False)
         self.signals: list[int] = []
         self.stopping_since: float | None = None
         self.killed = False
+        self.loaded: frozenset[str] = frozenset()  # in a host: the modules at its fork
 
     def serve(self) -> _Request | None:
         """Answer requests until the starting process ends; the request in a forked child."""
@@ -452,7 +461,7 @@ class _Server:
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._signalled)
         while not (self.stopping_since is not None and not self.children):
-            waiting = [self.wake_r.fileno(), *self.children]
+            waiting = [self.wake_r.fileno(), self.hints_r.fileno(), *self.children]
             if self.stopping_since is None:
                 waiting.append(self.control.fileno())
                 timeout = None
@@ -466,6 +475,8 @@ class _Server:
             for fd in ready:
                 if fd == self.wake_r.fileno():
                     self._check_signals()
+                elif fd == self.hints_r.fileno():
+                    self._learn()
                 elif fd == self.control.fileno():
                     request = self._receive()
                     if request is not None and self._fork(request):
@@ -473,6 +484,33 @@ class _Server:
                 else:
                     self._reap(fd)
         return None
+
+    def _learn(self) -> None:
+        """Import what a host that ended had imported and the server had not: a trigger's or
+        a binding's SDK (``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s of CPU
+        each) is then imported once, not in every host of an app that uses it."""
+        names: set[str] = set()
+        with suppress(BlockingIOError):
+            while True:
+                with suppress(ValueError, TypeError):
+                    names.update(str(name) for name in json.loads(self.hints_r.recv(1 << 20)))
+        learned = False
+        for name in sorted(names - sys.modules.keys()):
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: S112  (a host imports it then, as before)
+                continue
+            learned = True
+        if learned:
+            self.modules = _top_level_modules()
+            gc.collect()
+            gc.freeze()
+
+    def tell(self) -> None:
+        """In a host that ends: the modules it imported of those the server may learn."""
+        names = [name for name in sys.modules.keys() - self.loaded if name.startswith(LEARNABLE)]
+        with suppress(OSError):
+            self.hints_w.send(json.dumps(names).encode())
 
     def _signalled(self, signum: int, frame: object) -> None:
         self.signals.append(signum)
@@ -616,6 +654,8 @@ class _Server:
         self.control.close()
         self.wake_r.close()
         self.wake_w.close()
+        self.hints_r.close()
+        self.loaded = frozenset(sys.modules)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for target, fd in enumerate(request.fds):
             os.dup2(fd, target)  # inheritable, as a new process's 0, 1 and 2
@@ -741,10 +781,12 @@ def main() -> None:
     gc.collect()
     gc.freeze()
 
-    request = _Server(control, owner, base_path).serve()
+    server = _Server(control, owner, base_path)
+    request = server.serve()
     if request is None:
         return
     code = _run_host()
+    server.tell()
     with suppress(Exception):
         atexit._run_exitfuncs()
     _flush()
