@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from funcstack.functions_host import _forkserver
+from funcstack.functions_host import _forkserver, _forkserver_server
 from funcstack.functions_host._forkserver import ForkedHost
 from funcstack.functions_host._launcher import (
     HostOptions,
@@ -188,7 +188,7 @@ def test_a_forked_host_has_the_import_path_a_new_interpreter_has(tmp_path: Path)
         text=True,
         check=True,
     )
-    assert json.loads(fresh.stdout)[1:5] == _forkserver._python_path(
+    assert json.loads(fresh.stdout)[1:5] == _forkserver_server._python_path(
         {"PYTHONPATH": given}, str(tmp_path)
     )
 
@@ -197,7 +197,7 @@ PROBE = """
 import json, os, sys, time
 from pathlib import Path
 from funcstack._processes import stop_stray_children
-from funcstack.functions_host import _forkserver
+from funcstack.functions_host import _forkserver, _forkserver_server
 from funcstack.functions_host._launcher import start_runner
 
 def children(pid):
@@ -300,28 +300,45 @@ def put(req: func.HttpRequest, doc: func.Out[func.Document]) -> str:
 """
 
 
-def _loaded(pid: int, library: str) -> bool:
-    return library in Path(f"/proc/{pid}/maps").read_text()
+LEARN_PROBE = """
+import json, sys, time, urllib.request
+from pathlib import Path
+from funcstack.functions_host import _forkserver
+from funcstack.functions_host._launcher import start_runner
+
+def loaded(pid):  # pyexpat: a C extension azure.cosmos.aio loads
+    return "pyexpat" in Path(f"/proc/{pid}/maps").read_text()
+
+app = Path(sys.argv[1])
+runner = start_runner(app_dir=app, settings={"COSMOS": sys.argv[2]}, log_path=app / "host.log")
+server = _forkserver.server_pid()
+# the output is written after the function: azure.cosmos.aio imported, then refused
+request = urllib.request.Request(f"{runner.url}/put", data=b"{}", method="POST")
+try:
+    urllib.request.urlopen(request, timeout=60)
+except OSError:
+    pass
+seen = {"host": loaded(runner.process.pid), "server before": loaded(server)}
+runner.stop()
+deadline = time.monotonic() + 10
+while not loaded(server) and time.monotonic() < deadline:
+    time.sleep(0.1)
+seen["server after"] = loaded(server)
+print(json.dumps(seen))
+"""
 
 
 def test_the_server_imports_what_an_ended_host_imported_for_its_app(tmp_path: Path) -> None:
     (tmp_path / "function_app.py").write_text(COSMOS_OUTPUT_APP)
-    (tmp_path / "local.settings.json").write_text(json.dumps({"Values": {}}))
-    first = _start(
-        tmp_path,
-        tmp_path / "host.log",
-        COSMOS="AccountEndpoint=https://127.0.0.1:9/;AccountKey=a2V5;",
+    cosmos = "AccountEndpoint=https://127.0.0.1:9/;AccountKey=a2V5;"  # nothing listens
+    # in a process of its own: a server of its own, which imported nothing for an app yet
+    done = subprocess.run(
+        [sys.executable, "-c", LEARN_PROBE, str(tmp_path), cosmos],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
-    server = _forkserver.server_pid()
-    assert server is not None
-    try:
-        # the output is written after the function: azure.cosmos.aio imported, then refused
-        call(f"{first.url}/put", "POST", body=b"{}")
-        assert _loaded(first.process.pid, "pyexpat")  # a C extension azure.cosmos.aio loads
-        assert not _loaded(server, "pyexpat")
-    finally:
-        first.stop()
-    deadline = time.monotonic() + 10
-    while not _loaded(server, "pyexpat") and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert _loaded(server, "pyexpat")  # told by the host as it ended, imported for the next
+    assert done.returncode == 0, done.stderr
+    # told by the host as it ended, imported for the next ones
+    assert json.loads(done.stdout) == {"host": True, "server before": False, "server after": True}
