@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Protocol
+
+
+class Process(Protocol):
+    """A child process by its pid: a ``subprocess.Popen``, or a Functions host funcstack's
+    fork server forked."""
+
+    @property
+    def pid(self) -> int: ...
 
 
 @contextmanager
-def frozen(process: subprocess.Popen[Any]) -> Iterator[None]:
+def frozen(process: Process) -> Iterator[None]:
     """The process stopped (SIGSTOP) for the block, then resumed: an endpoint that hangs. The
     kernel still completes TCP handshakes on its listening socket, and requests on open
     connections are taken into the socket buffers, but nothing answers."""
@@ -97,8 +104,8 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
 
 
 def commit_then_kill_worker(
-    store: subprocess.Popen[Any],
-    host: subprocess.Popen[Any],
+    store: Process,
+    host: Process,
     store_port: int,
     *,
     send: Callable[[], None],
@@ -140,8 +147,8 @@ def commit_then_kill_worker(
 
 
 def kill_worker_with_answers_pending(
-    store: subprocess.Popen[Any],
-    host: subprocess.Popen[Any],
+    store: Process,
+    host: Process,
     store_port: int,
     *,
     gather: float = 0.3,

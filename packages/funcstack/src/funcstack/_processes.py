@@ -10,12 +10,38 @@ import subprocess
 import time
 from contextlib import suppress
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 #: Popen arguments of every endpoint and host: a process group of its own, so a Ctrl-C in the
 #: terminal reaches only the process that started it, which stops them in order (each flushes
 #: its state; none dies half-started with a traceback).
 OWN_PROCESS_GROUP: dict[str, Any] = {"process_group": 0}
+
+
+class ChildProcess(Protocol):
+    """What the launchers use of a child process: a ``subprocess.Popen``, or a Functions host
+    forked by the fork server (``functions_host/_forkserver.py``'s ``ForkedHost``)."""
+
+    @property
+    def pid(self) -> int: ...
+
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code; negative: the signal that ended it; None: still running."""
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; ``subprocess.TimeoutExpired`` after ``timeout`` seconds."""
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def terminate(self) -> None: ...
+
+    def kill(self) -> None: ...
 
 
 def node_server_environment(**extra: str) -> dict[str, str]:
@@ -27,7 +53,7 @@ def node_server_environment(**extra: str) -> dict[str, str]:
     return {**environment, **extra}
 
 
-def stop_child(process: subprocess.Popen[Any], grace: float = 1.5) -> None:
+def stop_child(process: ChildProcess, grace: float = 1.5) -> None:
     """SIGTERM, then SIGKILL after `grace` seconds. For a child that is being given up."""
     if process.poll() is None:
         with suppress(ProcessLookupError):
@@ -79,9 +105,10 @@ def note(path: Path | None, text: str) -> None:
         log.write(f"{stamp} {text}\n")
 
 
-def _children() -> list[int]:
-    """Live (not zombie) child processes of this process, from /proc (none elsewhere)."""
-    me = os.getpid()
+def _children(parent: int | None = None) -> list[int]:
+    """Live (not zombie) child processes of ``parent`` (default: this process), from /proc
+    (none elsewhere)."""
+    me = os.getpid() if parent is None else parent
     found = []
     try:
         entries = list(Path("/proc").iterdir())
@@ -104,15 +131,27 @@ def stop_stray_children(grace: float = 1.5) -> None:
     """Stop every child process of this one that still runs: SIGTERM, then SIGKILL after
     ``grace`` seconds. For a process whose children are all its stack's (``funcstack run``):
     a Ctrl-C that lands while a part's process is being created (after the fork, before its
-    launcher holds it) leaves a child no part knows; this finds it."""
-    pids = _children()
+    launcher holds it) leaves a child no part knows; this finds it. The Functions hosts the
+    fork server forked (its children, not this process's) are stopped with the others, then
+    the server."""
+    from funcstack.functions_host._forkserver import server_pid, stop_server
+
+    server = server_pid()
+
+    def running() -> list[int]:
+        mine = [pid for pid in _children() if pid != server]
+        return mine + (_children(server) if server is not None else [])
+
+    pids = running()
     for pid in pids:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
     while pids and time.monotonic() < deadline:
         time.sleep(0.05)
-        pids = [pid for pid in pids if pid in _children()]
+        pids = [pid for pid in pids if pid in running()]
     for pid in pids:
         with suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    if server is not None:
+        stop_server(grace + 1.0)

@@ -16,8 +16,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from funcstack._cache import RPC_WHEEL_ENV, SetupError, rpc_wheel
-from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
+from funcstack._processes import (
+    OWN_PROCESS_GROUP,
+    ChildProcess,
+    describe_exit,
+    last_lines,
+    stop_child,
+)
 from funcstack.cosmos._tls import trusting_environment
+from funcstack.functions_host import _forkserver
 from funcstack.starts import record_start
 
 
@@ -32,7 +39,9 @@ class RunningRunner:
 
     url: str
     port: int
-    process: subprocess.Popen[bytes]
+    #: The host's process: a ``subprocess.Popen``, or a fork of the fork server
+    #: (``_forkserver.ForkedHost``: the same methods, and a process group of its own too).
+    process: ChildProcess
     log_path: Path | None = None
     #: With ``enforce_keys``: the host's default function key and its master key (not in the
     #: repr, which ends up in test reports and logs).
@@ -186,16 +195,21 @@ def launch_host(
     cancel: threading.Event | None = None,
 ) -> RunningRunner:
     """Start the host ``options`` describe (``start_runner``), ready when this returns."""
-    cmd, env = _host_command(options, host, port)
+    cmd, env, base = _host_command(options, host, port)
     log: IO[bytes] | None = Path(log_path).open("ab") if log_path else None  # noqa: SIM115
-    process = subprocess.Popen(
-        cmd,
-        cwd=str(options.app_dir.resolve()),
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=log if log is not None else subprocess.DEVNULL,
-        **OWN_PROCESS_GROUP,
-    )
+    cwd = str(options.app_dir.resolve())
+    process: ChildProcess | None = _forkserver.spawn(
+        cmd[3:], env=env, server_env=base, cwd=cwd, stderr=log
+    )  # forked from a process that imported the host's modules already, where it can be
+    if process is None:
+        process = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=log if log is not None else subprocess.DEVNULL,
+            **OWN_PROCESS_GROUP,
+        )
     record_start("host", process.pid, identity=log_path or port or None)
     assert process.stdout is not None
     output = _HostOutput(process.stdout, log, options.on_console)
@@ -236,9 +250,13 @@ def launch_host(
     )
 
 
-def _host_command(options: HostOptions, host: str, port: int) -> tuple[list[str], dict[str, str]]:
-    """The host's command line and environment (the app's folder and script checked, the RPC
-    messages' wheel downloaded on first use)."""
+def _host_command(
+    options: HostOptions, host: str, port: int
+) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """The host's command line (``python -m funcstack.functions_host`` and its arguments) and
+    environment (the app's folder and script checked, the RPC messages' wheel downloaded on
+    first use), and that environment without the app's settings and import path (the fork
+    server's)."""
     app_dir = options.app_dir.resolve()
     script = options.script
     if not app_dir.is_dir():
@@ -252,8 +270,11 @@ def _host_command(options: HostOptions, host: str, port: int) -> tuple[list[str]
     except SetupError as exc:
         raise RunnerStartError(str(exc)) from None
     settings = options.settings
-    env = trusting_environment(dict(os.environ))  # + funcstack's authority (cosmos/_tls.py)
-    env.update(settings)
+    base = trusting_environment(dict(os.environ))  # + funcstack's authority (cosmos/_tls.py)
+    base.pop("PYTHONPATH", None)
+    base["PYTHONUNBUFFERED"] = "1"
+    base[RPC_WHEEL_ENV] = str(wheel)
+    env = {**base, **settings}
     env.pop("PYTHONPATH", None)
     if options.extra_import_paths:
         env["PYTHONPATH"] = os.pathsep.join(str(p.resolve()) for p in options.extra_import_paths)
@@ -276,7 +297,7 @@ def _host_command(options: HostOptions, host: str, port: int) -> tuple[list[str]
         cmd += ["--console"]
     if options.group is not None:
         cmd += ["--group", options.group]
-    return cmd, env
+    return cmd, env, base
 
 
 class _HostOutput:
@@ -341,7 +362,7 @@ class _HostOutput:
 
 
 def _wait_ready(
-    process: subprocess.Popen[bytes],
+    process: ChildProcess,
     output: _HostOutput,
     drain: threading.Thread,
     log_path: str | Path | None,

@@ -1,0 +1,344 @@
+"""The fork server (``functions_host/_forkserver.py``): a host forked from a process that
+imported the host's modules once serves as one started by exec does, its exit is told as a
+``subprocess.Popen``'s, it is started by exec where a fork would differ, and nothing it forked
+outlives the process that started it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from funcstack.functions_host import _forkserver, _forkserver_server
+from funcstack.functions_host._forkserver import ForkedHost
+from funcstack.functions_host._launcher import (
+    HostOptions,
+    RunningRunner,
+    _host_command,
+    start_runner,
+)
+from funcstack.functions_host.testing import call
+
+from .conftest import make_app_dir
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(not _forkserver.available(), reason="no fork server here"),
+]
+
+SETTINGS = {"FUNCTIONS_WORKER_RUNTIME": "python", "SAMPLE_ROUTE": "by-setting"}
+
+
+@pytest.fixture(scope="module")
+def app_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return make_app_dir(tmp_path_factory.mktemp("forked"), "sample_http_app.py", SETTINGS)
+
+
+@pytest.fixture
+def host(app_dir: Path, tmp_path: Path) -> Iterator[RunningRunner]:
+    runner = _start(app_dir, tmp_path / "host.log", SAMPLE_SETTING="given")
+    try:
+        yield runner
+    finally:
+        runner.stop()
+
+
+def _start(app_dir: Path, log: Path, **settings: str) -> RunningRunner:
+    return start_runner(
+        app_dir=app_dir,
+        settings_file=app_dir / "local.settings.json",
+        settings=settings,
+        log_path=log,
+    )
+
+
+def _stat(pid: int) -> list[str]:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2 :].split()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if int(_stat(int(entry.name))[1]) == pid:
+                found.append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return _stat(pid)[0] != "Z"
+    except OSError:
+        return False
+
+
+def _sockets(pid: int) -> set[str]:
+    found = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = str(fd.readlink())
+        except OSError:
+            continue
+        if target.startswith("socket:"):
+            found.add(target)
+    return found
+
+
+def test_a_forked_host_serves_its_app_as_a_process_group_of_its_own(host: RunningRunner) -> None:
+    assert isinstance(host.process, ForkedHost)
+    pid = host.process.pid
+    assert call(f"{host.url}/items/abc").json()["id"] == "abc"  # type: ignore[index]
+    assert call(f"{host.url}/setting").body == b"given"  # the request's environment, the app's
+    assert os.getpgid(pid) == pid
+    server = _forkserver.server_pid()
+    assert server is not None and int(_stat(pid)[1]) == server  # the server is its parent
+    worker = _children(pid)
+    assert len(worker) == 1 and os.getpgid(worker[0]) == pid  # its worker, in its group
+    # nothing of the server's own (its socket, its other hosts' sockets) is left in the host
+    # but the one socket it tells the server what it imported on
+    assert len(_sockets(pid) & _sockets(server)) == 1
+    assert host.process.poll() is None and host.process.returncode is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        host.process.wait(0.1)
+
+
+def test_terminate_stops_a_forked_host_cleanly_and_kill_is_told_as_popen_tells_it(
+    app_dir: Path, tmp_path: Path
+) -> None:
+    first = _start(app_dir, tmp_path / "first.log")
+    second = _start(app_dir, tmp_path / "second.log")
+    try:
+        worker = _children(second.process.pid)
+        first.process.terminate()
+        second.process.kill()
+        assert first.process.wait(15) == 0  # its clean stop, as on a SIGTERM
+        assert second.process.wait(15) == -signal.SIGKILL
+        assert second.process.poll() == -signal.SIGKILL
+        second.process.kill()  # an exited host: nothing sent, as Popen
+        assert "host stopped" in (tmp_path / "first.log").read_text()
+        deadline = time.monotonic() + 10
+        while any(_alive(pid) for pid in worker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(_alive(pid) for pid in worker)  # the worker dies with its host
+    finally:
+        first.stop()
+        second.stop()
+
+
+def _spawn(app_dir: Path, args: list[str], **settings: str) -> ForkedHost | None:
+    cmd, env, base = _host_command(HostOptions(app_dir, settings), "127.0.0.1", 0)
+    return _forkserver.spawn(
+        [*cmd[3:], *args], env=env, server_env=base, cwd=str(app_dir), stderr=None
+    )
+
+
+def test_an_exit_code_is_told_as_the_interpreter_makes_it(tmp_path: Path) -> None:
+    (tmp_path / "function_app.py").write_text("raise RuntimeError('not an app')\n")
+    usage = _spawn(tmp_path, ["--no-such-option"])  # argparse: SystemExit(2)
+    broken = _spawn(tmp_path, [])  # the worker's indexing error: not ready, exit code 1
+    assert usage is not None and broken is not None
+    assert usage.wait(30) == 2
+    assert broken.wait(30) == 1
+    assert broken.stdout is not None
+    said = json.loads(broken.stdout.readline())
+    assert said["ready"] is False and "not an app" in said["error"]
+
+
+def test_a_host_is_started_by_exec_where_a_fork_would_differ(
+    app_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an interpreter setting read at start: a forked host would have the server's
+    runner = _start(app_dir, tmp_path / "host.log", PYTHONHASHSEED="7")
+    try:
+        assert isinstance(runner.process, subprocess.Popen)
+        assert call(f"{runner.url}/items/abc").status == 200
+    finally:
+        runner.stop()
+    assert _spawn(app_dir, ["--no-such-option"], SSL_CERT_DIR=str(tmp_path)) is None
+    # the app's folder holds a module of a name the server imported: a new interpreter's
+    (tmp_path / "multidict").mkdir()
+    (tmp_path / "function_app.py").write_text((app_dir / "function_app.py").read_text())
+    assert _spawn(tmp_path, ["--no-such-option"]) is None
+    # switched off
+    monkeypatch.setenv(_forkserver.ENV_VAR, "0")
+    assert _spawn(app_dir, ["--no-such-option"]) is None
+    monkeypatch.delenv(_forkserver.ENV_VAR)
+    forked = _spawn(app_dir, ["--no-such-option"])
+    assert forked is not None and forked.wait(30) == 2
+
+
+def test_a_forked_host_has_the_import_path_a_new_interpreter_has(tmp_path: Path) -> None:
+    given = os.pathsep.join(["rel", "/abs", "", "x/../y"])
+    fresh = subprocess.run(
+        [sys.executable, "-c", "import json, sys; print(json.dumps(sys.path))"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": given},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(fresh.stdout)[1:5] == _forkserver_server._python_path(
+        {"PYTHONPATH": given}, str(tmp_path)
+    )
+
+
+PROBE = """
+import json, os, sys, time
+from pathlib import Path
+from funcstack._processes import stop_stray_children
+from funcstack.functions_host import _forkserver, _forkserver_server
+from funcstack.functions_host._launcher import start_runner
+
+def children(pid):
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+app_dir = Path(sys.argv[1])
+runner = start_runner(
+    app_dir=app_dir, settings_file=app_dir / "local.settings.json", log_path=sys.argv[2]
+)
+assert isinstance(runner.process, _forkserver.ForkedHost)
+server = _forkserver.server_pid()
+pids = {"host": runner.process.pid, "workers": children(runner.process.pid), "server": server}
+print(json.dumps(pids), flush=True)
+if sys.argv[3] == "stray":
+    os.kill(runner.process.pid, 19)  # SIGSTOP: a host that does not stop on SIGTERM
+    stop_stray_children(grace=0.5)
+    print(json.dumps({"host": runner.process.wait(5), "server": _forkserver.server_pid()}))
+elif sys.argv[3] == "server":
+    os.kill(server, 9)
+    print(json.dumps({"host": runner.process.wait(15)}))
+else:
+    time.sleep(120)
+"""
+
+
+def _probe(app_dir: Path, tmp_path: Path, how: str) -> tuple[subprocess.Popen[str], dict[str, Any]]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", PROBE, str(app_dir), str(tmp_path / "host.log"), how],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line, f"the probe ended ({process.wait()})"
+    return process, json.loads(line)
+
+
+def _gone_within(pids: list[int], seconds: float) -> list[int]:
+    deadline = time.monotonic() + seconds
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [pid for pid in pids if _alive(pid)]
+
+
+def test_the_hosts_end_with_the_process_that_started_them(app_dir: Path, tmp_path: Path) -> None:
+    process, pids = _probe(app_dir, tmp_path, "sleep")
+    everything = [pids["host"], *pids["workers"], pids["server"]]
+    assert len(pids["workers"]) == 1 and _gone_within(everything, 0) == everything
+    process.kill()  # SIGKILL: nothing of it runs to stop them
+    process.wait(10)
+    assert _gone_within(everything, 10) == []
+
+
+def test_stray_children_include_the_forked_hosts(app_dir: Path, tmp_path: Path) -> None:
+    process, pids = _probe(app_dir, tmp_path, "stray")
+    try:
+        assert process.stdout is not None
+        after = json.loads(process.stdout.readline())
+        # killed after the grace, as a child of the process's own would be; then the server
+        assert after == {"host": -signal.SIGKILL, "server": None}
+        assert _gone_within([pids["host"], *pids["workers"], pids["server"]], 5) == []
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+def test_a_host_whose_server_is_killed_ends_too(app_dir: Path, tmp_path: Path) -> None:
+    process, pids = _probe(app_dir, tmp_path, "server")
+    try:
+        assert process.stdout is not None
+        after = json.loads(process.stdout.readline())
+        assert after == {"host": _forkserver.UNKNOWN_EXIT}  # its status went with the server
+        assert _gone_within([pids["host"], *pids["workers"]], 5) == []
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+COSMOS_OUTPUT_APP = """
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+@app.route(route="put", methods=["POST"])
+@app.cosmos_db_output(
+    arg_name="doc", database_name="db", container_name="items", connection="COSMOS"
+)
+def put(req: func.HttpRequest, doc: func.Out[func.Document]) -> str:
+    doc.set(func.Document.from_dict({"id": "1"}))
+    return "OK"
+"""
+
+
+LEARN_PROBE = """
+import json, sys, time, urllib.request
+from pathlib import Path
+from funcstack.functions_host import _forkserver
+from funcstack.functions_host._launcher import start_runner
+
+def loaded(pid):  # pyexpat: a C extension azure.cosmos.aio loads
+    return "pyexpat" in Path(f"/proc/{pid}/maps").read_text()
+
+app = Path(sys.argv[1])
+runner = start_runner(app_dir=app, settings={"COSMOS": sys.argv[2]}, log_path=app / "host.log")
+server = _forkserver.server_pid()
+# the output is written after the function: azure.cosmos.aio imported, then refused
+request = urllib.request.Request(f"{runner.url}/put", data=b"{}", method="POST")
+try:
+    urllib.request.urlopen(request, timeout=60)
+except OSError:
+    pass
+seen = {"host": loaded(runner.process.pid), "server before": loaded(server)}
+runner.stop()
+deadline = time.monotonic() + 10
+while not loaded(server) and time.monotonic() < deadline:
+    time.sleep(0.1)
+seen["server after"] = loaded(server)
+print(json.dumps(seen))
+"""
+
+
+def test_the_server_imports_what_an_ended_host_imported_for_its_app(tmp_path: Path) -> None:
+    (tmp_path / "function_app.py").write_text(COSMOS_OUTPUT_APP)
+    cosmos = "AccountEndpoint=https://127.0.0.1:9/;AccountKey=a2V5;"  # nothing listens
+    # in a process of its own: a server of its own, which imported nothing for an app yet
+    done = subprocess.run(
+        [sys.executable, "-c", LEARN_PROBE, str(tmp_path), cosmos],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # told by the host as it ended, imported for the next ones
+    assert json.loads(done.stdout) == {"host": True, "server before": False, "server after": True}
