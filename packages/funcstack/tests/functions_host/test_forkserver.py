@@ -166,9 +166,18 @@ def test_a_host_is_started_by_exec_where_a_fork_would_differ(
     finally:
         runner.stop()
     assert _spawn(app_dir, ["--no-such-option"], SSL_CERT_DIR=str(tmp_path)) is None
-    # the app's folder holds a module of a name the server imported: a new interpreter's
-    (tmp_path / "multidict").mkdir()
+    # a file no import finds, named as a module the server imported (the Contacts app's
+    # azure.yaml): forked
     (tmp_path / "function_app.py").write_text((app_dir / "function_app.py").read_text())
+    (tmp_path / "multidict.yaml").write_text("name: app\n")
+    beside = _spawn(tmp_path, ["--no-such-option"])
+    assert beside is not None and beside.wait(30) == 2
+    # the app's folder holds a module of a name the server imported (a package, a module):
+    # a new interpreter's
+    (tmp_path / "multidict").mkdir()
+    assert _spawn(tmp_path, ["--no-such-option"]) is None
+    (tmp_path / "multidict").rmdir()
+    (tmp_path / "yarl.py").write_text("")
     assert _spawn(tmp_path, ["--no-such-option"]) is None
     # switched off
     monkeypatch.setenv(_forkserver.ENV_VAR, "0")

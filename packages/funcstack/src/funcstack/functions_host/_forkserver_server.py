@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import gc
 import importlib
+import importlib.machinery
 import json
 import os
 import signal
@@ -197,7 +198,7 @@ class _Server:
             return "set otherwise than the server's: " + ", ".join(differ)
         for folder in [request.cwd, *_python_path(request.env, request.cwd)]:
             try:
-                names = {entry.name.split(".", 1)[0] for entry in Path(folder).iterdir()}
+                names = {_module_name(entry) for entry in Path(folder).iterdir()}
             except OSError:
                 continue
             shadowing = names & self.modules
@@ -291,6 +292,17 @@ def _answer(status: socket.socket | None, answer: dict[str, object]) -> None:
         return
     with suppress(OSError):
         status.send(json.dumps(answer).encode())
+
+
+def _module_name(entry: Path) -> str:
+    """The name ``entry`` is imported by from its folder (a package, a namespace package's
+    portion, a module or an extension module); "" for a file that is none (``azure.yaml``)."""
+    if entry.is_dir():
+        return entry.name
+    for suffix in importlib.machinery.all_suffixes():
+        if entry.name.endswith(suffix):
+            return entry.name[: -len(suffix)]
+    return ""
 
 
 def _python_path(env: Mapping[str, str], cwd: str) -> list[str]:
