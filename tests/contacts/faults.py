@@ -34,17 +34,20 @@ def frozen(process: Process) -> Iterator[None]:
 # -- processes and their connections (Linux /proc) ---------------------------------------------
 
 
-def child_pids(pid: int) -> list[int]:
-    """The processes whose parent is `pid` (a Functions host's language worker)."""
-    children = []
+def worker_pids(host: int) -> list[int]:
+    """A Functions host's language worker: the live processes of the host's process group
+    (the host leads it) but the host (a worker the fork server forked is the server's child,
+    not the host's)."""
+    workers = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # gone meanwhile
-        if int(fields[1]) == pid:
-            children.append(int(stat.parent.name))
-    return children
+        pid = int(stat.parent.name)
+        if int(fields[2]) == host and pid != host and fields[0] != "Z":
+            workers.append(pid)
+    return workers
 
 
 def _socket_inodes(pid: int) -> set[int]:
@@ -122,7 +125,7 @@ def commit_then_kill_worker(
     worker is killed before it reads that answer; else the store is frozen again and the worker
     goes on. Only signals: no hook in the app or the host. Nothing else in the worker may call
     the store meanwhile (no timer due)."""
-    [worker] = child_pids(host.pid)
+    [worker] = worker_pids(host.pid)
     os.kill(store.pid, signal.SIGSTOP)
     stopped = {store.pid}
     try:
@@ -159,7 +162,7 @@ def kill_worker_with_answers_pending(
     then the worker is frozen and the store resumed, and once the store has read what the
     worker sent and answered (a second at most), the worker is killed. Returns the bytes of
     answers that were waiting."""
-    [worker] = child_pids(host.pid)
+    [worker] = worker_pids(host.pid)
     os.kill(store.pid, signal.SIGSTOP)
     try:
         time.sleep(gather)

@@ -105,9 +105,9 @@ def note(path: Path | None, text: str) -> None:
         log.write(f"{stamp} {text}\n")
 
 
-def _children(parent: int | None = None) -> list[int]:
+def _children(parent: int | None = None, *, leaders: bool = False) -> list[int]:
     """Live (not zombie) child processes of ``parent`` (default: this process), from /proc
-    (none elsewhere)."""
+    (none elsewhere); ``leaders``: those that lead their process group only."""
     me = os.getpid() if parent is None else parent
     found = []
     try:
@@ -122,7 +122,8 @@ def _children(parent: int | None = None) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        if fields[0] != "Z" and int(fields[1]) == me:
+        leads = int(fields[2]) == int(entry.name)
+        if fields[0] != "Z" and int(fields[1]) == me and (leads or not leaders):
             found.append(int(entry.name))
     return found
 
@@ -133,14 +134,15 @@ def stop_stray_children(grace: float = 1.5) -> None:
     a Ctrl-C that lands while a part's process is being created (after the fork, before its
     launcher holds it) leaves a child no part knows; this finds it. The Functions hosts the
     fork server forked (its children, not this process's) are stopped with the others, then
-    the server."""
+    the server; their language workers, the server's children too (each in its host's process
+    group), are their hosts' to stop, as a worker a host started by exec is."""
     from funcstack.functions_host._forkserver import server_pid, stop_server
 
     server = server_pid()
 
     def running() -> list[int]:
         mine = [pid for pid in _children() if pid != server]
-        return mine + (_children(server) if server is not None else [])
+        return mine + (_children(server, leaders=True) if server is not None else [])
 
     pids = running()
     for pid in pids:

@@ -1,7 +1,8 @@
 """The fork server (``functions_host/_forkserver.py``): a host forked from a process that
 imported the host's modules once serves as one started by exec does, its exit is told as a
 ``subprocess.Popen``'s, it is started by exec where a fork would differ, and nothing it forked
-outlives the process that started it."""
+outlives the process that started it. A forked host's language worker is forked by the same
+server, is the process an exec'd one is, and ends with its host."""
 
 from __future__ import annotations
 
@@ -76,6 +77,19 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+def _workers(host: int) -> list[int]:
+    """The host's language worker: the live processes of its process group but the host."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = _stat(int(entry.name))
+        except (OSError, ValueError):
+            continue
+        if int(stat[2]) == host and int(entry.name) != host and stat[0] != "Z":
+            found.append(int(entry.name))
+    return found
+
+
 def _alive(pid: int) -> bool:
     try:
         return _stat(pid)[0] != "Z"
@@ -103,11 +117,13 @@ def test_a_forked_host_serves_its_app_as_a_process_group_of_its_own(host: Runnin
     assert os.getpgid(pid) == pid
     server = _forkserver.server_pid()
     assert server is not None and int(_stat(pid)[1]) == server  # the server is its parent
-    worker = _children(pid)
-    assert len(worker) == 1 and os.getpgid(worker[0]) == pid  # its worker, in its group
+    worker = _workers(pid)
+    assert len(worker) == 1 and int(_stat(worker[0])[1]) == server  # its worker, forked too
     # nothing of the server's own (its socket, its other hosts' sockets) is left in the host
-    # but the one socket it tells the server what it imported on
+    # but the one socket it tells the server what it imported on and asks for its worker on;
+    # none in the worker
     assert len(_sockets(pid) & _sockets(server)) == 1
+    assert _sockets(worker[0]) & _sockets(server) == set()
     assert host.process.poll() is None and host.process.returncode is None
     with pytest.raises(subprocess.TimeoutExpired):
         host.process.wait(0.1)
@@ -119,7 +135,8 @@ def test_terminate_stops_a_forked_host_cleanly_and_kill_is_told_as_popen_tells_i
     first = _start(app_dir, tmp_path / "first.log")
     second = _start(app_dir, tmp_path / "second.log")
     try:
-        worker = _children(second.process.pid)
+        worker = _workers(second.process.pid)
+        assert len(worker) == 1
         first.process.terminate()
         second.process.kill()
         assert first.process.wait(15) == 0  # its clean stop, as on a SIGTERM
@@ -209,14 +226,14 @@ from funcstack._processes import stop_stray_children
 from funcstack.functions_host import _forkserver, _forkserver_server
 from funcstack.functions_host._launcher import start_runner
 
-def children(pid):
+def workers(pid):  # its process group's, but itself
     found = []
     for entry in Path("/proc").glob("[0-9]*"):
         try:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+        if int(stat[stat.rindex(")") + 2 :].split()[2]) == pid and int(entry.name) != pid:
             found.append(int(entry.name))
     return found
 
@@ -226,7 +243,7 @@ runner = start_runner(
 )
 assert isinstance(runner.process, _forkserver.ForkedHost)
 server = _forkserver.server_pid()
-pids = {"host": runner.process.pid, "workers": children(runner.process.pid), "server": server}
+pids = {"host": runner.process.pid, "workers": workers(runner.process.pid), "server": server}
 print(json.dumps(pids), flush=True)
 if sys.argv[3] == "stray":
     os.kill(runner.process.pid, 19)  # SIGSTOP: a host that does not stop on SIGTERM
@@ -351,3 +368,116 @@ def test_the_server_imports_what_an_ended_host_imported_for_its_app(tmp_path: Pa
     assert done.returncode == 0, done.stderr
     # told by the host as it ended, imported for the next ones
     assert json.loads(done.stdout) == {"host": True, "server before": False, "server after": True}
+
+
+SELF_APP = """
+import json, os, signal, sys
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+@app.route(route="self")
+def me(req: func.HttpRequest) -> str:
+    main = sys.modules["__main__"]
+    return json.dumps({
+        "argv": [sys.argv[0], *[a for a in sys.argv[1:] if a.startswith("--")]],
+        "main": [main.__name__, main.__spec__.name, main.__file__],
+        "cwd": os.getcwd(),
+        "path": sys.path,
+        "env": dict(os.environ),
+        "group": os.getpgid(0) == int(sys.argv[sys.argv.index("--host-pid") + 1]),
+        "fds": len(os.listdir("/proc/self/fd")),
+        "signals": {
+            s.name: str(signal.getsignal(s))
+            for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)
+        },
+        "blocked": sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+        "stdio": [os.readlink(f"/proc/self/fd/{fd}").split(":")[0] for fd in (0, 1, 2)],
+        "stdout": [sys.stdout.line_buffering, sys.stdout.write_through, sys.stdout.encoding],
+        "app": "function_app" in sys.modules and "azure.functions" in sys.modules,
+    })
+"""
+
+
+@pytest.fixture(scope="module")
+def self_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("self")
+    (folder / "function_app.py").write_text(SELF_APP)
+    (folder / "lib").mkdir()
+    return folder
+
+
+def test_a_forked_worker_is_the_process_an_exec_one_is(self_app: Path, tmp_path: Path) -> None:
+    seen = {}
+    for how, settings in (("forked", {}), ("exec", {_forkserver.ENV_VAR: "0"})):
+        runner = start_runner(
+            app_dir=self_app,
+            settings=settings,
+            extra_import_paths=[self_app / "lib"],
+            log_path=tmp_path / "host.log",  # the same stderr
+        )
+        try:
+            assert isinstance(runner.process, ForkedHost)
+            [worker] = _workers(runner.process.pid)
+            parent = int(_stat(worker)[1])
+            assert parent == (_forkserver.server_pid() if how == "forked" else runner.process.pid)
+            answer = call(f"{runner.url}/self")
+            assert answer.status == 200, answer.body
+            seen[how] = json.loads(answer.body)
+        finally:
+            runner.stop()
+    forked, exec_ = seen["forked"], seen["exec"]
+    del exec_["env"][_forkserver.ENV_VAR]
+    assert forked == exec_
+    assert forked["group"] and forked["argv"][0].endswith("_worker.py")
+    assert str(self_app / "lib") in forked["path"]
+
+
+def test_a_forked_worker_ends_when_its_host_is_killed(app_dir: Path, tmp_path: Path) -> None:
+    runner = _start(app_dir, tmp_path / "host.log")
+    try:
+        [worker] = _workers(runner.process.pid)
+        assert int(_stat(worker)[1]) == _forkserver.server_pid()
+        os.kill(runner.process.pid, signal.SIGKILL)
+        assert runner.process.wait(15) == -signal.SIGKILL
+        assert _gone_within([worker], 10) == []
+    finally:
+        runner.stop()
+
+
+def test_a_worker_is_started_by_exec_where_a_fork_would_differ(
+    self_app: Path, tmp_path: Path
+) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "function_app.py").write_text(SELF_APP)
+    runner = start_runner(app_dir=app, log_path=tmp_path / "host.log")
+    try:
+        assert isinstance(runner.process, ForkedHost)
+        [worker] = _workers(runner.process.pid)
+        assert int(_stat(worker)[1]) == _forkserver.server_pid()
+        # the app's folder now holds a module of a name the server imported for the workers:
+        # the worker started again is a new interpreter (the host's child), as before
+        (app / "azure_functions_runtime").mkdir()
+        os.kill(worker, signal.SIGKILL)
+        assert _gone_within([worker], 10) == []
+        assert call(f"{runner.url}/self").status == 200
+        [again] = _workers(runner.process.pid)
+        assert again != worker and int(_stat(again)[1]) == runner.process.pid
+    finally:
+        runner.stop()
+
+
+def test_workers_are_started_by_exec_when_the_fork_server_is_off(
+    app_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(_forkserver.ENV_VAR, "0")
+    runner = _start(app_dir, tmp_path / "host.log")
+    try:
+        assert isinstance(runner.process, subprocess.Popen)
+        [worker] = _workers(runner.process.pid)
+        assert int(_stat(worker)[1]) == runner.process.pid
+        assert call(f"{runner.url}/items/abc").status == 200
+    finally:
+        runner.stop()

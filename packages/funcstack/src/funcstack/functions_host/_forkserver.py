@@ -42,6 +42,7 @@ the host's clean stop). A host's language worker watches the host as before (its
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import json
 import logging
@@ -66,6 +67,8 @@ logger = logging.getLogger("funcstack.functions_host.forkserver")
 ENV_VAR = "FUNCSTACK_FORKSERVER"
 #: The module every host runs (``python -m``).
 HOST_MODULE = "funcstack.functions_host"
+#: The module every language worker runs (``python -m``).
+WORKER_MODULE = "funcstack.functions_host._worker"
 #: The server's (``python -m``).
 SERVER_MODULE = "funcstack.functions_host._forkserver_server"
 #: How long the server gives its hosts to stop (SIGTERM) when it ends, before SIGKILL.
@@ -136,6 +139,42 @@ def fingerprint(env: Mapping[str, str]) -> dict[str, str]:
             else:
                 found[f"{name} (file)"] = f"{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}"
     return found
+
+
+#: The interpreter's own ``PYTHON_*`` settings (3.13). The worker library's (the app's
+#: ``PYTHON_ENABLE_DEBUG_LOGGING``, ``PYTHON_SCRIPT_FILE_NAME``...) are read when it runs, not
+#: when it is imported: a worker given another value is forked all the same.
+_INTERPRETER_UNDERSCORED = frozenset(
+    {
+        "PYTHON_BASIC_REPL",
+        "PYTHON_COLORS",
+        "PYTHON_CPU_COUNT",
+        "PYTHON_FROZEN_MODULES",
+        "PYTHON_GIL",
+        "PYTHON_HISTORY",
+        "PYTHON_JIT",
+        "PYTHON_PERF_JIT_SUPPORT",
+        "PYTHON_PRESITE",
+    }
+)
+
+
+def worker_fingerprint(env: Mapping[str, str]) -> dict[str, str]:
+    """``fingerprint`` for a language worker: the worker library's ``PYTHON_*`` settings
+    left out (the interpreter's kept)."""
+    return {
+        name: value
+        for name, value in fingerprint(env).items()
+        if not name.startswith("PYTHON_") or name in _INTERPRETER_UNDERSCORED
+    }
+
+
+#: In a host forked by the server: the socket it asks that server for its language workers
+#: on (``spawn_worker``). None in any other process.
+to_server: socket.socket | None = None
+#: In a language worker forked by the server: the pid of the host it was forked for (the
+#: server ends the worker when that host ends). None in any other process.
+forked_for: int | None = None
 
 
 def available() -> bool:
@@ -413,3 +452,133 @@ def _stop(client: _Client, timeout: float) -> None:
     except subprocess.TimeoutExpired:
         client.process.kill()
         client.process.wait()
+
+
+# -- a forked host's side: its language workers ---------------------------------------------
+
+
+class ForkedWorker:
+    """A language worker forked by the server for this host, as the host uses an
+    ``asyncio.subprocess.Process``: ``pid``, ``stdout`` (a reader of its standard output, when
+    it was asked to be a pipe), ``returncode``, ``kill()``, ``await wait()``. The server is the
+    worker's parent: it reaps it and tells its wait status on ``status``."""
+
+    def __init__(
+        self,
+        pid: int,
+        pidfd: int,
+        status: socket.socket,
+        stdout: asyncio.StreamReader | None,
+    ) -> None:
+        self.pid = pid
+        self.stdout = stdout
+        self.returncode: int | None = None
+        self._pidfd = pidfd
+        self._status = status
+        self._loop = asyncio.get_running_loop()
+        self._done: asyncio.Future[int] = self._loop.create_future()
+        self._loop.add_reader(status.fileno(), self._on_status)
+
+    def __repr__(self) -> str:
+        return f"<ForkedWorker: pid {self.pid}, returncode {self.returncode}>"
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with suppress(ProcessLookupError):  # exited, not yet reaped
+                signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self._done)
+
+    def _on_status(self) -> None:
+        try:
+            data = self._status.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        self._loop.remove_reader(self._status.fileno())
+        # no answer: the server ended first (and this host with it)
+        status = json.loads(data)["status"] if data else UNKNOWN_EXIT << 8
+        self.returncode = os.waitstatus_to_exitcode(int(status))
+        _close_all(self._pidfd, self._status)
+        if not self._done.done():
+            self._done.set_result(self.returncode)
+
+
+async def spawn_worker(
+    args: Sequence[str], *, env: Mapping[str, str], cwd: str, pipe_stdout: bool
+) -> ForkedWorker | None:
+    """In a host the server forked: start ``python -m funcstack.functions_host._worker *args``
+    in ``cwd`` with ``env`` as a fork of that server, in this host's process group, its stdin
+    ``/dev/null``, its stdout a pipe (``pipe_stdout``) or this host's, its stderr this host's;
+    None where it cannot be (anywhere else, or the server says to exec it): start it as
+    before."""
+    channel = to_server
+    if channel is None or not available():
+        return None
+    request = json.dumps(
+        {
+            "worker": {
+                "args": list(args),
+                "env": dict(env),
+                "cwd": cwd,
+                "host": os.getpid(),
+                "group": os.getpgid(0),
+            }
+        }
+    ).encode()
+    if len(request) > MAX_REQUEST:
+        return None
+    read_end, write_end = os.pipe() if pipe_stdout else (-1, 1)
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    forked: ForkedWorker | None = None
+    try:
+        try:
+            socket.send_fds(channel, [request], [stdin, write_end, 2, theirs.fileno()])
+        except OSError as exc:  # its queue full (a burst of starts): by exec, as before
+            logger.debug("the fork server took no worker request (%s)", exc)
+            return None
+        finally:
+            os.close(stdin)
+            if pipe_stdout:
+                os.close(write_end)
+            theirs.close()
+        ours.setblocking(False)
+        loop = asyncio.get_running_loop()
+        answered = loop.create_future()
+        loop.add_reader(ours.fileno(), _set_once, answered)
+        try:
+            await asyncio.wait_for(answered, ANSWER_TIMEOUT)
+            data, fds, _, _ = socket.recv_fds(ours, 4096, 1, socket.MSG_CMSG_CLOEXEC)
+        except (OSError, TimeoutError) as exc:
+            logger.warning("the fork server did not answer a worker request (%r)", exc)
+            return None
+        finally:
+            loop.remove_reader(ours.fileno())
+        answer = json.loads(data) if data else {"error": "the fork server ended"}
+        if "pid" not in answer or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            logger.debug("worker not forked: %s", answer.get("exec") or answer.get("error"))
+            return None
+        stdout = None
+        if pipe_stdout:
+            stdout = asyncio.StreamReader()
+            protocol = asyncio.StreamReaderProtocol(stdout)
+            pipe = os.fdopen(read_end, "rb", 0)
+            read_end = -1
+            await loop.connect_read_pipe(lambda: protocol, pipe)
+        forked = ForkedWorker(int(answer["pid"]), fds[0], ours, stdout)
+        return forked
+    finally:
+        if read_end >= 0:
+            os.close(read_end)
+        if forked is None:
+            ours.close()
+
+
+def _set_once(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)

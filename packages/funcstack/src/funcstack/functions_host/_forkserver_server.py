@@ -1,7 +1,10 @@
 """The fork server itself (``_forkserver.py`` says what it is for and how a host is asked
 of it): ``python -m funcstack.functions_host._forkserver_server <fd> <starting pid>``. It
-imports what every host imports, then answers requests on the socket ``fd`` until the
-starting process ends; a request is forked, and in the child this module runs the host."""
+imports what every host and every language worker imports, then answers requests on the
+socket ``fd`` until the starting process ends; a request is forked, and in the child this
+module runs the host. A forked host asks the server for its language worker in turn (on the
+socket it tells the server what it imported on), and the server forks that too: the worker's
+parent is the server, which ends it when its host ends."""
 
 from __future__ import annotations
 
@@ -22,15 +25,18 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from funcstack.functions_host import _forkserver
 from funcstack.functions_host._forkserver import (
     HOST_MODULE,
     LEARNABLE,
     MAX_REQUEST,
     STOP_GRACE,
     UNKNOWN_EXIT,
+    WORKER_MODULE,
     fingerprint,
     logger,
     readable,
+    worker_fingerprint,
 )
 
 _PR_SET_PDEATHSIG = 1
@@ -41,6 +47,7 @@ class _Child:
     pid: int
     pidfd: int
     status: socket.socket
+    host: int | None = None  # a language worker's: its host's pid
 
 
 @dataclass
@@ -50,6 +57,8 @@ class _Request:
     cwd: str
     fds: list[int]  # stdin, stdout, stderr
     status: socket.socket | None  # the answers: the pid, then the wait status
+    host: int | None = None  # a language worker's: the host that asked for it
+    group: int = 0  # a language worker's process group: its host's
 
 
 class _Server:
@@ -58,12 +67,14 @@ class _Server:
         self.owner = owner
         self.base_path = base_path
         self.environment = fingerprint(os.environ)
+        self.worker_environment = worker_fingerprint(os.environ)
         self.modules = _top_level_modules()
         self.children: dict[int, _Child] = {}  # by pidfd
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
         self.wake_w.setblocking(False)
-        # what the hosts imported after their start (``learn``), for the next ones
+        # from the hosts: what they imported after their start (``_learn``), for the next
+        # ones, and their requests for a language worker
         self.hints_r, self.hints_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.hints_r.setblocking(False)
         self.hints_w.setblocking(False)
@@ -93,7 +104,9 @@ class _Server:
                 if fd == self.wake_r.fileno():
                     self._check_signals()
                 elif fd == self.hints_r.fileno():
-                    self._learn()
+                    request = self._from_hosts()
+                    if request is not None:
+                        return request
                 elif fd == self.control.fileno():
                     request = self._receive()
                     if request is not None and self._fork(request):
@@ -102,15 +115,59 @@ class _Server:
                     self._reap(fd)
         return None
 
-    def _learn(self) -> None:
+    def _from_hosts(self) -> _Request | None:
+        """The hosts' messages: their requests for a language worker forked (the request in
+        the forked child), what the ones that ended imported (``_learn``)."""
+        names: set[str] = set()
+        while True:
+            try:
+                data, fds, _, _ = socket.recv_fds(self.hints_r, 1 << 20, 4, socket.MSG_CMSG_CLOEXEC)
+            except BlockingIOError:
+                break
+            except OSError:
+                data, fds = b"", []
+            try:
+                body = json.loads(data)
+            except ValueError:
+                body = None
+            if isinstance(body, list):
+                names.update(str(name) for name in body)
+            if isinstance(body, dict) and len(fds) == 4:
+                request = self._worker_request(body, fds)
+                if request is not None and self._fork(request):
+                    return request
+            elif fds:
+                for fd in fds:
+                    os.close(fd)
+        self._learn(names)
+        return None
+
+    def _worker_request(self, body: dict[str, object], fds: list[int]) -> _Request | None:
+        """A host's request for its language worker; None when it is answered already (the
+        worker to be started by exec)."""
+        request = _Request([], {}, "", fds[:3], socket.socket(fileno=fds[3]))
+        try:
+            worker = body["worker"]
+            assert isinstance(worker, dict)
+            request.args, request.env, request.cwd = worker["args"], worker["env"], worker["cwd"]
+            request.host, request.group = int(worker["host"]), int(worker["group"])
+            refusal = self._refusal(request)
+        except (ValueError, KeyError, TypeError, AssertionError) as exc:
+            refusal = f"a request the server does not read ({exc!r})"
+        if refusal is None and not any(
+            child.pid == request.host and child.host is None for child in self.children.values()
+        ):
+            refusal = "not asked by a host of this server's that runs"
+        if refusal is not None:
+            _answer(request.status, {"exec": refusal})
+            self._close_request(request)
+            return None
+        return request
+
+    def _learn(self, names: set[str]) -> None:
         """Import what a host that ended had imported and the server had not: a trigger's or
         a binding's SDK (``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s of CPU
         each) is then imported once, not in every host of an app that uses it."""
-        names: set[str] = set()
-        with suppress(BlockingIOError):
-            while True:
-                with suppress(ValueError, TypeError):
-                    names.update(str(name) for name in json.loads(self.hints_r.recv(1 << 20)))
         learned = False
         for name in sorted(names - sys.modules.keys()):
             try:
@@ -155,7 +212,10 @@ class _Server:
         self.killed = True
         for child in self.children.values():
             with suppress(ProcessLookupError, PermissionError):
-                os.killpg(child.pid, signal.SIGKILL)  # the host and its worker
+                if child.host is None:
+                    os.killpg(child.pid, signal.SIGKILL)  # the host and its worker
+                else:
+                    signal.pidfd_send_signal(child.pidfd, signal.SIGKILL)
 
     def _receive(self) -> _Request | None:
         try:
@@ -188,11 +248,12 @@ class _Server:
         """Why the host cannot be forked: started by exec instead."""
         if threading.active_count() != 1:
             return f"the server holds {threading.active_count()} threads"
-        given = fingerprint(request.env)
+        if request.host is None:
+            given, server = fingerprint(request.env), self.environment
+        else:
+            given, server = worker_fingerprint(request.env), self.worker_environment
         differ = sorted(
-            name
-            for name in given.keys() | self.environment.keys()
-            if given.get(name) != self.environment.get(name)
+            name for name in given.keys() | server.keys() if given.get(name) != server.get(name)
         )
         if differ:
             return "set otherwise than the server's: " + ", ".join(differ)
@@ -223,15 +284,19 @@ class _Server:
             return True
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         with suppress(OSError):
-            os.setpgid(pid, pid)  # as the child does: in place before its pid is given
+            # as the child does: in place before its pid is given
+            os.setpgid(pid, pid if request.host is None else request.group)
         pidfd = os.pidfd_open(pid)
         assert request.status is not None
         try:
             socket.send_fds(request.status, [json.dumps({"pid": pid}).encode()], [pidfd])
-        except OSError:  # the start was given up: the host is not wanted
+        except OSError:  # the start was given up: the process is not wanted
             with suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-        self.children[pidfd] = _Child(pid, pidfd, request.status)
+                if request.host is None:
+                    os.killpg(pid, signal.SIGKILL)
+                else:
+                    signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+        self.children[pidfd] = _Child(pid, pidfd, request.status, request.host)
         request.status = None
         self._close_request(request)
         return False
@@ -245,6 +310,13 @@ class _Server:
         _answer(child.status, {"status": status})
         child.status.close()
         os.close(child.pidfd)
+        if child.host is None:
+            # its language workers end with it, as a worker it started by exec does (the
+            # parent-death signal it sets: SIGTERM)
+            for worker in self.children.values():
+                if worker.host == child.pid:
+                    with suppress(ProcessLookupError):
+                        signal.pidfd_send_signal(worker.pidfd, signal.SIGTERM)
 
     def _close_request(self, request: _Request) -> None:
         for fd in request.fds:
@@ -256,8 +328,9 @@ class _Server:
     def _become_child(self, request: _Request, server: int, mask: Iterable[int]) -> None:
         """In the forked child: the server's state let go, the process set up as
         ``python -m funcstack.functions_host`` would be (the caller then runs the host)."""
-        os.setpgid(0, 0)
-        _die_with(server, signal.SIGTERM)  # the host's clean stop
+        os.setpgid(0, 0 if request.host is None else request.group)
+        # a host's clean stop; a worker's end, as the one its host's death gives
+        _die_with(server, signal.SIGTERM)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
@@ -272,6 +345,11 @@ class _Server:
         self.wake_r.close()
         self.wake_w.close()
         self.hints_r.close()
+        if request.host is None:
+            _forkserver.to_server = self.hints_w  # its language workers are asked on it
+        else:
+            self.hints_w.close()
+            _forkserver.forked_for = request.host
         self.loaded = frozenset(sys.modules)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for target, fd in enumerate(request.fds):
@@ -339,13 +417,13 @@ def _die_with(parent: int, signum: int) -> bool:
     return True
 
 
-def _run_host() -> int:
-    """``python -m funcstack.functions_host`` in this process: its exit code as the
-    interpreter makes it."""
+def _run(module: str) -> int:
+    """``python -m <module>`` (the host's, a language worker's) in this process: its exit
+    code as the interpreter makes it."""
     import runpy
 
     try:
-        runpy.run_module(HOST_MODULE, run_name="__main__", alter_sys=True)
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:
         code = exc.code
         if code is None:
@@ -383,6 +461,19 @@ def _preload() -> None:
 
     import funcstack.functions_host.__main__  # noqa: F401
 
+    _preload_worker()
+
+
+def _preload_worker() -> None:
+    """What a language worker imports before its app (``_worker.py``, the worker library:
+    about 0.1 s of CPU), none of which reads a setting or starts a thread when imported; not
+    the app's modules."""
+    import argparse  # noqa: F401
+
+    import azure_functions_runtime  # noqa: F401
+
+    import funcstack.functions_host._worker  # noqa: F401
+
     if os.environ.get("FUNCTIONS_RPC_WHEEL"):
         from funcstack.functions_host._rpc import protos
 
@@ -413,8 +504,11 @@ def main() -> None:
     request = server.serve()
     if request is None:
         return
-    code = _run_host()
-    server.tell()
+    if request.host is not None:
+        code = _run(WORKER_MODULE)
+    else:
+        code = _run(HOST_MODULE)
+        server.tell()
     with suppress(Exception):
         atexit._run_exitfuncs()
     _flush()

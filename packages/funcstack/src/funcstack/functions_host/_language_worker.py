@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from funcstack._cache import RPC_WHEEL_ENV, rpc_wheel
+from funcstack.functions_host import _forkserver
 from funcstack.functions_host._bindings.base import BindingError
 from funcstack.functions_host._console import (
     console_active,
@@ -76,7 +77,7 @@ class LanguageWorker:
         self.python = python or sys.executable
         self._environment = dict(environment)
         self._server: asyncio.Server | None = None
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: asyncio.subprocess.Process | _forkserver.ForkedWorker | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] | None
@@ -115,14 +116,25 @@ class LanguageWorker:
         # the app's logging as RpcLog messages, when a terminal shows it (else the log, which
         # has it from the worker's stderr, is all there is to show)
         console = console_active()
-        self._process = await asyncio.create_subprocess_exec(
-            self.python, "-m", "funcstack.functions_host._worker",
+        args = [
             "--host", "127.0.0.1", "--port", str(port), "--worker-id", worker_id,
             "--host-pid", str(os.getpid()), *(["--forward-logs"] if console else []),
-            cwd=str(self.app_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
-            # what the app prints: the host's stdout, else read line by line for the terminal
-            stdout=asyncio.subprocess.PIPE if console else None,
-        )  # fmt: skip
+        ]  # fmt: skip
+        # forked from the fork server that forked this host, where it can be (this
+        # interpreter's); else an interpreter of its own
+        self._process = None
+        if self.python == sys.executable:
+            self._process = await _forkserver.spawn_worker(
+                args, env=env, cwd=str(self.app_dir), pipe_stdout=console
+            )
+        if self._process is None:
+            self._process = await asyncio.create_subprocess_exec(
+                self.python, "-m", _forkserver.WORKER_MODULE, *args,
+                cwd=str(self.app_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
+                # what the app prints: the host's stdout, else read line by line for the
+                # terminal
+                stdout=asyncio.subprocess.PIPE if console else None,
+            )  # fmt: skip
         record_start("worker", self._process.pid, identity=f"host {os.getpid()}")
         if self._process.stdout is not None:
             self._printed = asyncio.create_task(

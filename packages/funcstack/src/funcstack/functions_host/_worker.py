@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from funcstack._otel_setting import ENV_VAR as OTEL_ENV_VAR
+from funcstack.functions_host import _forkserver
 from funcstack.functions_host._rpc import frame, protos, read_message
 
 logger = logging.getLogger("funcstack.functions_host._worker")
@@ -202,8 +203,10 @@ def main(argv: list[str] | None = None) -> None:
         help="send the app's logging to the host as RpcLog messages too",
     )
     args = parser.parse_args(argv)
-    if args.host_pid is not None:
+    if args.host_pid is not None and _forkserver.forked_for != args.host_pid:
         _die_with_the_host(args.host_pid)
+    # else forked by the fork server for its host: the server (its parent, whose death sends
+    # it SIGTERM) sends it SIGTERM when the host ends
     logging.basicConfig(
         stream=sys.stderr,
         level=logging.DEBUG if os.environ.get("PYTHON_ENABLE_DEBUG_LOGGING") else logging.INFO,
