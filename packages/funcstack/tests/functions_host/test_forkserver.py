@@ -11,8 +11,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -371,10 +373,18 @@ def test_the_server_imports_what_an_ended_host_imported_for_its_app(tmp_path: Pa
 
 
 SELF_APP = """
-import json, os, signal, sys
+import json, os, signal, sys, time
+from pathlib import Path
 import azure.functions as func
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+@app.route(route="hang")
+async def hang(req: func.HttpRequest) -> str:  # the worker's event loop held: no EOF seen
+    Path(req.params["mark"]).touch()
+    time.sleep(60)
+    return "late"
 
 
 @app.route(route="self")
@@ -434,11 +444,23 @@ def test_a_forked_worker_is_the_process_an_exec_one_is(self_app: Path, tmp_path:
     assert str(self_app / "lib") in forked["path"]
 
 
-def test_a_forked_worker_ends_when_its_host_is_killed(app_dir: Path, tmp_path: Path) -> None:
-    runner = _start(app_dir, tmp_path / "host.log")
+def test_a_forked_worker_ends_when_its_host_is_killed(self_app: Path, tmp_path: Path) -> None:
+    runner = start_runner(app_dir=self_app, log_path=tmp_path / "host.log")
     try:
         [worker] = _workers(runner.process.pid)
         assert int(_stat(worker)[1]) == _forkserver.server_pid()
+        # busy in its app's code: it would not see the host's connection close
+        mark = tmp_path / "hanging"
+
+        def hang() -> None:
+            with suppress(OSError):  # the host is killed before it answers
+                call(f"{runner.url}/hang?mark={mark}")
+
+        threading.Thread(target=hang, daemon=True).start()
+        deadline = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert mark.exists()
         os.kill(runner.process.pid, signal.SIGKILL)
         assert runner.process.wait(15) == -signal.SIGKILL
         assert _gone_within([worker], 10) == []
