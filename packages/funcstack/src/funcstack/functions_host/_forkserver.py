@@ -37,7 +37,19 @@ Nothing outlives the process that started it: the server ends when that process 
 socket's end of file; the kernel's parent-death signal, Linux's ``PR_SET_PDEATHSIG``), and
 stops its hosts first (SIGTERM, then SIGKILL to each host's process group after
 ``STOP_GRACE`` seconds); a host ends when the server does (the parent-death signal: SIGTERM,
-the host's clean stop). A host's language worker watches the host as before (its parent).
+the host's clean stop).
+
+A forked host's language worker is forked by the same server (``spawn_worker``; None, and the
+host starts it as before, where it cannot be: the host was not forked, another interpreter,
+the fingerprint, the app's folder). The server imported the worker library once, never an
+app's modules. The host asks on the socket it tells the server what it imported on, with the
+worker's arguments, environment and folder, its standard streams and a socket of its own for
+the answers (``ForkedWorker``: the pid, then the wait status). In the child: the host's
+process group, and the rest as for a host (``python -m funcstack.functions_host._worker``).
+The server is the worker's parent: the kernel's parent-death signal is tied to the server,
+and the server sends the worker SIGTERM when it reaps its host, as a worker started by exec
+is sent when its host dies (``_worker.py`` checks its parent is the host only when it was
+started by exec: ``forked_for``).
 """
 
 from __future__ import annotations

@@ -158,6 +158,8 @@ class _Server:
             child.pid == request.host and child.host is None for child in self.children.values()
         ):
             refusal = "not asked by a host of this server's that runs"
+        if refusal is None and self.stopping_since is not None:
+            refusal = "the server is stopping"
         if refusal is not None:
             _answer(request.status, {"exec": refusal})
             self._close_request(request)
@@ -205,8 +207,9 @@ class _Server:
             return
         self.stopping_since = time.monotonic()
         for child in self.children.values():
-            with suppress(ProcessLookupError):
-                signal.pidfd_send_signal(child.pidfd, signal.SIGTERM)
+            if child.host is None:  # a host stops its worker itself (then it is reaped)
+                with suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(child.pidfd, signal.SIGTERM)
 
     def _kill_all(self) -> None:
         self.killed = True
