@@ -330,7 +330,8 @@ class _Server:
 
     def _become_child(self, request: _Request, server: int, mask: Iterable[int]) -> None:
         """In the forked child: the server's state let go, the process set up as
-        ``python -m funcstack.functions_host`` would be (the caller then runs the host)."""
+        ``python -m funcstack.functions_host`` (a worker: ``..._worker``) would be, a worker
+        in its host's process group (the caller then runs the host or the worker)."""
         os.setpgid(0, 0 if request.host is None else request.group)
         # a host's clean stop; a worker's end, as the one its host's death gives
         _die_with(server, signal.SIGTERM)
