@@ -12,6 +12,7 @@ docs/testing.md, The deployed smoke test."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -78,30 +79,95 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return FilesAndGroups(config, log)
 
 
-@pytest.fixture(scope="session")
-def shared_cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CosmosEndpoint]:
-    """One Cosmos DB endpoint for the test process's Contacts stacks that neither stop, freeze
-    nor fault it (the session's and most modules'): each makes a database of its own on it and
-    drops it when it stops (tools/stack.py, funcstack's `LocalStack(shared_cosmos=...)`)."""
+#: The key of the endpoints the xdist controller hands its workers (`pytest_configure_node`).
+HANDED = "shared_endpoints"
+_STARTED = pytest.StashKey[dict[str, Any]]()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """Under xdist (`make test-suite`'s workers), in the controller: the shared Cosmos DB and
+    Service Bus endpoints (`shared_cosmos`, `shared_servicebus`) started once, when the first
+    worker starts, and handed to each worker (funcstack.handoff): one of each for the run, not
+    one per worker. The controller stops them when the run ends (`pytest_unconfigure`)."""
+    config: pytest.Config = node.config
+    started = config.stash.get(_STARTED, None)
+    if started is None:
+        started = config.stash[_STARTED] = {}
+        factory = getattr(config, "_tmp_path_factory", None)  # the workers' base folder's
+        folder = factory.mktemp("shared-endpoints") if factory is not None else None
+        started["cosmos"] = _start_cosmos(folder)
+        started["servicebus"] = _start_servicebus(folder)
+    from funcstack.handoff import describe
+
+    node.workerinput[HANDED] = json.dumps({k: describe(v) for k, v in started.items()})
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The endpoints the controller handed its workers, stopped (`pytest_configure_node`)."""
+    for endpoint in config.stash.get(_STARTED, {}).values():
+        endpoint.stop()
+
+
+def _handed(config: pytest.Config, kind: str) -> dict[str, Any] | None:
+    """The endpoint of `kind` the xdist controller handed this worker, if it did."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None or HANDED not in workerinput:
+        return None
+    handed: dict[str, Any] = json.loads(workerinput[HANDED])[kind]
+    return handed
+
+
+def _start_cosmos(folder: Path | None) -> CosmosEndpoint:
     from funcstack.cosmos import start_cosmos
     from funcstack.services import free_port
 
-    log = Path(tmp_path_factory.mktemp("shared-cosmos")) / "cosmos.log"
-    with start_cosmos(port=free_port(), log_path=log) as endpoint:
+    log = folder / "cosmos.log" if folder is not None else None
+    return start_cosmos(port=free_port(), log_path=log)
+
+
+def _start_servicebus(folder: Path | None) -> ServiceBusEndpoint:
+    from funcstack.servicebus import start_servicebus
+    from funcstack.services import free_port
+
+    log = folder / "servicebus.log" if folder is not None else None
+    return start_servicebus(port=free_port(), log_path=log, control=True)
+
+
+@pytest.fixture(scope="session")
+def shared_cosmos(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CosmosEndpoint]:
+    """One Cosmos DB endpoint for the run's Contacts stacks that neither stop, freeze nor fault
+    it (the sessions' and most modules'): each makes a database of its own on it and drops it
+    when it stops (tools/stack.py, funcstack's `LocalStack(shared_cosmos=...)`). Under xdist the
+    controller's, shared by its workers (`pytest_configure_node`); else the test process's."""
+    handed = _handed(request.config, "cosmos")
+    if handed is not None:
+        from funcstack.handoff import cosmos_from
+
+        yield cosmos_from(handed)
+        return
+    with _start_cosmos(Path(tmp_path_factory.mktemp("shared-cosmos"))) as endpoint:
         yield endpoint
 
 
 @pytest.fixture(scope="session")
-def shared_servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
-    """One Service Bus endpoint for the test process's Contacts stacks that neither stop, freeze
-    nor slow it nor change its message size (the session's and some modules'): each makes its
-    topic on it under a name of its own, through the endpoint's control channel, and deletes it
-    when it stops (tools/stack.py, `Stack(shared_servicebus=...)`)."""
-    from funcstack.servicebus import start_servicebus
-    from funcstack.services import free_port
+def shared_servicebus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceBusEndpoint]:
+    """One Service Bus endpoint for the run's Contacts stacks that neither stop, freeze nor slow
+    it nor change its message size (the sessions' and some modules'): each makes its topic on it
+    under a name of its own, through the endpoint's control channel, and deletes it when it
+    stops (tools/stack.py, `Stack(shared_servicebus=...)`). Under xdist the controller's, shared
+    by its workers (`pytest_configure_node`); else the test process's."""
+    handed = _handed(request.config, "servicebus")
+    if handed is not None:
+        from funcstack.handoff import servicebus_from
 
-    log = Path(tmp_path_factory.mktemp("shared-servicebus")) / "servicebus.log"
-    endpoint = start_servicebus(port=free_port(), log_path=log, control=True)
+        yield servicebus_from(handed)
+        return
+    endpoint = _start_servicebus(Path(tmp_path_factory.mktemp("shared-servicebus")))
     try:
         yield endpoint
     finally:

@@ -1,22 +1,59 @@
 """Cosmos throttling and outages injected for real at the endpoint: the SDK's own retries
-absorb short bursts; beyond them the API answers 429/503 with Retry-After and writes nothing."""
+absorb short bursts; beyond them the API answers 429/503 with Retry-After and writes nothing.
+
+A fault is the endpoint's, not a database's: these tests' stack has a Cosmos DB endpoint of
+its own (the run's shared one serves the other workers' stacks at the same time)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from funcstack.servicebus import ServiceBusEndpoint
 from tools.httpclient import Client
-from tools.stack import Stack
+from tools.stack import Ports, Stack
+from tools.target import LocalTarget
 
-pytestmark = pytest.mark.integration
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.local_stack("it injects faults at its own Cosmos DB endpoint"),
+]
 
 ADA = {"firstName": "Thr", "lastName": "Ottle", "email": "t@example.com", "companyName": "C"}
 
 
+@pytest.fixture(scope="module")
+def own_stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_servicebus: ServiceBusEndpoint
+) -> Iterator[Stack]:
+    """The Contacts app on a Cosmos DB endpoint of its own; as the session stack's, its feed
+    polled every 5 s and its backlog timer idle (nothing here waits for the relay)."""
+    with Stack(
+        workdir=Path(tmp_path_factory.mktemp("faults")),
+        ports=Ports.free(),
+        shared_servicebus=shared_servicebus,
+        settings_overrides={
+            "FEED_POLL_DELAY_MS": "5000",
+            "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *",
+        },
+    ) as s:
+        yield s
+
+
 @pytest.fixture
-def faults(stack: Stack) -> Iterator[Stack]:
+def client(own_stack: Stack) -> Iterator[Client]:
+    c = LocalTarget(own_stack).client()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def faults(own_stack: Stack) -> Iterator[Stack]:
+    stack = own_stack
     assert stack.cosmos is not None
     try:
         yield stack

@@ -140,6 +140,9 @@ class Azurite:
     #: None until it starts, when started at its first connection (``lazy``).
     process: subprocess.Popen[bytes] | None = None
     _activation: Activation | None = field(default=None, repr=False)
+    #: Started by another process, which stops it (``funcstack.handoff``): ``process`` is None
+    #: here, and it is stopped when its blob port no longer listens.
+    handed: bool = False
 
     @property
     def connection_string(self) -> str:
@@ -149,6 +152,8 @@ class Azurite:
     def stopped(self) -> bool:
         """Stopped (``stop()``), or its process ended; not while it waits for a first
         connection."""
+        if self.handed:
+            return not port_in_use(self.ports[0])
         return activated_stopped(self.process, self._activation)
 
     def started(self, timeout: float = 30.0) -> subprocess.Popen[bytes]:

@@ -76,7 +76,8 @@ class CosmosEndpoint:
     endpoint: str
     key: str
     verify_tls: bool
-    process: subprocess.Popen[bytes]
+    #: Its process; None: started by another process, which stops it (``funcstack.handoff``).
+    own_process: subprocess.Popen[bytes] | None
     port: int = 0
     _log: IO[bytes] | None = field(default=None, repr=False, compare=False)
     #: funcstack's local certificate authority and the endpoint's certificate (None: plain
@@ -86,6 +87,13 @@ class CosmosEndpoint:
     @property
     def connection_string(self) -> str:
         return f"AccountEndpoint={self.endpoint};AccountKey={self.key};"
+
+    @property
+    def process(self) -> subprocess.Popen[bytes]:
+        """Its process (RuntimeError: started by another process, ``funcstack.handoff``)."""
+        if self.own_process is None:
+            raise RuntimeError("this Cosmos DB endpoint's process is another process's")
+        return self.own_process
 
     def client_options(self) -> dict[str, Any]:
         """The keyword arguments that make an azure-cosmos client (sync or aio) verify the
@@ -101,7 +109,10 @@ class CosmosEndpoint:
         return self.tls.client_options()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Terminate (SIGTERM), wait, kill on timeout. Idempotent."""
+        """Terminate (SIGTERM), wait, kill on timeout. Idempotent. Not one another process
+        started (``own_process`` None): that one stops it."""
+        if self.own_process is None:
+            return
         if self.process.poll() is None:
             self.process.terminate()
             try:
@@ -282,7 +293,7 @@ def start_cosmos(
         endpoint=_named(address, host, int(str(ready["port"]))) if local else address,
         key=EMULATOR_KEY,
         verify_tls=False,
-        process=process,
+        own_process=process,
         port=int(str(ready["port"])),
         _log=log,
         tls=local,

@@ -38,6 +38,9 @@ class ServiceBusEndpoint:
     #: by this process too, so that ``funcstack run`` and a test's log show them).
     warnings: list[str] = field(default_factory=list)
     _activation: Activation | None = field(default=None, repr=False)
+    #: Started by another process, which stops it (``funcstack.handoff``): ``process`` is None
+    #: here, and it is stopped when its port no longer listens.
+    handed: bool = False
 
     @property
     def connection_string(self) -> str:
@@ -47,6 +50,8 @@ class ServiceBusEndpoint:
     def stopped(self) -> bool:
         """Stopped (``stop()``), or its process ended; not while it waits for a first
         connection."""
+        if self.handed:
+            return not _listens(self.host, self.port)
         return activated_stopped(self.process, self._activation)
 
     def started(self, timeout: float = 20.0) -> subprocess.Popen[str]:
@@ -155,6 +160,11 @@ def start_servicebus(
         f"{describe_exit(code)})"
         + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
     )
+
+
+def _listens(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex((host, port)) == 0
 
 
 def _options(

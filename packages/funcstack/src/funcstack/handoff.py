@@ -1,0 +1,76 @@
+"""Endpoints one process started, handed to others: a test run's pytest-xdist controller starts
+the endpoints its workers share and hands each worker their description (JSON-able data);
+the worker makes the endpoint again from it and uses it as its own, without its process
+(its process None): it never stops it, and the process that started it stops it.
+
+``describe(endpoint)`` is the data; ``cosmos_from``, ``servicebus_from`` and ``azurite_from``
+the endpoint again. A Cosmos DB endpoint's certificate and authority are files (``LocalTls``),
+named in the data; a Service Bus endpoint's control channel is a port.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from funcstack.cosmos import CosmosEndpoint, LocalTls
+from funcstack.servicebus import ServiceBusEndpoint
+from funcstack.services import Azurite
+
+__all__ = ["azurite_from", "cosmos_from", "describe", "servicebus_from"]
+
+
+def describe(endpoint: CosmosEndpoint | ServiceBusEndpoint | Azurite) -> dict[str, Any]:
+    """What another process needs to use ``endpoint``: its address, its ports, its key, its
+    certificate's files."""
+    if isinstance(endpoint, CosmosEndpoint):
+        tls = endpoint.tls
+        return {
+            "endpoint": endpoint.endpoint,
+            "key": endpoint.key,
+            "verify_tls": endpoint.verify_tls,
+            "port": endpoint.port,
+            "tls": None
+            if tls is None
+            else {f.name: str(getattr(tls, f.name)) for f in fields(LocalTls)},
+        }
+    if isinstance(endpoint, ServiceBusEndpoint):
+        return {
+            "host": endpoint.host,
+            "port": endpoint.port,
+            "tls_port": endpoint.tls_port,
+            "control_port": endpoint.control_port,
+        }
+    return {"ports": list(endpoint.ports)}
+
+
+def cosmos_from(data: dict[str, Any]) -> CosmosEndpoint:
+    """The Cosmos DB endpoint ``describe`` described, without its process."""
+    tls = data["tls"]
+    return CosmosEndpoint(
+        endpoint=data["endpoint"],
+        key=data["key"],
+        verify_tls=data["verify_tls"],
+        own_process=None,
+        port=data["port"],
+        tls=None if tls is None else LocalTls(**{k: Path(v) for k, v in tls.items()}),
+    )
+
+
+def servicebus_from(data: dict[str, Any]) -> ServiceBusEndpoint:
+    """The Service Bus endpoint ``describe`` described, without its process."""
+    return ServiceBusEndpoint(
+        host=data["host"],
+        port=data["port"],
+        process=None,
+        tls_port=data["tls_port"],
+        control_port=data["control_port"],
+        handed=True,
+    )
+
+
+def azurite_from(data: dict[str, Any]) -> Azurite:
+    """The Azurite ``describe`` described, without its process."""
+    blob, queue, table = data["ports"]
+    return Azurite(ports=(blob, queue, table), handed=True)
