@@ -98,14 +98,14 @@ def document_rid(container_rid: str, n: int) -> str:
 
 
 def endpoint_cpu_s(cosmos: CosmosEndpoint) -> float:
-    fields = Path(f"/proc/{cosmos.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    fields = Path(f"/proc/{cosmos.started().pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def memory_mb(cosmos: CosmosEndpoint) -> dict[str, float]:
     status = dict(
         line.split(":", 1)
-        for line in Path(f"/proc/{cosmos.process.pid}/status").read_text().splitlines()
+        for line in Path(f"/proc/{cosmos.started().pid}/status").read_text().splitlines()
         if ":" in line
     )
     return {k: int(status[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}

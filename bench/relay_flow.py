@@ -126,7 +126,7 @@ def throughput(
         parts = {
             "functions host + worker": runner.process.pid,
             "Service Bus endpoint": stack.servicebus.started().pid,
-            "Cosmos DB endpoint": stack.cosmos.process.pid,
+            "Cosmos DB endpoint": stack.cosmos.started().pid,
         }
         before = {name: _cpu_seconds(pid) for name, pid in parts.items()}
         # Until the relay's log says every event was sent; received (and checked) after, so

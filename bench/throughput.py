@@ -160,7 +160,7 @@ def _parts(stack: Stack, host: RunningRunner | None) -> dict[str, int]:
     """The processes whose CPU a cell reports: the host and its worker (when the cell goes
     through one), the Cosmos DB endpoint, and the load generator (this process)."""
     assert stack.cosmos is not None
-    parts = {"client": os.getpid(), "cosmos": stack.cosmos.process.pid}
+    parts = {"client": os.getpid(), "cosmos": stack.cosmos.started().pid}
     if host is not None:
         parts["host"] = host.process.pid
         workers = _children(host.process.pid)

@@ -1,7 +1,8 @@
-"""Azurite and the Service Bus endpoint started at their first connection (``lazy=True``, what a
-stack does): their ports listen at once and nothing runs; a first call through the SDK is
-answered (the connection that woke it waits for it, it is never refused) by the one process
-then started, and counted once; a stop leaves nothing listening, whether it started or not."""
+"""Azurite, the Service Bus and the Cosmos DB endpoints started at their first connection
+(``lazy=True``, what a stack does): their ports listen at once and nothing runs; a first call
+through the SDK is answered (the connection that woke it waits for it, it is never refused) by
+the one process then started, and counted once; a stop leaves nothing listening, whether it
+started or not."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ import time
 from pathlib import Path
 
 import pytest
+from azure.cosmos import CosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
+from funcstack.cosmos import start_cosmos
 from funcstack.servicebus._launcher import start_servicebus
 from funcstack.services import Azurite, port_in_use, start_azurite
 from funcstack.starts import ENV_VAR, read_starts
@@ -122,3 +125,39 @@ def test_a_lazy_endpoint_stopped_before_any_connection_says_it_is_stopped(tmp_pa
     finally:
         endpoint.stop()
     assert (endpoint.process, endpoint.stopped, listening(endpoint.port)) == (None, True, False)
+
+
+def test_a_lazy_cosmos_endpoint_starts_at_its_first_connection_and_answers_it_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its port listens and nothing runs; a first SDK client, verifying the certificate, is
+    answered by the endpoint started for it, counted once; its log says where it is ready, as
+    an endpoint started at once says it."""
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(starts))
+    endpoint = start_cosmos(log_path=tmp_path / "cosmos.log", lazy=True)
+    try:
+        assert (listening(endpoint.port), endpoint.stopped) == (True, False)
+        time.sleep(0.3)
+        assert endpoint.process is None and read_starts(starts) == []
+        with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
+            client.create_database("first")
+            assert [d["id"] for d in client.list_databases()] == ["first"]
+        pid = endpoint.started().pid
+        assert [(s.kind, s.pid) for s in read_starts(starts)] == [("cosmos", pid)]
+        log = (tmp_path / "cosmos.log").read_text()
+        assert f"cosmos endpoint ready at {endpoint.endpoint} (pid {pid})" in log
+    finally:
+        endpoint.stop()
+    assert endpoint.stopped and not listening(endpoint.port)
+
+
+def test_a_lazy_cosmos_endpoint_stopped_before_any_connection_never_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(starts))
+    endpoint = start_cosmos(log_path=tmp_path / "cosmos.log", lazy=True)
+    endpoint.stop()
+    assert (endpoint.process, endpoint.stopped, listening(endpoint.port)) == (None, True, False)
+    assert read_starts(starts) == []

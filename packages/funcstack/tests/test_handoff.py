@@ -22,14 +22,15 @@ def test_a_handed_cosmos_endpoint_serves_with_its_certificate_and_is_not_stopped
 ) -> None:
     handed = cosmos_from(json.loads(json.dumps(describe(shared_cosmos))))
     assert handed.connection_string == shared_cosmos.connection_string
+    assert handed.process is None
     with pytest.raises(RuntimeError, match="another process"):
-        _ = handed.process
+        handed.started()
     name = f"handed-{uuid.uuid4().hex[:8]}"
     # the certificate verified with the files the description names
     with CosmosClient(handed.endpoint, handed.key, **handed.client_options()) as client:
         client.create_database(name)
     handed.stop()
-    assert shared_cosmos.process.poll() is None
+    assert not shared_cosmos.stopped
     with CosmosClient(
         shared_cosmos.endpoint, shared_cosmos.key, **shared_cosmos.client_options()
     ) as client:

@@ -272,7 +272,7 @@ def test_a_stack_on_a_shared_cosmos_endpoint_provisions_on_it_and_never_stops_it
         with pytest.raises(ValueError, match="shared"):
             stack.stop_part("cosmos")
         stack.container_client(database, "greetings").create_item({"id": "1"})
-    assert official.cosmos.process.poll() is None
+    assert not official.cosmos.stopped
     kept = official.container_client(database, "greetings").read_item("1", partition_key="1")
     assert kept["id"] == "1"
 
@@ -501,7 +501,7 @@ def test_the_node_stand_ins_start_without_extra_ca_certificates_and_azurite_with
     ) as stack:
         assert stack.cosmos is not None and stack.azurite is not None
         azurite = stack.azurite.started()  # else at its first connection
-        for process in (stack.cosmos.process, azurite):
+        for process in (stack.cosmos.started(), azurite):
             environ = environment_of(process)
             assert not any(v.startswith(b"NODE_EXTRA_CA_CERTS=") for v in environ)
             assert any(v.startswith(b"PATH=") for v in environ)  # the rest is passed on

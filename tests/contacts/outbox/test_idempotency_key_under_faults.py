@@ -103,7 +103,7 @@ def lose_the_answer(
 
     thread = threading.Thread(target=request)
     commit_then_kill_worker(
-        stack.cosmos.process,
+        stack.cosmos.started(),
         stack.runner.process,
         stack.cosmos.port,
         send=thread.start,
@@ -382,13 +382,13 @@ def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
             assert runner is not None
             if fault == "kill worker":
                 if kill_worker_with_answers_pending(
-                    stack.cosmos.process, runner.process, stack.cosmos.port
+                    stack.cosmos.started(), runner.process, stack.cosmos.port
                 ):
                     faults["worker_killed_with_answers_pending"] += 1
                 else:
                     faults["worker_killed"] += 1
             elif fault == "pause store":
-                with frozen(stack.cosmos.process):
+                with frozen(stack.cosmos.started()):
                     time.sleep(rng.uniform(2, 8))
                 faults["store_paused"] += 1
             else:

@@ -74,7 +74,9 @@ class _Alone:
     def start(self) -> object:
         from funcstack.services import free_port
 
-        return self.services.run_cosmos(self.port or free_port())
+        endpoint = self.services.run_cosmos(self.port or free_port())
+        endpoint.started()  # at once: what this command is run for
+        return endpoint
 
     def stop(self) -> None:
         self.services.stop()
@@ -140,7 +142,7 @@ def _ready(alone: _Alone) -> dict[str, Any]:
         "caBundle": str(cosmos.tls.bundle_file),
         "clientCertFile": str(cosmos.tls.client_cert_file),
         "clientKeyFile": str(cosmos.tls.client_key_file),
-        "pid": cosmos.process.pid,
+        "pid": cosmos.started().pid,
     }
 
 

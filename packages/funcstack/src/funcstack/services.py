@@ -346,10 +346,13 @@ class LocalServices:
     def run_cosmos(self, port: int = 0) -> CosmosEndpoint:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("cosmos"):
+            # at its first connection: a stack whose apps use no Cosmos DB and declare none of
+            # its resources never starts it
             self.cosmos = start_cosmos(
                 port=self.cosmos.port if self.cosmos else port or free_port(),
                 log_path=self.log_path("cosmos"),
                 state_dir=self._state("cosmos"),
+                lazy=True,
             )
         return self.cosmos
 

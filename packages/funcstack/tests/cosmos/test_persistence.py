@@ -65,9 +65,10 @@ def endpoint(
 
 
 def kill(cosmos: CosmosEndpoint) -> None:
-    if cosmos.process.poll() is None:
-        os.kill(cosmos.process.pid, signal.SIGKILL)
-        cosmos.process.wait(timeout=10)
+    process = cosmos.started()
+    if process.poll() is None:
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
     cosmos.stop()  # closes its pipes; the process is gone
 
 
@@ -330,7 +331,7 @@ class Chain:
 
     def running(self) -> CosmosEndpoint:
         """The endpoint on the chain's state (started again when it is not running)."""
-        if self.cosmos is None or self.cosmos.process.poll() is not None:
+        if self.cosmos is None or self.cosmos.stopped:
             self.cosmos = self.start()
         return self.cosmos
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from funcstack._activation import LISTEN_FDS_ENV, Activation, activated_stopped, listen_fds
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import (
     OWN_PROCESS_GROUP,
@@ -47,6 +48,8 @@ logger = logging.getLogger(__name__)
 
 COSMOS_DIR = Path(__file__).resolve().parent
 SERVER_JS = COSMOS_DIR / "server.js"
+#: Has a Node server started at its first connection listen on the sockets it was handed.
+LISTEN_FDS_JS = COSMOS_DIR.parent / "node" / "listen_fds.js"
 
 #: The Cosmos DB emulator's well-known key (the local endpoint accepts any key).
 EMULATOR_KEY = (
@@ -63,6 +66,16 @@ class CosmosStartError(RuntimeError):
     """The local endpoint could not be started."""
 
 
+@dataclass
+class _LazyStart:
+    """An endpoint's start at its first connection (``start_cosmos(lazy=True)``)."""
+
+    activation: Activation | None = None
+    process: subprocess.Popen[bytes] | None = None
+    #: Set once the process wrote its ready line.
+    ready: threading.Event = field(default_factory=threading.Event)
+
+
 @dataclass(frozen=True)
 class CosmosEndpoint:
     """A running local endpoint process. Without a state directory, state is in memory only:
@@ -76,24 +89,55 @@ class CosmosEndpoint:
     endpoint: str
     key: str
     verify_tls: bool
-    #: Its process; None: started by another process, which stops it (``funcstack.handoff``).
+    #: Its process, when started at once (``start_cosmos``); None when started at its first
+    #: connection (``lazy``: ``process``) or by another process (``funcstack.handoff``).
     own_process: subprocess.Popen[bytes] | None
     port: int = 0
     _log: IO[bytes] | None = field(default=None, repr=False, compare=False)
     #: funcstack's local certificate authority and the endpoint's certificate (None: plain
     #: HTTP, or a certificate given to ``start_cosmos``).
     tls: LocalTls | None = None
+    #: The start at a first connection (``lazy``) and the process it started.
+    _lazy: _LazyStart | None = field(default=None, repr=False, compare=False)
 
     @property
     def connection_string(self) -> str:
         return f"AccountEndpoint={self.endpoint};AccountKey={self.key};"
 
     @property
-    def process(self) -> subprocess.Popen[bytes]:
-        """Its process (RuntimeError: started by another process, ``funcstack.handoff``)."""
-        if self.own_process is None:
-            raise RuntimeError("this Cosmos DB endpoint's process is another process's")
+    def process(self) -> subprocess.Popen[bytes] | None:
+        """Its process; None until it starts when started at its first connection (``lazy``),
+        and when another process started it (``funcstack.handoff``)."""
+        if self._lazy is not None:
+            return self._lazy.process
         return self.own_process
+
+    @property
+    def stopped(self) -> bool:
+        """Stopped (``stop()``), or its process ended; not while it waits for a first
+        connection."""
+        if self._lazy is not None:
+            return activated_stopped(self._lazy.process, self._lazy.activation)
+        return self.own_process is None or self.own_process.poll() is not None
+
+    def started(self, timeout: float = 30.0) -> subprocess.Popen[bytes]:
+        """Its process, started now if it waited for a first connection (``lazy``), once it
+        answers; RuntimeError when another process started it (``funcstack.handoff``)."""
+        if self._lazy is not None:
+            if self._lazy.activation is not None:
+                self._lazy.activation.fire()
+            deadline = time.monotonic() + timeout
+            while not self._lazy.ready.wait(0.05):
+                process = self._lazy.process
+                if process is None or process.poll() is not None or time.monotonic() > deadline:
+                    raise CosmosStartError(
+                        "the cosmos endpoint did not start: "
+                        f"{describe_exit(process.poll() if process else None)}"
+                    )
+        process = self.process
+        if process is None:
+            raise RuntimeError("this Cosmos DB endpoint's process is another process's")
+        return process
 
     def client_options(self) -> dict[str, Any]:
         """The keyword arguments that make an azure-cosmos client (sync or aio) verify the
@@ -110,19 +154,22 @@ class CosmosEndpoint:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate (SIGTERM), wait, kill on timeout. Idempotent. Not one another process
-        started (``own_process`` None): that one stops it."""
-        if self.own_process is None:
+        started (``funcstack.handoff``): that one stops it."""
+        if self._lazy is not None and self._lazy.activation is not None:
+            self._lazy.activation.close()
+        process = self.process
+        if process is None:
             return
-        if self.process.poll() is None:
-            self.process.terminate()
+        if process.poll() is None:
+            process.terminate()
             try:
-                self.process.wait(timeout=timeout)
+                process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                logger.warning("cosmos endpoint pid %s did not stop, killing", self.process.pid)
-                self.process.kill()
-                self.process.wait(timeout=timeout)
-        if self.process.stdout is not None and not self.process.stdout.closed:
-            self.process.stdout.close()
+                logger.warning("cosmos endpoint pid %s did not stop, killing", process.pid)
+                process.kill()
+                process.wait(timeout=timeout)
+        if process.stdout is not None and not process.stdout.closed:
+            process.stdout.close()
         if self._log is not None and not self._log.closed:
             self._log.close()
 
@@ -236,8 +283,14 @@ def start_cosmos(
     state_dir: Path | None = None,
     state_fsync: bool = False,
     state_file: Path | None = None,
+    lazy: bool = False,
 ) -> CosmosEndpoint:
     """Run the endpoint and wait for its ready line. ``port=0`` lets the OS pick a free port.
+
+    ``lazy``: the port listens at once and the endpoint starts at the first connection
+    (``funcstack._activation``; ``process`` is None until then, ``started()`` starts it): the
+    connection waits in the port's backlog while it starts, about 0.3 s. A start that fails
+    (a damaged journal) is said in its log, and its clients are refused.
 
     With ``state_dir`` the endpoint starts from the state kept there (when there is one) and
     writes each change to its journal before it answers, so an acknowledged write survives
@@ -275,6 +328,12 @@ def start_cosmos(
             cmd.append("--state-fsync")
     elif state_fsync:
         raise ValueError("state_fsync=True needs a state_dir to keep the state in")
+    # server.js requires the npm package from funcstack's cache
+    env = {"NODE_NO_WARNINGS": "1", "NODE_PATH": str(modules)}
+    if lazy:
+        scheme = "http" if local is None and tls is None else "https"
+        identity = state_dir or port or None
+        return _lazy_cosmos(cmd, host, port, log_path, env, local, scheme, identity)
     log: IO[bytes] | None = log_path.open("ab") if log_path is not None else None
     process = subprocess.Popen(
         cmd,
@@ -282,8 +341,7 @@ def start_cosmos(
         stderr=log if log is not None else subprocess.DEVNULL,
         stdin=subprocess.DEVNULL,
         cwd=str(COSMOS_DIR),
-        # server.js requires the npm package from funcstack's cache
-        env=node_server_environment(NODE_NO_WARNINGS="1", NODE_PATH=str(modules)),
+        env=node_server_environment(**env),
         **OWN_PROCESS_GROUP,
     )
     record_start("cosmos", process.pid, identity=state_dir or port or None)
@@ -301,6 +359,93 @@ def start_cosmos(
     logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
     note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
     return endpoint
+
+
+def _lazy_cosmos(
+    cmd: list[str],
+    host: str,
+    port: int,
+    log_path: Path | None,
+    env: dict[str, str],
+    local: LocalTls | None,
+    scheme: str,
+    identity: Path | int | None,
+) -> CosmosEndpoint:
+    """The endpoint of ``cmd`` listening on ``port`` (0: a free one) now, started at its first
+    connection (``start_cosmos(lazy=True)``)."""
+    lazy = _LazyStart()
+    log: IO[bytes] | None = log_path.open("ab") if log_path is not None else None
+
+    def launch(sockets: list[socket.socket]) -> None:
+        [sock] = sockets
+        bound = sock.getsockname()[1]
+        at = cmd.index("--port")
+        argv = [cmd[0], "--require", str(LISTEN_FDS_JS), *cmd[1 : at + 1], str(bound)]
+        process = subprocess.Popen(
+            [*argv, *cmd[at + 2 :]],
+            stdout=subprocess.PIPE,
+            stderr=log if log is not None else subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL,
+            cwd=str(COSMOS_DIR),
+            env=node_server_environment(**env, **{LISTEN_FDS_ENV: listen_fds(sockets)}),
+            pass_fds=(sock.fileno(),),
+            **OWN_PROCESS_GROUP,
+        )
+        lazy.process = process
+        record_start("cosmos", process.pid, identity=identity)
+        threading.Thread(
+            target=_await_lazy_ready, args=(lazy, process, log_path, endpoint), daemon=True
+        ).start()
+
+    lazy.activation = Activation([port], launch, name="cosmos", host=host)
+    bound = lazy.activation.sockets[0].getsockname()[1]
+    address = f"{scheme}://{host}:{bound}/"
+    endpoint = CosmosEndpoint(
+        endpoint=_named_unasked(address, host, bound) if local else address,
+        key=EMULATOR_KEY,
+        verify_tls=False,
+        own_process=None,
+        port=bound,
+        _log=log,
+        tls=local,
+        _lazy=lazy,
+    )
+    note(log_path, f"cosmos endpoint at {endpoint.endpoint}; it starts at the first connection")
+    return endpoint
+
+
+def _await_lazy_ready(
+    lazy: _LazyStart,
+    process: subprocess.Popen[bytes],
+    log_path: Path | None,
+    endpoint: CosmosEndpoint,
+) -> None:
+    """Its ready line read (``lazy.ready`` set) and said in its log as an endpoint started at
+    once says it (``funcstack partitions`` reads it), or its exit said there."""
+    assert process.stdout is not None
+    try:
+        line = process.stdout.readline()
+        ready = bool(json.loads(line).get("ready")) if line else False
+    except (OSError, ValueError):  # not JSON, or its pipe closed by a stop meanwhile
+        ready = False
+    if ready:
+        lazy.ready.set()
+        logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
+        note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
+    else:
+        note(log_path, f"cosmos endpoint did not start ({describe_exit(process.wait())})")
+
+
+def _named_unasked(endpoint: str, host: str, port: int) -> str:
+    """``_named`` for an endpoint not started yet: whether its IPv4-mapped address can be
+    reached is asked of a socket of this process's, not of the endpoint's port (a connection
+    to it would start the endpoint)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        probe.listen(1)
+        if _named(endpoint, host, probe.getsockname()[1]) == endpoint:
+            return endpoint
+    return f"https://[{ADDRESS}]:{port}/"
 
 
 def _await_ready(
