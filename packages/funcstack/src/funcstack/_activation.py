@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
-__all__ = ["LISTEN_FDS_ENV", "Activation", "listen_fds"]
+__all__ = ["LISTEN_FDS_ENV", "Activation", "listen_fds", "listened_on"]
 
 logger = logging.getLogger("funcstack")
 
@@ -32,6 +32,19 @@ LISTEN_FDS_ENV = "FUNCSTACK_LISTEN_FDS"
 def listen_fds(sockets: Sequence[socket.socket]) -> str:
     """``LISTEN_FDS_ENV``'s value for ``sockets``."""
     return ",".join(f"{s.getsockname()[1]}:{s.fileno()}" for s in sockets)
+
+
+def listened_on(host: str, port: int) -> bool:
+    """Whether a socket listens on ``port``, asked without connecting (a connection would start
+    a server waiting for its first connection): a bind there is refused. SO_REUSEADDR, as a
+    server binds: a port a closed connection left in TIME_WAIT is not listened on."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+        return False
 
 
 def activated_stopped(process: subprocess.Popen[Any] | None, activation: Activation | None) -> bool:

@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from funcstack._activation import LISTEN_FDS_ENV, Activation, activated_stopped, listen_fds
+from funcstack._activation import (
+    LISTEN_FDS_ENV,
+    Activation,
+    activated_stopped,
+    listen_fds,
+    listened_on,
+)
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import (
     OWN_PROCESS_GROUP,
@@ -153,7 +159,7 @@ class Azurite:
         """Stopped (``stop()``), or its process ended; not while it waits for a first
         connection."""
         if self.handed:
-            return not port_in_use(self.ports[0])
+            return not listened_on("127.0.0.1", self.ports[0])
         return activated_stopped(self.process, self._activation)
 
     def started(self, timeout: float = 30.0) -> subprocess.Popen[bytes]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from funcstack._activation import Activation, activated_stopped
+from funcstack._activation import Activation, activated_stopped, listened_on
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
 from funcstack.servicebus._config import connection_string, load_config
 from funcstack.starts import record_start
@@ -51,7 +51,7 @@ class ServiceBusEndpoint:
         """Stopped (``stop()``), or its process ended; not while it waits for a first
         connection."""
         if self.handed:
-            return not _listens(self.host, self.port)
+            return not listened_on(self.host, self.port)
         return activated_stopped(self.process, self._activation)
 
     def started(self, timeout: float = 20.0) -> subprocess.Popen[str]:
@@ -160,11 +160,6 @@ def start_servicebus(
         f"{describe_exit(code)})"
         + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
     )
-
-
-def _listens(host: str, port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex((host, port)) == 0
 
 
 def _options(
