@@ -314,20 +314,10 @@ def start_cosmos(
         str(port),
         *(extra_args or []),
     ]
-    local: LocalTls | None = None
-    if tls is not None:
-        cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
-    elif "--no-ssl" not in (extra_args or []):
-        local = local_tls([host])  # a certificate a client can trust and verify
-        cmd += ["--cert", str(local.cert_file), "--key", str(local.key_file)]
     if state_dir is None and state_file is not None:
         state_dir = state_file.with_suffix("") if state_file.suffix == ".json" else state_file
-    if state_dir is not None:
-        cmd += ["--state-dir", str(state_dir)]
-        if state_fsync:
-            cmd.append("--state-fsync")
-    elif state_fsync:
-        raise ValueError("state_fsync=True needs a state_dir to keep the state in")
+    local = _certificate(cmd, host, tls, extra_args)
+    cmd += _state_options(state_dir, state_fsync)
     # server.js requires the npm package from funcstack's cache
     env = {"NODE_NO_WARNINGS": "1", "NODE_PATH": str(modules)}
     if lazy:
@@ -359,6 +349,29 @@ def start_cosmos(
     logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
     note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
     return endpoint
+
+
+def _certificate(
+    cmd: list[str], host: str, tls: tuple[Path, Path] | None, extra_args: list[str] | None
+) -> LocalTls | None:
+    """The certificate's options added to ``cmd``: the one given, or one of funcstack's local
+    authority (returned) unless the endpoint is plain HTTP (``--no-ssl``)."""
+    if tls is not None:
+        cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
+        return None
+    if "--no-ssl" in (extra_args or []):
+        return None
+    local = local_tls([host])  # a certificate a client can trust and verify
+    cmd += ["--cert", str(local.cert_file), "--key", str(local.key_file)]
+    return local
+
+
+def _state_options(state_dir: Path | None, state_fsync: bool) -> list[str]:
+    if state_dir is None:
+        if state_fsync:
+            raise ValueError("state_fsync=True needs a state_dir to keep the state in")
+        return []
+    return ["--state-dir", str(state_dir), *(["--state-fsync"] if state_fsync else [])]
 
 
 def _lazy_cosmos(
