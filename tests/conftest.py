@@ -91,6 +91,8 @@ def pytest_configure_node(node: Any) -> None:
     worker starts, and handed to each worker (funcstack.handoff): one of each for the run, not
     one per worker. The controller stops them when the run ends (`pytest_unconfigure`)."""
     config: pytest.Config = node.config
+    if config.getoption("deployed"):  # no local stack
+        return
     started = config.stash.get(_STARTED, None)
     if started is None:
         started = config.stash[_STARTED] = {}
