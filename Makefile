@@ -144,8 +144,10 @@ TEST_WORKERS ?= 3
 # Two of .venv's pytest plugins serve one module each, and every other pytest process would load
 # them at its start (0.45 s of CPU each, about 20 processes a run): schemathesis' (the generative
 # module asks for it itself, with pytest_plugins) and pytest-examples' (tools/docblocks uses its
-# library, never its plugin). Appended to what the caller's PYTEST_ADDOPTS says.
-export PYTEST_ADDOPTS += -p no:schemathesis -p no:examples
+# library, never its plugin). anyio's serves none (no test is marked anyio or uses its port
+# fixtures; pytest-asyncio runs the async tests): loading it imports trio (selenium's), about
+# 0.08 s of CPU a process. Appended to what the caller's PYTEST_ADDOPTS says.
+export PYTEST_ADDOPTS += -p no:schemathesis -p no:examples -p no:anyio
 GENERATIVE := tests/contacts/api/test_api_generative.py
 
 # One make for the set-up and the jobs: each starts when what it needs is there. Setting up

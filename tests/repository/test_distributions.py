@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.repository import syntax
+
 ROOT = Path(__file__).resolve().parents[2]
 CORE = ROOT / "packages/cosmos-outbox/src/cosmos_outbox"
 OPERATORS = ROOT / "packages/cosmos-outbox-operators/src/cosmos_outbox_operators"
@@ -61,7 +63,7 @@ def imports(path: Path) -> list[tuple[str, str | None]]:
     """(module, name) of each absolute import in `path` (name None for `import module`), type-only
     and deferred ones included."""
     found: list[tuple[str, str | None]] = []
-    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+    for node in syntax.nodes(path):
         if isinstance(node, ast.Import):
             found += [(alias.name, None) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -72,11 +74,10 @@ def imports(path: Path) -> list[tuple[str, str | None]]:
 def names_them(path: Path) -> list[str]:
     """What in `path` names a distribution on top of the core: an import of it, or a string that
     is its import name (an `importlib.import_module("cosmos_outbox_operators...")`)."""
-    tree = ast.parse(path.read_text("utf-8"), str(path))
     found = [m for m, _ in imports(path) if m.split(".")[0] in ON_TOP]
     found += [
         node.value
-        for node in ast.walk(tree)
+        for node in syntax.nodes(path)
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
         and MODULE_PATH.match(node.value)
@@ -189,7 +190,7 @@ def long_functions(folder: Path, root: Path = ROOT) -> dict[str, int]:
     for path in sources(folder):
         if "node_modules" in path.parts:
             continue
-        for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        for node in syntax.nodes(path):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 assert node.end_lineno is not None
                 if (length := node.end_lineno - node.lineno + 1) > MAX_FUNCTION_LINES:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.repository import syntax
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = {"domain", "application", "infra", "entrypoints", "function_app"}
 PACKAGE = "packages/cosmos-outbox/src/cosmos_outbox"
@@ -36,7 +38,7 @@ def imported_modules(package: str) -> set[str]:
     for path in paths:
         if "node_modules" in path.parts:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in syntax.nodes(path):
             if isinstance(node, ast.Import):
                 modules |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -362,7 +364,7 @@ def _runtime_imports(path: Path, modules: dict[str, Path]) -> set[str]:
             name = name.rpartition(".")[0]
         return name or None
 
-    for node in ast.parse(path.read_text("utf-8")).body:
+    for node in syntax.tree(path).body:
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
             continue
         for sub in ast.walk(node) if isinstance(node, ast.If | ast.Try) else [node]:
@@ -428,7 +430,7 @@ def private_library_imports(path: Path) -> list[str]:
     """`module` (or `module.name`) for each import in `path` of a private cosmos_outbox module
     or name (a part after `cosmos_outbox` starting with `_`)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in syntax.nodes(path):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -547,7 +549,7 @@ def private_module_imports(path: Path) -> list[str]:
     """Each absolute import in `path` (`module`, or `module.name` for a `from` import) with a
     private part: a dotted part starting with `_` that is not a dunder (`__init__`)."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+    for node in syntax.nodes(path):
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [alias.name for alias in node.names]
@@ -741,7 +743,7 @@ def stored_field_literals(root: Path = ROOT) -> list[str]:
     """`path:line name` of each read, outside the mapper, of a field name only the mapper's
     forms have (`mapper_field_names`, less the names of the forms other modules own)."""
     trees = {
-        str(path.relative_to(root)): ast.parse(path.read_text("utf-8"))
+        str(path.relative_to(root)): syntax.tree(path)
         for source in MAPPED_SOURCES
         for path in sorted((root / source).rglob("*.py"))
         if "/contracts/" not in str(path) and not str(path.relative_to(root)).startswith(MAPPER)
@@ -802,7 +804,7 @@ def test_each_name_the_operators_api_exports_is_used_outside_it() -> None:
         text = (ROOT / relative).read_text("utf-8")
         if "cosmos_outbox.operations" not in text:
             continue
-        for node in ast.walk(ast.parse(text)):
+        for node in syntax.nodes(ROOT / relative):
             if isinstance(node, ast.ImportFrom) and node.module == "cosmos_outbox.operations":
                 used |= {alias.name for alias in node.names}
     assert set(cosmos_outbox.operations.__all__) - used == set()

@@ -8,6 +8,7 @@ import ast
 from pathlib import Path
 
 from cosmos_outbox.telemetry import LOGGERS
+from tests.repository import syntax
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = [
@@ -22,7 +23,7 @@ def loggers(path: Path) -> list[str]:
     named by a variable, as `cosmos-outbox relay` quiets the SDKs' -- configures loggers that
     are not the package's, and is not counted."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+    for node in syntax.nodes(path):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute | ast.Name)
