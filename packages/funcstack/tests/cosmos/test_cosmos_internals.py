@@ -109,3 +109,33 @@ def test_a_query_thread_given_the_code_loads_no_code_generator_and_turf_only_whe
         "first": {"rows": [{"n": 2}], "babel": False, "turf": False},
         "spatial": {"rows": [[111195, True, False]], "babel": True, "turf": True},
     }
+
+
+#: The start's check (internals.js), then the code the engine generates for each query the check
+#: runs. Prints, as JSON, whether Babel was loaded after the check, and each query's code: the
+#: one generated, the one the check gives it.
+CHECK_THEN_GENERATE = """
+const { types } = require("util");
+const internals = require(process.argv[1]);
+const loaded = part => Object.keys(require.cache).some(
+  f => f.includes(part) && !types.isProxy(require.cache[f].exports));
+internals.check();
+const babel = loaded("/@babel/");
+const engine = require(require(process.argv[2]).ENGINE).default;
+const codes = Object.entries(internals.PROBE_CODE).map(
+  ([text, code]) => ({ text, generated: engine(text).code, given: code }));
+console.log(JSON.stringify({ babel, codes }));
+"""
+
+
+def test_the_start_loads_no_code_generator_and_gives_the_check_the_code_it_generates() -> None:
+    """The check at start runs the engine on code given to it (PROBE_CODE: about 0.1 s of CPU
+    less than loading Babel to generate it, which an endpoint running no query never does);
+    that code is what the pinned engine generates for each of its queries."""
+    ran = node(CHECK_THEN_GENERATE, INTERNALS, SQLPARSER)
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["babel"] is False
+    assert len(out["codes"]) == 2
+    for code in out["codes"]:
+        assert code["generated"] == code["given"], code["text"]
