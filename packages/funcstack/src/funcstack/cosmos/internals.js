@@ -25,8 +25,8 @@
  *                  queryindex.js and sqlsemantics.js read and write), `Query._code` (the code
  *                  it generated, or null: a query thread is given the main thread's,
  *                  queryengine.js), the modules it requires at load that sqlparser.js has
- *                  loaded at their first use (its lib/transformer, @babel/generator and
- *                  @turf/turf's `booleanWithin`), its UDF calls
+ *                  loaded at their first use (its lib/transformer, @babel/generator,
+ *                  @babel/traverse and @turf/turf's `booleanWithin`), its UDF calls
  *                  (`udf: true`), the order items and compositeIndexes `exec` checks, and the
  *                  continuation token it returns (`+RID:<rid>#...#SRC:<n>`, queryrun.js).
  *
