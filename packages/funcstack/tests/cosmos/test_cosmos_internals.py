@@ -141,6 +141,43 @@ def test_the_start_loads_no_code_generator_and_gives_the_check_the_code_it_gener
         assert code["generated"] == code["given"], code["text"]
 
 
+QUERYWORKER = (COSMOS_DIR / "queryworker.js").as_posix()
+
+#: queryworker.js's `run` of two queries not measured yet, one over 3 documents, then one over 40
+#: (more than a chunk of the engine's). Prints, as JSON, their results and the threads the
+#: process had more than before after each (Linux's /proc/self/status).
+FIRST_QUERIES = """
+const fs = require("fs");
+const status = () => fs.readFileSync("/proc/self/status", "utf8");
+const threads = () => Number(/Threads:\\s+(\\d+)/.exec(status())[1]);
+const queryThreads = require(process.argv[1]);
+const stored = n => Array.from({ length: n }, (_, i) => {
+  const json = JSON.stringify({ id: String(i), n: i, _rid: `r${i}` });
+  return { json, text: () => json };
+});
+const task = (text, n) => ({ kind: "whole", text, parameters: [], udfs: {}, chunks: [stored(n)] });
+(async () => {
+  const before = threads();
+  const small = await queryThreads.run(task("SELECT VALUE COUNT(1) FROM c WHERE c.n >= 1", 3));
+  const afterSmall = threads() - before;
+  const large = await queryThreads.run(task("SELECT VALUE COUNT(1) FROM c WHERE c.n >= 2", 40));
+  const afterLarge = threads() - before;
+  queryThreads.stop();
+  const threads_ = [afterSmall, afterLarge];
+  console.log(JSON.stringify({ small: small.result, large: large.result, threads: threads_ }));
+})();
+"""
+
+
+def test_a_first_query_over_a_few_documents_starts_no_query_thread() -> None:
+    """A query not measured yet over a few documents (INLINE_DOCUMENTS) is evaluated in the main
+    thread, which starts no query thread for it (about 0.07 s of CPU); one over more documents
+    starts the first lane's thread. Both answer the same."""
+    ran = node(FIRST_QUERIES, QUERYWORKER)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"small": [2], "large": [38], "threads": [0, 1]}
+
+
 #: The code the main thread's engine generates for a query of each FROM (argv[2], argv[3]).
 #: Prints, as JSON, after each, whether Babel's traverse was loaded and a run of the code.
 TRAVERSE_AT_FIRST_USE = """
