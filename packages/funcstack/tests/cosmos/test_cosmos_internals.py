@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from typing import Any
+
+from azure.cosmos import PartitionKey
 
 from funcstack._cache import node_executable, node_modules
 from funcstack.cosmos._launcher import COSMOS_DIR
@@ -209,3 +212,35 @@ def test_babels_traverse_is_loaded_only_for_a_from_of_a_path() -> None:
         {"rows": [1], "traverse": False},
         {"rows": [["a", "b"]], "traverse": True},
     ]
+
+
+STORE = (COSMOS_DIR / "store.js").as_posix()
+
+#: store.js's keyEpk of each key of argv[2] (a JSON list of [hash version, key]), twice in a row
+#: each, in order. Prints, as JSON, the pairs of EPKs.
+KEY_EPKS = """
+const { keyEpk } = require(process.argv[1]);
+const asked = JSON.parse(process.argv[2], (k, v) => (v === "-0" ? -0 : v));
+const epk = (version, key) => keyEpk({ partitionKey: { paths: ["/pk"], version } }, [key]);
+console.log(JSON.stringify(asked.map(([version, key]) => [epk(version, key), epk(version, key)])));
+"""
+
+
+def test_the_epks_kept_by_partition_key_are_the_sdks() -> None:
+    """The EPK of a partition key is kept once computed (store.js keyEpk): asked again, and
+    after other keys, it is still the one the SDK computes for it, for both hash versions; 0
+    and -0 (one JSON, not one EPK) each keep their own."""
+    keys: list[tuple[int, Any]] = [
+        (version, key)
+        for version in (2, 1)
+        for key in ["a", 0, -0.0, 1.5, True, None, "a", -0.0, 0]
+        if not (version == 1 and key == 0 and str(key).startswith("-"))
+    ]
+    asked = json.dumps([[v, "-0" if k == 0 and str(k).startswith("-") else k] for v, k in keys])
+    ran = node(KEY_EPKS, STORE, asked)
+    assert ran.returncode == 0, ran.stderr
+    expected = [
+        str(PartitionKey(path="/pk", version=v)._get_epk_range_for_partition_key(k).min)
+        for v, k in keys
+    ]
+    assert json.loads(ran.stdout) == [[epk, epk] for epk in expected]
