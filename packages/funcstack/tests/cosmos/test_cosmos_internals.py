@@ -244,3 +244,34 @@ def test_the_epks_kept_by_partition_key_are_the_sdks() -> None:
         for v, k in keys
     ]
     assert json.loads(ran.stdout) == [[epk, epk] for epk in expected]
+
+
+#: queryengine.js's `prepare` of the read feed's query, then of each PREBUILT query with its
+#: code generated. Prints, as JSON, whether Babel was loaded after the first, and each query's
+#: code: the one generated, the one PREBUILT gives it.
+PREBUILT_THEN_GENERATED = """
+const { types } = require("util");
+const engine = require(process.argv[1]);
+const loaded = part => Object.keys(require.cache).some(
+  f => f.includes(part) && !types.isProxy(require.cache[f].exports));
+engine.prepare("SELECT * FROM c");
+const babel = loaded("/@babel/");
+const entries = [...engine.PREBUILT];
+engine.PREBUILT.clear();
+// a text of its own (a space after it, which the parser trims): the first is prepared already
+const generated = text => engine.prepare(`${text} `).query.code;
+const codes = entries.map(([text, code]) => ({ text, generated: generated(text), given: code }));
+console.log(JSON.stringify({ babel, codes }));
+"""
+
+
+def test_the_read_feed_loads_no_code_generator_and_its_code_is_what_the_engine_generates() -> None:
+    """The read feed's query (GET .../docs) is given the code the engine generates for it
+    (PREBUILT), so an endpoint whose only query it is never loads Babel (about 0.07 s of CPU)."""
+    ran = node(PREBUILT_THEN_GENERATED, QUERYENGINE)
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["babel"] is False
+    assert [code["text"] for code in out["codes"]] == ["SELECT * FROM c"]
+    for code in out["codes"]:
+        assert code["generated"] == code["given"], code["text"]
