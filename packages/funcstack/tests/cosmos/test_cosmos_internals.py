@@ -8,6 +8,9 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from typing import Any
+
+from azure.cosmos import PartitionKey
 
 from funcstack._cache import node_executable, node_modules
 from funcstack.cosmos._launcher import COSMOS_DIR
@@ -109,3 +112,171 @@ def test_a_query_thread_given_the_code_loads_no_code_generator_and_turf_only_whe
         "first": {"rows": [{"n": 2}], "babel": False, "turf": False},
         "spatial": {"rows": [[111195, True, False]], "babel": True, "turf": True},
     }
+
+
+#: The start's check (internals.js), then the code the engine generates for each query the check
+#: runs. Prints, as JSON, whether Babel was loaded after the check, and each query's code: the
+#: one generated, the one the check gives it.
+CHECK_THEN_GENERATE = """
+const { types } = require("util");
+const internals = require(process.argv[1]);
+const loaded = part => Object.keys(require.cache).some(
+  f => f.includes(part) && !types.isProxy(require.cache[f].exports));
+internals.check();
+const babel = loaded("/@babel/");
+const engine = require(require(process.argv[2]).ENGINE).default;
+const codes = Object.entries(internals.PROBE_CODE).map(
+  ([text, code]) => ({ text, generated: engine(text).code, given: code }));
+console.log(JSON.stringify({ babel, codes }));
+"""
+
+
+def test_the_start_loads_no_code_generator_and_gives_the_check_the_code_it_generates() -> None:
+    """The check at start runs the engine on code given to it (PROBE_CODE: about 0.1 s of CPU
+    less than loading Babel to generate it, which an endpoint running no query never does);
+    that code is what the pinned engine generates for each of its queries."""
+    ran = node(CHECK_THEN_GENERATE, INTERNALS, SQLPARSER)
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["babel"] is False
+    assert len(out["codes"]) == 2
+    for code in out["codes"]:
+        assert code["generated"] == code["given"], code["text"]
+
+
+QUERYWORKER = (COSMOS_DIR / "queryworker.js").as_posix()
+
+#: queryworker.js's `run` of two queries not measured yet, one over 3 documents, then one over 40
+#: (more than a chunk of the engine's). Prints, as JSON, their results and the threads the
+#: process had more than before after each (Linux's /proc/self/status).
+FIRST_QUERIES = """
+const fs = require("fs");
+const status = () => fs.readFileSync("/proc/self/status", "utf8");
+const threads = () => Number(/Threads:\\s+(\\d+)/.exec(status())[1]);
+const queryThreads = require(process.argv[1]);
+const stored = n => Array.from({ length: n }, (_, i) => {
+  const json = JSON.stringify({ id: String(i), n: i, _rid: `r${i}` });
+  return { json, text: () => json };
+});
+const task = (text, n) => ({ kind: "whole", text, parameters: [], udfs: {}, chunks: [stored(n)] });
+(async () => {
+  const before = threads();
+  const small = await queryThreads.run(task("SELECT VALUE COUNT(1) FROM c WHERE c.n >= 1", 3));
+  const afterSmall = threads() - before;
+  const large = await queryThreads.run(task("SELECT VALUE COUNT(1) FROM c WHERE c.n >= 2", 40));
+  const afterLarge = threads() - before;
+  queryThreads.stop();
+  const threads_ = [afterSmall, afterLarge];
+  console.log(JSON.stringify({ small: small.result, large: large.result, threads: threads_ }));
+})();
+"""
+
+
+def test_a_first_query_over_a_few_documents_starts_no_query_thread() -> None:
+    """A query not measured yet over a few documents (INLINE_DOCUMENTS) is evaluated in the main
+    thread, which starts no query thread for it (about 0.07 s of CPU); one over more documents
+    starts the first lane's thread. Both answer the same."""
+    ran = node(FIRST_QUERIES, QUERYWORKER)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == {"small": [2], "large": [38], "threads": [0, 1]}
+
+
+#: The code the main thread's engine generates for a query of each FROM (argv[2], argv[3]).
+#: Prints, as JSON, after each, whether Babel's traverse was loaded and a run of the code.
+TRAVERSE_AT_FIRST_USE = """
+const { types } = require("util");
+const engine = require(process.argv[1]);
+const loaded = part => Object.keys(require.cache).some(
+  f => f.includes(part) && !types.isProxy(require.cache[f].exports));
+const docs = [JSON.stringify({ n: 1, tags: ["a", "b"], _rid: "a" })];
+const out = process.argv.slice(2).map(text => {
+  const rows = engine.evaluate({ kind: "whole", text, parameters: [], udfs: {}, chunks: [docs] });
+  return { rows: rows.result, traverse: loaded("/@babel/traverse/") };
+});
+console.log(JSON.stringify(out));
+"""
+
+
+def test_babels_traverse_is_loaded_only_for_a_from_of_a_path() -> None:
+    """The engine's code generator calls Babel's traverse (about 0.03 s of CPU to load) only
+    for a FROM of a path: a query of another FROM does not load it; one of a path loads it and
+    answers as before."""
+    ran = node(
+        TRAVERSE_AT_FIRST_USE,
+        QUERYENGINE,
+        "SELECT VALUE c.n FROM c",
+        "SELECT VALUE t FROM c.tags t",
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == [
+        {"rows": [1], "traverse": False},
+        {"rows": [["a", "b"]], "traverse": True},
+    ]
+
+
+STORE = (COSMOS_DIR / "store.js").as_posix()
+
+#: store.js's keyEpk of each key of argv[2] (a JSON list of [hash version, key]), twice in a row
+#: each, in order. Prints, as JSON, the pairs of EPKs.
+KEY_EPKS = """
+const { keyEpk } = require(process.argv[1]);
+const asked = JSON.parse(process.argv[2], (k, v) => (v === "-0" ? -0 : v));
+const epk = (version, key) => keyEpk({ partitionKey: { paths: ["/pk"], version } }, [key]);
+console.log(JSON.stringify(asked.map(([version, key]) => [epk(version, key), epk(version, key)])));
+"""
+
+
+def test_the_epks_kept_by_partition_key_are_the_sdks() -> None:
+    """The EPK of a partition key is kept once computed (store.js keyEpk): asked again, and
+    after other keys, it is still the one the SDK computes for it, for both hash versions; 0
+    and -0 (one JSON, not one EPK) each keep their own."""
+    keys: list[tuple[int, Any]] = [
+        (version, key)
+        for version in (2, 1)
+        for key in ["a", 0, -0.0, 1.5, True, None, "a", -0.0, 0]
+        if not (version == 1 and key == 0 and str(key).startswith("-"))
+    ]
+    asked = json.dumps([[v, "-0" if k == 0 and str(k).startswith("-") else k] for v, k in keys])
+    ran = node(KEY_EPKS, STORE, asked)
+    assert ran.returncode == 0, ran.stderr
+    expected = [
+        str(PartitionKey(path="/pk", version=v)._get_epk_range_for_partition_key(k).min)
+        for v, k in keys
+    ]
+    assert json.loads(ran.stdout) == [[epk, epk] for epk in expected]
+
+
+#: queryengine.js's `prepare` of the read feed's query, then of each PREBUILT query with its
+#: code generated. Prints, as JSON, whether Babel was loaded after the first, and each query's
+#: code: the one generated, the one PREBUILT gives it.
+PREBUILT_THEN_GENERATED = """
+const { types } = require("util");
+const engine = require(process.argv[1]);
+const loaded = part => Object.keys(require.cache).some(
+  f => f.includes(part) && !types.isProxy(require.cache[f].exports));
+engine.prepare("SELECT * FROM c");
+const babel = loaded("/@babel/");
+const entries = [...engine.PREBUILT];
+engine.PREBUILT.clear();
+// a text of its own (a space after it, which the parser trims): the first is prepared already
+const generated = text => engine.prepare(`${text} `).query.code;
+const codes = entries.map(([text, code]) => ({ text, generated: generated(text), given: code }));
+console.log(JSON.stringify({ babel, codes }));
+"""
+
+
+def test_the_read_feed_loads_no_code_generator_and_its_code_is_what_the_engine_generates() -> None:
+    """The read feed's query (GET .../docs) and the lease stores' are given the code the engine
+    generates for them (PREBUILT), so an endpoint whose only queries they are never loads Babel
+    (about 0.07 s of CPU)."""
+    ran = node(PREBUILT_THEN_GENERATED, QUERYENGINE)
+    assert ran.returncode == 0, ran.stderr
+    out = json.loads(ran.stdout)
+    assert out["babel"] is False
+    assert [code["text"] for code in out["codes"]] == [
+        "SELECT * FROM c",
+        "SELECT c.id FROM c WHERE c.id = @p__id",
+        "SELECT * FROM c WHERE STARTSWITH(c.id, @p__prefix)",
+    ]
+    for code in out["codes"]:
+        assert code["generated"] == code["given"], code["text"]

@@ -33,6 +33,15 @@ const { Worker, isMainThread, parentPort, workerData } = require("worker_threads
 const BACKGROUND_DOCUMENTS = 10000;
 /** A task the engine is known to do in this many microseconds or less is done in the main thread. */
 const INLINE_US = 500;
+/**
+ * A task of a query whose cost is not known yet, calling no UDF, over this many documents (one
+ * chunk of the engine's) of this much JSON or less is done in the main thread too: the engine's
+ * cost a document is a few microseconds (tens for a large one), and a query thread's start
+ * costs about 0.07 s of CPU, which an endpoint whose queries read a few documents each (most
+ * of a test run's) then never spends.
+ */
+const INLINE_DOCUMENTS = 32;
+const INLINE_CHARS = 64 * 1024;
 /** The background lane's niceness (Linux: per thread; 0..19, higher is lower priority). */
 const BACKGROUND_NICE = 0;
 const ROLE = "funcstack cosmos query thread";
@@ -272,14 +281,23 @@ function here(task, key, documents) {
  * `background`. A task the engine is known to do in less than INLINE_US (its query's cost a
  * document, as last measured, times its documents: a page of an app's list) is done in this
  * thread: handing it over would cost more than it (a round trip of a page of 100 small
- * documents cost about 0.5 ms of CPU in the two threads, the engine 0.2 ms here).
+ * documents cost about 0.5 ms of CPU in the two threads, the engine 0.2 ms here); so is a
+ * task of a query not measured yet over INLINE_DOCUMENTS documents (INLINE_CHARS of JSON) or
+ * fewer that calls no UDF (user code: it may take any time a document), which measures it.
  */
 function run(task, background = false) {
   const key = costOf(task);
   let documents = 0;
-  for (const chunk of task.chunks) documents += chunk.length;
+  let chars = 0;
+  for (const chunk of task.chunks) {
+    documents += chunk.length;
+    for (const item of chunk) chars += item.json.length;
+  }
   const cost = costs.get(key);
-  if (inline !== null || (!background && cost !== undefined && cost * documents <= INLINE_US)) {
+  if (inline !== null || (!background && (cost !== undefined
+    ? cost * documents <= INLINE_US
+    : documents <= INLINE_DOCUMENTS && chars <= INLINE_CHARS &&
+      !require("./queryengine").callsUdf(task)))) { // eslint-disable-line global-require
     return here(task, key, documents);
   }
   if (inline === null) {

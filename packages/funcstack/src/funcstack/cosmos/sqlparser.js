@@ -24,7 +24,9 @@
  * queries loaded at its first use (../node/lazy.js), in each thread: its code generator
  * (Babel: lib/transformer.js and @babel/generator, two thirds of the engine's load, about
  * 0.1 s of CPU), which a query thread given the code the main thread generated never runs
- * (queryengine.js `prepare`), and Turf (@turf/turf, about 0.04 s), which only the spatial
+ * (queryengine.js `prepare`), and which the main thread loads at its first query; Babel's
+ * traverse (@babel/traverse, about 0.03 s), which the code generator calls only for a FROM
+ * of a path (`FROM c.tags t`); and Turf (@turf/turf, about 0.04 s), which only the spatial
  * functions (ST_DISTANCE, ST_WITHIN, ...) call; the engine takes Turf's `booleanWithin` itself
  * when it loads, so that one is a function that loads Turf when called.
  */
@@ -46,6 +48,7 @@ const AGGREGATES = require.resolve("./aggregate-functions", { paths: [path.dirna
 const LAZY = [
   { request: "./transformer", esModule: true },
   { request: "@babel/generator", esModule: true },
+  { request: "@babel/traverse", esModule: true },
   { request: "@turf/turf", esModule: true, functions: ["booleanWithin"] },
 ].map(entry => ({ ...entry, file: require.resolve(entry.request, { paths: [path.dirname(ENGINE)] }) }));
 
