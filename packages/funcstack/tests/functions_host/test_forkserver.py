@@ -99,6 +99,18 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _forked_by(worker: int) -> str:
+    """Who forked the worker: the "server", a "template" of the server's (its child) or its
+    "host" (exec)."""
+    parent = int(_stat(worker)[1])
+    server = _forkserver.server_pid()
+    if parent == server:
+        return "server"
+    if server is not None and int(_stat(parent)[1]) == server and _workers(parent) == []:
+        return "template"
+    return "host"
+
+
 def _sockets(pid: int) -> set[str]:
     found = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
@@ -120,12 +132,13 @@ def test_a_forked_host_serves_its_app_as_a_process_group_of_its_own(host: Runnin
     server = _forkserver.server_pid()
     assert server is not None and int(_stat(pid)[1]) == server  # the server is its parent
     worker = _workers(pid)
-    assert len(worker) == 1 and int(_stat(worker[0])[1]) == server  # its worker, forked too
+    assert len(worker) == 1 and _forked_by(worker[0]) != "host"  # its worker, forked too
     # nothing of the server's own (its socket, its other hosts' sockets) is left in the host
     # but the one socket it tells the server what it imported on and asks for its worker on;
-    # none in the worker
-    assert len(_sockets(pid) & _sockets(server)) == 1
-    assert _sockets(worker[0]) & _sockets(server) == set()
+    # in the worker, that one too (it tells what it imported), nothing of its parent's else
+    told = _sockets(pid) & _sockets(server)
+    assert len(told) == 1
+    assert _sockets(worker[0]) & _sockets(int(_stat(worker[0])[1])) == told
     assert host.process.poll() is None and host.process.returncode is None
     with pytest.raises(subprocess.TimeoutExpired):
         host.process.wait(0.1)
@@ -239,13 +252,21 @@ def workers(pid):  # its process group's, but itself
             found.append(int(entry.name))
     return found
 
+def start():
+    return start_runner(
+        app_dir=app_dir, settings_file=app_dir / "local.settings.json", log_path=sys.argv[2]
+    )
+
 app_dir = Path(sys.argv[1])
-runner = start_runner(
-    app_dir=app_dir, settings_file=app_dir / "local.settings.json", log_path=sys.argv[2]
-)
-assert isinstance(runner.process, _forkserver.ForkedHost)
+start().stop()  # its worker tells the server its app's libraries: a template imports them
 server = _forkserver.server_pid()
+deadline = time.monotonic() + 30
+while not workers(server) and time.monotonic() < deadline:  # the template: the server's group
+    time.sleep(0.1)
+runner = start()
+assert isinstance(runner.process, _forkserver.ForkedHost)
 pids = {"host": runner.process.pid, "workers": workers(runner.process.pid), "server": server}
+pids["templates"] = workers(server)
 print(json.dumps(pids), flush=True)
 if sys.argv[3] == "stray":
     os.kill(runner.process.pid, 19)  # SIGSTOP: a host that does not stop on SIGTERM
@@ -280,8 +301,10 @@ def _gone_within(pids: list[int], seconds: float) -> list[int]:
 
 def test_the_hosts_end_with_the_process_that_started_them(app_dir: Path, tmp_path: Path) -> None:
     process, pids = _probe(app_dir, tmp_path, "sleep")
-    everything = [pids["host"], *pids["workers"], pids["server"]]
-    assert len(pids["workers"]) == 1 and _gone_within(everything, 0) == everything
+    everything = [pids["host"], *pids["workers"], pids["server"], *pids["templates"]]
+    assert len(pids["workers"]) == 1 and len(pids["templates"]) == 1
+    assert int(_stat(pids["workers"][0])[1]) == pids["templates"][0]  # forked by the template
+    assert _gone_within(everything, 0) == everything
     process.kill()  # SIGKILL: nothing of it runs to stop them
     process.wait(10)
     assert _gone_within(everything, 10) == []
@@ -294,7 +317,8 @@ def test_stray_children_include_the_forked_hosts(app_dir: Path, tmp_path: Path) 
         after = json.loads(process.stdout.readline())
         # killed after the grace, as a child of the process's own would be; then the server
         assert after == {"host": -signal.SIGKILL, "server": None}
-        assert _gone_within([pids["host"], *pids["workers"], pids["server"]], 5) == []
+        everything = [pids["host"], *pids["workers"], pids["server"], *pids["templates"]]
+        assert _gone_within(everything, 5) == []
     finally:
         process.kill()
         process.wait(10)
@@ -306,7 +330,7 @@ def test_a_host_whose_server_is_killed_ends_too(app_dir: Path, tmp_path: Path) -
         assert process.stdout is not None
         after = json.loads(process.stdout.readline())
         assert after == {"host": _forkserver.UNKNOWN_EXIT}  # its status went with the server
-        assert _gone_within([pids["host"], *pids["workers"]], 5) == []
+        assert _gone_within([pids["host"], *pids["workers"], *pids["templates"]], 5) == []
     finally:
         process.kill()
         process.wait(10)
