@@ -391,23 +391,13 @@ class _Server:
         imported by the template (a new one when there is none; the request in the forked
         template's workers)."""
         try:
-            entries, imported = body["entries"], body["imported"]
-            specific, env = body["specific"], body["env"]
-            assert isinstance(entries, list) and isinstance(imported, list)
-            assert isinstance(specific, list) and isinstance(env, dict)
-            allowed = set(self.base_path) - {os.path.normpath(str(p)) for p in specific}
-            found = [(str(name), entries[int(index)]) for name, index in imported]
+            env = body["env"]
+            assert isinstance(env, dict)
+            names = _libraries(body, self.base_path)
         except (ValueError, KeyError, TypeError, IndexError, AssertionError):
             return None
-        asked = set(self.asked)
-        names = [
-            name
-            for name, entry in found
-            if entry in allowed
-            and name not in sys.modules
-            and name not in asked
-            and name not in self.rejected
-        ]
+        known = {*self.asked, *self.rejected}
+        names = [name for name in names if name not in sys.modules and name not in known]
         if not names or self.stopping_since is not None:
             return None
         self.asked += names
@@ -657,6 +647,16 @@ def _answer(status: socket.socket | None, answer: dict[str, object]) -> None:
         return
     with suppress(OSError):
         status.send(json.dumps(answer).encode())
+
+
+def _libraries(report: Mapping[str, Any], base_path: Sequence[str]) -> list[str]:
+    """Of the modules a worker reports (``_forkserver.tell_imports``), in its order, those
+    found in an entry of the server's import path that is not one of the worker's own (its
+    folder, its ``PYTHONPATH``): never the app's modules, even where its folder is on the
+    server's path too."""
+    entries, specific = report["entries"], report["specific"]
+    allowed = set(base_path) - {os.path.normpath(str(folder)) for folder in specific}
+    return [str(name) for name, index in report["imported"] if entries[int(index)] in allowed]
 
 
 def _shadowing(request: _Request, modules: frozenset[str]) -> str | None:
