@@ -50,6 +50,13 @@ The server is the worker's parent: the kernel's parent-death signal is tied to t
 and the server sends the worker SIGTERM when it reaps its host, as a worker started by exec
 is sent when its host dies (``_worker.py`` checks its parent is the host only when it was
 started by exec: ``forked_for``).
+
+A forked worker tells the server, as it ends, the modules it imported (``tell_imports``). The
+server keeps the libraries among them (found in its own import path, not the worker's folder
+or ``PYTHONPATH``: never the app's modules) and forks a template that imports them and forks
+the next workers they are safe for: those whose environment has the template's value of each
+setting the libraries read at import, and whose folder and ``PYTHONPATH`` hold no module of a
+name the template imported. The others are forked by the server, as before.
 """
 
 from __future__ import annotations
