@@ -570,6 +570,7 @@ print(json.dumps([read, spoiled, why]))
 LIBRARY = {
     "reads.py": "import os\nos.environ.get('SAME'); os.getenv('UNSET')\n",
     "reads_other.py": "import os\nos.environ['OTHER']\n",
+    "brings.py": "import reads_other\n",
     "lists.py": "import os\ndict(os.environ)\n",
     "where.py": "import pathlib\npathlib.Path.cwd()\n",
     "spawns.py": "import threading, time\nthreading.Thread(target=time.sleep, args=(5,)).start()\n",
@@ -579,11 +580,15 @@ LIBRARY = {
 @pytest.mark.parametrize(
     ("names", "expected"),
     [
-        (["reads"], [{"SAME": "1", "UNSET": None}, None, ""]),
-        (["reads", "reads_other", "where"], [{"SAME": "1", "UNSET": None}, "reads_other", "OTHER"]),
-        (["lists", "reads"], [{}, "lists", "listed the environment"]),
-        (["where"], [{}, "where", "read the working folder"]),
-        (["spawns", "reads"], [{}, "spawns", "started a thread"]),
+        (["reads"], [{"SAME": "1", "UNSET": None}, [], ""]),
+        (
+            ["reads", "reads_other", "where"],
+            [{"SAME": "1", "UNSET": None}, ["reads_other"], "OTHER"],
+        ),
+        (["lists", "reads"], [{}, ["lists"], "listed the environment"]),
+        (["where"], [{}, ["where"], "read the working folder"]),
+        (["spawns", "reads"], [{}, ["spawns"], "started a thread"]),
+        (["brings"], [{}, ["brings", "reads_other"], "OTHER"]),  # and what its import brought
     ],
 )
 def test_a_library_is_preloaded_only_if_its_import_reads_no_setting_otherwise_and_starts_no_thread(
@@ -614,7 +619,58 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 @app.route(route="ok")
 def ok(req: func.HttpRequest) -> str:
     return "ok"
+
+
+@app.route(route="preloaded")
+def preloaded(req: func.HttpRequest) -> str:
+    import json, os
+    from funcstack.functions_host import _forkserver
+
+    names = {"azure.functions", "opentelemetry.trace"} & _forkserver.forked_with
+    return json.dumps({"parent": os.getppid(), "preloaded": sorted(names)})
 """
+
+
+SPOIL_PROBE = """
+import json, sys, time
+from pathlib import Path
+from funcstack.functions_host import _forkserver
+from funcstack.functions_host._launcher import start_runner
+from funcstack.functions_host.testing import call
+
+app = Path(sys.argv[1])
+# the first worker has the setting otherwise: opentelemetry.trace is not kept, the template
+# replaced by one without it
+otherwise = {"OTEL_PYTHON_CONTEXT": "contextvars_context"}
+start_runner(app_dir=app, settings=otherwise, log_path=app / "host.log").stop()
+server = _forkserver.server_pid()
+for _ in range(10):
+    runner = start_runner(app_dir=app, log_path=app / "host.log")
+    try:
+        answer = json.loads(call(f"{runner.url}/preloaded").body)
+    finally:
+        runner.stop()
+    if answer["parent"] != server:  # the template's
+        break
+    time.sleep(0.5)
+print(json.dumps(answer["preloaded"]))
+"""
+
+
+def test_a_library_that_reads_a_setting_the_worker_has_otherwise_is_not_preloaded(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "function_app.py").write_text(OTEL_APP)
+    # in a process of its own: a server of its own, which learned nothing yet
+    done = subprocess.run(
+        [sys.executable, "-c", SPOIL_PROBE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == ["azure.functions"]
 
 
 def test_a_worker_whose_setting_a_library_read_at_import_differs_is_forked_without_it(

@@ -144,7 +144,9 @@ class _Server:
                     if request is not None and self._fork(request):
                         return request
                 elif fd in channels:
-                    self._from_template(channels[fd])
+                    request = self._from_template(channels[fd])
+                    if request is not None:
+                        return request
                 elif fd in self.templates:
                     self._reap_template(fd)
                 else:
@@ -441,16 +443,18 @@ class _Server:
         self.templates[template.pidfd] = self.template = template
         return None
 
-    def _from_template(self, template: _Template) -> None:
+    def _from_template(self, template: _Template) -> _Request | None:
         """A template's answers: its imports done (what it holds, the settings they read),
         or a library that did what it must not (then it is retired and another one started
-        without it)."""
-        assert template.channel is not None
-        while template.channel is not None:
+        without it: the request in a worker that one forks)."""
+        while True:
+            channel = template.channel
+            if channel is None:
+                return None
             try:
-                data = template.channel.recv(MAX_REQUEST)
+                data = channel.recv(MAX_REQUEST)
             except BlockingIOError:
-                return
+                return None
             except OSError:
                 data = b""
             try:
@@ -466,11 +470,11 @@ class _Server:
             self._retire(template)  # its end, or what it must not hold
             if "spoiled" in body:
                 logger.debug("not preloaded for workers: %s", body["spoiled"])
-                self.rejected.add(str(body["spoiled"]["module"]))
+                self.rejected.update(str(name) for name in body["spoiled"]["modules"])
                 env = body["spoiled"]["env"]
                 if self.stopping_since is None and any(n not in self.rejected for n in self.asked):
                     self.asked = [name for name in self.asked if name not in self.rejected]
-                    self._start_template(env)
+                    return self._start_template(env)
 
     def _retire(self, template: _Template) -> None:
         """No more requests to ``template``: it ends once its workers have."""
@@ -595,13 +599,13 @@ class _Server:
         tell it which one, and take no more requests."""
         assert self.control is not None
         read, spoiled, why = _import_libraries(names, env)
-        if spoiled is None:
+        if not spoiled:
             gc.collect()
             gc.freeze()
             ready = {"modules": sorted(_top_level_modules()), "read": read}
             answer: dict[str, object] = {"ready": ready}
         else:
-            answer = {"spoiled": {"module": spoiled, "why": why, "env": dict(env)}}
+            answer = {"spoiled": {"modules": spoiled, "why": why, "env": dict(env)}}
             self.stopping_since = time.monotonic()
         with suppress(OSError):
             self.control.send(json.dumps(answer).encode())
@@ -675,15 +679,16 @@ def _shadowing(request: _Request, modules: frozenset[str]) -> str | None:
 
 def _import_libraries(
     names: Sequence[str], env: Mapping[str, str]
-) -> tuple[dict[str, str | None], str | None, str]:
+) -> tuple[dict[str, str | None], list[str], str]:
     """Import ``names`` in order: the settings their imports read (by name, with this
-    process's values), or the first one whose import listed the environment, read the working
+    process's values); or the first one whose import listed the environment, read the working
     folder, started a thread, or read a setting ``env`` (the worker's that told of it) has
-    otherwise, and why (then no more are imported)."""
+    otherwise, with the modules its import brought, and why (then no more are imported)."""
     read: dict[str, str | None] = {}
     for name in names:
         if name in sys.modules:
             continue
+        before = set(sys.modules)
         with _traced() as seen, suppress(Exception):  # not preloaded: imported by the worker
             importlib.import_module(name)
         threads = _threads()
@@ -700,9 +705,9 @@ def _import_libraries(
             else ""
         )
         if why:
-            return read, name, why
+            return read, [name, *sorted(sys.modules.keys() - before - {name})], why
         read.update({key: os.environ.get(key) for key in seen})
-    return read, None, ""
+    return read, [], ""
 
 
 def _threads() -> bool:
