@@ -111,6 +111,7 @@ class _Server:
         self.asked: list[str] = []  # the libraries the templates were asked to import
         self.rejected: set[str] = set()  # those that must not be
         self.started = 0  # templates
+        self.wanted: dict[str, str] | None = None  # libraries told of, no template: the env
         self.hosts: dict[int, int] = {}  # in a template: its workers' hosts' pids, by pidfd
 
     def serve(self) -> _Request | None:
@@ -171,13 +172,17 @@ class _Server:
             if isinstance(body, list):
                 names.update(str(name) for name in body)
             if isinstance(body, dict) and "imported" in body and not fds:
-                request = self._consider(body)
-                if request is not None:
-                    return request
+                self._consider(body)
             elif isinstance(body, dict) and len(fds) == 4:
                 request = self._worker_request(body, fds)
                 if request is not None and not self._to_template(request) and self._fork(request):
                     return request
+                if self.template is None and self.wanted is not None:
+                    # another worker since one told of libraries: a template for the next ones
+                    env, self.wanted = self.wanted, None
+                    request = self._start_template(env)
+                    if request is not None:
+                        return request
             elif fds:
                 for fd in fds:
                     os.close(fd)
@@ -387,21 +392,21 @@ class _Server:
 
     # -- the libraries of the workers' apps: the templates -------------------------------------
 
-    def _consider(self, body: dict[str, object]) -> _Request | None:
+    def _consider(self, body: dict[str, object]) -> None:
         """A worker's report of what it imported: the libraries found in the server's import
         path entries and in none of the worker's own (its folder, its ``PYTHONPATH``) are
-        imported by the template (a new one when there is none; the request in the forked
-        template's workers)."""
+        imported by the template; where there is none, one is started at the next worker's
+        request (a process that starts one host never pays for one)."""
         try:
             env = body["env"]
             assert isinstance(env, dict)
             names = _libraries(body, self.base_path)
         except (ValueError, KeyError, TypeError, IndexError, AssertionError):
-            return None
+            return
         known = {*self.asked, *self.rejected}
         names = [name for name in names if name not in sys.modules and name not in known]
         if not names or self.stopping_since is not None:
-            return None
+            return
         self.asked += names
         template = self.template
         if template is not None and template.channel is not None:
@@ -411,8 +416,8 @@ class _Server:
                 self._retire(template)
             else:
                 template.pending += 1
-                return None
-        return self._start_template(env)
+                return
+        self.wanted = env
 
     def _start_template(self, env: Mapping[str, str]) -> _Request | None:
         """Fork a template that imports what the workers told of (``self.asked``); None in
