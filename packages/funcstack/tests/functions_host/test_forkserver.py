@@ -673,20 +673,59 @@ def test_a_library_that_reads_a_setting_the_worker_has_otherwise_is_not_preloade
     assert json.loads(done.stdout) == ["azure.functions"]
 
 
+DIFFER_PROBE = """
+import json, sys, time
+from pathlib import Path
+from funcstack.functions_host import _forkserver
+from funcstack.functions_host._launcher import start_runner
+from funcstack.functions_host.testing import call
+
+def preloaded(app, module):  # until app's worker is the template's, with module preloaded
+    for _ in range(10):  # taught by the workers before
+        runner = start_runner(app_dir=app, log_path=app / "host.log")
+        try:
+            answer = json.loads(call(f"{runner.url}/preloaded").body)
+        finally:
+            runner.stop()
+        if answer["parent"] != _forkserver.server_pid() and module in answer["preloaded"]:
+            break
+        time.sleep(0.5)
+    return answer
+
+app = Path(sys.argv[1])
+answer = preloaded(app, "opentelemetry.trace")
+server = _forkserver.server_pid()
+preloaded(Path(sys.argv[2]), "wave")  # the template imports more: what they read is added
+otherwise = {"OTEL_PYTHON_CONTEXT": "contextvars_context"}
+runner = start_runner(app_dir=app, settings=otherwise, log_path=app / "host.log")
+try:
+    other = json.loads(call(f"{runner.url}/preloaded").body)
+finally:
+    runner.stop()
+print(json.dumps([answer["parent"] != server, other["parent"] == server, other["preloaded"]]))
+"""
+
+
 def test_a_worker_whose_setting_a_library_read_at_import_differs_is_forked_without_it(
     tmp_path: Path,
 ) -> None:
     (tmp_path / "function_app.py").write_text(OTEL_APP)
-    log = tmp_path / "host.log"
-    _start_forked_by("template", tmp_path, log).stop()
-    otherwise = {"OTEL_PYTHON_CONTEXT": "contextvars_context"}
-    runner = start_runner(app_dir=tmp_path, log_path=log, settings=otherwise)
-    try:
-        [worker] = _workers(runner.process.pid)
-        assert _forked_by(worker) == "server"
-        assert call(f"{runner.url}/ok").status == 200
-    finally:
-        runner.stop()
+    (tmp_path / "more").mkdir()
+    more = OTEL_APP.replace("import opentelemetry.trace", "import wave").replace(
+        '"opentelemetry.trace"}', '"wave"}'
+    )
+    (tmp_path / "more" / "function_app.py").write_text(more)
+    # in a process of its own: a server of its own, which learned nothing yet
+    done = subprocess.run(
+        [sys.executable, "-c", DIFFER_PROBE, str(tmp_path), str(tmp_path / "more")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # the template's before; the server's then, with the worker library only
+    assert json.loads(done.stdout) == [True, True, []]
 
 
 def test_a_forked_worker_ends_when_its_host_is_killed(self_app: Path, tmp_path: Path) -> None:

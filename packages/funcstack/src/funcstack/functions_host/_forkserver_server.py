@@ -113,6 +113,7 @@ class _Server:
         self.started = 0  # templates
         self.wanted: dict[str, str] | None = None  # libraries told of, no template: the env
         self.hosts: dict[int, int] = {}  # in a template: its workers' hosts' pids, by pidfd
+        self.read: dict[str, str | None] = {}  # the settings what it learned read at import
 
     def serve(self) -> _Request | None:
         """Answer requests until the starting process ends; the request in a forked child."""
@@ -216,13 +217,16 @@ class _Server:
     def _learn(self, names: set[str]) -> None:
         """Import what a host that ended had imported and the server had not: a trigger's or
         a binding's SDK (``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s of CPU
-        each) is then imported once, not in every host of an app that uses it."""
+        each) is then imported once, not in every host of an app that uses it. The settings
+        their imports read by name join the fingerprint (``read``)."""
         learned = False
         for name in sorted(names - sys.modules.keys()):
-            try:
-                importlib.import_module(name)
-            except Exception:  # noqa: S112  (a host imports it then, as before)
-                continue
+            with _traced() as seen:
+                try:
+                    importlib.import_module(name)
+                except Exception:  # noqa: S112  (a host imports it then, as before)
+                    continue
+            self.read.update({key: os.environ.get(key) for key in seen - {_LISTED, _CWD}})
             learned = True
         if learned:
             self.modules = _top_level_modules()
@@ -310,6 +314,7 @@ class _Server:
         differ = sorted(
             name for name in given.keys() | server.keys() if given.get(name) != server.get(name)
         )
+        differ += sorted(k for k, v in self.read.items() if request.env.get(k) != v)
         if differ:
             return "set otherwise than the server's: " + ", ".join(differ)
         return _shadowing(request, self.modules)
@@ -604,10 +609,11 @@ class _Server:
         tell it which one, and take no more requests."""
         assert self.control is not None
         read, spoiled, why = _import_libraries(names, env)
+        self.read.update(read)  # what every import so far read
         if not spoiled:
             gc.collect()
             gc.freeze()
-            ready = {"modules": sorted(_top_level_modules()), "read": read}
+            ready = {"modules": sorted(_top_level_modules()), "read": self.read}
             answer: dict[str, object] = {"ready": ready}
         else:
             answer = {"spoiled": {"modules": spoiled, "why": why, "env": dict(env)}}
