@@ -609,38 +609,6 @@ def test_a_library_is_preloaded_only_if_its_import_reads_no_setting_otherwise_an
     assert expected[2] in why
 
 
-LEARNED = """
-import json, os, socket, sys
-from funcstack.functions_host._forkserver_server import _Request, _Server
-
-sys.path.insert(0, sys.argv[1])
-ours, theirs = socket.socketpair()
-server = _Server(ours, os.getpid(), list(sys.path))
-server._learn({"reads"})  # as told by a host that ended
-refusals = [
-    server._refusal(_Request([], {**os.environ, "SAME": value}, "/", [], None))
-    for value in ("1", "otherwise")
-]
-print(json.dumps(refusals))
-"""
-
-
-def test_a_setting_a_module_learned_from_the_hosts_read_at_import_is_compared(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / "reads.py").write_text(LIBRARY["reads.py"])
-    done = subprocess.run(
-        [sys.executable, "-c", LEARNED, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        env={**os.environ, "SAME": "1"},
-    )
-    # a host or a worker whose value differs: started by exec
-    assert json.loads(done.stdout) == [None, "set otherwise than the server's: SAME"]
-
-
 OTEL_APP = """
 import azure.functions as func
 import opentelemetry.trace  # reads OTEL_PYTHON_CONTEXT when imported

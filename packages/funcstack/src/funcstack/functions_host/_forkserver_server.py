@@ -113,7 +113,7 @@ class _Server:
         self.started = 0  # templates
         self.wanted: dict[str, str] | None = None  # libraries told of, no template: the env
         self.hosts: dict[int, int] = {}  # in a template: its workers' hosts' pids, by pidfd
-        self.read: dict[str, str | None] = {}  # the settings what it learned read at import
+        self.read: dict[str, str | None] = {}  # in a template: the settings read at import
 
     def serve(self) -> _Request | None:
         """Answer requests until the starting process ends; the request in a forked child."""
@@ -217,16 +217,15 @@ class _Server:
     def _learn(self, names: set[str]) -> None:
         """Import what a host that ended had imported and the server had not: a trigger's or
         a binding's SDK (``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s of CPU
-        each) is then imported once, not in every host of an app that uses it. The settings
-        their imports read by name join the fingerprint (``read``)."""
+        each) is then imported once, not in every host of an app that uses it. Not traced as
+        a template's imports are: ``azure.storage.blob.aio`` lists the environment when
+        imported (every host would be started by exec)."""
         learned = False
         for name in sorted(names - sys.modules.keys()):
-            with _traced() as seen:
-                try:
-                    importlib.import_module(name)
-                except Exception:  # noqa: S112  (a host imports it then, as before)
-                    continue
-            self.read.update({key: os.environ.get(key) for key in seen - {_LISTED, _CWD}})
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: S112  (a host imports it then, as before)
+                continue
             learned = True
         if learned:
             self.modules = _top_level_modules()
@@ -314,7 +313,6 @@ class _Server:
         differ = sorted(
             name for name in given.keys() | server.keys() if given.get(name) != server.get(name)
         )
-        differ += sorted(k for k, v in self.read.items() if request.env.get(k) != v)
         if differ:
             return "set otherwise than the server's: " + ", ".join(differ)
         return _shadowing(request, self.modules)
