@@ -4,7 +4,12 @@ imports what every host and every language worker imports, then answers requests
 socket ``fd`` until the starting process ends; a request is forked, and in the child this
 module runs the host. A forked host asks the server for its language worker in turn (on the
 socket it tells the server what it imported on), and the server forks that too: the worker's
-parent is the server, which ends it when its host ends."""
+parent is the server, which ends it when its host ends.
+
+A forked worker tells the server, as it ends, the libraries its app imported. The server does
+not import them: it forks a template (``_be_template``), a process that imports them and then
+forks the workers they are safe for, as the server would (``_to_template``). The server itself
+keeps only the worker library, for the workers the template's libraries are not safe for."""
 
 from __future__ import annotations
 
@@ -20,10 +25,11 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterable, Mapping
-from contextlib import suppress
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from funcstack.functions_host import _forkserver
 from funcstack.functions_host._forkserver import (
@@ -40,6 +46,10 @@ from funcstack.functions_host._forkserver import (
 )
 
 _PR_SET_PDEATHSIG = 1
+#: The templates a server starts at most (each imports what the workers told it so far, about
+#: 0.7 s of CPU for the Contacts app's libraries); another replaces one whose libraries did
+#: what a preloaded library must not do at import.
+MAX_TEMPLATES = 4
 
 
 @dataclass
@@ -48,6 +58,20 @@ class _Child:
     pidfd: int
     status: socket.socket
     host: int | None = None  # a language worker's: its host's pid
+
+
+@dataclass
+class _Template:
+    """A template the server forked: it imports the libraries the workers told of and forks
+    the workers they are safe for. ``channel``: the requests go on it (None: retired, it ends
+    once its workers have)."""
+
+    pid: int
+    pidfd: int
+    channel: socket.socket | None
+    pending: int = 1  # imports asked and not yet done: no worker is sent to it meanwhile
+    modules: frozenset[str] = frozenset()  # the top-level modules it holds
+    read: dict[str, str | None] = field(default_factory=dict)  # the settings read at import
 
 
 @dataclass
@@ -82,14 +106,24 @@ class _Server:
         self.stopping_since: float | None = None
         self.killed = False
         self.loaded: frozenset[str] = frozenset()  # in a host: the modules at its fork
+        self.templates: dict[int, _Template] = {}  # by pidfd
+        self.template: _Template | None = None  # the one the workers are sent to
+        self.asked: list[str] = []  # the libraries the templates were asked to import
+        self.rejected: set[str] = set()  # those that must not be
+        self.started = 0  # templates
+        self.wanted: dict[str, str] | None = None  # libraries told of, no template: the env
+        self.hosts: dict[int, int] = {}  # in a template: its workers' hosts' pids, by pidfd
+        self.read: dict[str, str | None] = {}  # in a template: the settings read at import
 
     def serve(self) -> _Request | None:
         """Answer requests until the starting process ends; the request in a forked child."""
         signal.set_wakeup_fd(self.wake_w.fileno(), warn_on_full_buffer=False)
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._signalled)
-        while not (self.stopping_since is not None and not self.children):
+        while not (self.stopping_since is not None and not self.children and not self.templates):
+            channels = {t.channel.fileno(): t for t in self.templates.values() if t.channel}
             waiting = [self.wake_r.fileno(), self.hints_r.fileno(), *self.children]
+            waiting += [*self.templates, *channels]
             if self.stopping_since is None:
                 waiting.append(self.control.fileno())
                 timeout = None
@@ -111,6 +145,12 @@ class _Server:
                     request = self._receive()
                     if request is not None and self._fork(request):
                         return request
+                elif fd in channels:
+                    request = self._from_template(channels[fd])
+                    if request is not None:
+                        return request
+                elif fd in self.templates:
+                    self._reap_template(fd)
                 else:
                     self._reap(fd)
         return None
@@ -132,10 +172,18 @@ class _Server:
                 body = None
             if isinstance(body, list):
                 names.update(str(name) for name in body)
-            if isinstance(body, dict) and len(fds) == 4:
+            if isinstance(body, dict) and "imported" in body and not fds:
+                self._consider(body)
+            elif isinstance(body, dict) and len(fds) == 4:
                 request = self._worker_request(body, fds)
-                if request is not None and self._fork(request):
+                if request is not None and not self._to_template(request) and self._fork(request):
                     return request
+                if self.template is None and self.wanted is not None:
+                    # another worker since one told of libraries: a template for the next ones
+                    env, self.wanted = self.wanted, None
+                    request = self._start_template(env)
+                    if request is not None:
+                        return request
             elif fds:
                 for fd in fds:
                     os.close(fd)
@@ -169,7 +217,9 @@ class _Server:
     def _learn(self, names: set[str]) -> None:
         """Import what a host that ended had imported and the server had not: a trigger's or
         a binding's SDK (``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s of CPU
-        each) is then imported once, not in every host of an app that uses it."""
+        each) is then imported once, not in every host of an app that uses it. Not traced as
+        a template's imports are: ``azure.storage.blob.aio`` lists the environment when
+        imported (every host would be started by exec)."""
         learned = False
         for name in sorted(names - sys.modules.keys()):
             try:
@@ -206,6 +256,8 @@ class _Server:
         if self.stopping_since is not None:
             return
         self.stopping_since = time.monotonic()
+        for template in self.templates.values():
+            self._retire(template)  # it ends once its workers have (their hosts stop them)
         for child in self.children.values():
             if child.host is None:  # a host stops its worker itself (then it is reaped)
                 with suppress(ProcessLookupError):
@@ -213,6 +265,9 @@ class _Server:
 
     def _kill_all(self) -> None:
         self.killed = True
+        for template in self.templates.values():
+            with suppress(ProcessLookupError):
+                signal.pidfd_send_signal(template.pidfd, signal.SIGKILL)
         for child in self.children.values():
             with suppress(ProcessLookupError, PermissionError):
                 if child.host is None:
@@ -260,15 +315,7 @@ class _Server:
         )
         if differ:
             return "set otherwise than the server's: " + ", ".join(differ)
-        for folder in [request.cwd, *_python_path(request.env, request.cwd)]:
-            try:
-                names = {_module_name(entry) for entry in Path(folder).iterdir()}
-            except OSError:
-                continue
-            shadowing = names & self.modules
-            if shadowing:
-                return f"{folder} holds {', '.join(sorted(shadowing))}"
-        return None
+        return _shadowing(request, self.modules)
 
     def _fork(self, request: _Request) -> bool:
         """Fork the host; True in the child."""
@@ -328,6 +375,250 @@ class _Server:
         if request.status is not None:
             request.status.close()
 
+    def _let_go(self) -> None:
+        """In a forked child: the server's children, templates, sockets and hosts closed."""
+        for child in self.children.values():
+            os.close(child.pidfd)
+            child.status.close()
+        self.children.clear()
+        for template in self.templates.values():
+            os.close(template.pidfd)
+            if template.channel is not None:
+                template.channel.close()
+        self.templates.clear()
+        self.template = None
+        for pidfd in self.hosts:
+            os.close(pidfd)
+        self.hosts.clear()
+        self.control.close()
+        self.hints_r.close()
+
+    # -- the libraries of the workers' apps: the templates -------------------------------------
+
+    def _consider(self, body: dict[str, object]) -> None:
+        """A worker's report of what it imported: the libraries found in the server's import
+        path entries and in none of the worker's own (its folder, its ``PYTHONPATH``) are
+        imported by the template; where there is none, one is started at the next worker's
+        request (a process that starts one host never pays for one)."""
+        try:
+            env = body["env"]
+            assert isinstance(env, dict)
+            names = _libraries(body, self.base_path)
+        except (ValueError, KeyError, TypeError, IndexError, AssertionError):
+            return
+        known = {*self.asked, *self.rejected}
+        names = [name for name in names if name not in sys.modules and name not in known]
+        if not names or self.stopping_since is not None:
+            return
+        self.asked += names
+        template = self.template
+        if template is not None and template.channel is not None:
+            try:
+                template.channel.send(json.dumps({"learn": names, "env": env}).encode())
+            except OSError:
+                self._retire(template)
+            else:
+                template.pending += 1
+                return
+        self.wanted = env
+
+    def _start_template(self, env: Mapping[str, str]) -> _Request | None:
+        """Fork a template that imports what the workers told of (``self.asked``); None in
+        the server, the request in a worker the template forked."""
+        if self.started >= MAX_TEMPLATES or threading.active_count() != 1:
+            return None
+        self.started += 1
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        server = os.getpid()
+        signals = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD}
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+        try:
+            pid = os.fork()
+        except OSError:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            ours.close()
+            theirs.close()
+            return None
+        if pid == 0:
+            ours.close()
+            return self._be_template(theirs, env, server, mask)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        theirs.close()
+        ours.setblocking(False)
+        template = _Template(pid, os.pidfd_open(pid), ours)
+        for old in self.templates.values():
+            self._retire(old)
+        self.templates[template.pidfd] = self.template = template
+        return None
+
+    def _from_template(self, template: _Template) -> _Request | None:
+        """A template's answers: its imports done (what it holds, the settings they read),
+        or a library that did what it must not (then it is retired and another one started
+        without it: the request in a worker that one forks)."""
+        while True:
+            channel = template.channel
+            if channel is None:
+                return None
+            try:
+                data = channel.recv(MAX_REQUEST)
+            except BlockingIOError:
+                return None
+            except OSError:
+                data = b""
+            try:
+                body = json.loads(data) if data else {}
+                assert isinstance(body, dict)
+            except (ValueError, AssertionError):
+                body = {}
+            if "ready" in body:
+                template.pending -= 1
+                template.modules = frozenset(body["ready"]["modules"])
+                template.read = dict(body["ready"]["read"])
+                continue
+            self._retire(template)  # its end, or what it must not hold
+            if "spoiled" in body:
+                logger.debug("not preloaded for workers: %s", body["spoiled"])
+                self.rejected.update(str(name) for name in body["spoiled"]["modules"])
+                env = body["spoiled"]["env"]
+                if self.stopping_since is None and any(n not in self.rejected for n in self.asked):
+                    self.asked = [name for name in self.asked if name not in self.rejected]
+                    return self._start_template(env)
+
+    def _retire(self, template: _Template) -> None:
+        """No more requests to ``template``: it ends once its workers have."""
+        if template.channel is not None:
+            with suppress(OSError):
+                template.channel.shutdown(socket.SHUT_RDWR)
+            template.channel.close()
+            template.channel = None
+        if self.template is template:
+            self.template = None
+
+    def _reap_template(self, pidfd: int) -> None:
+        template = self.templates.pop(pidfd)
+        with suppress(ChildProcessError):
+            os.waitpid(template.pid, 0)
+        os.close(pidfd)
+        self._retire(template)
+
+    def _to_template(self, request: _Request) -> bool:
+        """Send a worker's request to the template, if its libraries are safe for the worker:
+        the settings they read at import are the worker's too, and neither the worker's folder
+        nor its ``PYTHONPATH`` holds a module of a name it imported. False: not sent (the
+        server forks the worker, with the worker library only)."""
+        template = self.template
+        if template is None or template.channel is None or template.pending:
+            return False
+        if any(request.env.get(name) != value for name, value in template.read.items()):
+            return False
+        if _shadowing(request, template.modules) is not None:
+            return False
+        host = next(
+            (c.pidfd for c in self.children.values() if c.pid == request.host and c.host is None),
+            None,
+        )
+        if host is None or request.status is None:
+            return False
+        worker = {"args": request.args, "env": request.env, "cwd": request.cwd}
+        body = {"worker": {**worker, "host": request.host, "group": request.group}}
+        try:
+            socket.send_fds(
+                template.channel,
+                [json.dumps(body).encode()],
+                [*request.fds, request.status.fileno(), host],
+            )
+        except OSError:
+            return False
+        self._close_request(request)
+        return True
+
+    def _be_template(
+        self, channel: socket.socket, env: Mapping[str, str], server: int, mask: Iterable[int]
+    ) -> _Request:
+        """In a template the server forked: import the libraries, then fork the workers the
+        server sends (the request, in such a worker), each ended when its host ends. The
+        template ends with the server (SIGKILL: its workers are sent SIGTERM then), and once
+        its workers have when the server retires it."""
+        _die_with(server, signal.SIGKILL)
+        self._let_go()
+        self.control = channel  # closed in its workers
+        self.signals.clear()
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        self.stopping_since = None
+        self._import(self.asked, env)
+        while not (self.stopping_since is not None and not self.children):
+            waiting = [self.wake_r.fileno(), *self.children, *self.hosts]
+            if self.stopping_since is None:
+                waiting.append(channel.fileno())
+            for fd in readable(waiting, None):
+                if fd == self.wake_r.fileno():
+                    with suppress(BlockingIOError):
+                        while self.wake_r.recv(4096):
+                            pass
+                    if self.signals:
+                        self.stopping_since = time.monotonic()
+                elif fd == channel.fileno():
+                    request = self._for_template(channel, env)
+                    if request is not None:
+                        return request
+                elif fd in self.hosts:
+                    host = self.hosts.pop(fd)
+                    os.close(fd)
+                    for worker in self.children.values():
+                        if worker.host == host:
+                            with suppress(ProcessLookupError):
+                                signal.pidfd_send_signal(worker.pidfd, signal.SIGTERM)
+                else:
+                    self._reap(fd)
+        os._exit(0)
+
+    def _for_template(self, channel: socket.socket, env: Mapping[str, str]) -> _Request | None:
+        """In a template: the server's message (more libraries, a worker to fork: the request
+        in that worker)."""
+        try:
+            data, fds, _, _ = socket.recv_fds(channel, MAX_REQUEST, 5, socket.MSG_CMSG_CLOEXEC)
+            body = json.loads(data) if data else None
+        except (OSError, ValueError):
+            data, fds, body = b"", [], None
+        if not isinstance(body, dict):  # the server retired it, or ended
+            for fd in fds:
+                os.close(fd)
+            self.stopping_since = time.monotonic()
+            return None
+        if "learn" in body:
+            self._import(body["learn"], body["env"])
+            return None
+        worker = body["worker"]
+        request = _Request(
+            worker["args"], worker["env"], worker["cwd"], fds[:3], socket.socket(fileno=fds[3])
+        )
+        request.host, request.group = int(worker["host"]), int(worker["group"])
+        if readable([fds[4]], 0) or _threads():
+            os.close(fds[4])
+            _answer(request.status, {"exec": "the host ended, or the template has threads"})
+            self._close_request(request)
+            return None
+        self.hosts[fds[4]] = request.host
+        return request if self._fork(request) else None
+
+    def _import(self, names: Sequence[str], env: Mapping[str, str]) -> None:
+        """In a template: import ``names``, in order, and tell the server what it holds and
+        the settings they read; or, if one of them did what a preloaded library must not,
+        tell it which one, and take no more requests."""
+        assert self.control is not None
+        read, spoiled, why = _import_libraries(names, env)
+        self.read.update(read)  # what every import so far read
+        if not spoiled:
+            gc.collect()
+            gc.freeze()
+            ready = {"modules": sorted(_top_level_modules()), "read": self.read}
+            answer: dict[str, object] = {"ready": ready}
+        else:
+            answer = {"spoiled": {"modules": spoiled, "why": why, "env": dict(env)}}
+            self.stopping_since = time.monotonic()
+        with suppress(OSError):
+            self.control.send(json.dumps(answer).encode())
+
     def _become_child(self, request: _Request, server: int, mask: Iterable[int]) -> None:
         """In the forked child: the server's state let go, the process set up as
         ``python -m funcstack.functions_host`` (a worker: ``..._worker``) would be, a worker
@@ -339,22 +630,17 @@ class _Server:
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        for child in self.children.values():
-            os.close(child.pidfd)
-            child.status.close()
-        self.children.clear()
+        self._let_go()
         if request.status is not None:
             request.status.close()
-        self.control.close()
         self.wake_r.close()
         self.wake_w.close()
-        self.hints_r.close()
-        if request.host is None:
-            _forkserver.to_server = self.hints_w  # its language workers are asked on it
-        else:
-            self.hints_w.close()
+        # a host asks for its language workers on it; both tell what they imported
+        _forkserver.to_server = self.hints_w
+        if request.host is not None:
             _forkserver.forked_for = request.host
-        self.loaded = frozenset(sys.modules)
+            _forkserver.forked_env = dict(request.env)
+        self.loaded = _forkserver.forked_with = frozenset(sys.modules)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for target, fd in enumerate(request.fds):
             os.dup2(fd, target)  # inheritable, as a new process's 0, 1 and 2
@@ -374,6 +660,108 @@ def _answer(status: socket.socket | None, answer: dict[str, object]) -> None:
         return
     with suppress(OSError):
         status.send(json.dumps(answer).encode())
+
+
+def _libraries(report: Mapping[str, Any], base_path: Sequence[str]) -> list[str]:
+    """Of the modules a worker reports (``_forkserver.tell_imports``), in its order, those
+    found in an entry of the server's import path that is not one of the worker's own (its
+    folder, its ``PYTHONPATH``): never the app's modules, even where its folder is on the
+    server's path too."""
+    entries, specific = report["entries"], report["specific"]
+    allowed = set(base_path) - {os.path.normpath(str(folder)) for folder in specific}
+    return [str(name) for name, index in report["imported"] if entries[int(index)] in allowed]
+
+
+def _shadowing(request: _Request, modules: frozenset[str]) -> str | None:
+    """Which of ``modules`` the request's folder or ``PYTHONPATH`` holds a module of the name
+    of (a new interpreter would import that one), and where; None: none."""
+    for folder in [request.cwd, *_python_path(request.env, request.cwd)]:
+        try:
+            names = {_module_name(entry) for entry in Path(folder).iterdir()}
+        except OSError:
+            continue
+        shadowing = names & modules
+        if shadowing:
+            return f"{folder} holds {', '.join(sorted(shadowing))}"
+    return None
+
+
+def _import_libraries(
+    names: Sequence[str], env: Mapping[str, str]
+) -> tuple[dict[str, str | None], list[str], str]:
+    """Import ``names`` in order: the settings their imports read (by name, with this
+    process's values); or the first one whose import listed the environment, read the working
+    folder, started a thread, or read a setting ``env`` (the worker's that told of it) has
+    otherwise, with the modules its import brought, and why (then no more are imported)."""
+    read: dict[str, str | None] = {}
+    for name in names:
+        if name in sys.modules:
+            continue
+        before = set(sys.modules)
+        with _traced() as seen, suppress(Exception):  # not preloaded: imported by the worker
+            importlib.import_module(name)
+        threads = _threads()
+        differ = sorted(k for k in seen - {_LISTED, _CWD} if env.get(k) != os.environ.get(k))
+        why = (
+            "it listed the environment"
+            if _LISTED in seen
+            else "it read the working folder"
+            if _CWD in seen
+            else "it started a thread"
+            if threads
+            else f"it read {', '.join(differ)}, which the worker has otherwise"
+            if differ
+            else ""
+        )
+        if why:
+            return read, [name, *sorted(sys.modules.keys() - before - {name})], why
+        read.update({key: os.environ.get(key) for key in seen})
+    return read, [], ""
+
+
+def _threads() -> bool:
+    """Whether this process runs another thread (Python's or any other)."""
+    return threading.active_count() != 1 or len(list(Path("/proc/self/task").iterdir())) != 1
+
+
+_LISTED = "(the environment listed)"
+_CWD = "(the working folder)"
+
+
+@contextmanager
+def _traced() -> Iterator[set[str]]:
+    """The settings read from ``os.environ`` (and ``os.getenv``) meanwhile, by name; ``_LISTED``
+    if it was listed, ``_CWD`` if the working folder was read. C code's ``getenv`` is not
+    seen: the fingerprint holds those settings (``_forkserver.read_at_import``)."""
+    seen: set[str] = set()
+    environ: Any = os._Environ  # os.environ's class (os.environb's too)
+    getitem, listing, getcwd, getcwdb = environ.__getitem__, environ.__iter__, os.getcwd, os.getcwdb
+
+    def traced_getitem(self: Any, key: Any) -> Any:
+        seen.add(key.decode() if isinstance(key, bytes) else str(key))
+        return getitem(self, key)
+
+    def traced_listing(self: Any) -> Any:
+        seen.add(_LISTED)
+        return listing(self)
+
+    def traced_getcwd() -> str:
+        seen.add(_CWD)
+        return getcwd()
+
+    def traced_getcwdb() -> bytes:
+        seen.add(_CWD)
+        return getcwdb()
+
+    environ.__getitem__ = traced_getitem
+    environ.__iter__ = traced_listing
+    os.getcwd, os.getcwdb = traced_getcwd, traced_getcwdb
+    try:
+        yield seen
+    finally:
+        environ.__getitem__ = getitem
+        environ.__iter__ = listing
+        os.getcwd, os.getcwdb = getcwd, getcwdb
 
 
 def _module_name(entry: Path) -> str:
