@@ -149,7 +149,7 @@ def test_every_operator_route_and_health_answer_503_within_the_bound_when_the_st
     event_id = quarantined(funcstack_services, fresh)
     assert until(operators, "GET", "outbox/status", lambda r: r.status == 200).status == 200
     assert funcstack_services.cosmos is not None
-    with frozen(funcstack_services.cosmos.process.pid):
+    with frozen(funcstack_services.cosmos.started().pid):
         replies = at_once(
             operators,
             [

@@ -269,7 +269,7 @@ def test_a_store_that_hangs_is_a_store_unavailable_error(
         return None
 
     started = time.monotonic()
-    with frozen(funcstack_services.cosmos.process.pid):
+    with frozen(funcstack_services.cosmos.started().pid):
         aio = asyncio.run_coroutine_threadsafe(aio_estimate(), loop.loop)  # not awaited yet
         with pytest.raises(StoreUnavailableError):
             estimators.sync.estimate()

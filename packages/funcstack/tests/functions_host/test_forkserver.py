@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from funcstack.functions_host import _forkserver, _forkserver_server
+from funcstack.functions_host import _forkserver, _forkserver_libraries
 from funcstack.functions_host._forkserver import ForkedHost
 from funcstack.functions_host._launcher import (
     HostOptions,
@@ -229,7 +229,7 @@ def test_a_forked_host_has_the_import_path_a_new_interpreter_has(tmp_path: Path)
         text=True,
         check=True,
     )
-    assert json.loads(fresh.stdout)[1:5] == _forkserver_server._python_path(
+    assert json.loads(fresh.stdout)[1:5] == _forkserver_libraries.python_path(
         {"PYTHONPATH": given}, str(tmp_path)
     )
 
@@ -238,7 +238,7 @@ PROBE = """
 import json, os, sys, time
 from pathlib import Path
 from funcstack._processes import stop_stray_children
-from funcstack.functions_host import _forkserver, _forkserver_server
+from funcstack.functions_host import _forkserver
 from funcstack.functions_host._launcher import start_runner
 
 def workers(pid):  # its process group's, but itself
@@ -554,16 +554,16 @@ def test_only_the_libraries_found_outside_the_workers_own_folders_are_preloaded(
     }
     # the app's folder and an extra entry are on the server's path too: still the app's
     base_path = ["/venv/site-packages", "/repo/src", "/app", "/extra"]
-    assert _forkserver_server._libraries(report, base_path) == ["werkzeug", "lib"]
+    assert _forkserver_libraries.libraries(report, base_path) == ["werkzeug", "lib"]
 
 
 LIBRARIES = """
 import json, os, sys
-from funcstack.functions_host._forkserver_server import _import_libraries
+from funcstack.functions_host._forkserver_libraries import import_libraries
 
 sys.path.insert(0, sys.argv[1])
 names = json.loads(sys.argv[2])
-read, spoiled, why = _import_libraries(names, {"SAME": "1", "OTHER": "worker's"})
+read, spoiled, why = import_libraries(names, {"SAME": "1", "OTHER": "worker's"})
 print(json.dumps([read, spoiled, why]))
 """
 

@@ -303,6 +303,15 @@ def readable(fds: Sequence[int], timeout: float | None) -> list[int]:
     return [fd for fd, _ in poller.poll(wait)]
 
 
+def answer(status: socket.socket | None, message: dict[str, object]) -> None:
+    """The server's answer to a request on its status socket (None: it asked for none); a
+    starter gone meanwhile is not an error."""
+    if status is None:
+        return
+    with suppress(OSError):
+        status.send(json.dumps(message).encode())
+
+
 def _close_all(pidfd: int, status: socket.socket) -> None:
     with suppress(OSError):
         os.close(pidfd)
@@ -612,7 +621,7 @@ def tell_imports() -> None:
     """In a language worker forked by the server, as it ends: the modules it imported since
     its fork, each with the import path entry its package was found in, its folder and
     ``PYTHONPATH``'s entries, and its environment. The server keeps those found in its own
-    entries and not in the worker's (``_forkserver_server._Server._consider``)."""
+    entries and not in the worker's (``_forkserver_libraries.libraries``)."""
     channel = to_server
     if channel is None or forked_for is None:
         return

@@ -24,12 +24,10 @@ import socket
 import sys
 import threading
 import time
-import traceback
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from funcstack.functions_host import _forkserver
 from funcstack.functions_host._forkserver import (
@@ -39,16 +37,24 @@ from funcstack.functions_host._forkserver import (
     STOP_GRACE,
     UNKNOWN_EXIT,
     WORKER_MODULE,
+    answer,
     fingerprint,
     logger,
     readable,
     worker_fingerprint,
 )
+from funcstack.functions_host._forkserver_child import die_with, flush, preload, run
+from funcstack.functions_host._forkserver_libraries import (
+    import_libraries,
+    libraries,
+    python_path,
+    shadowing,
+    threads_running,
+    top_level_modules,
+)
 
-_PR_SET_PDEATHSIG = 1
-#: The templates a server starts at most (each imports what the workers told it so far, about
-#: 0.7 s of CPU for the Contacts app's libraries); another replaces one whose libraries did
-#: what a preloaded library must not do at import.
+#: The templates a server starts at most (each imports what the workers told it so far: 0.7 s
+#: of CPU for a web app's); another replaces one whose libraries did what one must not.
 MAX_TEMPLATES = 4
 
 
@@ -92,7 +98,7 @@ class _Server:
         self.base_path = base_path
         self.environment = fingerprint(os.environ)
         self.worker_environment = worker_fingerprint(os.environ)
-        self.modules = _top_level_modules()
+        self.modules = top_level_modules()
         self.children: dict[int, _Child] = {}  # by pidfd
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
@@ -209,7 +215,7 @@ class _Server:
         if refusal is None and self.stopping_since is not None:
             refusal = "the server is stopping"
         if refusal is not None:
-            _answer(request.status, {"exec": refusal})
+            answer(request.status, {"exec": refusal})
             self._close_request(request)
             return None
         return request
@@ -228,7 +234,7 @@ class _Server:
                 continue
             learned = True
         if learned:
-            self.modules = _top_level_modules()
+            self.modules = top_level_modules()
             gc.collect()
             gc.freeze()
 
@@ -297,7 +303,7 @@ class _Server:
         except (ValueError, KeyError, TypeError) as exc:
             refusal = f"a request the server does not read ({exc!r})"
         if refusal is not None:
-            _answer(request.status, {"exec": refusal})
+            answer(request.status, {"exec": refusal})
             self._close_request(request)
             return None
         return request
@@ -315,7 +321,7 @@ class _Server:
         )
         if differ:
             return "set otherwise than the server's: " + ", ".join(differ)
-        return _shadowing(request, self.modules)
+        return shadowing(request.cwd, request.env, self.modules)
 
     def _fork(self, request: _Request) -> bool:
         """Fork the host; True in the child."""
@@ -326,7 +332,7 @@ class _Server:
             pid = os.fork()
         except OSError as exc:
             signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-            _answer(request.status, {"error": f"fork: {exc}"})
+            answer(request.status, {"error": f"fork: {exc}"})
             self._close_request(request)
             return False
         if pid == 0:
@@ -357,7 +363,7 @@ class _Server:
             _, status = os.waitpid(child.pid, 0)
         except ChildProcessError:
             status = UNKNOWN_EXIT << 8
-        _answer(child.status, {"status": status})
+        answer(child.status, {"status": status})
         child.status.close()
         os.close(child.pidfd)
         if child.host is None:
@@ -403,7 +409,7 @@ class _Server:
         try:
             env = body["env"]
             assert isinstance(env, dict)
-            names = _libraries(body, self.base_path)
+            names = libraries(body, self.base_path)
         except (ValueError, KeyError, TypeError, IndexError, AssertionError):
             return
         known = {*self.asked, *self.rejected}
@@ -511,7 +517,7 @@ class _Server:
             return False
         if any(request.env.get(name) != value for name, value in template.read.items()):
             return False
-        if _shadowing(request, template.modules) is not None:
+        if shadowing(request.cwd, request.env, template.modules) is not None:
             return False
         host = next(
             (c.pidfd for c in self.children.values() if c.pid == request.host and c.host is None),
@@ -539,7 +545,7 @@ class _Server:
         server sends (the request, in such a worker), each ended when its host ends. The
         template ends with the server (SIGKILL: its workers are sent SIGTERM then), and once
         its workers have when the server retires it."""
-        _die_with(server, signal.SIGKILL)
+        die_with(server, signal.SIGKILL)
         self._let_go()
         self.control = channel  # closed in its workers
         self.signals.clear()
@@ -593,9 +599,9 @@ class _Server:
             worker["args"], worker["env"], worker["cwd"], fds[:3], socket.socket(fileno=fds[3])
         )
         request.host, request.group = int(worker["host"]), int(worker["group"])
-        if readable([fds[4]], 0) or _threads():
+        if readable([fds[4]], 0) or threads_running():
             os.close(fds[4])
-            _answer(request.status, {"exec": "the host ended, or the template has threads"})
+            answer(request.status, {"exec": "the host ended, or the template has threads"})
             self._close_request(request)
             return None
         self.hosts[fds[4]] = request.host
@@ -606,12 +612,12 @@ class _Server:
         the settings they read; or, if one of them did what a preloaded library must not,
         tell it which one, and take no more requests."""
         assert self.control is not None
-        read, spoiled, why = _import_libraries(names, env)
+        read, spoiled, why = import_libraries(names, env)
         self.read.update(read)  # what every import so far read
         if not spoiled:
             gc.collect()
             gc.freeze()
-            ready = {"modules": sorted(_top_level_modules()), "read": self.read}
+            ready = {"modules": sorted(top_level_modules()), "read": self.read}
             answer: dict[str, object] = {"ready": ready}
         else:
             answer = {"spoiled": {"modules": spoiled, "why": why, "env": dict(env)}}
@@ -625,7 +631,7 @@ class _Server:
         in its host's process group (the caller then runs the host or the worker)."""
         os.setpgid(0, 0 if request.host is None else request.group)
         # a host's clean stop; a worker's end, as the one its host's death gives
-        _die_with(server, signal.SIGTERM)
+        die_with(server, signal.SIGTERM)
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
@@ -651,228 +657,8 @@ class _Server:
         os.environ.clear()
         os.environ.update(request.env)
         folder = str(Path.cwd())
-        sys.path[:] = [folder, *_python_path(request.env, folder), *self.base_path]
+        sys.path[:] = [folder, *python_path(request.env, folder), *self.base_path]
         sys.argv[:] = ["-m", *request.args]
-
-
-def _answer(status: socket.socket | None, answer: dict[str, object]) -> None:
-    if status is None:
-        return
-    with suppress(OSError):
-        status.send(json.dumps(answer).encode())
-
-
-def _libraries(report: Mapping[str, Any], base_path: Sequence[str]) -> list[str]:
-    """Of the modules a worker reports (``_forkserver.tell_imports``), in its order, those
-    found in an entry of the server's import path that is not one of the worker's own (its
-    folder, its ``PYTHONPATH``): never the app's modules, even where its folder is on the
-    server's path too."""
-    entries, specific = report["entries"], report["specific"]
-    allowed = set(base_path) - {os.path.normpath(str(folder)) for folder in specific}
-    return [str(name) for name, index in report["imported"] if entries[int(index)] in allowed]
-
-
-def _shadowing(request: _Request, modules: frozenset[str]) -> str | None:
-    """Which of ``modules`` the request's folder or ``PYTHONPATH`` holds a module of the name
-    of (a new interpreter would import that one), and where; None: none."""
-    for folder in [request.cwd, *_python_path(request.env, request.cwd)]:
-        try:
-            names = {_module_name(entry) for entry in Path(folder).iterdir()}
-        except OSError:
-            continue
-        shadowing = names & modules
-        if shadowing:
-            return f"{folder} holds {', '.join(sorted(shadowing))}"
-    return None
-
-
-def _import_libraries(
-    names: Sequence[str], env: Mapping[str, str]
-) -> tuple[dict[str, str | None], list[str], str]:
-    """Import ``names`` in order: the settings their imports read (by name, with this
-    process's values); or the first one whose import listed the environment, read the working
-    folder, started a thread, or read a setting ``env`` (the worker's that told of it) has
-    otherwise, with the modules its import brought, and why (then no more are imported)."""
-    read: dict[str, str | None] = {}
-    for name in names:
-        if name in sys.modules:
-            continue
-        before = set(sys.modules)
-        with _traced() as seen, suppress(Exception):  # not preloaded: imported by the worker
-            importlib.import_module(name)
-        threads = _threads()
-        differ = sorted(k for k in seen - {_LISTED, _CWD} if env.get(k) != os.environ.get(k))
-        why = (
-            "it listed the environment"
-            if _LISTED in seen
-            else "it read the working folder"
-            if _CWD in seen
-            else "it started a thread"
-            if threads
-            else f"it read {', '.join(differ)}, which the worker has otherwise"
-            if differ
-            else ""
-        )
-        if why:
-            return read, [name, *sorted(sys.modules.keys() - before - {name})], why
-        read.update({key: os.environ.get(key) for key in seen})
-    return read, [], ""
-
-
-def _threads() -> bool:
-    """Whether this process runs another thread (Python's or any other)."""
-    return threading.active_count() != 1 or len(list(Path("/proc/self/task").iterdir())) != 1
-
-
-_LISTED = "(the environment listed)"
-_CWD = "(the working folder)"
-
-
-@contextmanager
-def _traced() -> Iterator[set[str]]:
-    """The settings read from ``os.environ`` (and ``os.getenv``) meanwhile, by name; ``_LISTED``
-    if it was listed, ``_CWD`` if the working folder was read. C code's ``getenv`` is not
-    seen: the fingerprint holds those settings (``_forkserver.read_at_import``)."""
-    seen: set[str] = set()
-    environ: Any = os._Environ  # os.environ's class (os.environb's too)
-    getitem, listing, getcwd, getcwdb = environ.__getitem__, environ.__iter__, os.getcwd, os.getcwdb
-
-    def traced_getitem(self: Any, key: Any) -> Any:
-        seen.add(key.decode() if isinstance(key, bytes) else str(key))
-        return getitem(self, key)
-
-    def traced_listing(self: Any) -> Any:
-        seen.add(_LISTED)
-        return listing(self)
-
-    def traced_getcwd() -> str:
-        seen.add(_CWD)
-        return getcwd()
-
-    def traced_getcwdb() -> bytes:
-        seen.add(_CWD)
-        return getcwdb()
-
-    environ.__getitem__ = traced_getitem
-    environ.__iter__ = traced_listing
-    os.getcwd, os.getcwdb = traced_getcwd, traced_getcwdb
-    try:
-        yield seen
-    finally:
-        environ.__getitem__ = getitem
-        environ.__iter__ = listing
-        os.getcwd, os.getcwdb = getcwd, getcwdb
-
-
-def _module_name(entry: Path) -> str:
-    """The name ``entry`` is imported by from its folder (a package, a namespace package's
-    portion, a module or an extension module); "" for a file that is none (``azure.yaml``)."""
-    if entry.is_dir():
-        return entry.name
-    for suffix in importlib.machinery.all_suffixes():
-        if entry.name.endswith(suffix):
-            return entry.name[: -len(suffix)]
-    return ""
-
-
-def _python_path(env: Mapping[str, str], cwd: str) -> list[str]:
-    """``PYTHONPATH``'s entries as a new interpreter in ``cwd`` puts them on ``sys.path``."""
-    value = env.get("PYTHONPATH")
-    if not value:
-        return []
-    return [os.path.normpath(Path(cwd, entry)) for entry in value.split(os.pathsep)]
-
-
-def _top_level_modules() -> frozenset[str]:
-    """The names of the packages and modules imported from a folder (a new interpreter would
-    take one of the same name from the host's folder or ``PYTHONPATH`` instead)."""
-    return frozenset(
-        name.split(".", 1)[0]
-        for name, module in list(sys.modules.items())
-        if getattr(module, "__file__", None) or getattr(module, "__path__", None)
-    )
-
-
-def _die_with(parent: int, signum: int) -> bool:
-    """The kernel sends this process ``signum`` when ``parent`` (the thread that started it)
-    ends: Linux's parent-death signal. A parent gone already ends this process now. False
-    where there is no such signal."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(_PR_SET_PDEATHSIG, signum)
-    except (OSError, AttributeError):
-        return False
-    if os.getppid() != parent:
-        os._exit(1)
-    return True
-
-
-def _run(module: str) -> int:
-    """``python -m <module>`` (the host's, a language worker's) in this process: its exit
-    code as the interpreter makes it."""
-    import runpy
-
-    try:
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
-    except SystemExit as exc:
-        code = exc.code
-        if code is None:
-            return 0
-        if isinstance(code, int):
-            return code
-        print(code, file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        traceback.print_exc()
-        _flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)  # as the interpreter ends on one: by the signal
-        return 130
-    except BaseException as error:  # as the interpreter: printed, exit code 1
-        sys.excepthook(type(error), error, error.__traceback__)
-        return 1
-    return 0
-
-
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        with suppress(Exception):
-            stream.flush()
-
-
-def _preload() -> None:
-    """What every host imports: its ``__main__``'s modules, the RPC messages (protobuf, about
-    0.07 s of CPU), and the few modules its start imports besides."""
-    import concurrent.futures.thread  # noqa: F401
-    import encodings.idna  # noqa: F401
-    import numbers  # noqa: F401
-    import queue  # noqa: F401
-    import runpy  # noqa: F401
-
-    import funcstack.functions_host.__main__  # noqa: F401
-
-    _preload_worker()
-
-
-def _preload_worker() -> None:
-    """What a language worker imports before its app (``_worker.py``, the worker library:
-    about 0.1 s of CPU), none of which reads a setting or starts a thread when imported; not
-    the app's modules."""
-    import argparse  # noqa: F401
-
-    import azure_functions_runtime  # noqa: F401
-
-    import funcstack.functions_host._worker  # noqa: F401
-
-    if os.environ.get("FUNCTIONS_RPC_WHEEL"):
-        from funcstack.functions_host._rpc import protos
-
-        try:
-            protos()
-        except Exception:  # each host loads them then, and says why it cannot
-            logger.debug("the RPC messages were not loaded", exc_info=True)
 
 
 def main() -> None:
@@ -880,13 +666,11 @@ def main() -> None:
     control = socket.socket(fileno=int(sys.argv[1]))
     owner = int(sys.argv[2])
     # SIGHUP when the starting process ends, or its thread that started this one (ignored)
-    _die_with(owner, signal.SIGHUP)
-    if sys.path and sys.path[0] == str(
-        Path.cwd()
-    ):  # -m's entry for the server's folder: not a host's
+    die_with(owner, signal.SIGHUP)
+    if sys.path and sys.path[0] == str(Path.cwd()):  # -m's entry for its folder: not a host's
         del sys.path[0]
     base_path = list(sys.path)
-    _preload()
+    preload()
     # What the server holds now is left out of the hosts' garbage collections: they neither
     # walk it nor write to its pages (which the fork shares until written).
     gc.collect()
@@ -897,13 +681,13 @@ def main() -> None:
     if request is None:
         return
     if request.host is not None:
-        code = _run(WORKER_MODULE)
+        code = run(WORKER_MODULE)
     else:
-        code = _run(HOST_MODULE)
+        code = run(HOST_MODULE)
         server.tell()
     with suppress(Exception):
         atexit._run_exitfuncs()
-    _flush()
+    flush()
     os._exit(code & 0xFF)
 
 
