@@ -262,7 +262,7 @@ def parent(pid):
     return int(stat[stat.rindex(")") + 2 :].split()[1])
 
 app_dir = Path(sys.argv[1])
-for _ in range(10):  # each worker tells the server its app's libraries: a template imports them
+for _ in range(120):  # up to 60 s: each worker tells its libraries, a template imports them
     runner = start()
     server = _forkserver.server_pid()
     if [parent(pid) for pid in workers(runner.process.pid)] == workers(server):  # the template's
@@ -452,7 +452,7 @@ def me(req: func.HttpRequest) -> str:
 def _start_forked_by(how: str, app: Path, log: Path, **options: Any) -> RunningRunner:
     """A host whose worker ``how`` forked ("template": the server's template, once the
     workers before taught it the app's libraries; "server"; "host": exec)."""
-    for _ in range(10):
+    for _ in range(120):  # up to 60 s: a loaded machine's template imports slower
         runner = start_runner(app_dir=app, log_path=log, **options)
         [worker] = _workers(runner.process.pid)
         if _forked_by(worker) == how:
@@ -644,7 +644,7 @@ app = Path(sys.argv[1])
 otherwise = {"OTEL_PYTHON_CONTEXT": "contextvars_context"}
 start_runner(app_dir=app, settings=otherwise, log_path=app / "host.log").stop()
 server = _forkserver.server_pid()
-for _ in range(10):
+for _ in range(120):  # up to 60 s: a loaded machine's template imports slower
     runner = start_runner(app_dir=app, log_path=app / "host.log")
     try:
         answer = json.loads(call(f"{runner.url}/preloaded").body)
@@ -681,7 +681,7 @@ from funcstack.functions_host._launcher import start_runner
 from funcstack.functions_host.testing import call
 
 def preloaded(app, module):  # until app's worker is the template's, with module preloaded
-    for _ in range(10):  # taught by the workers before
+    for _ in range(120):  # taught by the workers before (up to 60 s)
         runner = start_runner(app_dir=app, log_path=app / "host.log")
         try:
             answer = json.loads(call(f"{runner.url}/preloaded").body)
