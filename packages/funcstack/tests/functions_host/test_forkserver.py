@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from funcstack.functions_host import _forkserver, _forkserver_libraries
+from funcstack.functions_host import _forkserver, _forkserver_server
 from funcstack.functions_host._forkserver import ForkedHost
 from funcstack.functions_host._launcher import (
     HostOptions,
@@ -99,18 +99,6 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _forked_by(worker: int) -> str:
-    """Who forked the worker: the "server", a "template" of the server's (its child) or its
-    "host" (exec)."""
-    parent = int(_stat(worker)[1])
-    server = _forkserver.server_pid()
-    if parent == server:
-        return "server"
-    if server is not None and int(_stat(parent)[1]) == server and _workers(parent) == []:
-        return "template"
-    return "host"
-
-
 def _sockets(pid: int) -> set[str]:
     found = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
@@ -132,13 +120,12 @@ def test_a_forked_host_serves_its_app_as_a_process_group_of_its_own(host: Runnin
     server = _forkserver.server_pid()
     assert server is not None and int(_stat(pid)[1]) == server  # the server is its parent
     worker = _workers(pid)
-    assert len(worker) == 1 and _forked_by(worker[0]) != "host"  # its worker, forked too
+    assert len(worker) == 1 and int(_stat(worker[0])[1]) == server  # its worker, forked too
     # nothing of the server's own (its socket, its other hosts' sockets) is left in the host
     # but the one socket it tells the server what it imported on and asks for its worker on;
-    # in the worker, that one too (it tells what it imported), nothing of its parent's else
-    told = _sockets(pid) & _sockets(server)
-    assert len(told) == 1
-    assert _sockets(worker[0]) & _sockets(int(_stat(worker[0])[1])) == told
+    # none in the worker
+    assert len(_sockets(pid) & _sockets(server)) == 1
+    assert _sockets(worker[0]) & _sockets(server) == set()
     assert host.process.poll() is None and host.process.returncode is None
     with pytest.raises(subprocess.TimeoutExpired):
         host.process.wait(0.1)
@@ -229,7 +216,7 @@ def test_a_forked_host_has_the_import_path_a_new_interpreter_has(tmp_path: Path)
         text=True,
         check=True,
     )
-    assert json.loads(fresh.stdout)[1:5] == _forkserver_libraries.python_path(
+    assert json.loads(fresh.stdout)[1:5] == _forkserver_server._python_path(
         {"PYTHONPATH": given}, str(tmp_path)
     )
 
@@ -238,7 +225,7 @@ PROBE = """
 import json, os, sys, time
 from pathlib import Path
 from funcstack._processes import stop_stray_children
-from funcstack.functions_host import _forkserver
+from funcstack.functions_host import _forkserver, _forkserver_server
 from funcstack.functions_host._launcher import start_runner
 
 def workers(pid):  # its process group's, but itself
@@ -252,26 +239,13 @@ def workers(pid):  # its process group's, but itself
             found.append(int(entry.name))
     return found
 
-def start():
-    return start_runner(
-        app_dir=app_dir, settings_file=app_dir / "local.settings.json", log_path=sys.argv[2]
-    )
-
-def parent(pid):
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return int(stat[stat.rindex(")") + 2 :].split()[1])
-
 app_dir = Path(sys.argv[1])
-for _ in range(120):  # up to 60 s: each worker tells its libraries, a template imports them
-    runner = start()
-    server = _forkserver.server_pid()
-    if [parent(pid) for pid in workers(runner.process.pid)] == workers(server):  # the template's
-        break
-    runner.stop()
-    time.sleep(0.5)
+runner = start_runner(
+    app_dir=app_dir, settings_file=app_dir / "local.settings.json", log_path=sys.argv[2]
+)
 assert isinstance(runner.process, _forkserver.ForkedHost)
+server = _forkserver.server_pid()
 pids = {"host": runner.process.pid, "workers": workers(runner.process.pid), "server": server}
-pids["templates"] = workers(server)
 print(json.dumps(pids), flush=True)
 if sys.argv[3] == "stray":
     os.kill(runner.process.pid, 19)  # SIGSTOP: a host that does not stop on SIGTERM
@@ -306,10 +280,8 @@ def _gone_within(pids: list[int], seconds: float) -> list[int]:
 
 def test_the_hosts_end_with_the_process_that_started_them(app_dir: Path, tmp_path: Path) -> None:
     process, pids = _probe(app_dir, tmp_path, "sleep")
-    everything = [pids["host"], *pids["workers"], pids["server"], *pids["templates"]]
-    assert len(pids["workers"]) == 1 and len(pids["templates"]) == 1
-    assert int(_stat(pids["workers"][0])[1]) == pids["templates"][0]  # forked by the template
-    assert _gone_within(everything, 0) == everything
+    everything = [pids["host"], *pids["workers"], pids["server"]]
+    assert len(pids["workers"]) == 1 and _gone_within(everything, 0) == everything
     process.kill()  # SIGKILL: nothing of it runs to stop them
     process.wait(10)
     assert _gone_within(everything, 10) == []
@@ -322,8 +294,7 @@ def test_stray_children_include_the_forked_hosts(app_dir: Path, tmp_path: Path) 
         after = json.loads(process.stdout.readline())
         # killed after the grace, as a child of the process's own would be; then the server
         assert after == {"host": -signal.SIGKILL, "server": None}
-        everything = [pids["host"], *pids["workers"], pids["server"], *pids["templates"]]
-        assert _gone_within(everything, 5) == []
+        assert _gone_within([pids["host"], *pids["workers"], pids["server"]], 5) == []
     finally:
         process.kill()
         process.wait(10)
@@ -335,7 +306,7 @@ def test_a_host_whose_server_is_killed_ends_too(app_dir: Path, tmp_path: Path) -
         assert process.stdout is not None
         after = json.loads(process.stdout.readline())
         assert after == {"host": _forkserver.UNKNOWN_EXIT}  # its status went with the server
-        assert _gone_within([pids["host"], *pids["workers"], *pids["templates"]], 5) == []
+        assert _gone_within([pids["host"], *pids["workers"]], 5) == []
     finally:
         process.kill()
         process.wait(10)
@@ -402,7 +373,7 @@ def test_the_server_imports_what_an_ended_host_imported_for_its_app(tmp_path: Pa
 
 
 SELF_APP = """
-import json, os, re, signal, sys, time
+import json, os, signal, sys, time
 from pathlib import Path
 import azure.functions as func
 
@@ -416,16 +387,6 @@ async def hang(req: func.HttpRequest) -> str:  # the worker's event loop held: n
     return "late"
 
 
-def fds():  # what each descriptor is, numbers aside
-    found = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            found.append(re.sub("[0-9]+", "", os.readlink(f"/proc/self/fd/{fd}")))
-        except OSError:  # listdir's own
-            continue
-    return sorted(found)
-
-
 @app.route(route="self")
 def me(req: func.HttpRequest) -> str:
     main = sys.modules["__main__"]
@@ -436,7 +397,7 @@ def me(req: func.HttpRequest) -> str:
         "path": sys.path,
         "env": dict(os.environ),
         "group": os.getpgid(0) == int(sys.argv[sys.argv.index("--host-pid") + 1]),
-        "fds": fds(),
+        "fds": len(os.listdir("/proc/self/fd")),
         "signals": {
             s.name: str(signal.getsignal(s))
             for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE)
@@ -449,19 +410,6 @@ def me(req: func.HttpRequest) -> str:
 """
 
 
-def _start_forked_by(how: str, app: Path, log: Path, **options: Any) -> RunningRunner:
-    """A host whose worker ``how`` forked ("template": the server's template, once the
-    workers before taught it the app's libraries; "server"; "host": exec)."""
-    for _ in range(120):  # up to 60 s: a loaded machine's template imports slower
-        runner = start_runner(app_dir=app, log_path=log, **options)
-        [worker] = _workers(runner.process.pid)
-        if _forked_by(worker) == how:
-            return runner
-        runner.stop()  # its worker tells the server what its app imported
-        time.sleep(0.5)  # the template imports it
-    raise AssertionError(f"no worker forked by the {how}")
-
-
 @pytest.fixture(scope="module")
 def self_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("self")
@@ -472,267 +420,35 @@ def self_app(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_a_forked_worker_is_the_process_an_exec_one_is(self_app: Path, tmp_path: Path) -> None:
     seen = {}
-    for how in ("template", "server", "host"):
-        settings = {_forkserver.ENV_VAR: "0"} if how == "host" else {}
-        if how == "server":  # its PYTHONPATH holds a package named as one of the app's libraries
-            (self_app / "lib" / "markupsafe").mkdir()
-        runner = _start_forked_by(
-            how,
-            self_app,
-            tmp_path / "host.log",  # the same stderr
+    for how, settings in (("forked", {}), ("exec", {_forkserver.ENV_VAR: "0"})):
+        runner = start_runner(
+            app_dir=self_app,
             settings=settings,
             extra_import_paths=[self_app / "lib"],
+            log_path=tmp_path / "host.log",  # the same stderr
         )
         try:
             assert isinstance(runner.process, ForkedHost)
+            [worker] = _workers(runner.process.pid)
+            parent = int(_stat(worker)[1])
+            assert parent == (_forkserver.server_pid() if how == "forked" else runner.process.pid)
             answer = call(f"{runner.url}/self")
             assert answer.status == 200, answer.body
             seen[how] = json.loads(answer.body)
         finally:
             runner.stop()
-            with suppress(FileNotFoundError):
-                (self_app / "lib" / "markupsafe").rmdir()
-    del seen["host"]["env"][_forkserver.ENV_VAR]
-    for how in ("template", "server"):  # and the socket it tells the server what it imported on
-        seen[how]["fds"].remove("socket:[]")
-    assert seen["template"] == seen["server"] == seen["host"]
-    assert seen["template"]["group"] and seen["template"]["argv"][0].endswith("_worker.py")
-    assert str(self_app / "lib") in seen["template"]["path"]
-
-
-OWN_APP = """
-import json, os
-import azure.functions as func
-import werkzeug
-
-import helper
-
-found = getattr(werkzeug, "patched_by", None)  # what a worker before might have left
-werkzeug.patched_by = os.getpid()
-app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
-
-
-@app.route(route="own")
-def own(req: func.HttpRequest) -> str:
-    from funcstack.functions_host import _forkserver
-
-    return json.dumps({
-        "found": found,
-        "preloaded": sorted({"werkzeug", "function_app", "helper"} & _forkserver.forked_with),
-        "helper": helper.__file__,
-    })
-"""
-
-
-def test_a_worker_forked_with_its_apps_libraries_imports_its_own_modules_afresh(
-    tmp_path: Path,
-) -> None:
-    app = tmp_path / "app"
-    app.mkdir()
-    (app / "function_app.py").write_text(OWN_APP)
-    (app / "helper.py").write_text("")
-    seen = []
-    for _ in range(2):
-        runner = _start_forked_by("template", app, tmp_path / "host.log")
-        try:
-            answer = call(f"{runner.url}/own")
-            assert answer.status == 200, answer.body
-            seen.append(json.loads(answer.body))
-        finally:
-            runner.stop()
-    # the library preloaded, as the worker before left it, never patched; the app's modules
-    # not preloaded, imported from its folder
-    expected = {"found": None, "preloaded": ["werkzeug"], "helper": str(app / "helper.py")}
-    assert seen == [expected, expected]
-
-
-def test_only_the_libraries_found_outside_the_workers_own_folders_are_preloaded() -> None:
-    report = {
-        "entries": ["/venv/site-packages", "/app", "/repo/src", "/extra"],
-        "specific": ["/app", "/extra/../extra"],  # its folder, its PYTHONPATH
-        "imported": [["werkzeug", 0], ["function_app", 1], ["domain", 1], ["lib", 2], ["x", 3]],
-    }
-    # the app's folder and an extra entry are on the server's path too: still the app's
-    base_path = ["/venv/site-packages", "/repo/src", "/app", "/extra"]
-    assert _forkserver_libraries.libraries(report, base_path) == ["werkzeug", "lib"]
-
-
-LIBRARIES = """
-import json, os, sys
-from funcstack.functions_host._forkserver_libraries import import_libraries
-
-sys.path.insert(0, sys.argv[1])
-names = json.loads(sys.argv[2])
-read, spoiled, why = import_libraries(names, {"SAME": "1", "OTHER": "worker's"})
-print(json.dumps([read, spoiled, why]))
-"""
-
-LIBRARY = {
-    "reads.py": "import os\nos.environ.get('SAME'); os.getenv('UNSET')\n",
-    "reads_other.py": "import os\nos.environ['OTHER']\n",
-    "brings.py": "import reads_other\n",
-    "lists.py": "import os\ndict(os.environ)\n",
-    "where.py": "import pathlib\npathlib.Path.cwd()\n",
-    "spawns.py": "import threading, time\nthreading.Thread(target=time.sleep, args=(5,)).start()\n",
-}
-
-
-@pytest.mark.parametrize(
-    ("names", "expected"),
-    [
-        (["reads"], [{"SAME": "1", "UNSET": None}, [], ""]),
-        (
-            ["reads", "reads_other", "where"],
-            [{"SAME": "1", "UNSET": None}, ["reads_other"], "OTHER"],
-        ),
-        (["lists", "reads"], [{}, ["lists"], "listed the environment"]),
-        (["where"], [{}, ["where"], "read the working folder"]),
-        (["spawns", "reads"], [{}, ["spawns"], "started a thread"]),
-        (["brings"], [{}, ["brings", "reads_other"], "OTHER"]),  # and what its import brought
-    ],
-)
-def test_a_library_is_preloaded_only_if_its_import_reads_no_setting_otherwise_and_starts_no_thread(
-    tmp_path: Path, names: list[str], expected: list[Any]
-) -> None:
-    for name, text in LIBRARY.items():
-        (tmp_path / name).write_text(text)
-    done = subprocess.run(
-        [sys.executable, "-c", LIBRARIES, str(tmp_path), json.dumps(names)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        env={**os.environ, "SAME": "1", "OTHER": "the server's"},
-    )
-    read, spoiled, why = json.loads(done.stdout)
-    assert [read, spoiled] == expected[:2]
-    assert expected[2] in why
-
-
-OTEL_APP = """
-import azure.functions as func
-import opentelemetry.trace  # reads OTEL_PYTHON_CONTEXT when imported
-
-app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
-
-
-@app.route(route="ok")
-def ok(req: func.HttpRequest) -> str:
-    return "ok"
-
-
-@app.route(route="preloaded")
-def preloaded(req: func.HttpRequest) -> str:
-    import json, os
-    from funcstack.functions_host import _forkserver
-
-    names = {"azure.functions", "opentelemetry.trace"} & _forkserver.forked_with
-    return json.dumps({"parent": os.getppid(), "preloaded": sorted(names)})
-"""
-
-
-SPOIL_PROBE = """
-import json, sys, time
-from pathlib import Path
-from funcstack.functions_host import _forkserver
-from funcstack.functions_host._launcher import start_runner
-from funcstack.functions_host.testing import call
-
-app = Path(sys.argv[1])
-# the first worker has the setting otherwise: opentelemetry.trace is not kept, the template
-# replaced by one without it
-otherwise = {"OTEL_PYTHON_CONTEXT": "contextvars_context"}
-start_runner(app_dir=app, settings=otherwise, log_path=app / "host.log").stop()
-server = _forkserver.server_pid()
-for _ in range(120):  # up to 60 s: a loaded machine's template imports slower
-    runner = start_runner(app_dir=app, log_path=app / "host.log")
-    try:
-        answer = json.loads(call(f"{runner.url}/preloaded").body)
-    finally:
-        runner.stop()
-    if answer["parent"] != server:  # the template's
-        break
-    time.sleep(0.5)
-print(json.dumps(answer["preloaded"]))
-"""
-
-
-def test_a_library_that_reads_a_setting_the_worker_has_otherwise_is_not_preloaded(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / "function_app.py").write_text(OTEL_APP)
-    # in a process of its own: a server of its own, which learned nothing yet
-    done = subprocess.run(
-        [sys.executable, "-c", SPOIL_PROBE, str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == ["azure.functions"]
-
-
-DIFFER_PROBE = """
-import json, sys, time
-from pathlib import Path
-from funcstack.functions_host import _forkserver
-from funcstack.functions_host._launcher import start_runner
-from funcstack.functions_host.testing import call
-
-def preloaded(app, module):  # until app's worker is the template's, with module preloaded
-    for _ in range(120):  # taught by the workers before (up to 60 s)
-        runner = start_runner(app_dir=app, log_path=app / "host.log")
-        try:
-            answer = json.loads(call(f"{runner.url}/preloaded").body)
-        finally:
-            runner.stop()
-        if answer["parent"] != _forkserver.server_pid() and module in answer["preloaded"]:
-            break
-        time.sleep(0.5)
-    return answer
-
-app = Path(sys.argv[1])
-answer = preloaded(app, "opentelemetry.trace")
-server = _forkserver.server_pid()
-preloaded(Path(sys.argv[2]), "wave")  # the template imports more: what they read is added
-otherwise = {"OTEL_PYTHON_CONTEXT": "contextvars_context"}
-runner = start_runner(app_dir=app, settings=otherwise, log_path=app / "host.log")
-try:
-    other = json.loads(call(f"{runner.url}/preloaded").body)
-finally:
-    runner.stop()
-print(json.dumps([answer["parent"] != server, other["parent"] == server, other["preloaded"]]))
-"""
-
-
-def test_a_worker_whose_setting_a_library_read_at_import_differs_is_forked_without_it(
-    tmp_path: Path,
-) -> None:
-    (tmp_path / "function_app.py").write_text(OTEL_APP)
-    (tmp_path / "more").mkdir()
-    more = OTEL_APP.replace("import opentelemetry.trace", "import wave").replace(
-        '"opentelemetry.trace"}', '"wave"}'
-    )
-    (tmp_path / "more" / "function_app.py").write_text(more)
-    # in a process of its own: a server of its own, which learned nothing yet
-    done = subprocess.run(
-        [sys.executable, "-c", DIFFER_PROBE, str(tmp_path), str(tmp_path / "more")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    # the template's before; the server's then, with the worker library only
-    assert json.loads(done.stdout) == [True, True, []]
+    forked, exec_ = seen["forked"], seen["exec"]
+    del exec_["env"][_forkserver.ENV_VAR]
+    assert forked == exec_
+    assert forked["group"] and forked["argv"][0].endswith("_worker.py")
+    assert str(self_app / "lib") in forked["path"]
 
 
 def test_a_forked_worker_ends_when_its_host_is_killed(self_app: Path, tmp_path: Path) -> None:
-    # forked by the template: it ends its workers when their host ends
-    runner = _start_forked_by("template", self_app, tmp_path / "host.log")
+    runner = start_runner(app_dir=self_app, log_path=tmp_path / "host.log")
     try:
         [worker] = _workers(runner.process.pid)
+        assert int(_stat(worker)[1]) == _forkserver.server_pid()
         # busy in its app's code: it would not see the host's connection close
         mark = tmp_path / "hanging"
 
@@ -762,7 +478,7 @@ def test_a_worker_is_started_by_exec_where_a_fork_would_differ(
     try:
         assert isinstance(runner.process, ForkedHost)
         [worker] = _workers(runner.process.pid)
-        assert _forked_by(worker) != "host"
+        assert int(_stat(worker)[1]) == _forkserver.server_pid()
         # the app's folder now holds a module of a name the server imported for the workers:
         # the worker started again is a new interpreter (the host's child), as before
         (app / "azure_functions_runtime").mkdir()

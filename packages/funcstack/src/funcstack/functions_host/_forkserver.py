@@ -50,13 +50,6 @@ The server is the worker's parent: the kernel's parent-death signal is tied to t
 and the server sends the worker SIGTERM when it reaps its host, as a worker started by exec
 is sent when its host dies (``_worker.py`` checks its parent is the host only when it was
 started by exec: ``forked_for``).
-
-A forked worker tells the server, as it ends, the modules it imported (``tell_imports``). The
-server keeps the libraries among them (found in its own import path, not the worker's folder
-or ``PYTHONPATH``: never the app's modules) and forks a template that imports them and forks
-the next workers they are safe for: those whose environment has the template's value of each
-setting the libraries read at import, and whose folder and ``PYTHONPATH`` hold no module of a
-name the template imported. The others are forked by the server, as before.
 """
 
 from __future__ import annotations
@@ -188,17 +181,12 @@ def worker_fingerprint(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
-#: In a host or a language worker forked by the server: the socket it tells that server what
-#: it imported on (a host also asks for its language workers on it: ``spawn_worker``). None in
-#: any other process.
+#: In a host forked by the server: the socket it asks that server for its language workers
+#: on (``spawn_worker``). None in any other process.
 to_server: socket.socket | None = None
 #: In a language worker forked by the server: the pid of the host it was forked for (the
 #: server ends the worker when that host ends). None in any other process.
 forked_for: int | None = None
-#: In a process forked by the server: the modules it held when it was forked.
-forked_with: frozenset[str] = frozenset()
-#: In a language worker forked by the server: the environment it was given.
-forked_env: dict[str, str] = {}
 
 
 def available() -> bool:
@@ -301,15 +289,6 @@ def readable(fds: Sequence[int], timeout: float | None) -> list[int]:
         poller.register(fd, select.POLLIN)
     wait = None if timeout is None else max(0, int(timeout * 1000 + 0.999))
     return [fd for fd, _ in poller.poll(wait)]
-
-
-def answer(status: socket.socket | None, message: dict[str, object]) -> None:
-    """The server's answer to a request on its status socket (None: it asked for none); a
-    starter gone meanwhile is not an error."""
-    if status is None:
-        return
-    with suppress(OSError):
-        status.send(json.dumps(message).encode())
 
 
 def _close_all(pidfd: int, status: socket.socket) -> None:
@@ -615,47 +594,3 @@ async def spawn_worker(
 def _set_once(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
-
-
-def tell_imports() -> None:
-    """In a language worker forked by the server, as it ends: the modules it imported since
-    its fork, each with the import path entry its package was found in, its folder and
-    ``PYTHONPATH``'s entries, and its environment. The server keeps those found in its own
-    entries and not in the worker's (``_forkserver_libraries.libraries``)."""
-    channel = to_server
-    if channel is None or forked_for is None:
-        return
-    entries: dict[str, int] = {}
-    imported = []
-    for name, module in list(sys.modules.items()):
-        if name in forked_with or name == "__main__":
-            continue
-        entry = _found_in(name, getattr(module, "__file__", None))
-        if entry is not None:
-            imported.append([name, entries.setdefault(entry, len(entries))])
-    cwd = str(Path.cwd())
-    specific = [cwd, *(os.path.normpath(Path(cwd, p)) for p in _paths(forked_env))]
-    report = {"imported": imported, "entries": list(entries), "specific": specific}
-    with suppress(OSError, ValueError):
-        channel.send(json.dumps({**report, "env": forked_env}).encode())
-
-
-def _paths(env: Mapping[str, str]) -> list[str]:
-    value = env.get("PYTHONPATH")
-    return value.split(os.pathsep) if value else []
-
-
-def _found_in(name: str, file: object) -> str | None:
-    """The import path entry module ``name`` was found in, from its file (None: no file, or
-    one laid out otherwise than its name says)."""
-    if not isinstance(file, str):
-        return None
-    path = Path(file)
-    parts = name.split(".")
-    if path.name.split(".", 1)[0] == "__init__":
-        path = path.parent
-    for part in reversed(parts):
-        if path.name.split(".", 1)[0] != part:
-            return None
-        path = path.parent
-    return str(path)

@@ -227,8 +227,6 @@ def main(argv: list[str] | None = None) -> None:
         )
     finally:
         shutdown_telemetry()
-    # forked: the libraries the app imported, which the server preloads for the next workers
-    _forkserver.tell_imports()
     _end_now()
 
 
