@@ -10,6 +10,7 @@ tell whether they still run without ever signalling a stranger.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import random
@@ -207,11 +208,21 @@ def start_azurite(
     exe = node_modules() / ".bin" / "azurite"  # npm ci into funcstack's cache on first use
     if not exe.exists():
         raise RuntimeError(f"{exe} is missing: remove {exe.parents[1]} to have it installed again")
-    blob, queue, table = (p or free_port() for p in ports)
     data_dir.mkdir(parents=True, exist_ok=True)
-    command = _azurite_command(node, exe, data_dir, (blob, queue, table))
     if lazy:
-        return _lazy_azurite(command, log_path, data_dir, (blob, queue, table))
+        # a free port chosen here can be taken by another process before it is bound: chosen
+        # again then (a port given is not)
+        for attempt in range(5):
+            chosen = (p or free_port() for p in ports)
+            blob, queue, table = chosen
+            command = _azurite_command(node, exe, data_dir, (blob, queue, table))
+            try:
+                return _lazy_azurite(command, log_path, data_dir, (blob, queue, table))
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or all(ports) or attempt == 4:
+                    raise
+    blob, queue, table = (p or free_port() for p in ports)
+    command = _azurite_command(node, exe, data_dir, (blob, queue, table))
     process = _launch(command, log_path, data_dir)
     deadline = time.monotonic() + 30
     try:
