@@ -13,8 +13,8 @@ from azure.cosmos import CosmosClient
 
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.handoff import azurite_from, cosmos_from, describe, servicebus_from
-from funcstack.servicebus import start_servicebus
-from funcstack.services import start_azurite
+from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
+from funcstack.services import Azurite, start_azurite
 
 
 def test_a_handed_cosmos_endpoint_serves_with_its_certificate_and_is_not_stopped_by_it(
@@ -37,23 +37,17 @@ def test_a_handed_cosmos_endpoint_serves_with_its_certificate_and_is_not_stopped
         client.delete_database(name)
 
 
-def test_a_handed_service_bus_endpoint_is_stopped_when_the_original_is(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["servicebus", "azurite"])
+def test_a_handed_endpoint_is_stopped_when_the_original_is(kind: str, tmp_path: Path) -> None:
     # started at its first connection: it listens, and no process starts here
-    original = start_servicebus(log_path=tmp_path / "servicebus.log", lazy=True)
+    original: ServiceBusEndpoint | Azurite = (
+        start_servicebus(log_path=tmp_path / "servicebus.log", lazy=True)
+        if kind == "servicebus"
+        else start_azurite(tmp_path / "data", tmp_path / "azurite.log", lazy=True)
+    )
     try:
-        handed = servicebus_from(json.loads(json.dumps(describe(original))))
-        assert handed.connection_string == original.connection_string
-        handed.stop()
-        assert not handed.stopped
-    finally:
-        original.stop()
-    assert handed.stopped
-
-
-def test_a_handed_azurite_is_stopped_when_the_original_is(tmp_path: Path) -> None:
-    original = start_azurite(tmp_path / "data", tmp_path / "azurite.log", lazy=True)
-    try:
-        handed = azurite_from(json.loads(json.dumps(describe(original))))
+        described = json.loads(json.dumps(describe(original)))
+        handed = servicebus_from(described) if kind == "servicebus" else azurite_from(described)
         assert handed.connection_string == original.connection_string
         handed.stop()
         assert not handed.stopped
