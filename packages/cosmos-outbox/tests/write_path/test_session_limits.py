@@ -13,7 +13,7 @@ from types import MappingProxyType
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from cosmos_outbox._mapper import reserved_property
@@ -256,9 +256,13 @@ def test_a_number_json_cannot_hold_is_refused_when_staged(number: float) -> None
 
 @settings(max_examples=300, deadline=None)
 @given(value=values)
+# keys whose count is exact (a character outside the BMP is 12 bytes, `false` 5): nothing
+# else's slack hides a dict's separators (found by Hypothesis in the release check's 3.11 run)
+@example(value={"\U00010000": False, "\U00010001": False})
+@example(value=[{"\U00010000": False, "\U00010001": False, "\U00010002": False}])
 def test_a_value_is_counted_at_least_as_the_sdk_sends_it(value: Any) -> None:
     """Counted without serialising it (`json_bytes`): at least what json's public encoder
-    writes, compact and in ASCII, as the SDK sends it."""
+    writes, compact and in ASCII, as the SDK sends it: a dict's colons and commas too."""
     assert json_bytes(value, "document") >= len(json.dumps(value, separators=(",", ":")))
 
 

@@ -82,7 +82,8 @@ def _at_most(value: Any) -> int:
     and numbers without a call."""
     kind = type(value)
     if kind is dict or (kind is not str and isinstance(value, dict)):
-        total = 2 + len(value)
+        # the braces, then a colon and a comma (one fewer, counted anyway) an item
+        total = 2 + 2 * len(value)
         for key, item in value.items():
             if type(key) is str:
                 total += CHARACTER_BYTES * len(key) + 2 if len(key) < _SHORT else _text(key)
@@ -97,6 +98,7 @@ def _at_most(value: Any) -> int:
                 total += _at_most(item)
         return total
     if kind is list or kind is tuple or (kind is not str and isinstance(value, (list, tuple))):
+        # the brackets, a comma an item (one fewer, counted anyway)
         return 2 + len(value) + sum(map(_at_most, value))
     if kind is str or isinstance(value, str):
         return CHARACTER_BYTES * len(value) + 2 if len(value) < _SHORT else _text(value)
