@@ -12,6 +12,7 @@ docs/testing.md, The deployed smoke test."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 from collections.abc import Iterator
@@ -51,9 +52,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """With --deployed: the tests that use the target and are not marked local_stack
-    (tools/target.py, `deployed_selection`); a test that starts servers and is neither is
-    refused, naming it."""
+    """In an xdist worker: the tests in the order their units are handed out, the longest first
+    (tools/schedule.py). With --deployed: the tests that use the target and are not marked
+    local_stack (tools/target.py, `deployed_selection`); a test that starts servers and is
+    neither is refused, naming it."""
+    if hasattr(config, "workerinput"):
+        from tools.schedule import longest_first
+
+        items[:] = longest_first(items, lambda item: item.nodeid)
     if not config.getoption("deployed"):
         return
     from tools.target import deployed_selection
@@ -66,6 +72,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
     config.hook.pytest_deselected(items=deselected)
     items[:] = kept
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What the collection made (every module imported, its objects) set aside from the cyclic
+    garbage collector's full passes (`gc.freeze`): never garbage while the tests run, it is
+    scanned at every full collection otherwise."""
+    gc.freeze()
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tools.schedule import GROUPS, unit
+from tools.schedule import GROUPS, LONG_UNITS, longest_first, unit
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE_TESTS = ROOT / "packages" / "cosmos-outbox" / "tests"
@@ -41,3 +41,39 @@ def test_every_module_on_the_session_services_is_in_a_group() -> None:
         and unit(str(path.relative_to(ROOT))) == str(path.relative_to(ROOT))
     )
     assert outside == [], f"on funcstack_services, in no group of tools/schedule.py: {outside}"
+
+
+def test_the_long_units_go_first_longest_first_a_units_tests_together_in_their_order() -> None:
+    package = "packages/cosmos-outbox/tests/"
+    collection = [
+        "tests/contacts/model/test_domain.py::test_1",
+        "tests/contacts/outbox/test_scale_out_chaos.py::test_1",
+        "tests/contacts/outbox/test_scale_out_chaos.py::test_2",
+        "tests/repository/test_layering.py::test_1",
+        "tests/repository/test_layering.py::test_2",
+        "tests/repository/test_layering.py::test_3",
+        f"{package}relay/test_relay.py::test_1",
+        "tests/contacts/outbox/test_console_in_a_browser.py::test_1",
+        f"{package}scheduled/test_on_funcstack.py::test_1",
+        f"{package}relay/test_relay.py::test_2",
+    ]
+    assert longest_first(collection, str) == [
+        f"{package}relay/test_relay.py::test_1",
+        f"{package}scheduled/test_on_funcstack.py::test_1",
+        f"{package}relay/test_relay.py::test_2",
+        "tests/contacts/outbox/test_console_in_a_browser.py::test_1",
+        "tests/contacts/outbox/test_scale_out_chaos.py::test_1",
+        "tests/contacts/outbox/test_scale_out_chaos.py::test_2",
+        "tests/repository/test_layering.py::test_1",
+        "tests/repository/test_layering.py::test_2",
+        "tests/repository/test_layering.py::test_3",
+        "tests/contacts/model/test_domain.py::test_1",
+    ]
+
+
+def test_every_long_unit_named_is_a_group_or_a_module_that_exists() -> None:
+    """A module renamed or removed would leave its long unit at the end of the queue."""
+    missing = [
+        name for name in LONG_UNITS if name not in GROUPS.values() and not (ROOT / name).is_file()
+    ]
+    assert missing == [], f"tools/schedule.py's LONG_UNITS names what is not there: {missing}"
