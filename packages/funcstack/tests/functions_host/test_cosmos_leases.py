@@ -233,8 +233,9 @@ def test_a_killed_instance_comes_back_and_its_leases_move_as_documented(scaled: 
     """SIGKILL releases nothing: the survivor takes the leases at its first acquire after
     their expiry (5 s + up to 1 s here), and delivers what the killed one had not checkpointed
     again (nothing lost); the killed instance is restarted (its name, a new pid, a new owner)
-    and takes its share back from the survivor, one steal per acquire pass, as the equal
-    partitions strategy balances (docs/functions-host.md, The lease protocol; Scaled out)."""
+    and takes its share back from the survivor (one steal per acquire pass, or once expired where
+    the survivor renews late), as the equal partitions strategy balances (docs/functions-host.md,
+    The lease protocol; Scaled out)."""
     app = scaled.host(
         2,
         restart=KILL_RESTART,
@@ -264,7 +265,12 @@ def test_a_killed_instance_comes_back_and_its_leases_move_as_documented(scaled: 
         "two leases each again",
     )
     balanced = time.monotonic() - killed_at
-    assert victim.log_path.read_text().count("acquired (stolen from app-2:") >= 2
+    # each taken from the survivor: stolen, or, where the survivor's renewal came more than the
+    # 5 s expiry late (a loaded machine: a fresh clone's make test once), taken once expired
+    # (a steal's own proof is the third instance's, above)
+    back_log = victim.log_path.read_text()
+    taken = ("acquired (stolen from app-2:", "acquired (expired, was app-2:")
+    assert sum(back_log.count(how) for how in taken) >= 2
     wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in docs}, "every document")
     more = write_docs(scaled.container, [f"r{i:02d}" for i in range(16)], per_pk=1)
     wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in more}, "later documents")
