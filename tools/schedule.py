@@ -41,7 +41,7 @@ GROUPS: dict[str, str] = {
 
 
 #: The units of 15 s or more, with their wall time in seconds on one of the suite's 3 workers
-#: (the suite alone at c9f6df2, a quiet machine): handed out first, longest first. A unit
+#: (the suite alone at d75b762, a quiet machine): handed out first, longest first. A unit
 #: missing here goes after them; one named here that no longer exists fails
 #: tests/tooling/test_schedule.py.
 LONG_UNITS: dict[str, int] = {
