@@ -161,7 +161,8 @@ def test_a_stop_releases_the_leases_and_another_instance_takes_them_before_expir
         second = f.processor("second", delivered, **slow).start()
         eventually(lambda: len(first.owned_leases) == 1 and len(second.owned_leases) == 1)
         first.stop()
-        assert {lease.owner for lease in f.stored().values()} == {"second", None}
+        # released: unowned, or already the second's (its acquire can come before this read)
+        assert {lease.owner for lease in f.stored().values()} <= {"second", None}
         eventually(lambda: len(second.owned_leases) == 2, within=5)
         ids = write(feed, keys=6, per_key=2)
         eventually(lambda: delivered.ids >= set(ids))
