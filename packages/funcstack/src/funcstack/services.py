@@ -194,6 +194,10 @@ class Azurite:
         self.process.wait(timeout)
 
 
+#: How many times a lazy Azurite's free ports are chosen when one was taken before its bind.
+_PORT_CHOICES = 5
+
+
 def start_azurite(
     data_dir: Path,
     log_path: Path,
@@ -209,19 +213,23 @@ def start_azurite(
     if not exe.exists():
         raise RuntimeError(f"{exe} is missing: remove {exe.parents[1]} to have it installed again")
     data_dir.mkdir(parents=True, exist_ok=True)
+
+    def chosen() -> tuple[int, int, int]:
+        blob, queue, table = (p or free_port() for p in ports)
+        return blob, queue, table
+
     if lazy:
         # a free port chosen here can be taken by another process before it is bound: chosen
         # again then (a port given is not)
-        for attempt in range(5):
-            chosen = (p or free_port() for p in ports)
-            blob, queue, table = chosen
-            command = _azurite_command(node, exe, data_dir, (blob, queue, table))
+        for attempt in range(1, _PORT_CHOICES + 1):
+            bound = chosen()
+            command = _azurite_command(node, exe, data_dir, bound)
             try:
-                return _lazy_azurite(command, log_path, data_dir, (blob, queue, table))
+                return _lazy_azurite(command, log_path, data_dir, bound)
             except OSError as exc:
-                if exc.errno != errno.EADDRINUSE or all(ports) or attempt == 4:
+                if exc.errno != errno.EADDRINUSE or all(ports) or attempt == _PORT_CHOICES:
                     raise
-    blob, queue, table = (p or free_port() for p in ports)
+    blob, queue, table = chosen()
     command = _azurite_command(node, exe, data_dir, (blob, queue, table))
     process = _launch(command, log_path, data_dir)
     deadline = time.monotonic() + 30
