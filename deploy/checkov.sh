@@ -26,11 +26,13 @@ installed_version() {
 
 if [[ ! -x "$VENV/bin/checkov" || "$(installed_version)" != "$CHECKOV_VERSION" ]]; then
   echo "checkov.sh: installing checkov==$CHECKOV_VERSION into $VENV" >&2
-  "$PYTHON" -m venv "$VENV"
   # pip's warnings about unreachable extra index locations are noise here.
   if [[ -n "${UV:-}" ]]; then  # make's uv (Makefile: UV), else the venv's pip
+    # uv's venv, without pip (uv installs into it): 0.1 s of CPU, not ensurepip's 2.5 s.
+    "$UV" venv --quiet --clear --python "$("$PYTHON" -c 'import sys; print(sys.executable)')" "$VENV"
     "$UV" pip install --quiet --python "$VENV/bin/python" "checkov==$CHECKOV_VERSION"
   else
+    "$PYTHON" -m venv "$VENV"
     "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION" \
       2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
   fi
