@@ -38,8 +38,8 @@ unexport PYTHONDONTWRITEBYTECODE
 # uv installs every venv's packages: .venv's, the other Pythons', checkov's. Setting up a fresh
 # clone took 66 s with pip, 36 s with uv and its cache empty (docs/testing.md). uv itself comes
 # from PyPI with pip, into a venv of its own (.uv), pinned to a range; UV is what the scripts use.
-# The interpreter's own pip installs it there (`pip --python`) into a venv made without pip: 1.5 s
-# of CPU, not 4.3 s (ensurepip's install of pip into the venv was most of it). An interpreter
+# The interpreter's own pip installs it there (`pip --python`) into a venv made without pip: 1.8 s
+# of CPU, not 3.7 s (ensurepip's install of pip into the venv was most of it). An interpreter
 # without pip: the venv's own, as before.
 UV_VENV := .uv
 UV := $(CURDIR)/$(UV_VENV)/bin/uv
@@ -63,11 +63,11 @@ $(UV):
 # install when there is none). A venv of another version is rebuilt. requirements.txt installs
 # cosmos-outbox (and cosmos-outbox-operators) from their folders (as Azure's remote build does);
 # here they are then installed again in editable mode, with the test kit, so a change to their
-# source needs no reinstall. The venv keeps its own pip (uv's venv, seeded with pip: 0.3 s of
-# CPU, not ensurepip's 2.9 s). python-qpid-proton (funcstack's AMQP codec) has no Linux wheel on
+# source needs no reinstall. The venv keeps its own pip (uv's venv, seeded with pip: 0.5 s of
+# CPU, not ensurepip's 3.0 s). python-qpid-proton (funcstack's AMQP codec) has no Linux wheel on
 # PyPI: a machine whose uv cache lacks the wheel builds it from its sdist, with the
 # interpreter's own compiler flags (-O3 as before: the same machine code) but no debug
-# information (-g0): 13.7 s of CPU, not 17.9 s. CFLAGS, if set, is used instead.
+# information (-g0): 13.7 s of CPU, not 18.0 s. CFLAGS, if set, is used instead.
 $(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml | $(UV)
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
