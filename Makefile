@@ -39,8 +39,8 @@ unexport PYTHONDONTWRITEBYTECODE
 # clone took 66 s with pip, 36 s with uv and its cache empty (docs/testing.md). uv itself comes
 # from PyPI with pip, into a venv of its own (.uv), pinned to a range; UV is what the scripts use.
 # The interpreter's own pip installs it there (`pip --python`) into a venv made without pip: 1.8 s
-# of CPU, not 3.7 s (ensurepip's install of pip into the venv was most of it). An interpreter
-# without pip: the venv's own, as before.
+# of CPU, not 3.7 s (ensurepip's install of pip into the venv was most of it). Where that fails
+# (an interpreter without pip, or with a pip older than 22.3): the venv's own, as before.
 UV_VENV := .uv
 UV := $(CURDIR)/$(UV_VENV)/bin/uv
 export UV
@@ -49,12 +49,11 @@ PIP_NOISE := grep -v 'is ignored: it is neither a file nor a directory'
 $(UV):
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	rm -rf $(UV_VENV); \
-	if "$$interp" -c 'import pip' 2>/dev/null; then \
-	  "$$interp" -m venv --without-pip $(UV_VENV) && \
-	  "$$interp" -m pip --python $(UV_VENV)/bin/python install --quiet --disable-pip-version-check \
-	    "$(UV_SPEC)" 2> >($(PIP_NOISE) >&2); \
-	else \
-	  "$$interp" -m venv $(UV_VENV) && \
+	if ! { "$$interp" -c 'import pip' 2>/dev/null && \
+	       "$$interp" -m venv --without-pip $(UV_VENV) && \
+	       "$$interp" -m pip --python $(UV_VENV)/bin/python install --quiet \
+	         --disable-pip-version-check "$(UV_SPEC)" 2> >($(PIP_NOISE) >&2); }; then \
+	  rm -rf $(UV_VENV) && "$$interp" -m venv $(UV_VENV) && \
 	  $(UV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "$(UV_SPEC)" \
 	    2> >($(PIP_NOISE) >&2); \
 	fi
