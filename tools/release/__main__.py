@@ -74,8 +74,9 @@ def build_and_check(dists: list[Distribution], scratch: Path, tag: str | None) -
     shutil.rmtree(DIST, ignore_errors=True)
     DIST.mkdir()
     problems = build.Problems()
+    python = build.build_environment(dists, scratch)
     for dist in dists:
-        build.build(dist, DIST, scratch / "build" / dist.name)
+        build.build(dist, DIST, scratch / "build" / dist.name, python)
         build.compare_wheels(dist, DIST, scratch / "build" / dist.name, problems)
         build.check_sdist_files(dist, DIST, problems)
         build.check_metadata(dist, DIST, problems)
