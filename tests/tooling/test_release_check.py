@@ -189,6 +189,21 @@ def test_the_release_order_puts_each_distribution_after_what_it_requires() -> No
     ]
 
 
+def test_the_builds_share_one_environment_only_where_every_build_system_asks_for_the_same(
+    tmp_path: Path,
+) -> None:
+    # Requirements that differ: no shared environment (each build an isolated one of uv's),
+    # and nothing made.
+    ours = [distribution(tmp_path, name, "1.0.0") for name in ("a-one", "a-two")]
+    for dist, requires in zip(ours, ('["hatchling>=1.25,<2"]', '["setuptools>=70"]'), strict=True):
+        with (dist.folder / "pyproject.toml").open("a") as pyproject:
+            pyproject.write(f"\n[build-system]\nrequires = {requires}\n")
+    assert [build.build_requires(d) for d in ours] == [["hatchling>=1.25,<2"], ["setuptools>=70"]]
+    assert build.build_environment(ours, tmp_path) is None
+    assert not (tmp_path / "build-env").exists()
+    assert {tuple(build.build_requires(d)) for d in distributions()} == {("hatchling>=1.25,<2",)}
+
+
 def test_the_trials_take_the_systems_python_first_and_find_pythons_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -3,7 +3,9 @@
 Each distribution's sdist is built from its folder, then its wheel **from that sdist** (as pip
 builds one from an sdist, in a scratch folder outside the repository, with the npm registry
 pointed at a closed port: a build that needed npm or a file the sdist lacks fails), and a second
-wheel from the tree, which must hold the same files, byte for byte. Then:
+wheel from the tree, which must hold the same files, byte for byte. The fifteen builds share one
+build environment, made once from the `[build-system]` requirements every distribution names
+(`build_environment`), where they all name the same; else each is isolated, as pip's. Then:
 
 - `twine check --strict`: the metadata and the README rendered as PyPI renders it
   (readme_renderer);
