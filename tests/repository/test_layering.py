@@ -518,6 +518,9 @@ ALLOWED_PRIVATE_IMPORTS = {
     # Speed only: Hypothesis' regex strategies kept once built; if they move, nothing is
     # patched and the tests run as they are (its module docstring).
     ("tests/contacts/api/test_api_generative.py", "hypothesis.strategies._internal"),
+    # Speed only: the coverage phase's slow draws kept and handed out again, the same values;
+    # if schemathesis' internals move, nothing is patched (its module docstring).
+    ("tests/contacts/api/test_api_generative.py", "schemathesis.specs.openapi.coverage._schema"),
     # Shrinks the dead-letter actions' per-call maximum to see the console continue a selection
     # page by page (a constant of the core's operations, read where it is used); if it moves,
     # the import fails loudly.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
@@ -26,6 +27,7 @@ from tools.docblocks import (
     shell_lines,
     write_project,
 )
+from tools.release import __main__ as release
 from tools.release import build, index, requirements
 from tools.release.dists import ROOT, Distribution, distributions, read
 
@@ -185,6 +187,40 @@ def test_the_release_order_puts_each_distribution_after_what_it_requires() -> No
         "cosmos-outbox-operators",
         "funcstack",
     ]
+
+
+def test_the_builds_share_one_environment_only_where_every_build_system_asks_for_the_same(
+    tmp_path: Path,
+) -> None:
+    # Requirements that differ: no shared environment (each build an isolated one of uv's),
+    # and nothing made.
+    ours = [distribution(tmp_path, name, "1.0.0") for name in ("a-one", "a-two")]
+    for dist, requires in zip(ours, ('["hatchling>=1.25,<2"]', '["setuptools>=70"]'), strict=True):
+        with (dist.folder / "pyproject.toml").open("a") as pyproject:
+            pyproject.write(f"\n[build-system]\nrequires = {requires}\n")
+    assert [build.build_requires(d) for d in ours] == [["hatchling>=1.25,<2"], ["setuptools>=70"]]
+    assert build.build_environment(ours, tmp_path) is None
+    assert not (tmp_path / "build-env").exists()
+    assert {tuple(build.build_requires(d)) for d in distributions()} == {("hatchling>=1.25,<2",)}
+
+
+def test_the_trials_take_the_systems_python_first_and_find_pythons_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # This test's Python (3.13) stands in for the system's: its variable unset, it is taken
+    # first; named as another version it is refused, and find-python's order gives one; its
+    # variable set, that one is taken.
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    (tmp_path / f"python{version}").symlink_to(sys.executable)
+    (tmp_path / "python3.12").symlink_to(sys.executable)
+    monkeypatch.setattr(release, "SYSTEM_PYTHON", f"{tmp_path}/python{{version}}")
+    monkeypatch.delenv("PYTHON", raising=False)
+    monkeypatch.delenv("PYTHON312", raising=False)
+    found = release.interpreters([version, "3.12"])
+    assert found[version] == str(tmp_path / f"python{version}")
+    assert "3.12" not in found or found["3.12"] != str(tmp_path / "python3.12")
+    monkeypatch.setenv("PYTHON", sys.executable)
+    assert release.interpreters([version]) == {version: sys.executable}
 
 
 def test_the_local_index_is_a_pep_503_page_per_project(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ the scratch folder and print it), `--doc README.md` (repeatable: only those docu
 from __future__ import annotations
 
 import argparse
+import os
 import resource
 import shutil
 import subprocess
@@ -32,20 +33,39 @@ DIST = ROOT / "dist"
 TREE_PYTHON = "3.13"
 
 
+#: The operating system's own Python of a version (Debian's and Ubuntu's), tried first.
+SYSTEM_PYTHON = "/usr/bin/python{version}"
+
+
 def interpreters(wanted: list[str]) -> dict[str, str]:
-    """The Pythons found (scripts/find-python); each missing one named in a line."""
+    """The Pythons found; each missing one named in a line. The operating system's own
+    (`SYSTEM_PYTHON`) where it has one and its variable (PYTHON311, ...) is not set: the Python
+    a stranger's `pip install` most often runs on, built optimised (Debian's 3.11 runs Python
+    code in 16 % less CPU than pyenv's); else scripts/find-python's (its variable, `pythonX.Y`
+    on the PATH, pyenv's)."""
     found = {}
     for version in wanted:
-        done = subprocess.run(
-            [str(ROOT / "scripts" / "find-python"), version],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if done.returncode == 0:
-            found[version] = done.stdout.strip()
+        variable = "PYTHON" if version == TREE_PYTHON else f"PYTHON{version.replace('.', '')}"
+        system = SYSTEM_PYTHON.format(version=version)
+        tries: list[dict[str, str]] = [{}]  # find-python's own order
+        if variable not in os.environ and Path(system).exists():
+            tries.insert(0, {variable: system})
+        for given in tries:
+            done = subprocess.run(
+                [str(ROOT / "scripts" / "find-python"), version],
+                capture_output=True,
+                text=True,
+                check=False,
+                env=os.environ | given,
+            )
+            if done.returncode == 0:
+                found[version] = done.stdout.strip()
+                break
         else:
             print(f"release-check: no Python {version}, its trials skipped: {done.stderr.strip()}")
+    if found:
+        named = ", ".join(f"{version} {path}" for version, path in found.items())
+        print(f"release-check: the trials' Pythons: {named}")
     return found
 
 
@@ -54,8 +74,9 @@ def build_and_check(dists: list[Distribution], scratch: Path, tag: str | None) -
     shutil.rmtree(DIST, ignore_errors=True)
     DIST.mkdir()
     problems = build.Problems()
+    python = build.build_environment(dists, scratch)
     for dist in dists:
-        build.build(dist, DIST, scratch / "build" / dist.name)
+        build.build(dist, DIST, scratch / "build" / dist.name, python)
         build.compare_wheels(dist, DIST, scratch / "build" / dist.name, problems)
         build.check_sdist_files(dist, DIST, problems)
         build.check_metadata(dist, DIST, problems)

@@ -3,7 +3,9 @@
 Each distribution's sdist is built from its folder, then its wheel **from that sdist** (as pip
 builds one from an sdist, in a scratch folder outside the repository, with the npm registry
 pointed at a closed port: a build that needed npm or a file the sdist lacks fails), and a second
-wheel from the tree, which must hold the same files, byte for byte. Then:
+wheel from the tree, which must hold the same files, byte for byte. The fifteen builds share one
+build environment, made once from the `[build-system]` requirements every distribution names
+(`build_environment`), where they all name the same; else each is isolated, as pip's. Then:
 
 - `twine check --strict`: the metadata and the README rendered as PyPI renders it
   (readme_renderer);
@@ -23,6 +25,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import tomllib
 import zipfile
 from dataclasses import dataclass, field
 from email.parser import Parser
@@ -55,14 +58,44 @@ def uv() -> str:
     return os.environ.get("UV") or str(ROOT / ".uv" / "bin" / "uv")
 
 
-def build(dist: Distribution, out: Path, scratch: Path) -> None:
+def build_environment(dists: list[Distribution], scratch: Path) -> str | None:
+    """One build environment for every build, made once, where every distribution's
+    `[build-system]` requires the same (all five: hatchling): the environment each of uv's
+    isolated builds makes, with the same requirements from the same index, made once instead
+    of fifteen times (each build compiled hatchling's modules anew: about 0.25 s of CPU). Its
+    Python, or None (uv's isolated build each time) where the requirements differ."""
+    requires = {tuple(sorted(build_requires(d))) for d in dists}
+    if len(requires) != 1:
+        return None
+    venv = scratch / "build-env"
+    python = str(venv / "bin" / "python")
+    quiet = ["--quiet", "--no-config", "--no-python-downloads"]
+    subprocess.run([uv(), "venv", *quiet, "--python", sys.executable, venv], check=True)
+    subprocess.run(
+        [uv(), "pip", "install", *quiet, "--python", python, *requires.pop()], check=True
+    )
+    return python
+
+
+def build_requires(dist: Distribution) -> list[str]:
+    """The distribution's `[build-system]` requirements."""
+    pyproject = tomllib.loads((dist.folder / "pyproject.toml").read_text("utf-8"))
+    return list(pyproject["build-system"]["requires"])
+
+
+def build(dist: Distribution, out: Path, scratch: Path, python: str | None = None) -> None:
     """The sdist into `out`, the wheel built from it into `out`, and the tree's wheel into
-    `scratch/tree` (for `compare_wheels`)."""
-    # The interpreter running the check builds (uv would otherwise look for one, and fetch one
-    # where it finds no venv).
-    quiet = ["--quiet", "--no-config", "--no-python-downloads", "--python", sys.executable]
+    `scratch/tree` (for `compare_wheels`); in `python`'s environment (`build_environment`),
+    else each in an isolated one of uv's."""
+    quiet = [
+        "--quiet",
+        "--no-config",
+        "--no-python-downloads",
+        "--python",
+        python or sys.executable,
+    ]
+    quiet += ["--no-build-isolation"] if python else []
     subprocess.run([uv(), "build", *quiet, "--sdist", "-o", out, dist.folder], check=True)
-    # No npm registry, and no repository around: the sdist is unpacked in uv's scratch folder.
     closed = {**os.environ, "NPM_CONFIG_REGISTRY": "http://127.0.0.1:9/", "NPM_CONFIG_OFFLINE": "1"}
     subprocess.run(
         [uv(), "build", *quiet, "--wheel", "-o", out, out / dist.sdist], check=True, env=closed

@@ -46,16 +46,37 @@ Also speed only, the cases, checks and requests the same:
   strategies, Hypothesis' caches) are set aside from the cyclic garbage collector
   (`gc.freeze`) until the module's tests are done: each full collection walked them all again
   (16 of them, ~3 s of CPU).
+- The coverage phase's slow draws kept (`generative_draws.json`, `_replay_kept_draws`): a text
+  field's boundary lengths (1, 99-101, 199-200, 249-250, 499-500, 511-512 characters) are each
+  one Hypothesis search, seeded (schemathesis draws every coverage value with seed 0), about 65
+  tries of ~270 characters drawn one at a time until the length filter passes: ~15 s of the
+  collection's ~22 s of CPU. The value is a function of the pattern, the length bounds and the
+  versions of Hypothesis, schemathesis and Python, so the value each gave is kept in the file,
+  under its pattern and bounds (the versions named), and handed out again, checked against the
+  pattern and the bounds. With the versions the file names, every draw and every one of the
+  2,514 coverage cases is the same, in the same order (compared with the file and without it,
+  two hash seeds); with others, these values are still the same search's, as those versions
+  drew them. A slow draw the file does not hold (a new pattern or bound) is made and named in
+  a warning; `GENERATIVE_KEEP_DRAWS=1 .venv/bin/python -m pytest -p no:cacheprovider
+  --collect-only tests/contacts/api/test_api_generative.py` draws each anew and writes the file.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import gc
+import hashlib
+import importlib.metadata
 import json
+import os
 import re
+import sys
+import time
+import warnings
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -151,6 +172,112 @@ def _memoize_parsed_regexes(hypothesis_regex: Any) -> None:
 
 
 _memoize_regex_strategies()
+
+#: The coverage phase's slow draws, kept (the module's docstring): `generative_draws.json`.
+KEPT_DRAWS = Path(__file__).with_name("generative_draws.json")
+#: A draw slower than this (CPU seconds) is one to keep; one slower than WARN_OVER and not kept
+#: is named in a warning (the file is then out of date: a new pattern, a new version).
+KEEP_OVER = 0.05
+WARN_OVER = 0.5
+
+
+def _draw_key(pattern: str, min_length: int | None, max_length: int | None) -> str:
+    text = f"{pattern}\0{min_length}\0{max_length}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _draw_versions() -> dict[str, str]:
+    """The versions a draw was made with, besides its pattern and length bounds."""
+    return {
+        "hypothesis": importlib.metadata.version("hypothesis"),
+        "schemathesis": importlib.metadata.version("schemathesis"),
+        "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
+    }
+
+
+def _replay_kept_draws() -> None:
+    """Hand out the kept value of each slow boundary draw (the module's docstring). A draw
+    slower than WARN_OVER that is not kept is named in a warning. `GENERATIVE_KEEP_DRAWS=1`
+    hands out none: it draws each anew and writes every one slower than KEEP_OVER to
+    KEPT_DRAWS at exit, with the versions that drew them. If schemathesis' internals move,
+    nothing is patched: the draws are made, only slower."""
+    from hypothesis import strategies as st
+    from schemathesis.specs.openapi.coverage import _schema
+
+    build = getattr(_schema, "_pattern_strategy", None)
+    draw = getattr(_schema, "cached_draw", None)
+    matches = getattr(_schema, "matches_pattern", None)
+    if build is None or draw is None or matches is None or getattr(build, "kept", False):
+        return
+    keeping = os.environ.get("GENERATIVE_KEEP_DRAWS") == "1"
+    kept: dict[str, str] = {}
+    if KEPT_DRAWS.exists() and not keeping:
+        stored = json.loads(KEPT_DRAWS.read_text("utf-8"))
+        kept = {d["key"]: d["value"] for d in stored["draws"]}
+    # each pattern strategy's bounds, by id (the strategy kept with them: its id is not reused)
+    bounds: dict[int, tuple[Any, str, int | None, int | None]] = {}
+    just: dict[str, Any] = {}
+    slow: dict[str, dict[str, Any]] = {}
+
+    @functools.wraps(build)
+    def replayed(
+        session: Any, pattern: str, min_length: int | None, max_length: int | None, fmt: Any
+    ) -> Any:
+        key = _draw_key(pattern, min_length, max_length)
+        value = kept.get(key) if fmt is None else None
+        if value is not None and _within(value, matches(pattern), min_length, max_length):
+            if key not in just:
+                just[key] = st.just(value)
+            return just[key]
+        strategy = build(session, pattern, min_length, max_length, fmt)
+        if strategy is not None and fmt is None:
+            bounds[id(strategy)] = (strategy, pattern, min_length, max_length)
+        return strategy
+
+    @functools.wraps(draw)
+    def timed(session: Any, strategy: Any) -> Any:
+        started = time.process_time()
+        value = draw(session, strategy)
+        cpu = time.process_time() - started
+        drawn = bounds.get(id(strategy))
+        if drawn is None:
+            return value
+        _, pattern, min_length, max_length = drawn
+        if cpu > KEEP_OVER and isinstance(value, str):
+            key = _draw_key(pattern, min_length, max_length)
+            slow[key] = {"key": key, "min_length": min_length, "max_length": max_length}
+            slow[key]["value"] = value
+        if cpu > WARN_OVER and not keeping:
+            warnings.warn(
+                f"a boundary draw ({min_length}-{max_length} characters) took {cpu:.1f} s of CPU "
+                f"and is not kept in {KEPT_DRAWS.name}: GENERATIVE_KEEP_DRAWS=1 writes it",
+                stacklevel=1,
+            )
+        return value
+
+    def write() -> None:
+        draws = sorted(slow.values(), key=lambda d: str(d["key"]))
+        document = {"versions": _draw_versions(), "draws": draws}
+        KEPT_DRAWS.write_text(json.dumps(document, indent=1) + "\n", "utf-8")
+
+    replayed.kept = True  # type: ignore[attr-defined]
+    _schema._pattern_strategy = replayed
+    _schema.cached_draw = timed
+    if keeping:
+        atexit.register(write)
+
+
+def _within(value: Any, matches: Any, min_length: int | None, max_length: int | None) -> bool:
+    """Whether a kept value is one the draw could give (its pattern, its length bounds)."""
+    return (
+        isinstance(value, str)
+        and bool(matches(value))
+        and (min_length is None or len(value) >= min_length)
+        and (max_length is None or len(value) <= max_length)
+    )
+
+
+_replay_kept_draws()
 
 #: Examples per operation and generation mode; 35 operations x 2 modes x 15 = 1,050 generated
 #: cases, over MIN_CASES, besides the coverage phase's (2,927 cases sent in all, 2026-11-26).
