@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["main"]
+__all__ = ["descendants", "main"]
 
 _OUT = Path(os.environ.get("MODULE_CPU_OUT", ".stack/module-cpu.jsonl"))
 _current: dict[str, object] = {}
@@ -35,10 +35,10 @@ _current: dict[str, object] = {}
 
 def _now() -> tuple[float, float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
-    return (own.ru_utime + own.ru_stime, _descendants(), time.monotonic())
+    return (own.ru_utime + own.ru_stime, descendants(), time.monotonic())
 
 
-def _descendants() -> float:
+def descendants() -> float:
     """The CPU of the process's descendants: those it reaped, and those still running with
     what they reaped (a fork server's hosts and workers, reaped by it, not by this process,
     and a session's servers, reaped at its end). A process left to init is not counted."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.module_cpu import main
+from tools.module_cpu import descendants, main
 
 
 def test_the_modules_are_summed_over_processes_and_ranked_by_cpu(
@@ -64,8 +64,6 @@ def test_the_modules_are_summed_over_processes_and_ranked_by_cpu(
 def test_a_descendant_still_running_counts_with_what_it_reaped() -> None:
     """A fork server's hosts: its child burns CPU and is reaped by it, not by this process,
     and the server still runs when the module ends; both count."""
-    from tools.module_cpu import _descendants
-
     burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
     server = (
         "import subprocess, sys\n"
@@ -73,12 +71,12 @@ def test_a_descendant_still_running_counts_with_what_it_reaped() -> None:
         "print('reaped', flush=True)\n"
         "sys.stdin.read()\n"
     )
-    before = _descendants()
+    before = descendants()
     with subprocess.Popen(
         [sys.executable, "-c", server], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     ) as running:
         assert running.stdout is not None and running.stdout.readline() == "reaped\n"
-        during = _descendants()
+        during = descendants()
         assert running.stdin is not None
         running.stdin.close()
     assert during - before >= 0.3
