@@ -2,10 +2,11 @@
 
 The plugin (`-p tools.module_cpu`, or `PYTEST_ADDOPTS="-p tools.module_cpu"` through make)
 writes, in each test process (each xdist worker), a JSON line per module run: the CPU of the
-process itself and of the children it reaped meanwhile (the servers, hosts and commands the
-module's tests started and stopped: a host's language workers are in its own), and the wall
-time, to `MODULE_CPU_OUT` (default `.stack/module-cpu.jsonl`). What a session's fixtures
-started is reaped at the end, so it is counted on the process's last module (`last`).
+process itself and of its descendants meanwhile, read from /proc (those it reaped, and those
+still running with what they reaped: the hosts and workers a fork server starts and reaps
+count in the module that asked for them, and the session's servers' work in the module that
+used them), and the wall time, to `MODULE_CPU_OUT` (default `.stack/module-cpu.jsonl`). A
+process left to init is not counted; the xdist controller's shared endpoints are nobody's.
 
     rm -f .stack/module-cpu.jsonl
     PYTEST_ADDOPTS="-p tools.module_cpu" nice -n 10 make test-suite
@@ -24,7 +25,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["main"]
+import pytest
+
+__all__ = ["descendants", "main"]
 
 _OUT = Path(os.environ.get("MODULE_CPU_OUT", ".stack/module-cpu.jsonl"))
 _current: dict[str, object] = {}
@@ -32,12 +35,39 @@ _current: dict[str, object] = {}
 
 def _now() -> tuple[float, float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
-    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (
-        own.ru_utime + own.ru_stime,
-        reaped.ru_utime + reaped.ru_stime,
-        time.monotonic(),
-    )
+    return (own.ru_utime + own.ru_stime, descendants(), time.monotonic())
+
+
+def descendants() -> float:
+    """The CPU of the process's descendants: those it reaped, and those still running with
+    what they reaped (a fork server's hosts and workers, reaped by it, not by this process,
+    and a session's servers, reaped at its end). A process left to init is not counted."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, tuple[int, int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_bytes().rsplit(b")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        parents[pid] = int(fields[1])
+        # utime + stime (its own), cutime + cstime (the children it reaped)
+        times[pid] = (int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]))
+    me = os.getpid()
+    total = times.get(me, (0, 0))[1]
+    children: dict[int, list[int]] = defaultdict(list)
+    for pid, parent in parents.items():
+        children[parent].append(pid)
+    pending = list(children[me])
+    while pending:
+        pid = pending.pop()
+        own, reaped = times[pid]
+        total += own + reaped
+        pending += children[pid]
+    return total / ticks
 
 
 def _flush(*, last: bool) -> None:
@@ -59,9 +89,15 @@ def _flush(*, last: bool) -> None:
         out.write(json.dumps(line) + "\n")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's controller (its `dsession` plugin) sees its workers' tests start, in turn, and
+    # its descendants are the workers: they count their own
+    _current["controller"] = config.pluginmanager.hasplugin("dsession")
+
+
 def pytest_runtest_logstart(nodeid: str) -> None:
-    if os.environ.get("PYTEST_XDIST_WORKER") is None and "PYTEST_XDIST_TESTRUNUID" in os.environ:
-        return  # xdist's controller: its workers count their own
+    if _current.get("controller"):
+        return
     module = nodeid.split("::", 1)[0]
     if module != _current.get("module"):
         _flush(last=False)
@@ -70,7 +106,8 @@ def pytest_runtest_logstart(nodeid: str) -> None:
 
 def pytest_sessionfinish() -> None:
     _flush(last=True)
-    _current.clear()
+    _current.pop("module", None)
+    _current.pop("start", None)
 
 
 def main(argv: list[str] | None = None) -> int:
