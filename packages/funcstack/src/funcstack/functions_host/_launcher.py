@@ -27,6 +27,9 @@ from funcstack.cosmos._tls import trusting_environment
 from funcstack.functions_host import _forkserver
 from funcstack.starts import record_start
 
+#: How long a stop waits to hear that the host it killed has ended (``RunningRunner.stop``).
+KILLED_REPORT_TIMEOUT = 15.0
+
 
 class RunnerStartError(RuntimeError):
     """The host did not start: its own reason (e.g. the worker's indexing error, verbatim), or
@@ -61,13 +64,16 @@ class RunningRunner:
     _drain: threading.Thread | None = field(default=None, repr=False)
 
     def stop(self, timeout: float = 15.0) -> None:
+        """SIGTERM, ``timeout`` seconds to exit, then SIGKILL. A killed host ends; only the news
+        of it can be late (a forked host's exit is reported by the fork server, slower on a
+        loaded machine than the grace), so that wait is ``KILLED_REPORT_TIMEOUT``."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait(timeout)
+                self.process.wait(max(timeout, KILLED_REPORT_TIMEOUT))
         self._close()
 
     def kill(self) -> None:
