@@ -45,7 +45,8 @@ def endpoint(folder: Path) -> Iterator[dict[str, Any]]:
     lines: list[str] = []
     assert process.stdout is not None
     stdout = process.stdout
-    threading.Thread(target=lambda: lines.extend(stdout), daemon=True).start()
+    reader = threading.Thread(target=lambda: lines.extend(stdout), daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 120
         while not lines:
@@ -58,6 +59,9 @@ def endpoint(folder: Path) -> Iterator[dict[str, Any]]:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
             process.wait(60)
+        reader.join(10)
+        if not reader.is_alive():  # its pipe closed here, not by a collection in a later test
+            stdout.close()
 
 
 def funcstack(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:

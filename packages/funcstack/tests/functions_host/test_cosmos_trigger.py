@@ -179,11 +179,15 @@ def trigger_env(cosmos: Cosmos, tmp_path: Path) -> Iterator[TriggerEnv]:
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
-    deadline = time.monotonic() + timeout
+    """Until ``condition()`` holds, checked every 0.05 s for a second, then every 0.25 s: most
+    conditions query the lease container (the endpoint's work and the test's), and the long
+    waits are for lease intervals of seconds (an expiry, an acquire pass)."""
+    start = time.monotonic()
+    deadline = start + timeout
     while time.monotonic() < deadline:
         if condition():
             return
-        time.sleep(0.05)
+        time.sleep(0.05 if time.monotonic() - start < 1.0 else 0.25)
     raise AssertionError(f"timed out waiting for {what}")
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from funcstack.functions_host._cosmos_trigger.listener import VERIFY_TLS_SETTING
+    from funcstack.functions_host._connections import VERIFY_TLS_SETTING
     from funcstack.functions_host._launcher import (
         HostOptions,
         RunnerStartError,
@@ -36,6 +36,6 @@ __getattr__, __dir__ = lazy_exports(
         "RunnerStartError": "funcstack.functions_host._launcher",
         "RunningRunner": "funcstack.functions_host._launcher",
         "start_runner": "funcstack.functions_host._launcher",
-        "VERIFY_TLS_SETTING": "funcstack.functions_host._cosmos_trigger.listener",
+        "VERIFY_TLS_SETTING": "funcstack.functions_host._connections",
     },
 )
