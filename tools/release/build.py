@@ -96,6 +96,7 @@ def build(dist: Distribution, out: Path, scratch: Path, python: str | None = Non
     ]
     quiet += ["--no-build-isolation"] if python else []
     subprocess.run([uv(), "build", *quiet, "--sdist", "-o", out, dist.folder], check=True)
+    # No npm registry, and no repository around: the sdist is unpacked in uv's scratch folder.
     closed = {**os.environ, "NPM_CONFIG_REGISTRY": "http://127.0.0.1:9/", "NPM_CONFIG_OFFLINE": "1"}
     subprocess.run(
         [uv(), "build", *quiet, "--wheel", "-o", out, out / dist.sdist], check=True, env=closed

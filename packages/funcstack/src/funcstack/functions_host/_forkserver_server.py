@@ -470,9 +470,9 @@ def _preload() -> None:
 
 def _preload_worker() -> None:
     """What a language worker imports before its app (``_worker.py``, the worker library:
-    about 0.1 s of CPU) and at its init whatever the app (azure-functions, whose binding
-    registry the library loads then: about 0.07 s), none of which reads a setting or starts a
-    thread when imported; not the app's modules. An app folder or ``PYTHONPATH`` entry that
+    about 0.1 s of CPU) and at its init (azure-functions, whose binding registry the library
+    loads then: about 0.07 s), none of which reads a setting or starts a thread when
+    imported; not the app's modules. An app folder or ``PYTHONPATH`` entry that
     holds its own ``azure`` (or werkzeug, which azure-functions imports) has its worker
     started by exec (``_refusal``), as for any module the server imported."""
     import argparse  # noqa: F401
