@@ -66,13 +66,13 @@ $(UV):
 # CPU, not ensurepip's 3.0 s). python-qpid-proton (funcstack's AMQP codec) has no Linux wheel on
 # PyPI: a machine whose uv cache lacks the wheel builds it from its sdist, with the
 # interpreter's own compiler flags (-O3 as before: the same machine code) but no debug
-# information (-g0): 13.7 s of CPU, not 18.0 s. CFLAGS, if set, is used instead.
+# information (-g0): 13.7 s of CPU, not 18.0 s. CFLAGS, if set and not empty, is used instead.
 $(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml | $(UV)
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
 	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; \
 	  $(UV) venv --quiet --seed --python "$$interp" $(VENV); fi
-	CFLAGS="$${CFLAGS-$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("CFLAGS"))') -g0}" \
+	CFLAGS="$${CFLAGS:-$$($(PY) -c 'import sysconfig; print(sysconfig.get_config_var("CFLAGS"))') -g0}" \
 	  $(UV) pip install --quiet --python $(PY) -r requirements-dev.txt
 	$(UV) pip install --quiet --python $(PY) --no-deps -e $(OUTBOX) -e $(OPERATORS) -e $(TESTKIT)
 	touch $@
