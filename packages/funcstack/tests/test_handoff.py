@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.cosmos import CosmosClient
 
-from funcstack.cosmos import CosmosEndpoint
+from funcstack.cosmos import CosmosEndpoint, start_cosmos
 from funcstack.handoff import azurite_from, cosmos_from, describe, servicebus_from
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 from funcstack.services import Azurite, start_azurite
@@ -37,20 +38,44 @@ def test_a_handed_cosmos_endpoint_serves_with_its_certificate_and_is_not_stopped
         client.delete_database(name)
 
 
-@pytest.mark.parametrize("kind", ["servicebus", "azurite"])
+def _from(kind: str, described: dict[str, Any]) -> CosmosEndpoint | ServiceBusEndpoint | Azurite:
+    if kind == "cosmos":
+        return cosmos_from(described)
+    return servicebus_from(described) if kind == "servicebus" else azurite_from(described)
+
+
+@pytest.mark.parametrize("kind", ["cosmos", "servicebus", "azurite"])
 def test_a_handed_endpoint_is_stopped_when_the_original_is(kind: str, tmp_path: Path) -> None:
     # started at its first connection: it listens, and no process starts here
-    original: ServiceBusEndpoint | Azurite = (
-        start_servicebus(log_path=tmp_path / "servicebus.log", lazy=True)
-        if kind == "servicebus"
-        else start_azurite(tmp_path / "data", tmp_path / "azurite.log", lazy=True)
-    )
+    original: CosmosEndpoint | ServiceBusEndpoint | Azurite
+    if kind == "cosmos":
+        original = start_cosmos(log_path=tmp_path / "cosmos.log", lazy=True)
+    elif kind == "servicebus":
+        original = start_servicebus(log_path=tmp_path / "servicebus.log", lazy=True)
+    else:
+        original = start_azurite(tmp_path / "data", tmp_path / "azurite.log", lazy=True)
     try:
-        described = json.loads(json.dumps(describe(original)))
-        handed = servicebus_from(described) if kind == "servicebus" else azurite_from(described)
+        handed = _from(kind, json.loads(json.dumps(describe(original))))
         assert handed.connection_string == original.connection_string
         handed.stop()
         assert not handed.stopped
     finally:
         original.stop()
     assert handed.stopped
+
+
+def test_a_handed_service_bus_endpoint_keeps_the_warnings_its_start_logged(tmp_path: Path) -> None:
+    """What its config sets that the endpoint does not honour, said once by the process that
+    started it: the process it is handed to reads it too (``ServiceBusEndpoint.warnings``)."""
+    config = tmp_path / "config.json"
+    queue = {"Name": "orders", "Properties": {"ForwardTo": "archive"}}
+    namespace = {"Name": "sbemulatorns", "Queues": [queue], "Topics": []}
+    config.write_text(json.dumps({"UserConfig": {"Namespaces": [namespace]}}))
+    original = start_servicebus(config=config, log_path=tmp_path / "servicebus.log", lazy=True)
+    try:
+        [line] = original.warnings
+        assert line.startswith("ForwardTo is not honoured")
+        handed = servicebus_from(json.loads(json.dumps(describe(original))))
+        assert handed.warnings == [line]
+    finally:
+        original.stop()

@@ -30,6 +30,7 @@ from funcstack.config import (
 )
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.provision import ProvisionError, provision_cosmos
+from funcstack.services import Azurite
 from funcstack.stack import LocalStack, ServicePorts
 
 pytestmark = pytest.mark.integration
@@ -298,41 +299,55 @@ def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path
 
 
 def test_declared_blob_containers_are_created_private_in_azurite_and_kept(
-    tmp_path: Path, shared_cosmos: CosmosEndpoint
+    tmp_path: Path, shared_cosmos: CosmosEndpoint, shared_azurite: Azurite
 ) -> None:
+    """On an Azurite the stack does not own (the test run's: the containers are this test's own
+    names): the stack provisions there, lists no part of it, refuses to stop it, and leaves it
+    serving when it stops."""
+    payloads, archive = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("payloads", "archive"))
     config = tmp_path / "stack.json"
     config.write_text(
-        json.dumps({"Storage": {"BlobContainers": [{"Name": "payloads"}, {"Name": "archive"}]}})
+        json.dumps({"Storage": {"BlobContainers": [{"Name": payloads}, {"Name": archive}]}})
     )
     with LocalStack(
         workdir=tmp_path / "stack",
         config=load_config(config),
         ports=ServicePorts.free(),
         shared_cosmos=shared_cosmos,  # Azurite's part is under test
+        shared_azurite=shared_azurite,
         with_servicebus=False,
     ) as stack:
+        assert stack.azurite is shared_azurite
         assert stack.report.lines() == [
-            "storage blob container payloads: created",
-            "storage blob container archive: created",
+            f"storage blob container {payloads}: created",
+            f"storage blob container {archive}: created",
         ]
         with BlobServiceClient.from_connection_string(stack.storage_connection_string) as blobs:
-            container = blobs.get_container_client("payloads")
+            container = blobs.get_container_client(payloads)
             assert container.get_container_properties().public_access is None  # private
             container.upload_blob("a/b", b"kept")
             assert [i.outcome for i in stack.provision().items] == ["exists", "exists"]
             assert container.download_blob("a/b").readall() == b"kept"
+        assert [name for name, _ in stack.pids()] == []  # none of its own
+        with pytest.raises(ValueError, match="shared"):
+            stack.stop_part("azurite")
+    assert not shared_azurite.stopped
+    with BlobServiceClient.from_connection_string(shared_azurite.connection_string) as blobs:
+        assert blobs.get_container_client(payloads).download_blob("a/b").readall() == b"kept"
 
 
 def test_declared_queues_are_created_in_azurite_and_kept_with_their_messages(
-    tmp_path: Path, shared_cosmos: CosmosEndpoint
+    tmp_path: Path, shared_cosmos: CosmosEndpoint, shared_azurite: Azurite
 ) -> None:
+    """On the test run's Azurite: the container and queues are this test's own names."""
+    imports = f"imports-{uuid.uuid4().hex[:8]}"
     config = tmp_path / "stack.json"
     config.write_text(
         json.dumps(
             {
                 "Storage": {
-                    "BlobContainers": [{"Name": "imports"}],
-                    "Queues": [{"Name": "imports"}, {"Name": "imports-2"}],
+                    "BlobContainers": [{"Name": imports}],
+                    "Queues": [{"Name": imports}, {"Name": f"{imports}-2"}],
                 }
             }
         )
@@ -342,16 +357,20 @@ def test_declared_queues_are_created_in_azurite_and_kept_with_their_messages(
         config=load_config(config),
         ports=ServicePorts.free(),
         shared_cosmos=shared_cosmos,  # Azurite's part is under test
+        shared_azurite=shared_azurite,
         with_servicebus=False,
     ) as stack:
         assert stack.report.lines() == [
-            "storage blob container imports: created",
-            "storage queue imports: created",
-            "storage queue imports-2: created",
+            f"storage blob container {imports}: created",
+            f"storage queue {imports}: created",
+            f"storage queue {imports}-2: created",
         ]
         with QueueServiceClient.from_connection_string(stack.storage_connection_string) as qs:
-            assert sorted(q.name for q in qs.list_queues()) == ["imports", "imports-2"]
-            queue = qs.get_queue_client("imports")
+            assert sorted(q.name for q in qs.list_queues(name_starts_with=imports)) == [
+                imports,
+                f"{imports}-2",
+            ]
+            queue = qs.get_queue_client(imports)
             queue.send_message("kept")
             assert [(i.kind, i.outcome) for i in stack.provision().items] == [
                 ("blob container", "exists"),

@@ -5,7 +5,9 @@ the worker makes the endpoint again from it and uses it as its own, without its 
 
 ``describe(endpoint)`` is the data; ``cosmos_from``, ``servicebus_from`` and ``azurite_from``
 the endpoint again. A Cosmos DB endpoint's certificate and authority are files (``LocalTls``),
-named in the data; a Service Bus endpoint's control channel is a port.
+named in the data; a Service Bus endpoint's control channel is a port, and the warnings its
+start logged (the entity settings it does not honour) are kept. A handed endpoint is
+``stopped`` when its port no longer listens.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def describe(endpoint: CosmosEndpoint | ServiceBusEndpoint | Azurite) -> dict[st
             "port": endpoint.port,
             "tls_port": endpoint.tls_port,
             "control_port": endpoint.control_port,
+            "warnings": list(endpoint.warnings),
         }
     return {"ports": list(endpoint.ports)}
 
@@ -55,6 +58,7 @@ def cosmos_from(data: dict[str, Any]) -> CosmosEndpoint:
         own_process=None,
         port=data["port"],
         tls=None if tls is None else LocalTls(**{k: Path(v) for k, v in tls.items()}),
+        handed=True,
     )
 
 
@@ -66,6 +70,7 @@ def servicebus_from(data: dict[str, Any]) -> ServiceBusEndpoint:
         process=None,
         tls_port=data["tls_port"],
         control_port=data["control_port"],
+        warnings=[str(line) for line in data.get("warnings") or []],
         handed=True,
     )
 

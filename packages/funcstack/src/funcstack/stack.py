@@ -244,6 +244,10 @@ class LocalStack(LocalServices):
     shared_cosmos: CosmosEndpoint | None = None
     with_servicebus: bool = True
     with_azurite: bool = True
+    #: An Azurite this stack uses and does not own (a test session's, another stack's): its
+    #: blob containers and queues are provisioned on it; it is never stopped or counted among
+    #: this stack's parts. None: the stack starts one of its own (with ``with_azurite``).
+    shared_azurite: Azurite | None = None
     duplicate_window_seconds: float | None = None
     servicebus_settle_delay_ms: float = 0.0
     #: The Service Bus endpoint's message size limit in bytes (None: 256 KB, as on Standard).
@@ -284,7 +288,10 @@ class LocalStack(LocalServices):
         self.ports.cosmos = self.cosmos.port
         if self.with_servicebus:
             self.start_servicebus()
-        if self.with_azurite:
+        if self.shared_azurite is not None:
+            self.azurite = self.shared_azurite
+            self.ports.azurite = self.azurite.ports
+        elif self.with_azurite:
             self.ports.azurite = self.run_azurite(self.ports.azurite).ports
         self.provision()
 
@@ -349,22 +356,25 @@ class LocalStack(LocalServices):
 
     def stop_part(self, name: str) -> None:
         """Stop a part, or every instance of a scaled app and its front (not a shared Cosmos
-        DB endpoint: ValueError)."""
+        DB endpoint or Azurite: ValueError)."""
         if name in self.scaled:
             self.scaled.pop(name).stop()
             return
         if name == "cosmos" and self.shared_cosmos is not None:
             raise ValueError("this stack's Cosmos DB endpoint is shared: not its to stop")
+        if name == "azurite" and self.shared_azurite is not None:
+            raise ValueError("this stack's Azurite is shared: not its to stop")
         super().stop_part(name)
 
     def _parts(
         self,
     ) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite | RunningRunner]]:
-        """This stack's own parts: a shared Cosmos DB endpoint is not one."""
+        """This stack's own parts: a shared Cosmos DB endpoint or Azurite is not one."""
+        shared = [p for p in (self.shared_cosmos, self.shared_azurite) if p is not None]
         return [
             (name, part)
             for name, part in super()._parts()
-            if part is not self.shared_cosmos or self.shared_cosmos is None
+            if not any(part is other for other in shared)
         ]
 
     def __enter__(self) -> LocalStack:

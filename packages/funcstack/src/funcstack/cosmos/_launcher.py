@@ -24,7 +24,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from funcstack._activation import LISTEN_FDS_ENV, Activation, activated_stopped, listen_fds
+from funcstack._activation import (
+    LISTEN_FDS_ENV,
+    Activation,
+    activated_stopped,
+    listen_fds,
+    listened_on,
+)
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import (
     OWN_PROCESS_GROUP,
@@ -99,6 +105,9 @@ class CosmosEndpoint:
     tls: LocalTls | None = None
     #: The start at a first connection (``lazy``) and the process it started.
     _lazy: _LazyStart | None = field(default=None, repr=False, compare=False)
+    #: Started by another process, which stops it (``funcstack.handoff``): no process here,
+    #: and it is stopped when its port no longer listens.
+    handed: bool = False
 
     @property
     def connection_string(self) -> str:
@@ -116,6 +125,8 @@ class CosmosEndpoint:
     def stopped(self) -> bool:
         """Stopped (``stop()``), or its process ended; not while it waits for a first
         connection."""
+        if self.handed:
+            return not listened_on("127.0.0.1", self.port)
         if self._lazy is not None:
             return activated_stopped(self._lazy.process, self._lazy.activation)
         return self.own_process is None or self.own_process.poll() is not None
