@@ -3,7 +3,12 @@ a write whose change commits while its worker dies before answering, retried wit
 one effect and one message on the topic; a key for another body is 422; a key past its TTL is
 new. And the chaos run: writers retrying every write on 5xx and timeouts with their keys while
 the worker is killed, the host restarted and the store paused: one contact per create key, each
-contact's events exactly its versions, each event once on the topic."""
+contact's events exactly its versions, each event once on the topic.
+
+Cosmos DB is each stack's own: the tests freeze it (SIGSTOP) and kill the worker between its
+flights to it, and a frozen shared endpoint would stall every other stack of the run. Service
+Bus is the run's (`shared_servicebus`, a topic of each stack's own): no test stops, freezes or
+slows it, and each counts only its own topic's messages."""
 
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.documents import IDEMPOTENCY_TYPE
+from funcstack.servicebus import ServiceBusEndpoint
 from tests.contacts.faults import (
     commit_then_kill_worker,
     frozen,
@@ -71,10 +77,20 @@ def documents(stack: Stack, kind: str) -> list[dict[str, Any]]:
     )
 
 
+def topic(stack: Stack) -> str:
+    """The stack's topic on the shared Service Bus endpoint."""
+    return stack.settings()["SERVICEBUS_TOPIC"]
+
+
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_servicebus: ServiceBusEndpoint
+) -> Iterator[Stack]:
     with Stack(
-        workdir=tmp_path_factory.mktemp("idempotency"), ports=Ports.free(), settings_overrides=QUIET
+        workdir=tmp_path_factory.mktemp("idempotency"),
+        ports=Ports.free(),
+        shared_servicebus=shared_servicebus,
+        settings_overrides=QUIET,
     ) as s:
         yield s
 
@@ -143,8 +159,9 @@ def test_a_create_committed_before_its_worker_died_is_answered_on_retry_once(
     [stored] = [d for d in documents(stack, "contact") if d["data"]["name"]["firstName"] == "Lost"]
     assert retry.header("location") == f"/api/contacts/{stored['id']}"
     assert retry.json()["id"] == stored["id"] and retry.json()["version"] == 1
-    received = drain(stack.servicebus.connection_string, until=count_at_least(2), timeout=60)
-    received += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+    conn, mine = stack.servicebus.connection_string, topic(stack)
+    received = drain(conn, until=count_at_least(2), timeout=60, topic=mine)
+    received += drain(conn, until=lambda r: False, timeout=3, topic=mine)
     created = [r for r in received if r.session_id == stored["id"]]
     assert [r.subject for r in created] == ["ContactCreatedEvent"]
 
@@ -402,10 +419,15 @@ def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
 
 
 def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one_effect_each(
-    tmp_path: Path,
+    tmp_path: Path, shared_servicebus: ServiceBusEndpoint
 ) -> None:
     writers = 6
-    with Stack(workdir=tmp_path / "stack", ports=Ports.free(), settings_overrides=QUIET) as stack:
+    with Stack(
+        workdir=tmp_path / "stack",
+        ports=Ports.free(),
+        shared_servicebus=shared_servicebus,
+        settings_overrides=QUIET,
+    ) as stack:
         assert stack.servicebus is not None
         tally, faults, stop = Tally(), Counter[str](), threading.Event()
         started = time.monotonic()
@@ -422,10 +444,9 @@ def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one
         seconds = round(time.monotonic() - started, 1)
         contacts = documents(stack, "contact")
         events = stored_events(stack)
-        received = drain(
-            stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=180
-        )
-        received += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+        conn, mine = stack.servicebus.connection_string, topic(stack)
+        received = drain(conn, until=count_at_least(len(events)), timeout=180, topic=mine)
+        received += drain(conn, until=lambda r: False, timeout=3, topic=mine)
     versions: dict[str, list[int]] = defaultdict(list)
     for event in events:
         versions[event["partitionKey"]].append(event["version"])
