@@ -94,7 +94,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 #: The key of the endpoints the xdist controller hands its workers (`pytest_configure_node`).
 HANDED = "shared_endpoints"
+#: The key of the shared Service Bus endpoint's log, handed with it (`shared_servicebus_log`).
+HANDED_SERVICEBUS_LOG = "shared_servicebus_log"
 _STARTED = pytest.StashKey[dict[str, Any]]()
+_SERVICEBUS_LOG = pytest.StashKey[Path]()
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -102,7 +105,8 @@ def pytest_configure_node(node: Any) -> None:
     """Under xdist (`make test-suite`'s workers), in the controller: the shared Cosmos DB and
     Service Bus endpoints (`shared_cosmos`, `shared_servicebus`) started once, when the first
     worker starts, and handed to each worker (funcstack.handoff): one of each for the run, not
-    one per worker. The controller stops them when the run ends (`pytest_unconfigure`)."""
+    one per worker, with the Service Bus endpoint's log (`shared_servicebus_log`). The
+    controller stops them when the run ends (`pytest_unconfigure`)."""
     config: pytest.Config = node.config
     if config.getoption("deployed"):  # no local stack
         return
@@ -113,9 +117,13 @@ def pytest_configure_node(node: Any) -> None:
         folder = factory.mktemp("shared-endpoints") if factory is not None else None
         started["cosmos"] = _start_cosmos(folder)
         started["servicebus"] = _start_servicebus(folder)
+        if folder is not None:
+            config.stash[_SERVICEBUS_LOG] = folder / "servicebus.log"
     from funcstack.handoff import describe
 
     node.workerinput[HANDED] = json.dumps({k: describe(v) for k, v in started.items()})
+    if _SERVICEBUS_LOG in config.stash:
+        node.workerinput[HANDED_SERVICEBUS_LOG] = str(config.stash[_SERVICEBUS_LOG])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -182,11 +190,27 @@ def shared_servicebus(
 
         yield servicebus_from(handed)
         return
-    endpoint = _start_servicebus(Path(tmp_path_factory.mktemp("shared-servicebus")))
+    folder = Path(tmp_path_factory.mktemp("shared-servicebus"))
+    endpoint = _start_servicebus(folder)
+    request.config.stash[_SERVICEBUS_LOG] = folder / "servicebus.log"
     try:
         yield endpoint
     finally:
         endpoint.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_servicebus_log(
+    request: pytest.FixtureRequest, shared_servicebus: ServiceBusEndpoint
+) -> Path:
+    """The log of `shared_servicebus` (every stack's lines on it: a test reads those of its
+    own messages, by their ids): the xdist controller's file, or the test process's."""
+    workerinput = getattr(request.config, "workerinput", None)
+    if workerinput is not None and HANDED_SERVICEBUS_LOG in workerinput:
+        return Path(workerinput[HANDED_SERVICEBUS_LOG])
+    if _SERVICEBUS_LOG not in request.config.stash:
+        pytest.fail("the shared Service Bus endpoint was started without a log")
+    return request.config.stash[_SERVICEBUS_LOG]
 
 
 #: The session stack's settings over the app's (`stack`).

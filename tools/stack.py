@@ -113,8 +113,14 @@ class Stack(LocalStack):
     #: stopped or restarted by this stack. A stack whose tests stop, freeze or slow Service Bus,
     #: or change its message size, has an endpoint of its own (None).
     shared_servicebus: ServiceBusEndpoint | None = None
+    #: An Azurite this stack uses and does not own (another stack's, which no test stops while
+    #: this one runs): the claim check's blob container on it is one of this stack's own
+    #: (OUTBOX_PAYLOAD_CONTAINER `outbox-payloads-<random>`), created when it starts and deleted
+    #: when it stops; it is never stopped or restarted by this stack (`with_azurite` stays off).
+    shared_azurite: Azurite | None = None
     _own_database: str | None = field(default=None, init=False, repr=False)
     _own_topic: str | None = field(default=None, init=False, repr=False)
+    _own_payloads: str | None = field(default=None, init=False, repr=False)
     # shared_cosmos (funcstack's): a Cosmos DB endpoint this stack does not own (a test
     # session's); the app's database on it is then one of this stack's own (COSMOS_DATABASE
     # `outbox-<random>`), dropped when it stops.
@@ -133,6 +139,8 @@ class Stack(LocalStack):
             self._own_database = database
         if self.shared_servicebus is not None:
             self._shared_topic_name()
+        if self.shared_azurite is not None:
+            self._shared_payload_container()
         if self.contacts_partitions is not None and self.config is not None:
             self.config = with_partitions(
                 self.config, self.contacts_container_name, self.contacts_partitions
@@ -174,8 +182,21 @@ class Stack(LocalStack):
 
     def stop(self) -> None:
         """Every part of its own stopped (LocalStack.stop); on a shared Cosmos DB endpoint, then
-        its database dropped; on a shared Service Bus endpoint, its topic deleted."""
+        its database dropped; on a shared Service Bus endpoint, its topic deleted; on a shared
+        Azurite, its payload container deleted."""
         super().stop()
+        payloads, self._own_payloads = self._own_payloads, None
+        if payloads is not None and self.shared_azurite is not None:
+            from azure.core.exceptions import AzureError
+            from azure.storage.blob import BlobServiceClient
+
+            with (
+                suppress(AzureError),  # Azurite gone: nothing left to delete
+                BlobServiceClient.from_connection_string(
+                    self.shared_azurite.connection_string
+                ) as service,
+            ):
+                service.delete_container(payloads)
         topic, self._own_topic = self._own_topic, None
         if topic is not None and self.shared_servicebus is not None:
             endpoint = self.shared_servicebus
@@ -213,6 +234,28 @@ class Stack(LocalStack):
             declared = json.loads(SAMPLE.read_text())["Values"]["SERVICEBUS_TOPIC"]
             topic = f"{declared}-{secrets.token_hex(4)}"
             self.settings_overrides = {**self.settings_overrides, "SERVICEBUS_TOPIC": topic}
+
+    # -- a shared Azurite ---------------------------------------------------------------------
+
+    def _shared_payload_container(self) -> None:
+        """The claim check's container: a name of this stack's own on the shared Azurite, made
+        there by the provisioning (the declared one renamed)."""
+        if self.with_azurite:
+            raise ValueError("shared_azurite: with_azurite would start an Azurite of its own")
+        declared = json.loads(SAMPLE.read_text())["Values"]["OUTBOX_PAYLOAD_CONTAINER"]
+        name = self.settings_overrides.get("OUTBOX_PAYLOAD_CONTAINER")
+        if name is None:
+            name = f"{declared}-{secrets.token_hex(4)}"
+            self.settings_overrides = {**self.settings_overrides, "OUTBOX_PAYLOAD_CONTAINER": name}
+        if self.config is not None:
+            containers = tuple(
+                name if c == declared else c for c in self.config.storage.blob_containers
+            )
+            self.config = replace(
+                self.config, storage=replace(self.config.storage, blob_containers=containers)
+            )
+        self._own_payloads = name
+        self.azurite = self.shared_azurite
 
     def start_servicebus(self) -> ServiceBusEndpoint:
         """The stack's own endpoint (funcstack's), or the shared one with this stack's topic
@@ -258,19 +301,22 @@ class Stack(LocalStack):
             )
 
     def stop_part(self, name: str) -> None:
-        """funcstack's, and not a shared Service Bus endpoint (ValueError)."""
+        """funcstack's, and not a shared Service Bus endpoint or Azurite (ValueError)."""
         if name == "servicebus" and self.shared_servicebus is not None:
             raise ValueError("this stack's Service Bus endpoint is shared: not its to stop")
+        if name == "azurite" and self.shared_azurite is not None:
+            raise ValueError("this stack's Azurite is shared: not its to stop")
         super().stop_part(name)
 
     def _parts(
         self,
     ) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite | RunningRunner]]:
-        """This stack's own parts: a shared Service Bus endpoint is not one."""
+        """This stack's own parts: a shared Service Bus endpoint or Azurite is not one."""
+        shared = [e for e in (self.shared_servicebus, self.shared_azurite) if e is not None]
         return [
             (name, part)
             for name, part in super()._parts()
-            if self.shared_servicebus is None or part is not self.shared_servicebus
+            if not any(part is endpoint for endpoint in shared)
         ]
 
     # -- parts, for fault injection ----------------------------------------------------------

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from funcstack.config import StackConfig
+from funcstack.services import Azurite
 from tools.provision import declared
 from tools.stack import Stack, with_partitions
 
@@ -72,3 +73,19 @@ def test_make_run_prints_the_consoles_url_and_turns_its_sign_in_on(tmp_path: Pat
     assert (
         run_settings(tmp_path)["FUNCSTACK_SIGN_IN_SECRET"] != settings["FUNCSTACK_SIGN_IN_SECRET"]
     )
+
+
+def test_a_shared_azurite_is_not_the_stacks_to_stop_nor_started_beside_its_own(
+    tmp_path: Path,
+) -> None:
+    """`Stack(shared_azurite=...)` (the claim check's killed relay on its module stack's
+    Azurite, which tests/contacts/outbox/test_claim_check.py checks is left running, its own
+    container deleted): refused before anything starts."""
+    other = Azurite(ports=(1, 2, 3), handed=True)  # another stack's: nothing listens here
+    stack = Stack(workdir=tmp_path, shared_azurite=other)
+    with pytest.raises(ValueError, match="shared: not its to stop"):
+        stack.stop_part("azurite")
+    both = Stack(workdir=tmp_path, shared_azurite=other, with_azurite=True)
+    with pytest.raises(ValueError, match="with_azurite would start an Azurite of its own"):
+        both.start()
+    assert both.cosmos is None and both.azurite is None  # nothing started

@@ -26,7 +26,7 @@ from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox_testing import InMemoryStore
-from cosmos_outbox_testing.contracts import EventLoop, StoreWorld
+from cosmos_outbox_testing.contracts import TARGET_RULES_LAYOUT, EventLoop, StoreWorld
 
 if TYPE_CHECKING:
     from funcstack_external import ExternalServices
@@ -40,6 +40,55 @@ TOPIC, SUBSCRIPTION = "outbox-events", "all"
 PAYLOADS = "outbox-payloads"
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination=TOPIC)
+
+
+# -- the target-rules module's topics ---------------------------------------------------------
+
+
+def clause(name: str) -> str:
+    """The targeted-delivery clause a subscription named `name` needs."""
+    return f"NOT EXISTS(outboxTarget) OR outboxTarget = '{name}'"
+
+
+def sql(name: str, expression: str) -> dict[str, Any]:
+    """A SQL rule as a Service Bus Config.json declares it."""
+    return {
+        "Name": name,
+        "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": expression}},
+    }
+
+
+def rules_topic(name: str, *, own_filter: bool = False) -> dict[str, Any]:
+    """A topic of relay/test_target_rules.py: one subscription with the rule, two without."""
+    subscriptions: list[dict[str, Any]] = [
+        {"Name": "fine", "Rules": [sql("outbox-target", clause("fine"))]},
+        {"Name": "plain"},  # created without a rule: Azure's $Default, every message
+        {"Name": "legacy"},
+    ]
+    if own_filter:
+        subscriptions.append({"Name": "kinds", "Rules": [sql("kinds", "kind = 'a'")]})
+    return {"Name": name, "Properties": {}, "Subscriptions": subscriptions}
+
+
+def contract_topic() -> dict[str, Any]:
+    """The target-rules contract suite's topic, as `TARGET_RULES_LAYOUT` lays it out."""
+    subscriptions: list[dict[str, Any]] = []
+    for name, rules in TARGET_RULES_LAYOUT.items():
+        declared: dict[str, Any] = {"Name": name}
+        if rules is not None:
+            declared["Rules"] = [sql(rule, expression) for rule, expression in rules]
+        subscriptions.append(declared)
+    return {"Name": "contract", "Properties": {}, "Subscriptions": subscriptions}
+
+
+#: relay/test_target_rules.py's topics on the session's namespace (conftest.py's
+#: `funcstack_config` adds them to fixtures/funcstack.json's), one per test, since the command
+#: changes their rules; TOPIC's subscriptions carry the rule everywhere.
+TARGET_RULES_TOPICS = (
+    rules_topic("at-start"),
+    rules_topic("upgraded", own_filter=True),
+    contract_topic(),
+)
 
 
 # -- the stack of another interpreter ----------------------------------------------------------

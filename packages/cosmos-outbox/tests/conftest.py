@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 import pytest
-from azure_stack import DATABASE, ExternalStack, verified
+from azure_stack import DATABASE, TARGET_RULES_TOPICS, ExternalStack, verified
 from funcstack_external import FUNCSTACK_VARIABLE, external_services
 from hypothesis import settings
 from tickets import Ticket, ticket_routes
@@ -111,10 +111,17 @@ def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="session")
-def funcstack_config() -> Path:
+def funcstack_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The resources `funcstack_services` provisions (one stack for the session: every
-    integration module shares it)."""
-    return Path(__file__).parent / "fixtures" / "funcstack.json"
+    integration module shares it): fixtures/funcstack.json's, and on its Service Bus namespace
+    the target-rules module's topics (azure_stack.py, `TARGET_RULES_TOPICS`: a topic per test
+    whose rules it reads and changes, beside the session's topic, not a namespace of its own)."""
+    declared = json.loads((Path(__file__).parent / "fixtures" / "funcstack.json").read_text())
+    [namespace] = declared["UserConfig"]["Namespaces"]
+    namespace["Topics"] += TARGET_RULES_TOPICS
+    path = tmp_path_factory.mktemp("funcstack-config") / "funcstack.json"
+    path.write_text(json.dumps(declared))
+    return path
 
 
 if importlib.util.find_spec("funcstack") is None:

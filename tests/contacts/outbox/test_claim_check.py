@@ -122,7 +122,8 @@ def stack(
     shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
     """The module's stack, on the test process's endpoints (a topic of its own): Azurite is
-    its own (a test stops it); the test that kills the relay mid-send has a stack of its own."""
+    its own (a test stops it); the test that kills the relay mid-send, last, has a stack of its
+    own (its Service Bus endpoint answers late) on this Azurite (`shared_azurite`)."""
     workdir = Path(tmp_path_factory.mktemp("claim-check"))
     with Stack(
         shared_cosmos=shared_cosmos,
@@ -327,17 +328,20 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
 
 
 def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_blob(
-    tmp_path: Path, shared_cosmos: CosmosEndpoint
+    tmp_path: Path, shared_cosmos: CosmosEndpoint, stack: Stack
 ) -> None:
     """The relay stores the body, sends the batch holding its claim check, and is SIGKILLed
     while it waits for the acknowledgement (the endpoint answers 1.5 s late). The retry stores
-    the same bytes under the same name and sends again; the topic drops the duplicate."""
+    the same bytes under the same name and sends again; the topic drops the duplicate. A stack
+    of its own (its Service Bus endpoint answers late), on the module stack's Azurite (no test
+    stops it after the outage's), in a payload container of its own, deleted when it stops."""
+    module_stack = stack
     with Stack(
         shared_cosmos=shared_cosmos,  # its Service Bus endpoint is its own (it answers late)
+        shared_azurite=module_stack.azurite,
         workdir=tmp_path / "stack",
         ports=Ports.free(),
         with_runner=False,
-        with_azurite=True,
         servicebus_settle_delay_ms=1500,
         settings_overrides={**RELAY, "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER},
     ) as stack:
@@ -363,3 +367,8 @@ def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_b
         assert blobs(stack) == [f"manuscript/{manuscript}/{ids[1]}"]  # one blob
         body = payloads(stack).get(payloads(stack).reference(blobs(stack)[0]))
         assert json.loads(body) == stored(stack, ids[1], manuscript)
+        own = stack.payload_container()
+    # stopped: its container deleted, the module stack's Azurite and container left as they were
+    assert module_stack.azurite is not None and not module_stack.azurite.stopped
+    assert not own.exists() and module_stack.payload_container().exists()
+    assert own.container_name != module_stack.payload_container().container_name

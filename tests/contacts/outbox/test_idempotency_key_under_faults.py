@@ -3,7 +3,13 @@ a write whose change commits while its worker dies before answering, retried wit
 one effect and one message on the topic; a key for another body is 422; a key past its TTL is
 new. And the chaos run: writers retrying every write on 5xx and timeouts with their keys while
 the worker is killed, the host restarted and the store paused: one contact per create key, each
-contact's events exactly its versions, each event once on the topic."""
+contact's events exactly its versions, each event once on the topic.
+
+One stack for the module, the chaos run last on it. Its Cosmos DB endpoint is its own: the
+tests freeze it (SIGSTOP) and kill the worker between its flights to it, and a frozen shared
+endpoint would stall every other stack of the run. Service Bus is the run's
+(`shared_servicebus`, a topic of the stack's own): no test stops, freezes or slows it, and each
+counts only its topic's messages."""
 
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.documents import IDEMPOTENCY_TYPE
+from funcstack.servicebus import ServiceBusEndpoint
 from tests.contacts.faults import (
     commit_then_kill_worker,
     frozen,
@@ -34,7 +41,7 @@ from tests.contacts.outbox.test_outbox_guarantees import (
     stored_events,
 )
 from tools.httpclient import Client, Reply
-from tools.receive import count_at_least, drain
+from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
 
 pytestmark = [
@@ -71,10 +78,20 @@ def documents(stack: Stack, kind: str) -> list[dict[str, Any]]:
     )
 
 
+def topic(stack: Stack) -> str:
+    """The stack's topic on the shared Service Bus endpoint."""
+    return stack.settings()["SERVICEBUS_TOPIC"]
+
+
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_servicebus: ServiceBusEndpoint
+) -> Iterator[Stack]:
     with Stack(
-        workdir=tmp_path_factory.mktemp("idempotency"), ports=Ports.free(), settings_overrides=QUIET
+        workdir=tmp_path_factory.mktemp("idempotency"),
+        ports=Ports.free(),
+        shared_servicebus=shared_servicebus,
+        settings_overrides=QUIET,
     ) as s:
         yield s
 
@@ -143,8 +160,9 @@ def test_a_create_committed_before_its_worker_died_is_answered_on_retry_once(
     [stored] = [d for d in documents(stack, "contact") if d["data"]["name"]["firstName"] == "Lost"]
     assert retry.header("location") == f"/api/contacts/{stored['id']}"
     assert retry.json()["id"] == stored["id"] and retry.json()["version"] == 1
-    received = drain(stack.servicebus.connection_string, until=count_at_least(2), timeout=60)
-    received += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+    conn, mine = stack.servicebus.connection_string, topic(stack)
+    received = drain(conn, until=count_at_least(2), timeout=60, topic=mine)
+    received += drain(conn, until=lambda r: False, timeout=3, topic=mine)
     created = [r for r in received if r.session_id == stored["id"]]
     assert [r.subject for r in created] == ["ContactCreatedEvent"]
 
@@ -402,30 +420,43 @@ def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
 
 
 def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one_effect_each(
-    tmp_path: Path,
+    tmp_path: Path, stack: Stack
 ) -> None:
+    """On the module's stack, last: what its store and topic held before the run (the tests
+    above wrote it, and their undrained messages wait on the topic) is set aside by id, so every
+    contact, event and message counted is the run's, as on a stack of its own."""
+    assert stack.servicebus is not None
+    earlier_contacts = {d["id"] for d in documents(stack, "contact")}
+    earlier_events = {e["id"] for e in stored_events(stack)}
     writers = 6
-    with Stack(workdir=tmp_path / "stack", ports=Ports.free(), settings_overrides=QUIET) as stack:
-        assert stack.servicebus is not None
-        tally, faults, stop = Tally(), Counter[str](), threading.Event()
-        started = time.monotonic()
-        deadline = started + 600
-        threads = [
-            threading.Thread(target=writer, args=(stack, n, tally, stop, deadline))
-            for n in range(writers)
-        ]
-        threads.append(threading.Thread(target=chaos, args=(stack, stop, faults)))
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(deadline - time.monotonic() + 30)
-        seconds = round(time.monotonic() - started, 1)
-        contacts = documents(stack, "contact")
-        events = stored_events(stack)
-        received = drain(
-            stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=180
-        )
-        received += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+    tally, faults, stop = Tally(), Counter[str](), threading.Event()
+    started = time.monotonic()
+    deadline = started + 600
+    threads = [
+        threading.Thread(target=writer, args=(stack, n, tally, stop, deadline))
+        for n in range(writers)
+    ]
+    threads.append(threading.Thread(target=chaos, args=(stack, stop, faults)))
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(deadline - time.monotonic() + 30)
+    seconds = round(time.monotonic() - started, 1)
+    contacts = [d for d in documents(stack, "contact") if d["id"] not in earlier_contacts]
+    events = [e for e in stored_events(stack) if e["id"] not in earlier_events]
+
+    def the_runs(received: list[Received]) -> list[Received]:
+        return [r for r in received if r.message_id not in earlier_events]
+
+    conn, mine = stack.servicebus.connection_string, topic(stack)
+    received = drain(
+        conn,
+        until=lambda got: len({r.message_id for r in the_runs(got)}) >= len(events),
+        timeout=180,
+        topic=mine,
+    )
+    received += drain(conn, until=lambda r: False, timeout=3, topic=mine)
+    received = the_runs(received)
     versions: dict[str, list[int]] = defaultdict(list)
     for event in events:
         versions[event["partitionKey"]].append(event["version"])

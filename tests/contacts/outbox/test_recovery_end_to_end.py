@@ -15,7 +15,12 @@ cosmos_outbox`, the operators' routes):
 
 Each fails on the code before issue 53: the discard sent nothing (the subscriber held version 3
 for ever); a resubmission had nowhere to go but a MessageId the topic drops; the re-drive
-answered "sent" for messages the topic dropped."""
+answered "sent" for messages the topic dropped.
+
+Cosmos DB and Service Bus are the run's (`shared_cosmos`, `shared_servicebus`: a database and a
+topic of the stack's own): no test stops, freezes or slows them, counts the store's backlog or
+changes the namespace; the endpoint's log, every stack's, is read for the one message id the
+resubmission sent (`shared_servicebus_log`)."""
 
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ import pytest
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.servicebus import ServiceBusEndpoint
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
 from tools.httpclient import Client
 from tools.receive import Received, drain
@@ -53,11 +59,14 @@ HANDLED = re.compile(
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
     workdir = Path(tmp_path_factory.mktemp("recovery"))
     with Stack(
         shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
         workdir=workdir / "stack",
         ports=Ports.free(),
         with_subscriber=True,
@@ -184,7 +193,7 @@ def test_a_discarded_poison_event_releases_the_version_the_subscriber_held(stack
 
 
 def test_a_dead_letter_resubmitted_inside_the_duplicate_window_is_applied_once(
-    stack: Stack,
+    stack: Stack, shared_servicebus_log: Path
 ) -> None:
     api = Client(stack.api_url)
     try:
@@ -247,12 +256,13 @@ def test_a_dead_letter_resubmitted_inside_the_duplicate_window_is_applied_once(
     assert outcomes[("1", "applied")] == 1  # once, by the event id
     assert cli(stack, "deadletters", "list", SUBSCRIPTION, "--aggregate-id", contact)["items"] == []
     # inside the window: the event's own MessageId was taken, the resubmission's was new
-    log = (stack.workdir / "servicebus.log").read_text("utf-8", "replace")
+    log = shared_servicebus_log.read_text("utf-8", "replace")
     assert f"duplicate message id {moved['sentMessageId']}" not in log
 
 
 def test_a_redrive_inside_the_window_reports_what_the_subscription_received(stack: Stack) -> None:
     connection = stack.servicebus.connection_string if stack.servicebus else ""
+    topic = stack.settings()["SERVICEBUS_TOPIC"]
     api = Client(stack.api_url)
     try:
         created = api.request(
@@ -279,7 +289,7 @@ def test_a_redrive_inside_the_window_reports_what_the_subscription_received(stac
         "the subscriber to apply the three events",
     )
     # all-events holds everything sent so far: emptied, then only the re-drive arrives there
-    drain(connection, until=lambda received: False, timeout=3)
+    drain(connection, until=lambda received: False, timeout=3, topic=topic)
 
     report = cli(
         stack,
@@ -298,9 +308,9 @@ def test_a_redrive_inside_the_window_reports_what_the_subscription_received(stac
     # a subscription whose subscriber the app does not know is named too, with what it receives
     assert (counts["all-events"]["known"], counts["all-events"]["receives"]) == (False, 3)
     received: list[Received] = drain(
-        connection, until=lambda got: len(got) >= report["accepted"], timeout=60
+        connection, until=lambda got: len(got) >= report["accepted"], timeout=60, topic=topic
     )
-    received += drain(connection, until=lambda got: False, timeout=2)  # and nothing more
+    received += drain(connection, until=lambda got: False, timeout=2, topic=topic)  # no more
     assert len(received) == report["accepted"]
     assert sorted(r.properties["cloudEvents_id"] for r in received) == sorted(
         e["id"]

@@ -3,7 +3,12 @@ subscriptions and their rules through the management API (the SDK's
 ServiceBusAdministrationClient, against funcstack's) and names each subscription lacking the
 targeted-delivery rule; `cosmos-outbox target-rules` lists them, `--yes` gives them the rule,
 and the check then passes. Where the management API does not answer or refuses, the check says
-"not checked" and why."""
+"not checked" and why.
+
+The topics whose rules these tests read and change are on the session's Service Bus endpoint
+(`funcstack_services`), beside its topic, whose subscriptions carry the rule everywhere: one
+topic per test, declared in conftest.py's `funcstack_config` (azure_stack.py,
+`TARGET_RULES_TOPICS`), not a namespace of its own: nothing here stops, slows or resizes it."""
 
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ import json
 import logging
 import socket
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,7 @@ from azure.servicebus.management import (
     SqlRuleFilter,
     TrueRuleFilter,
 )
+from azure_stack import clause
 
 from cosmos_outbox.cli import main as command_line
 from cosmos_outbox.relay import RelayProcessor
@@ -42,12 +47,10 @@ from cosmos_outbox.servicebus._target_rules import (
 )
 from cosmos_outbox.settings import OutboxSettings
 from cosmos_outbox_testing.contracts import (
-    TARGET_RULES_LAYOUT,
     TargetRulesContract,
     TargetRulesWorld,
 )
 from funcstack import LocalStack
-from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 
 pytestmark = pytest.mark.integration
 
@@ -71,76 +74,17 @@ def outbox_settings(values: dict[str, str]) -> OutboxSettings:
     return OutboxSettings(**values)  # type: ignore[arg-type]  # by the settings' names
 
 
-def clause(name: str) -> str:
-    return f"NOT EXISTS(outboxTarget) OR outboxTarget = '{name}'"
-
-
-def sql(name: str, expression: str) -> dict[str, Any]:
-    return {
-        "Name": name,
-        "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": expression}},
-    }
-
-
-def topic(name: str, *, own_filter: bool = False) -> dict[str, Any]:
-    subscriptions: list[dict[str, Any]] = [
-        {"Name": "fine", "Rules": [sql("outbox-target", clause("fine"))]},
-        {"Name": "plain"},  # created without a rule: Azure's $Default, every message
-        {"Name": "legacy"},
-    ]
-    if own_filter:
-        subscriptions.append({"Name": "kinds", "Rules": [sql("kinds", "kind = 'a'")]})
-    return {"Name": name, "Properties": {}, "Subscriptions": subscriptions}
-
-
-def contract_topic() -> dict[str, Any]:
-    """The contract suite's topic, as `TARGET_RULES_LAYOUT` lays it out."""
-    subscriptions: list[dict[str, Any]] = []
-    for name, rules in TARGET_RULES_LAYOUT.items():
-        declared: dict[str, Any] = {"Name": name}
-        if rules is not None:
-            declared["Rules"] = [sql(rule, expression) for rule, expression in rules]
-        subscriptions.append(declared)
-    return {"Name": "contract", "Properties": {}, "Subscriptions": subscriptions}
-
-
-@pytest.fixture(scope="module")
-def servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
-    """A namespace of its own (the session's topic carries the rule everywhere): one topic per
-    test, since the command changes rules."""
-    directory = tmp_path_factory.mktemp("target-rules")
-    config = {
-        "UserConfig": {
-            "Namespaces": [
-                {
-                    "Name": "sbemulatorns",
-                    "Topics": [
-                        topic("at-start"),
-                        topic("upgraded", own_filter=True),
-                        contract_topic(),
-                    ],
-                }
-            ]
-        }
-    }
-    path = directory / "config.json"
-    path.write_text(json.dumps(config))
-    endpoint = start_servicebus(config=path, log_path=directory / "servicebus.log")
-    try:
-        yield endpoint
-    finally:
-        endpoint.stop()
-
-
 def test_the_relay_names_at_start_each_subscription_lacking_the_rule(
     funcstack_services: LocalStack,
     fresh: str,
     leases: str,
-    servicebus: ServiceBusEndpoint,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     values = app_settings(funcstack_services, fresh, leases)
-    values |= {"ServiceBusConnection": servicebus.connection_string, "SERVICEBUS_TOPIC": "at-start"}
+    values |= {
+        "ServiceBusConnection": funcstack_services.servicebus_connection_string,
+        "SERVICEBUS_TOPIC": "at-start",
+    }
     settings = outbox_settings(values)
 
     async def run() -> None:
@@ -173,13 +117,15 @@ def test_the_functions_relay_checks_with_the_app_settings_of_its_environment(
     funcstack_services: LocalStack,
     fresh: str,
     leases: str,
-    servicebus: ServiceBusEndpoint,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """What the Functions relay's first run starts in a thread (`log_target_rules_once_in_
     background`): the settings from the environment, as the worker has them."""
     values = app_settings(funcstack_services, fresh, leases)
-    values |= {"ServiceBusConnection": servicebus.connection_string, "SERVICEBUS_TOPIC": "at-start"}
+    values |= {
+        "ServiceBusConnection": funcstack_services.servicebus_connection_string,
+        "SERVICEBUS_TOPIC": "at-start",
+    }
     for name, value in values.items():
         monkeypatch.setenv(name, value)
     check = log_target_rules()
@@ -190,17 +136,19 @@ def test_the_command_lists_then_applies_the_rule_and_the_check_passes(
     funcstack_services: LocalStack,
     fresh: str,
     leases: str,
-    servicebus: ServiceBusEndpoint,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setenv("ServiceBusConnection", servicebus.connection_string)
+    monkeypatch.setenv("ServiceBusConnection", funcstack_services.servicebus_connection_string)
     monkeypatch.setenv("SERVICEBUS_TOPIC", "upgraded")
     values = app_settings(funcstack_services, fresh, leases)
     settings = outbox_settings(values)  # the session stack's own Service Bus
     upgraded = outbox_settings(
         values
-        | {"ServiceBusConnection": servicebus.connection_string, "SERVICEBUS_TOPIC": "upgraded"}
+        | {
+            "ServiceBusConnection": funcstack_services.servicebus_connection_string,
+            "SERVICEBUS_TOPIC": "upgraded",
+        }
     )
 
     # a dry run: listed, nothing changed
@@ -225,7 +173,7 @@ def test_the_command_lists_then_applies_the_rule_and_the_check_passes(
     monkeypatch.setenv("SERVICEBUS_TOPIC", "upgraded")
     from cosmos_outbox.servicebus._target_rules import admin_client
 
-    with admin_client(connection_string=servicebus.connection_string) as admin:
+    with admin_client(connection_string=funcstack_services.servicebus_connection_string) as admin:
         admin.create_rule(
             "upgraded",
             "kinds",
@@ -358,7 +306,7 @@ class TestServiceBusTargetRules(TargetRulesContract):
 
     @pytest.fixture(params=["sync", "aio"])
     def world(
-        self, request: pytest.FixtureRequest, servicebus: ServiceBusEndpoint
+        self, request: pytest.FixtureRequest, funcstack_services: LocalStack
     ) -> TargetRulesWorld:
         from cosmos_outbox.servicebus import aio
 
@@ -368,6 +316,8 @@ class TestServiceBusTargetRules(TargetRulesContract):
             "UseDevelopmentEmulator=true"
         )
         return TargetRulesWorld(
-            rules=kind("contract", connection_string=servicebus.connection_string),
+            rules=kind(
+                "contract", connection_string=funcstack_services.servicebus_connection_string
+            ),
             refusing=kind("contract", connection_string=nothing),
         )
