@@ -113,14 +113,13 @@ class Stack(LocalStack):
     #: stopped or restarted by this stack. A stack whose tests stop, freeze or slow Service Bus,
     #: or change its message size, has an endpoint of its own (None).
     shared_servicebus: ServiceBusEndpoint | None = None
-    #: An Azurite this stack uses and does not own (another stack's, which no test stops while
-    #: this one runs): the claim check's blob container on it is one of this stack's own
-    #: (OUTBOX_PAYLOAD_CONTAINER `outbox-payloads-<random>`), created when it starts and deleted
-    #: when it stops; it is never stopped or restarted by this stack (`with_azurite` stays off).
-    shared_azurite: Azurite | None = None
     _own_database: str | None = field(default=None, init=False, repr=False)
     _own_topic: str | None = field(default=None, init=False, repr=False)
     _own_payloads: str | None = field(default=None, init=False, repr=False)
+    # shared_azurite (funcstack's): an Azurite this stack uses and does not own (another
+    # stack's, which no test stops while this one runs): the claim check's blob container on it
+    # is one of this stack's own (OUTBOX_PAYLOAD_CONTAINER `outbox-payloads-<random>`), created
+    # when it starts and deleted when it stops (`with_azurite` stays off).
     # shared_cosmos (funcstack's): a Cosmos DB endpoint this stack does not own (a test
     # session's); the app's database on it is then one of this stack's own (COSMOS_DATABASE
     # `outbox-<random>`), dropped when it stops.
@@ -255,7 +254,6 @@ class Stack(LocalStack):
                 self.config, storage=replace(self.config.storage, blob_containers=containers)
             )
         self._own_payloads = name
-        self.azurite = self.shared_azurite
 
     def start_servicebus(self) -> ServiceBusEndpoint:
         """The stack's own endpoint (funcstack's), or the shared one with this stack's topic
@@ -301,22 +299,19 @@ class Stack(LocalStack):
             )
 
     def stop_part(self, name: str) -> None:
-        """funcstack's, and not a shared Service Bus endpoint or Azurite (ValueError)."""
+        """funcstack's, and not a shared Service Bus endpoint (ValueError)."""
         if name == "servicebus" and self.shared_servicebus is not None:
             raise ValueError("this stack's Service Bus endpoint is shared: not its to stop")
-        if name == "azurite" and self.shared_azurite is not None:
-            raise ValueError("this stack's Azurite is shared: not its to stop")
         super().stop_part(name)
 
     def _parts(
         self,
     ) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite | RunningRunner]]:
-        """This stack's own parts: a shared Service Bus endpoint or Azurite is not one."""
-        shared = [e for e in (self.shared_servicebus, self.shared_azurite) if e is not None]
+        """This stack's own parts: a shared Service Bus endpoint is not one."""
         return [
             (name, part)
             for name, part in super()._parts()
-            if not any(part is endpoint for endpoint in shared)
+            if self.shared_servicebus is None or part is not self.shared_servicebus
         ]
 
     # -- parts, for fault injection ----------------------------------------------------------
