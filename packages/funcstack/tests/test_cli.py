@@ -68,8 +68,11 @@ class Cli:
 
     @staticmethod
     def _read(stream: IO[str] | None, into: list[str]) -> None:
-        for line in stream or ():
-            into.append(line.rstrip("\n"))
+        if stream is None:
+            return
+        with stream:  # closed at its end: no pipe left open for the garbage collector to find
+            for line in stream:
+                into.append(line.rstrip("\n"))
 
     def wait_for(self, text: str, timeout: float = 180.0, *, errors: bool = False) -> str:
         """The first line holding ``text`` (of stderr with ``errors``, when kept apart)."""
