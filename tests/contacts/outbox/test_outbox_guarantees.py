@@ -1,7 +1,14 @@
 """HTTP -> Cosmos -> change feed -> relay -> topic -> session receiver, with faults injected for
 real: nothing lost, duplicates dropped, order per contact kept. The tests without faults follow
 their own contacts only (the stored events of those partitions, the messages of those
-sessions), so that they run unchanged against a deployed app (`--deployed`: `relay_target`)."""
+sessions), so that they run unchanged against a deployed app (`--deployed`: `relay_target`).
+
+The tests without faults share the module's stack on the run's endpoints (`shared_cosmos`,
+`shared_servicebus`: a database and a topic of its own). The relay killed mid-send and Service
+Bus stopped while writes go on share a stack whose Service Bus endpoint is its own (the one
+answers 1.5 s late, the other stops it): the kill first, on the store as it wrote it, then the
+outage, which follows its own contacts. The whole stack restarted on its state has endpoints of
+its own."""
 
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox_testing import event_fields
 from domain.contact import Contact
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.servicebus import ServiceBusEndpoint
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
@@ -50,12 +58,15 @@ def unique(tag: str) -> str:
 
 @pytest.fixture(scope="module")
 def shared_stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
     """One stack for the module's tests that need no settings of their own: each writes
     contacts of its own and counts only their events and messages."""
     with Stack(
         shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
         workdir=tmp_path_factory.mktemp("stack"),
         ports=Ports.free(),
         # The app's own feed poll delay (1 s): these tests do not time the relay (those that kill
@@ -67,13 +78,16 @@ def shared_stack(
 
 @pytest.fixture
 def stack(shared_stack: Stack) -> Iterator[Stack]:
-    """The module's stack; a test that stopped its Service Bus endpoint or the app's host
-    leaves them started again (on their ports) for the next."""
+    """The module's stack; a test that stopped the app's host leaves it started again (on its
+    port) for the next."""
     yield shared_stack
-    if shared_stack.servicebus is None or shared_stack.servicebus.stopped:
-        shared_stack.start_servicebus()
     if shared_stack.runner is None or shared_stack.runner.process.poll() is not None:
         shared_stack.start_runner()
+
+
+def topic(stack: Stack) -> str:
+    """The stack's topic (its own on the shared Service Bus endpoint)."""
+    return stack.settings()["SERVICEBUS_TOPIC"]
 
 
 def of(received: list[Received], contacts: Collection[str]) -> list[Received]:
@@ -186,43 +200,6 @@ def test_every_committed_change_is_one_message_in_version_order(relay_target: Ta
     }
 
 
-@pytest.mark.local_stack("Service Bus stopped and started again")
-def test_service_bus_down_while_writes_continue_loses_nothing(stack: Stack) -> None:
-    assert stack.servicebus is not None
-    client = Client(stack.api_url)
-    try:
-        mine = write_history(client, contacts=3, updates=1, tag="before")
-        conn = stack.servicebus.connection_string
-        before = of(drain(conn, until=count_at_least(6, mine), timeout=30), mine)
-        assert len(before) == 6
-        stack.stop_servicebus()
-        # the relay fails and retries
-        mine += write_history(client, contacts=5, updates=2, tag="during")
-        time.sleep(2)
-        stack.start_servicebus()  # same port; the relay's retry reconnects
-    finally:
-        client.close()
-    events = stored_events(stack, mine)
-    after = of(
-        drain(
-            stack.servicebus.connection_string,
-            until=count_at_least(len(events) - len(before), mine),
-            timeout=90,
-        ),
-        mine,
-    )
-    assert_exactly_once_in_order(before + after, events)
-    record(
-        "service_bus_down",
-        {
-            "events": len(events),
-            "received_before": len(before),
-            "received_after_restart": len(after),
-            "duplicates": 0,
-        },
-    )
-
-
 def write_large_history(stack: Stack) -> int:
     """600 events of ~0.6 KB written straight to the store (no relay runs): one invocation of
     up to 1000 documents needs 2+ sends."""
@@ -269,46 +246,6 @@ FAST_TAKEOVER = {
     "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL": "5000",
 }
 RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER}
-
-
-@pytest.mark.local_stack("the relay's host killed mid-batch; the endpoint's log read")
-def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(
-    tmp_path: Path, shared_cosmos: CosmosEndpoint
-) -> None:
-    with Stack(
-        shared_cosmos=shared_cosmos,  # its Service Bus endpoint is its own (it answers late)
-        workdir=tmp_path / "stack",
-        ports=Ports.free(),
-        with_runner=False,
-        servicebus_settle_delay_ms=1500,
-        settings_overrides=RELAY_SETTINGS,
-    ) as stack:
-        assert stack.servicebus is not None
-        total = write_large_history(stack)
-        before = kill_relay_mid_batch(stack, total)
-        stack.start_runner()
-        rest = drain(
-            stack.servicebus.connection_string,
-            until=count_at_least(total - len(before)),
-            timeout=120,
-        )
-        events = stored_events(stack)
-        assert len(events) == total
-        assert_exactly_once_in_order(before + rest, events)
-        log = (tmp_path / "stack" / "servicebus.log").read_text()
-        dropped = log.count("duplicate message id")
-        assert dropped >= len(before)  # the whole first send came again, and was dropped
-    record(
-        "relay_killed_mid_batch",
-        {
-            "events": total,
-            "accepted_before_kill": dropped,
-            "received_before_kill": len(before),
-            "received_after_restart": len(rest),
-            "resends_dropped_as_duplicates": dropped,
-            "duplicates_received": 0,
-        },
-    )
 
 
 @pytest.mark.local_stack("the relay killed, the whole stack restarted from its kept state")
@@ -397,6 +334,7 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
             stack.servicebus.connection_string,
             until=count_at_least(len(good) + 1, mine),
             timeout=60,
+            topic=topic(stack),
         ),
         mine,
     )
@@ -485,5 +423,96 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
             "messages_received": len(received),
             "duplicates_received": 0,
             "contacts": len({e["partitionKey"] for e in events}),
+        },
+    )
+
+
+# -- the late stack: its Service Bus endpoint its own, acknowledging 1.5 s late ---------------
+
+
+@pytest.fixture(scope="module")
+def late_stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
+    """A stack whose Service Bus endpoint is its own and acknowledges 1.5 s late, the relay not
+    started: the relay killed mid-send's test, then Service Bus stopped while writes go on."""
+    with Stack(
+        shared_cosmos=shared_cosmos,
+        workdir=tmp_path_factory.mktemp("late") / "stack",
+        ports=Ports.free(),
+        with_runner=False,
+        servicebus_settle_delay_ms=1500,
+        settings_overrides=RELAY_SETTINGS,
+    ) as stack:
+        yield stack
+
+
+@pytest.mark.local_stack("the relay's host killed mid-batch; the endpoint's log read")
+def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(late_stack: Stack) -> None:
+    """First on the late stack: its store and topic hold only what this test writes."""
+    stack = late_stack
+    assert stack.servicebus is not None and stack.runner is None
+    total = write_large_history(stack)
+    before = kill_relay_mid_batch(stack, total)
+    stack.start_runner()
+    rest = drain(
+        stack.servicebus.connection_string,
+        until=count_at_least(total - len(before)),
+        timeout=120,
+    )
+    events = stored_events(stack)
+    assert len(events) == total
+    assert_exactly_once_in_order(before + rest, events)
+    dropped = stack.log_path("servicebus").read_text().count("duplicate message id")
+    assert dropped >= len(before)  # the whole first send came again, and was dropped
+    record(
+        "relay_killed_mid_batch",
+        {
+            "events": total,
+            "accepted_before_kill": dropped,
+            "received_before_kill": len(before),
+            "received_after_restart": len(rest),
+            "resends_dropped_as_duplicates": dropped,
+            "duplicates_received": 0,
+        },
+    )
+
+
+@pytest.mark.local_stack("Service Bus stopped and started again")
+def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack) -> None:
+    """On the late stack, after the relay killed mid-send (its relay started again): the
+    outage's writes go through the API and are counted by their own contacts."""
+    stack = late_stack
+    assert stack.servicebus is not None and stack.runner is not None
+    client = Client(stack.api_url)
+    try:
+        mine = write_history(client, contacts=3, updates=1, tag="before")
+        conn = stack.servicebus.connection_string
+        before = of(drain(conn, until=count_at_least(6, mine), timeout=30), mine)
+        assert len(before) == 6
+        stack.stop_servicebus()
+        # the relay fails and retries
+        mine += write_history(client, contacts=5, updates=2, tag="during")
+        time.sleep(2)
+        stack.start_servicebus()  # same port; the relay's retry reconnects
+    finally:
+        client.close()
+    events = stored_events(stack, mine)
+    after = of(
+        drain(
+            stack.servicebus.connection_string,
+            until=count_at_least(len(events) - len(before), mine),
+            timeout=90,
+        ),
+        mine,
+    )
+    assert_exactly_once_in_order(before + after, events)
+    record(
+        "service_bus_down",
+        {
+            "events": len(events),
+            "received_before": len(before),
+            "received_after_restart": len(after),
+            "duplicates": 0,
         },
     )
