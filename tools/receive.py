@@ -14,7 +14,12 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient, ServiceBusSessionFilter
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusClient,
+    ServiceBusReceivedMessage,
+    ServiceBusSessionFilter,
+)
 from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
 
 
@@ -149,28 +154,33 @@ def _drain_one_session(
             if not batch:
                 return
             for message in batch:
-                props = {
-                    _decode(k): _decode(v)
-                    for k, v in (message.application_properties or {}).items()
-                }
-                raw = b"".join(message.body)
-                data = raw
-                dataref = props.get("cloudEvents_dataref")
-                if dataref is not None and payloads is not None:
-                    data = payloads(str(dataref))
-                item = Received(
-                    message_id=str(message.message_id),
-                    session_id=str(message.session_id),
-                    subject=str(message.subject),
-                    version=int(props["version"]),
-                    body=json.loads(data) if data else {},
-                    properties=props,
-                    raw_size=len(raw),
-                    content_type=message.content_type,
-                )
+                item = received_from(message, payloads)
                 receiver.complete_message(message)
                 with lock:
                     received.append(item)
+
+
+def received_from(
+    message: ServiceBusReceivedMessage, payloads: Callable[[str], bytes] | None = None
+) -> Received:
+    """What a test reads of a received message (a claim check's data fetched with
+    `payloads`)."""
+    props = {_decode(k): _decode(v) for k, v in (message.application_properties or {}).items()}
+    raw = b"".join(message.body)
+    data = raw
+    dataref = props.get("cloudEvents_dataref")
+    if dataref is not None and payloads is not None:
+        data = payloads(str(dataref))
+    return Received(
+        message_id=str(message.message_id),
+        session_id=str(message.session_id),
+        subject=str(message.subject),
+        version=int(props["version"]),
+        body=json.loads(data) if data else {},
+        properties=props,
+        raw_size=len(raw),
+        content_type=message.content_type,
+    )
 
 
 def count_at_least(

@@ -6,9 +6,9 @@ sessions), so that they run unchanged against a deployed app (`--deployed`: `rel
 The tests without faults share the module's stack on the run's endpoints (`shared_cosmos`,
 `shared_servicebus`: a database and a topic of its own). The relay killed mid-send and Service
 Bus stopped while writes go on share a stack whose Service Bus endpoint is its own (the one
-answers 1.5 s late, the other stops it): the kill first, on the store as it wrote it, then the
-outage, which follows its own contacts. The whole stack restarted on its state has endpoints of
-its own."""
+answers 1.5 s late, the other stops it) and keeps its state across the stop, as a namespace does
+across an outage: the kill first, on the store as it wrote it, then the outage, which follows its
+own contacts. The whole stack restarted on its state has endpoints of its own."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import threading
 import time
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,7 @@ from domain.contact import Contact
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.servicebus import ServiceBusEndpoint
 from tools.httpclient import Client
-from tools.receive import Received, count_at_least, drain
+from tools.receive import Received, connect, count_at_least, drain, received_from
 from tools.stack import Ports, Stack
 from tools.target import Target, receive
 
@@ -435,12 +435,19 @@ def late_stack(
     tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
 ) -> Iterator[Stack]:
     """A stack whose Service Bus endpoint is its own and acknowledges 1.5 s late, the relay not
-    started: the relay killed mid-send's test, then Service Bus stopped while writes go on."""
+    started: the relay killed mid-send's test, then Service Bus stopped while writes go on.
+
+    The endpoint keeps its state (a state file): stopped and started again, it still holds what
+    it accepted and its duplicate-detection history, as a namespace does across an outage. An
+    endpoint in memory starts empty, and a message on the topic whose acknowledgement was still
+    pending at the stop is accepted a second time when the relay sends it again."""
+    workdir = tmp_path_factory.mktemp("late")
     with Stack(
         shared_cosmos=shared_cosmos,
-        workdir=tmp_path_factory.mktemp("late") / "stack",
+        workdir=workdir / "stack",
         ports=Ports.free(),
         with_runner=False,
+        state_dir=workdir / "state",  # the Service Bus endpoint's (Cosmos DB is the run's)
         servicebus_settle_delay_ms=1500,
         settings_overrides=RELAY_SETTINGS,
     ) as stack:
@@ -481,7 +488,9 @@ def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(late_stac
 @pytest.mark.local_stack("Service Bus stopped and started again")
 def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack) -> None:
     """On the late stack, after the relay killed mid-send (its relay started again): the
-    outage's writes go through the API and are counted by their own contacts."""
+    outage's writes go through the API and are counted by their own contacts. Service Bus stops
+    while a message is on the topic and its acknowledgement still pending (the endpoint answers
+    1.5 s late): the relay sends it again after the restart, and the topic drops it."""
     stack = late_stack
     assert stack.servicebus is not None and stack.runner is not None
     client = Client(stack.api_url)
@@ -490,7 +499,16 @@ def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack)
         conn = stack.servicebus.connection_string
         before = of(drain(conn, until=count_at_least(6, mine), timeout=30), mine)
         assert len(before) == 6
-        stack.stop_servicebus()
+
+        def describe() -> None:
+            reply = client.request(
+                "POST", f"/contacts/{mine[0]}/update-description", json_body={"description": "x"}
+            )
+            assert reply.status == 204, reply.body
+
+        pending = received_as_sent(conn, mine[0], describe)
+        before.append(pending)
+        stack.stop_servicebus()  # well within the 1.5 s its send waits for its acknowledgement
         # the relay fails and retries
         mine += write_history(client, contacts=5, updates=2, tag="during")
         time.sleep(2)
@@ -507,6 +525,8 @@ def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack)
         mine,
     )
     assert_exactly_once_in_order(before + after, events)
+    log = stack.log_path("servicebus").read_text()
+    assert f"duplicate message id {pending.message_id} dropped" in log  # sent again, dropped
     record(
         "service_bus_down",
         {
@@ -516,3 +536,19 @@ def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack)
             "duplicates": 0,
         },
     )
+
+
+def received_as_sent(namespace: str, session: str, change: Callable[[], None]) -> Received:
+    """Make `change` in contact `session` with that session's receiver open, and receive (and
+    complete) its message as soon as the relay sends it."""
+    with (
+        connect(namespace, retry_total=0) as client,
+        client.get_subscription_receiver(
+            "contact-events", "all-events", session_id=session, max_wait_time=5, keep_alive=0
+        ) as receiver,
+    ):
+        assert receiver.receive_messages(max_wait_time=0.2) == []  # open, the session empty
+        change()
+        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=30)
+        receiver.complete_message(message)
+    return received_from(message)

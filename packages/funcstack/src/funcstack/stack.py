@@ -386,7 +386,10 @@ class LocalStack(LocalServices):
     # -- Service Bus, for fault injection ------------------------------------------------------
 
     def start_servicebus(self) -> ServiceBusEndpoint:
-        """Start the endpoint, or start it again on its port (after ``stop_servicebus()``)."""
+        """Start the endpoint, or start it again on its port (after ``stop_servicebus()``).
+        Started again without ``state_dir`` it is empty (its entities from the config): the
+        messages it held and its duplicate-detection history are gone, which no outage of a
+        namespace does; with one it keeps both."""
         endpoint = self.run_servicebus(
             self.ports.servicebus,
             config=self.config.servicebus_file if self.config is not None else None,
