@@ -13,7 +13,6 @@ docs/testing.md, The deployed smoke test."""
 from __future__ import annotations
 
 import gc
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -119,9 +118,9 @@ def pytest_configure_node(node: Any) -> None:
         started["servicebus"] = _start_servicebus(folder)
         if folder is not None:
             config.stash[_SERVICEBUS_LOG] = folder / "servicebus.log"
-    from funcstack.handoff import describe
+    from funcstack.handoff import hand_over
 
-    node.workerinput[HANDED] = json.dumps({k: describe(v) for k, v in started.items()})
+    hand_over(node.workerinput, HANDED, started)
     if _SERVICEBUS_LOG in config.stash:
         node.workerinput[HANDED_SERVICEBUS_LOG] = str(config.stash[_SERVICEBUS_LOG])
 
@@ -134,11 +133,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 def _handed(config: pytest.Config, kind: str) -> dict[str, Any] | None:
     """The endpoint of `kind` the xdist controller handed this worker, if it did."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or HANDED not in workerinput:
-        return None
-    handed: dict[str, Any] = json.loads(workerinput[HANDED])[kind]
-    return handed
+    from funcstack.handoff import handed
+
+    return handed(getattr(config, "workerinput", None), HANDED, kind)
 
 
 def _start_cosmos(folder: Path | None) -> CosmosEndpoint:

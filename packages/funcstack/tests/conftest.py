@@ -17,7 +17,6 @@ queues of their own names, and their hosts receipts and locks of their own host 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -26,7 +25,7 @@ from hypothesis import settings
 from servicebus.conftest import Target, start_shared
 
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
-from funcstack.handoff import azurite_from, describe
+from funcstack.handoff import azurite_from, hand_over, handed
 from funcstack.services import Azurite, start_azurite
 
 pytest_plugins = ["pytester"]
@@ -57,7 +56,7 @@ def pytest_configure_node(node: Any) -> None:
         factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
         folder = factory.mktemp("shared-azurite")
         started["azurite"] = start_azurite(folder / "data", folder / "azurite.log", lazy=True)
-    node.workerinput[HANDED] = json.dumps({k: describe(v) for k, v in started.items()})
+    hand_over(node.workerinput, HANDED, started)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -67,12 +66,8 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def _handed(config: pytest.Config, kind: str) -> dict[str, Any] | None:
-    """The endpoint of ``kind`` the xdist controller handed this worker, if it did."""
-    workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or HANDED not in workerinput:
-        return None
-    handed: dict[str, Any] = json.loads(workerinput[HANDED])[kind]
-    return handed
+    """The endpoint of `kind` the xdist controller handed this worker, if it did."""
+    return handed(getattr(config, "workerinput", None), HANDED, kind)
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,14 @@ import pytest
 from azure.cosmos import CosmosClient
 
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
-from funcstack.handoff import azurite_from, cosmos_from, describe, servicebus_from
+from funcstack.handoff import (
+    azurite_from,
+    cosmos_from,
+    describe,
+    hand_over,
+    handed,
+    servicebus_from,
+)
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 from funcstack.services import Azurite, start_azurite
 
@@ -79,3 +86,20 @@ def test_a_handed_service_bus_endpoint_keeps_the_warnings_its_start_logged(tmp_p
         assert handed.warnings == [line]
     finally:
         original.stop()
+
+
+def test_endpoints_handed_over_in_a_workers_input_are_read_back_by_kind() -> None:
+    """`hand_over` in the xdist controller, `handed` in the worker: each kind's data as
+    `describe` gave it (through JSON, as xdist sends it); None outside a worker or for another
+    key; a kind not handed named."""
+    azurite = Azurite(ports=(10000, 10001, 10002), handed=True)
+    workerinput: dict[str, Any] = {}
+    hand_over(workerinput, "mine", {"azurite": azurite})
+    sent = json.loads(json.dumps(workerinput))  # what the worker receives
+    data = handed(sent, "mine", "azurite")
+    assert data == describe(azurite)
+    assert azurite_from(data).ports == azurite.ports
+    assert handed(None, "mine", "azurite") is None  # not a worker
+    assert handed(sent, "theirs", "azurite") is None  # nothing handed under that key
+    with pytest.raises(KeyError, match="no 'cosmos' endpoint handed under 'mine'"):
+        handed(sent, "mine", "cosmos")
