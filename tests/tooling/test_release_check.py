@@ -3,8 +3,9 @@ on small distributions made here: a file git tracks missing from an sdist, a whe
 sdist that differs from the tree's, a requirement between ours or in a doc that the versions
 built do not meet, a README's relative link, the release order, the local index's pages, the
 docs' shell lines as the trials read them, and the blocks that need a service (a Cosmos DB
-account) run only where it is given, with only what their document says to set. `make
-release-check` runs them all on the real five."""
+account) run only where it is given, with only what their document says to set, and the one
+account the check lends its trials' blocks, one trial at a time. `make release-check` runs them
+all on the real five."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import io
 import subprocess
 import sys
 import tarfile
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -29,6 +32,7 @@ from tools.docblocks import (
 )
 from tools.release import __main__ as release
 from tools.release import build, index, requirements
+from tools.release.background import CosmosAccount
 from tools.release.dists import ROOT, Distribution, distributions, read
 
 PYPROJECT = """[project]
@@ -307,3 +311,54 @@ def test_a_block_runs_only_where_what_it_needs_is_given(tmp_path: Path) -> None:
         "script:example_3.py",
         "script:example_11.py",
     ]
+
+
+class AccountOfNames(CosmosAccount):
+    """The check's Cosmos DB account with its databases as a set of names: the lending, without
+    an endpoint (the release check lends the real one)."""
+
+    def __init__(self) -> None:
+        super().__init__(Path("unused"), {})
+        self.names: set[str] = set()
+
+    def _start(self) -> dict[str, str]:
+        self._given = {"COSMOS_ENDPOINT": "https://127.0.0.1:1/"}
+        return self._given
+
+    def databases(self) -> list[str]:
+        return sorted(self.names)
+
+    def delete(self, database: str) -> None:
+        self.names.remove(database)
+
+
+def test_the_first_examples_account_is_lent_empty_to_one_trial_at_a_time() -> None:
+    """cosmos-changefeed's first processor names its database and processor: trials sharing
+    the account take it one at a time, each finds it empty and leaves it empty."""
+    account = AccountOfNames()
+    inside: list[int] = []
+    seen: list[str] = []  # what a trial found that it should not have
+
+    def trial(number: int) -> None:
+        with account.lent():
+            inside.append(number)
+            if account.names:
+                seen.append(f"trial {number} found {sorted(account.names)}")
+            account.names.add("shop")
+            time.sleep(0.05)
+            if inside != [number]:
+                seen.append(f"trials {inside} at once")
+            inside.remove(number)
+
+    threads = [threading.Thread(target=trial, args=(n,)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert seen == []
+    assert account.lent_to == 3
+    assert account.names == set()
+    account.names.add("left-behind")
+    with pytest.raises(RuntimeError, match="not empty: left-behind left in it"), account.lent():
+        pass
+    assert account.lent_to == 3

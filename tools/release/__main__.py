@@ -24,8 +24,9 @@ from pathlib import Path
 
 from tools.docblocks import install_lines
 from tools.release import build, index, requirements
+from tools.release.background import CosmosAccount
 from tools.release.dists import ROOT, Distribution, distributions
-from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial, command
+from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial, command, machine_environment
 
 DIST = ROOT / "dist"
 #: The Python of the repository's venv: `make test` runs every distribution's tests on it from
@@ -180,16 +181,27 @@ def main() -> int:
             return 0
         found = interpreters(args.pythons or ["3.11", "3.12", "3.13", "3.14"])
         index.write(dists, DIST, scratch / "index")
-        with index.serving(scratch / "index") as url:
-            trials = plan(dists, found, url, full=args.full or args.tag is not None)
-            trials = [t for t in trials if not args.docs or t.doc in args.docs]
-            with ThreadPoolExecutor(max_workers=3) as pool:
-                outcomes = list(pool.map(lambda t: t.run(scratch / "trials"), trials))
+        # one Cosmos DB account for the first examples that need one, lent to a trial at a time
+        account = CosmosAccount(scratch / "cosmos", machine_environment())
+        try:
+            with index.serving(scratch / "index") as url:
+                trials = plan(dists, found, url, full=args.full or args.tag is not None)
+                trials = [t for t in trials if not args.docs or t.doc in args.docs]
+                with ThreadPoolExecutor(max_workers=3) as pool:
+                    outcomes = list(pool.map(lambda t: t.run(scratch / "trials", account), trials))
+        finally:
+            account.stop()
         ok = report(outcomes)
+        if account.lent_to:
+            print(
+                f"  funcstack's Cosmos DB endpoint, the first examples' account: lent to "
+                f"{account.lent_to} trial{'s' if account.lent_to > 1 else ''}, one at a time "
+                f"({account.cpu:.1f} s of CPU)"
+            )
         counts = ", ".join(
             f"{p}: {sum(o.passed for o in outcomes if o.python == p)} tests" for p in sorted(found)
         )
-        cpu = sum(o.cpu for o in outcomes)
+        cpu = sum(o.cpu for o in outcomes) + account.cpu
         print(
             f"release-check: {'passed' if ok else 'FAILED'}: {len(outcomes)} trials ({counts}) "
             f"in {time.monotonic() - started:.0f} s; the trials' processes used {cpu:.0f} s of CPU"

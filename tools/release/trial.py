@@ -7,7 +7,8 @@ clone), and in it:
    a `<placeholder>` say, fails here: that is a doc bug);
 2. its first example (the Python blocks of the section its first Python block is in), through
    the harness that runs the docs' blocks (tools/docblocks.py): modules imported, apps indexed,
-   scripts run, test files run by pytest;
+   scripts run, test files run by pytest; a block that needs a Cosmos DB account on the check's
+   one (background.py's `CosmosAccount`: one endpoint, lent empty to one trial at a time);
 3. the distribution's own tests, from its sdist (`OWN_TESTS`): `pip install "<name>[<extra>]"`,
    the sdist unpacked, pytest in its folder.
 """
@@ -36,7 +37,7 @@ from tools.docblocks import (
     shell_lines,
     write_project,
 )
-from tools.release.background import Background, cosmos_endpoint
+from tools.release.background import Background, CosmosAccount
 from tools.release.build import uv
 from tools.release.dists import ROOT, Distribution
 
@@ -50,6 +51,15 @@ GUIDES = {"README.md": "3.12", "docs/quick-start.md": "3.13", "docs/your-own-app
 KEPT = re.compile(
     r"^(HOME|LANG|LC_\w+|TERM|TMPDIR|SSL_CERT_\w+|REQUESTS_CA_BUNDLE|USER|FUNCSTACK_STARTS)$"
 )
+#: The PATH of a trial's processes after its venv's bin (and of the check's Cosmos DB endpoint).
+SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def machine_environment() -> dict[str, str]:
+    """What is left of this process's environment in a trial's (`KEPT`), and the system's PATH:
+    the environment of what a trial runs in the background from the repository's venv."""
+    kept = {k: v for k, v in os.environ.items() if KEPT.match(k)}
+    return {**kept, "PATH": SYSTEM_PATH}
 
 
 @dataclass(frozen=True)
@@ -138,10 +148,9 @@ class Trial:
     collect_only: bool = False
 
     def environment(self, venv: Path, home: Path) -> dict[str, str]:
-        kept = {k: v for k, v in os.environ.items() if KEPT.match(k)}
         return {
-            **kept,
-            "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            **machine_environment(),
+            "PATH": f"{venv / 'bin'}:{SYSTEM_PATH}",
             "VIRTUAL_ENV": str(venv),
             "HOME": os.environ.get("HOME", str(home)),
             "PIP_CONFIG_FILE": os.devnull,
@@ -161,7 +170,9 @@ class Trial:
             "UV_EXTRA_INDEX_URL": PYPI.removesuffix("/"),
         }
 
-    def run(self, scratch: Path) -> Outcome:
+    def run(self, scratch: Path, account: CosmosAccount) -> Outcome:
+        """The trial, in a folder of its own under `scratch`; a first example that needs a
+        Cosmos DB account runs on `account` (the check's, lent to one trial at a time)."""
         started = time.monotonic()
         outcome = Outcome(self.doc if self.lines else f"{self.doc} (own tests)", self.python)
         name = f"{self.python}-{self.doc.replace('/', '_').removesuffix('.md')}"
@@ -185,7 +196,7 @@ class Trial:
         if not self.lines:
             for dist in self.tests:
                 self._own_tests(dist, folder, env, outcome)
-        elif self._install(folder, env, outcome) and self._example(folder, env, outcome):
+        elif self._install(folder, env, outcome) and self._example(folder, env, outcome, account):
             if self.doc.startswith("docs/"):
                 self._guide(folder / "example", env, outcome)
             for dist in self.tests:
@@ -214,7 +225,9 @@ class Trial:
     def _guide(self, project: Path, env: dict[str, str], outcome: Outcome) -> None:
         _guide_steps(self, project, env, outcome)
 
-    def _example(self, folder: Path, env: dict[str, str], outcome: Outcome) -> bool:
+    def _example(
+        self, folder: Path, env: dict[str, str], outcome: Outcome, account: CosmosAccount
+    ) -> bool:
         # A guide is one app, its tests included (every Python block, as test_docs_run runs it);
         # a README's first example is the section its first Python block is in.
         guide = self.doc.startswith("docs/")
@@ -240,15 +253,13 @@ class Trial:
                 what, _run([python, "-c", DRIVER, str(project), *steps], project, env)
             )
         try:
-            with cosmos_endpoint(folder / "cosmos", env) as (cosmos, endpoint):
+            with account.lent() as cosmos:
                 done = _run([python, "-c", DRIVER, str(project), *steps], project, env | cosmos)
         except RuntimeError as exc:
             outcome.failures.append(f"{what}: {exc}")
             return False
         names = ", ".join(sorted(cosmos))
-        return outcome.step(
-            f"{what}, on funcstack's Cosmos DB endpoint ({names})", done, endpoint.cpu
-        )
+        return outcome.step(f"{what}, on the check's Cosmos DB account ({names})", done)
 
     def _own_tests(
         self, dist: Distribution, folder: Path, env: dict[str, str], outcome: Outcome
