@@ -2,7 +2,15 @@
 API's /health answers 200 only once the whole stack is up; Ctrl-C at any moment stops
 everything, without a traceback (130 while starting, 0 once up); a part that dies is named
 with the last lines of its own log, which say how it ended; a host whose app cannot be indexed
-says why in one line (the worker's error, naming the function and the parameter)."""
+says why in one line (the worker's error, naming the function and the parameter).
+
+Each test ends its run a way of its own, so each has a run of its own. Their endpoints: the
+health test's run is the whole `make run`, its Cosmos DB and Service Bus endpoints its own,
+stopped by its Ctrl-C; Ctrl-C as the Cosmos DB endpoint is ready stops that endpoint, its own;
+the part that dies is its own Cosmos DB endpoint, killed. The other endpoints are the run's
+(`shared_cosmos`, `shared_servicebus` of tests/conftest.py, handed to the run's process by
+`funcstack.handoff`): the run makes its database and topic there under names of its own and
+deletes them when it stops, and never stops those endpoints (the tests check both)."""
 
 from __future__ import annotations
 
@@ -19,9 +27,15 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
+from azure.cosmos import CosmosClient
+from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
+from funcstack.cosmos import CosmosEndpoint
+from funcstack.handoff import describe
+from funcstack.servicebus import ServiceBusEndpoint, control_request
 from funcstack.services import LocalServices, PartStartError
 from tools.stack import ROOT, free_port, port_in_use
 
@@ -44,10 +58,16 @@ class CtrlC(logging.Handler):
 if args["interrupt_at"]:
     logging.getLogger().addHandler(CtrlC())
 cosmos, servicebus, runner, subscriber = args["ports"]
+shared = args["shared"]  # endpoints the test process handed the run (funcstack.handoff)
+if shared:
+    from funcstack.handoff import cosmos_from, servicebus_from
 stack = Stack(workdir=Path(args["workdir"]), with_subscriber=True,
               ports=Ports(cosmos=cosmos, servicebus=servicebus, runner=runner,
                           azurite=(0, 0, 0), subscriber=subscriber),
-              settings_copy=Path(args["settings"]))
+              settings_copy=Path(args["settings"]),
+              shared_cosmos=cosmos_from(shared["cosmos"]) if "cosmos" in shared else None,
+              shared_servicebus=(servicebus_from(shared["servicebus"])
+                                 if "servicebus" in shared else None))
 sys.exit(serve(stack, Path(args["pidfile"])))
 """
 
@@ -59,6 +79,8 @@ class Run:
     workdir: Path
     ports: list[int] = field(default_factory=lambda: [free_port() for _ in range(4)])
     mark: str = field(default_factory=lambda: uuid.uuid4().hex)
+    #: the endpoints it uses and does not own (`share`): funcstack.handoff's descriptions
+    shared: dict[str, dict[str, Any]] = field(default_factory=dict)
     output: list[str] = field(default_factory=list)
     process: subprocess.Popen[str] | None = None
 
@@ -84,6 +106,7 @@ class Run:
             "settings": str(self.settings),
             "pidfile": str(self.pidfile),
             "interrupt_at": interrupt_at,
+            "shared": self.shared,
         }
         env = {**os.environ, "PYTHONPATH": str(ROOT), "MAKE_RUN_TEST_MARK": self.mark}
         # A process group of its own, as a job in a terminal: Ctrl-C is sent to the group.
@@ -97,6 +120,13 @@ class Run:
             process_group=0,
         )
         threading.Thread(target=self._read, daemon=True).start()
+        return self
+
+    def share(self, *endpoints: CosmosEndpoint | ServiceBusEndpoint) -> Run:
+        """The run on these endpoints of the test process's, not endpoints of its own."""
+        for endpoint in endpoints:
+            kind = "cosmos" if isinstance(endpoint, CosmosEndpoint) else "servicebus"
+            self.shared[kind] = describe(endpoint)
         return self
 
     def _read(self) -> None:
@@ -196,10 +226,45 @@ def test_health_answers_200_only_once_settings_are_written_and_the_subscriber_is
     assert run.leftovers() == []
 
 
-@pytest.mark.parametrize("moment", ["cosmos endpoint ready", "subscriber host listening"])
-def test_ctrl_c_while_starting_stops_what_started_without_a_traceback(
-    run: Run, moment: str
+def left_nothing_on(
+    run: Run, cosmos: CosmosEndpoint | None, servicebus: ServiceBusEndpoint | None
 ) -> None:
+    """The endpoints the run shared still serve, and hold neither its database nor its topic
+    (their names: its settings)."""
+    values = json.loads(run.settings.read_text())["Values"]
+    if cosmos is not None:
+        assert not cosmos.stopped
+        database = values["COSMOS_DATABASE"]
+        assert database.startswith("outbox-")  # a name of the run's own
+        client = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
+        with client, pytest.raises(CosmosResourceNotFoundError):
+            client.get_database_client(database).read()
+    if servicebus is not None:
+        assert not servicebus.stopped
+        topic = values["SERVICEBUS_TOPIC"]
+        assert topic.startswith("contact-events-")  # a name of the run's own
+        with pytest.raises(RuntimeError, match="not found"):  # nothing of that name to delete
+            control_request(
+                servicebus.host, servicebus.control_port or 0, {"op": "delete", "name": topic}
+            )
+
+
+@pytest.mark.parametrize(
+    ("moment", "shared"),
+    [
+        ("cosmos endpoint ready", False),  # the endpoint is the run's own: the moment is its start
+        ("subscriber host listening", True),  # its hosts, on the test process's endpoints
+    ],
+)
+def test_ctrl_c_while_starting_stops_what_started_without_a_traceback(
+    run: Run, moment: str, shared: bool, request: pytest.FixtureRequest
+) -> None:
+    cosmos: CosmosEndpoint | None = None
+    servicebus: ServiceBusEndpoint | None = None
+    if shared:
+        cosmos = request.getfixturevalue("shared_cosmos")
+        servicebus = request.getfixturevalue("shared_servicebus")
+        run.share(cosmos, servicebus)
     run.start(interrupt_at=moment)
     assert run.exit_code() == 130, run.text
     assert moment in run.text
@@ -208,10 +273,15 @@ def test_ctrl_c_while_starting_stops_what_started_without_a_traceback(
     assert "interrupted while starting" in run.text
     assert run.leftovers() == []
     assert not run.pidfile.exists()
+    if shared:
+        left_nothing_on(run, cosmos, servicebus)
 
 
-def test_a_part_that_dies_is_named_with_the_last_lines_of_its_own_log(run: Run) -> None:
-    run.start().wait_for("Ctrl-C stops everything.")
+def test_a_part_that_dies_is_named_with_the_last_lines_of_its_own_log(
+    run: Run, shared_servicebus: ServiceBusEndpoint
+) -> None:
+    """The part is its Cosmos DB endpoint, killed; its Service Bus endpoint the test process's."""
+    run.share(shared_servicebus).start().wait_for("Ctrl-C stops everything.")
     [cosmos] = [p["pid"] for p in json.loads(run.pidfile.read_text()) if p["name"] == "cosmos"]
     os.kill(cosmos, signal.SIGKILL)
     assert run.exit_code() == 1
@@ -222,6 +292,7 @@ def test_a_part_that_dies_is_named_with_the_last_lines_of_its_own_log(run: Run) 
     assert log[-1].endswith(f"cosmos (pid {cosmos}) exited unexpectedly: killed by SIGKILL")
     assert log[-1] in run.text  # shown on the console too
     assert run.leftovers() == []
+    left_nothing_on(run, None, shared_servicebus)
 
 
 APP_WITHOUT_CONTEXT = """
