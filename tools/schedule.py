@@ -2,9 +2,12 @@
 `pytest_xdist_make_scheduler`): each module is a unit, as loadfile's (its tests share its
 stack, one worker runs them), except cosmos-outbox's test folders whose modules run on the
 package's session services (its tests/conftest.py, `funcstack_services`: Cosmos DB, Service Bus
-and Azurite, which each worker that runs one of those modules starts): each of `GROUPS` is one
-unit, so that two workers start them, not all three. Two units, not one: each is about 200 s of
-wall time, a worker's share of the suite about 480 s (one unit of 400 s would end last).
+and Azurite, which each worker that runs one of those modules starts): `GROUPS` is one unit, so
+that one worker starts them (3 stand-ins), not one per worker that runs such a module. Its
+modules stop, restart, freeze and fault those services one test at a time, as they did in two
+units of their own (each of those services started once per unit); one unit runs them one after
+another. One unit of about 310 s of wall time (the two were 168 s and 140 s on a quiet
+machine), handed out first, is below a worker's share of the suite (about 480 s).
 
 xdist's own `--dist loadgroup` cannot say this: it names a grouped test `<nodeid>@<group>`,
 which pytest 9's items no longer take (`Item.nodeid` is read-only), and it spreads every other
@@ -31,12 +34,13 @@ from xdist.scheduler import LoadScopeScheduling
 __all__ = ["GROUPS", "LONG_UNITS", "FilesAndGroups", "longest_first", "unit"]
 
 _PACKAGE = "packages/cosmos-outbox/tests/"
+_ON_THE_SERVICES = "cosmos-outbox adapters, relay, scheduled events and test kit"
 #: The folders whose modules are one unit each group (by the start of their node ids).
 GROUPS: dict[str, str] = {
-    f"{_PACKAGE}adapters/": "cosmos-outbox adapters",
-    f"{_PACKAGE}relay/": "cosmos-outbox relay, scheduled events and test kit",
-    f"{_PACKAGE}scheduled/": "cosmos-outbox relay, scheduled events and test kit",
-    f"{_PACKAGE}testing/": "cosmos-outbox relay, scheduled events and test kit",
+    f"{_PACKAGE}adapters/": _ON_THE_SERVICES,
+    f"{_PACKAGE}relay/": _ON_THE_SERVICES,
+    f"{_PACKAGE}scheduled/": _ON_THE_SERVICES,
+    f"{_PACKAGE}testing/": _ON_THE_SERVICES,
 }
 
 
@@ -45,8 +49,7 @@ GROUPS: dict[str, str] = {
 #: missing here goes after them; one named here that no longer exists fails
 #: tests/tooling/test_schedule.py.
 LONG_UNITS: dict[str, int] = {
-    "cosmos-outbox relay, scheduled events and test kit": 168,
-    "cosmos-outbox adapters": 140,
+    _ON_THE_SERVICES: 308,  # its two units' (168 s and 140 s), added
     "tests/contacts/outbox/test_console_in_a_browser.py": 95,
     "tests/contacts/outbox/test_outbox_guarantees.py": 67,
     "tests/contacts/outbox/test_idempotency_key_under_faults.py": 61,

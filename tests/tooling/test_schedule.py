@@ -1,7 +1,8 @@
 """The suite's xdist units (tools/schedule.py): a module each, except cosmos-outbox's modules on
-its session services (`funcstack_services`), whose folders are two units, so that two workers
-start those services, not three. A module on them outside those folders would be a unit of its
-own, and its worker would start them once more: it is named here."""
+its session services (`funcstack_services`), whose folders are one unit, so that one worker
+starts those services, not one per worker that runs such a module. A module on them outside
+those folders would be a unit of its own, and its worker would start them once more: it is
+named here."""
 
 from __future__ import annotations
 
@@ -26,10 +27,10 @@ def test_a_module_is_its_own_unit_and_a_grouped_folder_is_one() -> None:
     adapters = unit(f"{package}adapters/test_dead_letters.py::test_x")
     assert unit(f"{package}adapters/test_azure_adapters.py::T::test_y[aio]") == adapters
     relay = unit(f"{package}relay/test_relay.py::test_z")
-    assert relay == unit(f"{package}scheduled/test_on_funcstack.py::T::test_w") != adapters
+    assert relay == unit(f"{package}scheduled/test_on_funcstack.py::T::test_w") == adapters
     in_memory = f"{package}http_api/test_idempotency.py"
     assert unit(f"{in_memory}::test_v") == in_memory
-    assert len(set(GROUPS.values())) == 2
+    assert len(set(GROUPS.values())) == 1
 
 
 def test_every_module_on_the_session_services_is_in_a_group() -> None:

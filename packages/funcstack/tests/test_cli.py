@@ -346,8 +346,10 @@ def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed
 ) -> None:
     """The user's own setting and their own Service Bus namespace in Azure are kept; the local
     connections of an earlier run (the well-known ports) move to this run's free ports; the
-    line names settings, never values."""
+    line names settings, never values. (No declared resources: nothing here connects to the
+    stand-ins, which then never start; their connections are written all the same.)"""
     app = project / "hello"
+    (app / "funcstack.json").unlink()
     sample = json.loads((app / "local.settings.sample.json").read_text())
     theirs = (
         "Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=send;"

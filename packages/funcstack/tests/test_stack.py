@@ -278,23 +278,35 @@ def test_a_stack_on_a_shared_cosmos_endpoint_provisions_on_it_and_never_stops_it
     assert kept["id"] == "1"
 
 
-def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path) -> None:
+def test_the_services_start_with_the_declared_resources_of_an_app(
+    tmp_path: Path, shared_cosmos: CosmosEndpoint
+) -> None:
+    """The app's declared database and container, on the test process's Cosmos DB endpoint
+    under a database name of this test's own (a stack starting an endpoint of its own
+    provisions the same way: `funcstack run` in test_cli.py, the plugin in
+    test_pytest_plugin.py)."""
     app = tmp_path / "hello"
     shutil.copytree(HERE / "apps" / "hello", app)
+    database = f"hello-{uuid.uuid4().hex[:8]}"
+    config = read_json(app / "funcstack.json")  # comments allowed
+    config["Cosmos"]["Databases"][0]["Name"] = database
+    (app / "funcstack.json").write_text(json.dumps(config))
     with LocalStack(
         workdir=tmp_path / "stack",
         config=load_config(app / "funcstack.json"),
         ports=ServicePorts.free(),
+        shared_cosmos=shared_cosmos,
         with_azurite=False,
     ) as stack:
         assert stack.report.lines() == [
-            "cosmos database hello: created",
-            "cosmos container hello/greetings: created (1 physical partition)",
+            f"cosmos database {database}: created",
+            f"cosmos container {database}/greetings: created (1 physical partition)",
         ]
-        stack.container_client("hello", "greetings").create_item({"id": "1"})
+        stack.container_client(database, "greetings").create_item({"id": "1"})
         # one SDK client per endpoint, whichever container and thread asks
-        again = stack.container_client("hello", "greetings")
-        assert again.client_connection is stack.container_client("hello", "other").client_connection
+        again = stack.container_client(database, "greetings")
+        other = stack.container_client(database, "other")
+        assert again.client_connection is other.client_connection
         assert again.read_item("1", partition_key="1")["id"] == "1"
 
 

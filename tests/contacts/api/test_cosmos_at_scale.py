@@ -8,7 +8,10 @@ indexes (deploy/indexing-policy.json: /type and /data/deleted).
 The events are written straight through the SDK's transactional batches, 100 to a partition as
 an aggregate's would be; the relay is off in this stack (its function disabled by the app
 setting `AzureWebJobs.relay_events.Disabled`, as in Azure), so they stay where they are: the
-status reports them as the relay's backlog. A stack of its own, started once for the module."""
+status reports them as the relay's backlog. A stack of its own, started once for the module,
+with its database on the run's Cosmos DB endpoint (no test here stops or faults it; the status
+reads its own containers, whose LSNs funcstack keeps per physical partition of each container;
+its database dropped when the stack stops) and no Service Bus."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import pytest
@@ -25,6 +28,9 @@ from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.http.bounded import BOUND_SECONDS
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = [
     pytest.mark.integration,
@@ -37,10 +43,13 @@ PAYLOAD = "The contact's address changed; the event carries the whole new addres
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     with Stack(
         workdir=Path(tmp_path_factory.mktemp("at-scale")),
         ports=Ports.free(),
+        shared_cosmos=shared_cosmos,
         with_servicebus=False,
         settings_overrides={"AzureWebJobs.relay_events.Disabled": "true"},
     ) as s:

@@ -17,7 +17,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
@@ -30,6 +30,9 @@ from tests.contacts.outbox.test_outbox_guarantees import of, record, stored_even
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = [
     pytest.mark.e2e,
@@ -106,12 +109,19 @@ def wait_for(check: Any, timeout: float = 30.0) -> Any:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     """One stack for the module: the quarantine's test first (it counts what the store holds
-    pending and quarantined), then the re-drive's, which counts its own contacts' events."""
+    pending and quarantined), then the re-drive's, which counts its own contacts' events. Its
+    database on the run's Cosmos DB endpoint (no test here stops or faults it; what a test
+    counts is its own database's, and the backlog is read from its own containers' LSNs,
+    which funcstack keeps per physical partition of each container); a Service Bus endpoint of
+    its own, which the quarantine's test restarts with a larger message size."""
     with Stack(
         workdir=tmp_path_factory.mktemp("stack"),
         ports=Ports.free(),
+        shared_cosmos=shared_cosmos,
         # The app's own feed poll delay (1 s): no test here times the relay or kills it
         # mid-send; idle, a stack polling every 100 ms took 4.8 % of a core, every 1 s 1.3 %
         # (docs/testing.md).

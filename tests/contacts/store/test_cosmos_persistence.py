@@ -1,8 +1,10 @@
 """The local Cosmos endpoint keeps its state across restarts when given a state file (as
 `make run` does, under .stack/state), so contacts, events and the trigger's leases survive a
 restart: the same documents with the same _rid / _etag, the LSN sequence continuing, and a change
-feed continuation taken before the restart still valid after it. Without one (tests) nothing
-is kept."""
+feed continuation taken before the restart still valid after it; a state kept before the
+endpoint used the service's resource ids is migrated. Without one (tests) nothing is kept. The
+three tests of a kept state share one state and one restart (`restarted`: each on a database
+of its own); the test without a state file starts an endpoint twice, in memory."""
 
 from __future__ import annotations
 
@@ -31,9 +33,9 @@ def endpoint(state_file: Path | None, tmp_path: Path) -> Iterator[CosmosEndpoint
         cosmos.stop()
 
 
-def container_of(cosmos: CosmosEndpoint) -> ContainerProxy:
+def container_of(cosmos: CosmosEndpoint, database_name: str = "db") -> ContainerProxy:
     client = CosmosClient.from_connection_string(cosmos.connection_string)  # verified: conftest
-    database = client.create_database_if_not_exists("db")
+    database = client.create_database_if_not_exists(database_name)
     return database.create_container_if_not_exists("contacts", PartitionKey("/pk"))
 
 
@@ -69,15 +71,24 @@ class Restarted:
     lsn_before: int
 
 
+#: The database of the tests of a restart (the migration test's is the old state's `db`).
+KEPT = "kept"
+
+
 @pytest.fixture(scope="module")
 def restarted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restarted]:
-    """One state file, written once and read after one restart (a start each, not two per
-    test): the documents and feed position of the first test below, the throughput of the
-    second, then the endpoint stopped and started again on what it kept."""
+    """One state file, read at one start and again after one restart (two starts for the
+    module's three tests of a kept state, not two per test): a state kept before the endpoint
+    used the service's resource-id encoding (`_version_1_state`: the migration test's, in its
+    database `db`), to which the first start writes the documents and feed position of the
+    first test below and the throughput of the second (in a database of their own, `KEPT`);
+    then the endpoint is stopped and started again on what it kept."""
     tmp_path = tmp_path_factory.mktemp("kept")
     state = tmp_path / "state" / "cosmos.json"
+    state.parent.mkdir(parents=True)
+    state.write_text(json.dumps(_version_1_state(100)), encoding="utf-8")
     with endpoint(state, tmp_path) as cosmos:
-        container = container_of(cosmos)
+        container = container_of(cosmos, KEPT)
         first = container.upsert_item({"id": "a", "pk": "p1", "n": 1})
         container.upsert_item({"id": "b", "pk": "p2", "n": 2})
         seen, token = changes(container, None)
@@ -90,7 +101,7 @@ def restarted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restarted]:
 
 def test_documents_leases_and_feed_positions_survive_a_restart(restarted: Restarted) -> None:
     assert (restarted.state.parent / "cosmos").is_dir()  # state_file's earlier name: beside it
-    container = container_of(restarted.cosmos)
+    container = container_of(restarted.cosmos, KEPT)
     first, token = restarted.first, restarted.token
     again = container.read_item("a", partition_key="p1")
     assert {k: again[k] for k in ("_rid", "_self", "_etag", "n")} == {
@@ -112,7 +123,7 @@ def test_without_a_state_file_nothing_is_kept(tmp_path: Path) -> None:
 
 
 def test_throughput_survives_a_restart(restarted: Restarted) -> None:
-    assert container_of(restarted.cosmos).get_throughput().offer_throughput == 700
+    assert container_of(restarted.cosmos, KEPT).get_throughput().offer_throughput == 700
 
 
 def _plain_base64_rid(*parts: bytes) -> str:
@@ -167,28 +178,25 @@ def _version_1_state(documents: int) -> dict[str, Any]:
     }
 
 
-def test_a_kept_state_with_the_old_resource_ids_is_migrated_on_load(tmp_path: Path) -> None:
-    """Documents kept before the endpoint used the service's resource-id encoding: their ids
-    are the same bytes written without '/', so every SDK call given the item dict works; the
-    container gets the service's settings and the 400 RU/s it would have had."""
-    state = tmp_path / "state" / "cosmos.json"
-    state.parent.mkdir(parents=True)
+def test_a_kept_state_with_the_old_resource_ids_is_migrated_on_load(restarted: Restarted) -> None:
+    """Documents kept before the endpoint used the service's resource-id encoding (`restarted`
+    started on such a state, then again on what it kept): their ids are the same bytes written
+    without '/', so every SDK call given the item dict works; the container gets the service's
+    settings and the 400 RU/s it would have had."""
     old = _version_1_state(100)
-    state.write_text(json.dumps(old), encoding="utf-8")
     old_rids = {d["body"]["id"]: d["body"]["_rid"] for d in old["dbs"][0]["colls"][0]["docs"]}
     assert any("/" in rid for rid in old_rids.values())  # what the SDK could not parse
 
-    with endpoint(state, tmp_path) as cosmos:
-        container = container_of(cosmos)
-        items = list(container.read_all_items())
-        assert len(items) == 100
-        for item in items:
-            assert item["_rid"] == old_rids[item["id"]].replace("/", "-")
-            assert item["_etag"] == f'"etag-{item["n"]}"'  # nothing else changes
-            assert container.read_item(item, partition_key="p1")["id"] == item["id"]
-            container.replace_item(item, {"id": item["id"], "pk": "p1", "n": -item["n"]})
-            container.delete_item(item, partition_key="p1")
-        assert container.read()["indexingPolicy"]["includedPaths"] == [{"path": "/*"}]
-        assert container.get_throughput().offer_throughput == 400
-        created = container.create_item({"id": "new", "pk": "p1"})
-        assert "/" not in created["_rid"]
+    container = container_of(restarted.cosmos)
+    items = list(container.read_all_items())
+    assert len(items) == 100
+    for item in items:
+        assert item["_rid"] == old_rids[item["id"]].replace("/", "-")
+        assert item["_etag"] == f'"etag-{item["n"]}"'  # nothing else changes
+        assert container.read_item(item, partition_key="p1")["id"] == item["id"]
+        container.replace_item(item, {"id": item["id"], "pk": "p1", "n": -item["n"]})
+        container.delete_item(item, partition_key="p1")
+    assert container.read()["indexingPolicy"]["includedPaths"] == [{"path": "/*"}]
+    assert container.get_throughput().offer_throughput == 400
+    created = container.create_item({"id": "new", "pk": "p1"})
+    assert "/" not in created["_rid"]

@@ -5,13 +5,16 @@ continuation taken before the split loses nothing and repeats nothing); each ran
 kept across a restart, and a state kept with the account's one LSN (the endpoint before) goes
 on from it. The estimators (.NET's ChangeFeedEstimatorIterator, KEDA's scaler,
 cosmos-changefeed's) subtract a range's latest LSN (its session token) from a lease's first
-unprocessed change: with one LSN for the account they read 3-4x the pending changes."""
+unprocessed change: with one LSN for the account they read 3-4x the pending changes. The two
+tests of a restart share one (`kept`: each wrote before it on a container no other touches,
+each checks after it)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 from azure.cosmos import ContainerProxy, DatabaseProxy
@@ -130,11 +133,44 @@ def test_a_split_s_children_go_on_from_the_parent_s_lsn(
     )
 
 
-def test_each_range_s_lsn_is_kept_across_a_restart(tmp_path: Path) -> None:
-    state = tmp_path / "state" / "cosmos"
+@dataclass(frozen=True)
+class Kept:
+    """The endpoint started again on one kept state (one restart for the module's two tests of
+    a restart), and what each test read and wrote before it was killed."""
+
+    cosmos: CosmosEndpoint
+    #: The account-LSN state's: the LSN it kept, the ids its change feed continuation read on,
+    #: the first answer's LSN, the range and LSN of the write after it.
+    feed_lsn: int
+    since: list[str]
+    first_lsn: int
+    written: tuple[str, int]
+    #: The ranges test's: its container (in a database of its own), each range's latest LSN.
+    container: str
+    latest: dict[str, int]
+
+
+@pytest.fixture(scope="module")
+def kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kept]:
+    """cosmos-state-account-lsn/ (written by the endpoint when it kept one LSN for the
+    account: fixtures/README.md says how) started once: the account-LSN test's reads and its
+    first write on its `orders` container, then the ranges test's 12 writes on a container of
+    4 ranges in a database of its own; killed (SIGKILL) at once after the last answer and
+    started again on what it kept (a start and a restart for both tests, not one each)."""
+    feed = json.loads((FIXTURES / "cosmos-state-account-lsn.feed.json").read_text())
+    state = tmp_path_factory.mktemp("kept") / "state" / "cosmos"
+    shutil.copytree(FIXTURES / "cosmos-state-account-lsn", state)
     with endpoint(state) as cosmos:
-        database = client_of(cosmos).create_database("db")
-        container = four_ranges(database)
+        client = client_of(cosmos)
+        orders = client.get_database_client("db").get_container_client("orders")
+        since = sorted(
+            i["id"] for i in orders.query_items_change_feed(continuation=feed["continuation"])
+        )
+        orders.read_item("a2", partition_key="k2")
+        first_lsn = token_lsn(orders)[1]
+        orders.create_item({"id": "c0", "pk": "k0"})
+        written = token_lsn(orders)
+        container = four_ranges(client.create_database("ranges"))
         latest: dict[str, int] = {}
         for i in range(12):
             write(container, f"key-{i}", 0)
@@ -142,36 +178,32 @@ def test_each_range_s_lsn_is_kept_across_a_restart(tmp_path: Path) -> None:
             latest[range_id] = lsn
         kill(cosmos)  # at once after the last answer
     with endpoint(state) as cosmos:
-        container = client_of(cosmos).get_database_client("db").get_container_client(container.id)
-        for i in range(12):
-            container.upsert_item(doc(f"key-{i}-0000", f"key-{i}", seq=1))
-            range_id, lsn = token_lsn(container)
-            latest[range_id] += 1
-            assert lsn == latest[range_id]
+        yield Kept(cosmos, feed["lsn"], since, first_lsn, written, container.id, latest)
 
 
-def test_a_state_kept_with_one_lsn_for_the_account_goes_on_from_it(tmp_path: Path) -> None:
-    """cosmos-state-account-lsn/ was written by the endpoint when it kept one LSN for the
-    account (fixtures/README.md says how): every range goes on from that LSN, a change feed
-    continuation taken then reads on with nothing lost or repeated, and the ranges' LSNs
-    written since (the journal's new lines) are kept too."""
-    feed = json.loads((FIXTURES / "cosmos-state-account-lsn.feed.json").read_text())
-    state = tmp_path / "state" / "cosmos"
-    shutil.copytree(FIXTURES / "cosmos-state-account-lsn", state)
-    with endpoint(state) as cosmos:
-        orders = client_of(cosmos).get_database_client("db").get_container_client("orders")
-        since = orders.query_items_change_feed(continuation=feed["continuation"])
-        assert sorted(i["id"] for i in since) == ["a0", *(f"b{i}" for i in range(8))]
-        orders.read_item("a2", partition_key="k2")
-        assert token_lsn(orders)[1] == feed["lsn"]  # each range from the account's LSN
-        orders.create_item({"id": "c0", "pk": "k0"})
-        range_id, lsn = token_lsn(orders)
-        assert lsn == feed["lsn"] + 1
-        kill(cosmos)
-    with endpoint(state) as cosmos:
-        orders = client_of(cosmos).get_database_client("db").get_container_client("orders")
-        orders.create_item({"id": "c1", "pk": "k0"})
-        assert token_lsn(orders) == (range_id, feed["lsn"] + 2)
-        orders.create_item({"id": "c2", "pk": "k3"})
-        other, lsn = token_lsn(orders)
-        assert lsn == feed["lsn"] + (3 if other == range_id else 1)
+def test_each_range_s_lsn_is_kept_across_a_restart(kept: Kept) -> None:
+    client = client_of(kept.cosmos)
+    container = client.get_database_client("ranges").get_container_client(kept.container)
+    latest = dict(kept.latest)
+    for i in range(12):
+        container.upsert_item(doc(f"key-{i}-0000", f"key-{i}", seq=1))
+        range_id, lsn = token_lsn(container)
+        latest[range_id] += 1
+        assert lsn == latest[range_id]
+
+
+def test_a_state_kept_with_one_lsn_for_the_account_goes_on_from_it(kept: Kept) -> None:
+    """Every range of a state kept with the account's one LSN goes on from that LSN, a change
+    feed continuation taken then reads on with nothing lost or repeated, and the ranges' LSNs
+    written since (the journal's new lines) are kept too (`kept`'s first start, then its
+    restart)."""
+    assert kept.since == ["a0", *(f"b{i}" for i in range(8))]
+    assert kept.first_lsn == kept.feed_lsn  # each range from the account's LSN
+    range_id, lsn = kept.written
+    assert lsn == kept.feed_lsn + 1
+    orders = client_of(kept.cosmos).get_database_client("db").get_container_client("orders")
+    orders.create_item({"id": "c1", "pk": "k0"})
+    assert token_lsn(orders) == (range_id, kept.feed_lsn + 2)
+    orders.create_item({"id": "c2", "pk": "k3"})
+    other, lsn = token_lsn(orders)
+    assert lsn == kept.feed_lsn + (3 if other == range_id else 1)

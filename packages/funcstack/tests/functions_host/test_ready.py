@@ -26,6 +26,7 @@ from azure.storage.queue import QueueClient
 from funcstack.config import load_config
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.scaleout import AppInstances
+from funcstack.services import Azurite
 from funcstack.stack import LocalStack, ServicePorts
 
 pytestmark = pytest.mark.integration
@@ -54,9 +55,13 @@ DECLARED = {
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    shared_cosmos: CosmosEndpoint,
+    shared_azurite: Azurite,
 ) -> Iterator[LocalStack]:
-    """Its database on the test process's Cosmos DB endpoint, which no test here stops."""
+    """Its database on the test process's Cosmos DB endpoint and its blob container and queue on
+    the run's Azurite (names of this module's own; its hosts' ids too: `host`), which no test
+    here stops; a Service Bus endpoint of its own (its queue declared in its config)."""
     tmp = tmp_path_factory.mktemp("ready")
     (tmp / "funcstack.json").write_text(json.dumps(DECLARED))
     local = LocalStack(
@@ -64,6 +69,7 @@ def stack(
         config=load_config(tmp / "funcstack.json"),
         ports=ServicePorts.free(),
         shared_cosmos=shared_cosmos,
+        shared_azurite=shared_azurite,
     )
     local.start()
     try:
@@ -73,13 +79,18 @@ def stack(
 
 
 def host(stack: LocalStack, tmp_path: Path, name: str, **options: Any) -> Any:
-    """The sample app hosted as ``name``; its records go to ``tmp_path / "out.jsonl"``."""
+    """The sample app hosted as ``name``, with a host id of its own (the blob trigger's receipts
+    and queue on the run's Azurite are keyed by it); its records go to
+    ``tmp_path / "out.jsonl"``."""
     return stack.host_app(
         make_app(tmp_path),
         name=name,
         port=0,
         settings_file=tmp_path / "local.settings.json",
-        overrides={"READY_OUT": str(tmp_path / "out.jsonl")},
+        overrides={
+            "READY_OUT": str(tmp_path / "out.jsonl"),
+            "AzureFunctionsWebHost__hostid": f"ready-tests-{name}",
+        },
         **options,
     )
 
