@@ -149,6 +149,12 @@ def test_an_error_thrown_into_the_locked_flow_deletes_the_lock_then_is_raised() 
     assert raised.value is error
 
 
+def test_the_flow_closed_while_it_deletes_the_lock_after_an_error_yields_nothing_more() -> None:
+    flow = locked_flow()
+    assert isinstance(flow.throw(refused()), Delete)
+    flow.close()  # a cancel during the delete
+
+
 def test_the_locked_flow_closes_without_another_operation() -> None:
     flow = locked_flow()
     flow.close()  # RuntimeError("generator ignored GeneratorExit") when it yields the Delete
