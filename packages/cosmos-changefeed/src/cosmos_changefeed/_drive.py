@@ -1,6 +1,8 @@
 """Run a lease protocol flow (``_protocol``) against a sync lease store and feed source: each
-operation the flow yields is done and its result sent back, or the store's refusal thrown into
-it."""
+operation the flow yields is done and its result sent back, or its error thrown into the flow
+(an ``Exception``: the store's refusal, which the flow may handle, or any other, which the flow
+raises after what it must undo: the initialisation lock deleted). A ``BaseException`` (an
+interrupt; in aio, a cancel) closes the flow, which then yields nothing more, and is raised."""
 
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from cosmos_changefeed._protocol import (
     StoreFacts,
 )
 from cosmos_changefeed._source import FeedSource
-from cosmos_changefeed._store import LeaseStore, LeaseStoreError
+from cosmos_changefeed._store import LeaseStore
 
 
 def drive(
@@ -39,8 +41,11 @@ def drive(
         send, error = None, None
         try:
             send = _perform(op, store, reader, sleep)
-        except LeaseStoreError as exc:
+        except Exception as exc:
             error = exc
+        except BaseException:
+            flow.close()
+            raise
 
 
 def _perform(

@@ -23,7 +23,9 @@ Follows Azure/azure-cosmos-dotnet-v3, ``src/ChangeFeedProcessor/``:
   ``<prefix>.info`` exists, the instance that creates ``<prefix>.lock`` (``ttl`` 30 s) creates the
   missing leases and ``.info``, then deletes the lock (``If-Match``); the others sleep 15 s and
   try again -- looking at ``.info`` every half second meanwhile, so they go on as soon as it is
-  there (.NET looks once after the 15 s: a read, no other difference).
+  there (.NET looks once after the 15 s: a read, no other difference). An error deletes the
+  lock too (.NET's ``finally``); a flow closed while it holds the lock (its driver cancelled or
+  interrupted) yields nothing more and leaves the lock to expire.
 * ``LeaseManager.ChangeFeedModeSwitchingCheck``: a processor refuses leases of the other mode.
 * ``FeedManagement/PartitionControllerCore.HandlePartitionGoneAsync`` with
   ``Bootstrapping/PartitionSynchronizerCore.HandlePartitionGoneAsync``: the gone lease's
@@ -380,11 +382,32 @@ class LeaseManager:
                 marked = yield Create(self._marker(info), info)
                 if marked is None:
                     pass  # another instance marked it meanwhile (its lock had expired)
-            finally:
-                yield Delete(lock, lock, self._lock_etag)
+            except Exception as error:
+                yield from self._unlock(lock, error)
+                raise
+            except BaseException:
+                # Closed (GeneratorExit: its driver was cancelled or interrupted): a closed flow
+                # yields nothing more, so the lock is left to expire (its ttl).
                 self._lock_etag = None
+                raise
+            yield from self._unlock(lock)
             break
         return created
+
+    def _unlock(self, lock: str, error: Exception | None = None) -> Flow:
+        """The initialisation lock deleted (``If-Match`` its etag). After ``error`` (the
+        initialisation failed), a failed delete is a note on ``error``, which is raised as it
+        was: the lock then expires after ``INIT_LOCK_SECONDS``."""
+        etag, self._lock_etag = self._lock_etag, None
+        try:
+            yield Delete(lock, lock, etag)
+        except Exception as refused:
+            if error is None:
+                raise
+            error.add_note(
+                f"{lock} was not deleted ({type(refused).__name__}: {refused}); it expires "
+                f"after its ttl, {INIT_LOCK_SECONDS} s"
+            )
 
     def _marker(self, item_id: str) -> dict[str, Any]:
         body: dict[str, Any] = {"id": item_id}

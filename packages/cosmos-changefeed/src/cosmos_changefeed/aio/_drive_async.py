@@ -20,7 +20,6 @@ from cosmos_changefeed._protocol import (
     Sleep,
     StoreFacts,
 )
-from cosmos_changefeed._store import LeaseStoreError
 from cosmos_changefeed.aio._feed_async import FeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore
 
@@ -39,8 +38,11 @@ async def drive(
         send, error = None, None
         try:
             send = await _perform(op, store, reader, sleep)
-        except LeaseStoreError as exc:
+        except Exception as exc:
             error = exc
+        except BaseException:
+            flow.close()
+            raise
 
 
 async def _perform(
