@@ -9,6 +9,8 @@ the handler returns (at least once). ``cosmos_changefeed.aio`` has the same name
 
 from __future__ import annotations
 
+from importlib.metadata import version as _distribution_version
+
 from cosmos_changefeed._checkpoints import CheckpointPolicy
 from cosmos_changefeed._checks import HandlerKindError
 from cosmos_changefeed._continuation import Continuation
@@ -43,7 +45,8 @@ from cosmos_changefeed._store import (
     PreconditionFailedError,
 )
 
-__version__ = "0.1.0"
+#: The installed distribution's version (its pyproject.toml's: written once, there).
+__version__ = _distribution_version("cosmos-changefeed")
 
 __all__ = [
     "ChangeFeedEstimator",

@@ -8,6 +8,8 @@ that shows them, and the command line's commands -- over the core's one operator
 
 from __future__ import annotations
 
+from importlib.metadata import version as _distribution_version
+
 from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
 from cosmos_outbox_operators._part import Operators, operators_blueprint
 from cosmos_outbox_operators._routes.models import (
@@ -18,7 +20,8 @@ from cosmos_outbox_operators._routes.models import (
 )
 from cosmos_outbox_operators._types import parse_instant
 
-__version__ = "0.1.0"
+#: The installed distribution's version (its pyproject.toml's: written once, there).
+__version__ = _distribution_version("cosmos-outbox-operators")
 
 __all__ = [
     "OPERATOR_ROLE",

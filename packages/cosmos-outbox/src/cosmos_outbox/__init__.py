@@ -18,6 +18,7 @@ semantic versioning: the README's "The package's shape".
 
 from __future__ import annotations
 
+from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING
 
 from cosmos_outbox._lazy import lazy_exports
@@ -33,7 +34,8 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.errors import OutboxError as OutboxError
     from cosmos_outbox.errors import PreconditionFailedError as PreconditionFailedError
 
-__version__ = "0.5.0"
+#: The installed distribution's version (its pyproject.toml's: written once, there).
+__version__ = _distribution_version("cosmos-outbox")
 
 #: Each public name and the module that defines it.
 _EXPORTS = {

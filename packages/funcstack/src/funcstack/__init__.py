@@ -7,6 +7,7 @@ library; declared resources (the Service Bus emulator's Config.json plus a Cosmo
 
 from __future__ import annotations
 
+from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING
 
 from funcstack._lazy import lazy_exports
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
         update_local_settings,
     )
 
-__version__ = "0.1.0"
+#: The installed distribution's version (its pyproject.toml's: written once, there).
+__version__ = _distribution_version("funcstack")
 
 __all__ = [
     "ConfigError",
