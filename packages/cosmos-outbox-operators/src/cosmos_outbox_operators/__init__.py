@@ -8,8 +8,6 @@ that shows them, and the command line's commands -- over the core's one operator
 
 from __future__ import annotations
 
-from importlib.metadata import version as _distribution_version
-
 from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
 from cosmos_outbox_operators._part import Operators, operators_blueprint
 from cosmos_outbox_operators._routes.models import (
@@ -20,8 +18,9 @@ from cosmos_outbox_operators._routes.models import (
 )
 from cosmos_outbox_operators._types import parse_instant
 
-#: The installed distribution's version (its pyproject.toml's: written once, there).
-__version__ = _distribution_version("cosmos-outbox-operators")
+#: Its pyproject.toml's version (tests/repository/test_versions.py holds them equal; a literal,
+#: not importlib.metadata's: no file read at import).
+__version__ = "0.1.0"
 
 __all__ = [
     "OPERATOR_ROLE",

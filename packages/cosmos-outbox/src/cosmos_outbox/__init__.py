@@ -18,7 +18,6 @@ semantic versioning: the README's "The package's shape".
 
 from __future__ import annotations
 
-from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING
 
 from cosmos_outbox._lazy import lazy_exports
@@ -34,8 +33,9 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.errors import OutboxError as OutboxError
     from cosmos_outbox.errors import PreconditionFailedError as PreconditionFailedError
 
-#: The installed distribution's version (its pyproject.toml's: written once, there).
-__version__ = _distribution_version("cosmos-outbox")
+#: Its pyproject.toml's version (tests/repository/test_versions.py holds them equal; a literal,
+#: not importlib.metadata's: no file read at import).
+__version__ = "0.5.0"
 
 #: Each public name and the module that defines it.
 _EXPORTS = {

@@ -7,7 +7,6 @@ library; declared resources (the Service Bus emulator's Config.json plus a Cosmo
 
 from __future__ import annotations
 
-from importlib.metadata import version as _distribution_version
 from typing import TYPE_CHECKING
 
 from funcstack._lazy import lazy_exports
@@ -26,8 +25,9 @@ if TYPE_CHECKING:
         update_local_settings,
     )
 
-#: The installed distribution's version (its pyproject.toml's: written once, there).
-__version__ = _distribution_version("funcstack")
+#: Its pyproject.toml's version (tests/repository/test_versions.py holds them equal; a literal,
+#: not importlib.metadata's: no file read at import).
+__version__ = "0.1.0"
 
 __all__ = [
     "ConfigError",
