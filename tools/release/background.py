@@ -168,18 +168,19 @@ class CosmosAccount:
         }
         assert set(given) == set(SERVICES["cosmos"]), "SERVICES['cosmos'] and this disagree"
         from azure.cosmos import CosmosClient
-        from azure.cosmos.documents import SSLConfiguration
 
-        # this process's client verifies the endpoint as funcstack's `client_options()` do
-        tls = SSLConfiguration()
-        tls.SSLCaCerts = answer["caFile"]
-        tls.SSLCertFile, tls.SSLKeyFile = answer["clientCertFile"], answer["clientKeyFile"]
+        from funcstack.cosmos import local_tls
+
+        # this process's client verifies the endpoint with funcstack's local authority, the
+        # one that signed it (the machine's, in funcstack's cache)
+        tls = local_tls()
+        if str(tls.ca_file) != answer["caFile"]:
+            raise RuntimeError(
+                f"funcstack cosmos was signed by {answer['caFile']}, not {tls.ca_file}"
+            )
         self._client = self._read(
             lambda: CosmosClient(
-                given["COSMOS_ENDPOINT"],
-                given["COSMOS_KEY"],
-                connection_verify=answer["caFile"],
-                ssl_config=tls,
+                given["COSMOS_ENDPOINT"], given["COSMOS_KEY"], **tls.client_options()
             )
         )
         self._given = given
