@@ -15,6 +15,9 @@ port; once for every app, or once per ``--app`` in their order.
 command run as instances of the stack beside the apps, with the first app's settings
 (``_process_instances``), driven by ``funcstack instances`` as an app's instances.
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
+``funcstack exec [--workdir DIR] -- COMMAND``: the services started once (free ports, in
+memory, nothing declared) for the command's test runs, ``FUNCSTACK_SERVICES`` naming them (the
+pytest plugin's ``funcstack_services`` uses them), stopped when it ends (``_exec_cli.py``).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
 ``funcstack cosmos [--port N] [--in-memory] [--fresh] [--json]``: the Cosmos DB endpoint alone,
@@ -54,6 +57,12 @@ from funcstack._cosmos_cli import (
     CosmosCommandError,
     add_cosmos_command,
     run_cosmos_command,
+)
+from funcstack._exec_cli import (
+    EXEC_COMMAND,
+    ExecCommandError,
+    add_exec_command,
+    run_exec_command,
 )
 from funcstack._instances_cli import (
     INSTANCES_COMMAND,
@@ -115,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     add_cosmos_command(commands, STATE_FOLDER)
     add_partition_commands(commands, STATE_FOLDER)
     add_instances_command(commands, STATE_FOLDER)
+    add_exec_command(commands)
     return parser
 
 
@@ -225,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_partition_command(args, Path.cwd() / STATE_FOLDER)
         if args.command == INSTANCES_COMMAND:
             return run_instances(args, Path.cwd() / STATE_FOLDER)
+        if args.command == EXEC_COMMAND:
+            return run_exec_command(args, PROG)
         return _start(args)
     except (
         UsageError,
@@ -233,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         PartitionCommandError,
         InstancesCommandError,
         CosmosCommandError,
+        ExecCommandError,
     ) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         if as_json:  # a script reading stdout gets its one line

@@ -4,7 +4,12 @@ until a test requests one of them).
 * ``funcstack_services`` (session): Cosmos DB, Service Bus and Azurite on free ports with the
   declared resources provisioned; a ``LocalStack`` with ``cosmos_connection_string``,
   ``cosmos_endpoint``, ``cosmos_key``, ``servicebus_connection_string`` and
-  ``storage_connection_string``.
+  ``storage_connection_string``. With ``FUNCSTACK_SERVICES`` set (``funcstack exec -- pytest``
+  sets it), the services it names, started once for several test runs: the declared resources
+  are provisioned there (a Service Bus queue, topic or subscription of a declared name with
+  other settings is an error naming it), left there when the session ends, and the services
+  are not stopped (``funcstack.handoff``). A value naming no running services is an error
+  naming the variable and the value, never a stack of the fixture's own.
 * ``funcstack_app`` (per test), ``funcstack_module_app`` (per test module) and
   ``funcstack_session_app`` (per session): a factory hosting an app folder on a free port;
   returns a ``HostedApp`` whose ``url`` is the app's base URL (``http://127.0.0.1:<port>`` and
@@ -36,6 +41,7 @@ which stops them.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,14 +136,25 @@ def funcstack_config(request: pytest.FixtureRequest) -> Path | None:
 def funcstack_services(
     funcstack_config: Path | None, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalStack]:
-    """Cosmos DB, Service Bus and Azurite on free ports, the declared resources provisioned."""
+    """Cosmos DB, Service Bus and Azurite on free ports, the declared resources provisioned;
+    or, with ``FUNCSTACK_SERVICES`` set, the running services it names (``funcstack exec``)."""
     from funcstack.config import load_config
+    from funcstack.handoff import SERVICES_VARIABLE, services_from
     from funcstack.stack import LocalStack, ServicePorts
 
     config = load_config(funcstack_config) if funcstack_config is not None else None
-    stack = LocalStack(
-        workdir=tmp_path_factory.mktemp("funcstack"), config=config, ports=ServicePorts.free()
-    )
+    workdir = tmp_path_factory.mktemp("funcstack")
+    if os.environ.get(SERVICES_VARIABLE):
+        cosmos, servicebus, azurite = services_from()
+        stack = LocalStack(
+            workdir=workdir,
+            config=config,
+            shared_cosmos=cosmos,
+            shared_servicebus=servicebus,
+            shared_azurite=azurite,
+        )
+    else:
+        stack = LocalStack(workdir=workdir, config=config, ports=ServicePorts.free())
     stack.start()
     try:
         yield stack

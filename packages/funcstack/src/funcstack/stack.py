@@ -243,6 +243,14 @@ class LocalStack(LocalServices):
     #: among this stack's parts. None: the stack starts one of its own.
     shared_cosmos: CosmosEndpoint | None = None
     with_servicebus: bool = True
+    #: A Service Bus endpoint this stack uses and does not own, started with its control
+    #: channel (``start_servicebus(control=True)``: a test session's, ``funcstack exec``'s): the
+    #: queues and topics of the config's Service Bus part are declared on it (made when not
+    #: there, left as they are when there with the declared settings; one of a declared name
+    #: with other settings is a ``PartStartError`` naming it); it is never stopped, restarted or
+    #: counted among this stack's parts, and what the stack declared stays on it. None: the
+    #: stack starts one of its own (with ``with_servicebus``).
+    shared_servicebus: ServiceBusEndpoint | None = None
     with_azurite: bool = True
     #: An Azurite this stack uses and does not own (a test session's, another stack's): its
     #: blob containers and queues are provisioned on it; it is never stopped or counted among
@@ -356,12 +364,14 @@ class LocalStack(LocalServices):
 
     def stop_part(self, name: str) -> None:
         """Stop a part, or every instance of a scaled app and its front (not a shared Cosmos
-        DB endpoint or Azurite: ValueError)."""
+        DB endpoint, Service Bus endpoint or Azurite: ValueError)."""
         if name in self.scaled:
             self.scaled.pop(name).stop()
             return
         if name == "cosmos" and self.shared_cosmos is not None:
             raise ValueError("this stack's Cosmos DB endpoint is shared: not its to stop")
+        if name == "servicebus" and self.shared_servicebus is not None:
+            raise ValueError("this stack's Service Bus endpoint is shared: not its to stop")
         if name == "azurite" and self.shared_azurite is not None:
             raise ValueError("this stack's Azurite is shared: not its to stop")
         super().stop_part(name)
@@ -369,8 +379,12 @@ class LocalStack(LocalServices):
     def _parts(
         self,
     ) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite | RunningRunner]]:
-        """This stack's own parts: a shared Cosmos DB endpoint or Azurite is not one."""
-        shared = [p for p in (self.shared_cosmos, self.shared_azurite) if p is not None]
+        """This stack's own parts: a shared endpoint or Azurite is not one."""
+        shared = [
+            p
+            for p in (self.shared_cosmos, self.shared_servicebus, self.shared_azurite)
+            if p is not None
+        ]
         return [
             (name, part)
             for name, part in super()._parts()
@@ -389,7 +403,12 @@ class LocalStack(LocalServices):
         """Start the endpoint, or start it again on its port (after ``stop_servicebus()``).
         Started again without ``state_dir`` it is empty (its entities from the config): the
         messages it held and its duplicate-detection history are gone, which no outage of a
-        namespace does; with one it keeps both."""
+        namespace does; with one it keeps both. With ``shared_servicebus``: that endpoint, the
+        config's queues and topics declared on it (``declare_servicebus``)."""
+        if self.shared_servicebus is not None:
+            self.declare_servicebus(self.shared_servicebus)
+            self.servicebus = self.shared_servicebus
+            return self.servicebus
         endpoint = self.run_servicebus(
             self.ports.servicebus,
             config=self.config.servicebus_file if self.config is not None else None,
@@ -399,6 +418,71 @@ class LocalStack(LocalServices):
         )
         self.ports.servicebus = endpoint.port
         return endpoint
+
+    def declare_servicebus(self, endpoint: ServiceBusEndpoint) -> None:
+        """The queues and topics (with their subscriptions) of the config's Service Bus part
+        declared on a running endpoint through its control channel
+        (``funcstack.servicebus._control``: made when not there, left when there with the same
+        settings); ``duplicate_window_seconds`` as the window of each. A declared name there
+        with other settings, a setting that is the endpoint's (its message size, its settle
+        delay, its tier), an endpoint without a control channel: ``PartStartError``."""
+        if self.config is None or self.config.servicebus_file is None:
+            return
+        endwide = {
+            "servicebus_settle_delay_ms": bool(self.servicebus_settle_delay_ms),
+            "servicebus_max_message_size": self.servicebus_max_message_size is not None,
+        }
+        if any(endwide.values()):
+            named = ", ".join(name for name, given in endwide.items() if given)
+            raise PartStartError(
+                "servicebus", f"{named}: a setting of the endpoint's, which is shared"
+            )
+        if endpoint.control_port is None:
+            raise PartStartError(
+                "servicebus", "the shared endpoint has no control channel (control=True)"
+            )
+        from funcstack.servicebus._control import control_request
+
+        source = self.config.servicebus_file
+        data = read_json(source)
+        namespaces = (data.get("UserConfig") or {}).get("Namespaces") or []
+        for namespace in namespaces:
+            if str(namespace.get("Sku", "Standard")).lower() != "standard":
+                raise PartStartError(
+                    "servicebus", f"{source}: Sku {namespace['Sku']!r} is the endpoint's tier"
+                )
+            window = self.duplicate_window_seconds
+            requests: list[dict[str, Any]] = []
+            for queue in namespace.get("Queues") or []:
+                props = dict(queue.get("Properties") or {})
+                if window is not None:
+                    props["DuplicateDetectionHistoryTimeWindow"] = f"PT{window:g}S"
+                requests.append({"op": "declare-queue", "name": queue["Name"], "properties": props})
+            for topic in namespace.get("Topics") or []:
+                props = dict(topic.get("Properties") or {})
+                if window is not None:
+                    props["DuplicateDetectionHistoryTimeWindow"] = f"PT{window:g}S"
+                subs = [
+                    {
+                        "name": sub["Name"],
+                        "properties": sub.get("Properties") or {},
+                        "rules": sub.get("Rules") or [],
+                    }
+                    for sub in topic.get("Subscriptions") or []
+                ]
+                requests.append(
+                    {
+                        "op": "declare-topic",
+                        "name": topic["Name"],
+                        "properties": props,
+                        "subscriptions": subs,
+                    }
+                )
+            for request in requests:
+                try:
+                    control_request(endpoint.host, endpoint.control_port, request)
+                except (OSError, RuntimeError) as exc:
+                    raise PartStartError("servicebus", f"{source}: {exc}") from None
 
     def stop_servicebus(self) -> None:
         self.stop_part("servicebus")

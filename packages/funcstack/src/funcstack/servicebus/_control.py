@@ -9,7 +9,17 @@ instead: one JSON request per line over TCP, one JSON reply per line::
     {"op": "create-subscription", "topic": "t1", "name": "s1", "properties": {...},
      "rules": [...]}
     {"op": "delete", "name": "q1"}
+    {"op": "declare-queue", "name": "q1", "properties": {...}}
+    {"op": "declare-topic", "name": "t1", "properties": {...},
+     "subscriptions": [{"name": "s1", "properties": {...}, "rules": [...]}]}
     -> {"ok": true, "warnings": [...]} | {"ok": false, "error": "..."}
+
+``create-*`` replaces an entity of the name (its messages gone). ``declare-*`` makes an entity
+that is not there and leaves one that is, when it has the declared settings: several test runs
+on one endpoint declare theirs (``LocalStack(shared_servicebus=...)``). A topic's declared
+subscriptions not there are added (another run's are left). An entity or subscription of the
+name with other settings is an error naming it and the settings that differ (``created``: what
+the request made).
 
 ``warnings``: one line per property the endpoint does not honour (``_entity_settings``), logged
 by the endpoint and by ``control_request``.
@@ -24,12 +34,19 @@ import asyncio
 import json
 import logging
 import socket
+from dataclasses import fields
 from typing import Any
 
 from funcstack.servicebus._broker import Broker
-from funcstack.servicebus._config import queue_config, subscription_config, topic_config
+from funcstack.servicebus._config import (
+    ReceiverEntityConfig,
+    SenderEntityConfig,
+    queue_config,
+    subscription_config,
+    topic_config,
+)
 from funcstack.servicebus._entity_settings import warnings_for
-from funcstack.servicebus._filters import RuleError
+from funcstack.servicebus._filters import Rule, RuleError, SqlFilter
 from funcstack.servicebus._limits import PREMIUM
 
 logger = logging.getLogger(__name__)
@@ -41,6 +58,11 @@ def apply(broker: Broker, request: dict[str, Any]) -> dict[str, Any]:
     name = str(request.get("name", ""))
     if not name:
         return {"ok": False, "error": "name is required"}
+    if op in ("declare-queue", "declare-topic"):
+        try:
+            return _declare(broker, op.removeprefix("declare-"), name, props, request)
+        except (RuleError, ValueError) as error:
+            return {"ok": False, "error": str(error)}
     kind = {
         "create-queue": "queue",
         "create-topic": "topic",
@@ -69,6 +91,82 @@ def apply(broker: Broker, request: dict[str, Any]) -> dict[str, Any]:
     for line in warnings:
         logger.warning("%s", line)
     return {"ok": True, "warnings": warnings}
+
+
+def _rule_key(rule: Rule) -> tuple[str, object]:
+    """A rule as compared: its name and its filter (a SQL filter by its expression)."""
+    found = rule.filter
+    return rule.name.lower(), found.expression if isinstance(found, SqlFilter) else found
+
+
+def _differences(
+    have: SenderEntityConfig | ReceiverEntityConfig,
+    want: SenderEntityConfig | ReceiverEntityConfig,
+) -> list[str]:
+    """The settings (by field) in which an entity there differs from the one declared."""
+    differ = []
+    for item in fields(want):
+        if item.name in ("name", "subscriptions"):
+            continue
+        mine, theirs = getattr(have, item.name), getattr(want, item.name)
+        if item.name == "rules":
+            mine, theirs = sorted(map(_rule_key, mine)), sorted(map(_rule_key, theirs))
+        if mine != theirs:
+            differ.append(item.name)
+    return differ
+
+
+def _declare(
+    broker: Broker, kind: str, name: str, props: dict[str, Any], request: dict[str, Any]
+) -> dict[str, Any]:
+    """``declare-queue`` / ``declare-topic`` (the module's docstring)."""
+    subs = [dict(s) for s in request.get("subscriptions") or []]
+    if kind == "queue":
+        want = queue_config(name, props, broker.tier)
+    else:
+        want = topic_config(name, props, tier=broker.tier)
+        want.subscriptions = [
+            subscription_config(
+                str(s.get("name", "")), dict(s.get("properties") or {}), s.get("rules")
+            )
+            for s in subs
+        ]
+    declared = [(kind, name, props)] + [
+        ("subscription", f"{name}/{s.get('name')}", dict(s.get("properties") or {})) for s in subs
+    ]
+    warnings = warnings_for(declared, premium=broker.tier is PREMIUM)
+    there = broker.sender(name)
+    if there is None:
+        broker.add_entity(want)
+        created = [name]
+    else:
+        if there.config.is_queue != want.is_queue:
+            other = "queue" if there.config.is_queue else "topic"
+            raise ValueError(f"{kind} {name!r} is declared, and a {other} of that name exists")
+        differ = _differences(there.config, want)
+        if kind == "queue":
+            differ += _differences(there.config.subscriptions[0], want.subscriptions[0])
+        if differ:
+            raise ValueError(
+                f"{kind} {name!r} exists with other settings: {', '.join(sorted(set(differ)))}"
+            )
+        created = []
+        if kind == "topic":
+            have = {s.name.lower(): s for s in there.config.subscriptions}
+            for sub in want.subscriptions:
+                old = have.get(sub.name.lower())
+                if old is None:
+                    broker.add_subscription(name, sub)
+                    created.append(f"{name}/{sub.name}")
+                elif differ := _differences(old, sub):
+                    raise ValueError(
+                        f"subscription {name}/{sub.name!r} exists with other settings: "
+                        f"{', '.join(differ)}"
+                    )
+    logger.info("control: %s %s (made: %s)", f"declare-{kind}", name, ", ".join(created) or "none")
+    for line in warnings:
+        logger.warning("%s", line)
+    return {"ok": True, "warnings": warnings, "created": created}
 
 
 async def serve_control(broker: Broker, host: str, port: int) -> tuple[asyncio.Server, int]:
