@@ -144,11 +144,15 @@ unit: $(PY_STAMP)
 	$(MAKE) --no-print-directory example-tests
 
 # Each example is an app of its own (its own function_app.py): its tests run in its folder, as
-# they would in a copy of it.
+# they would in a copy of it, one after another, on one set of services started once for the
+# three (`funcstack exec`: its end-to-end test's `funcstack_services` uses the ones
+# FUNCSTACK_SERVICES names, each app's databases, topics and queue of its own names; the
+# services stopped when the last ends, or fails, or at a Ctrl-C): 3 stand-ins, not 9. Run
+# alone, or copied, each example starts its own, as before.
+EXAMPLES := orders fastapi-concerts library-loans
 example-tests: $(PY_STAMP)
-	cd examples/orders && ../../$(PY) -m pytest -q
-	cd examples/fastapi-concerts && ../../$(PY) -m pytest -q
-	cd examples/library-loans && ../../$(PY) -m pytest -q
+	$(VENV)/bin/funcstack exec -- bash -c 'for app in $(EXAMPLES); do \
+	  (cd examples/$$app && ../../$(PY) -m pytest -q) || exit; done'
 
 # `make test`: set up, then the independent tiers at once, each one's output printed whole when
 # it ends: lint, the test suite over $(TEST_WORKERS) workers (a test module stays on one
