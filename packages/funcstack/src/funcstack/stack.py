@@ -441,48 +441,18 @@ class LocalStack(LocalServices):
             raise PartStartError(
                 "servicebus", "the shared endpoint has no control channel (control=True)"
             )
-        from funcstack.servicebus._control import control_request
+        from funcstack.servicebus._control import declare
 
         source = self.config.servicebus_file
-        data = read_json(source)
-        namespaces = (data.get("UserConfig") or {}).get("Namespaces") or []
-        for namespace in namespaces:
-            if str(namespace.get("Sku", "Standard")).lower() != "standard":
-                raise PartStartError(
-                    "servicebus", f"{source}: Sku {namespace['Sku']!r} is the endpoint's tier"
-                )
-            window = self.duplicate_window_seconds
-            requests: list[dict[str, Any]] = []
-            for queue in namespace.get("Queues") or []:
-                props = dict(queue.get("Properties") or {})
-                if window is not None:
-                    props["DuplicateDetectionHistoryTimeWindow"] = f"PT{window:g}S"
-                requests.append({"op": "declare-queue", "name": queue["Name"], "properties": props})
-            for topic in namespace.get("Topics") or []:
-                props = dict(topic.get("Properties") or {})
-                if window is not None:
-                    props["DuplicateDetectionHistoryTimeWindow"] = f"PT{window:g}S"
-                subs = [
-                    {
-                        "name": sub["Name"],
-                        "properties": sub.get("Properties") or {},
-                        "rules": sub.get("Rules") or [],
-                    }
-                    for sub in topic.get("Subscriptions") or []
-                ]
-                requests.append(
-                    {
-                        "op": "declare-topic",
-                        "name": topic["Name"],
-                        "properties": props,
-                        "subscriptions": subs,
-                    }
-                )
-            for request in requests:
-                try:
-                    control_request(endpoint.host, endpoint.control_port, request)
-                except (OSError, RuntimeError) as exc:
-                    raise PartStartError("servicebus", f"{source}: {exc}") from None
+        try:
+            declare(
+                endpoint.host,
+                endpoint.control_port,
+                source,
+                duplicate_window_seconds=self.duplicate_window_seconds,
+            )
+        except (OSError, RuntimeError, ValueError, ConfigError) as exc:
+            raise PartStartError("servicebus", f"{source}: {exc}") from None
 
     def stop_servicebus(self) -> None:
         self.stop_part("servicebus")

@@ -35,6 +35,7 @@ import json
 import logging
 import socket
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
 from funcstack.servicebus._broker import Broker
@@ -203,3 +204,46 @@ def control_request(host: str, port: int, payload: dict[str, Any], timeout: floa
         raise RuntimeError(f"service bus control {payload.get('op')}: {reply.get('error')}")
     for line in reply.get("warnings") or []:
         logger.warning("%s", line)
+
+
+def declare_requests(
+    config_file: Path, *, duplicate_window_seconds: float | None = None
+) -> list[dict[str, Any]]:
+    """The ``declare-*`` requests of the queues and topics (with their subscriptions) of an
+    emulator-format config (its ``UserConfig``'s namespaces); ``duplicate_window_seconds`` as
+    each one's window. A namespace of another tier than Standard is a ValueError: the tier
+    is the endpoint's."""
+    from funcstack.config import read_json
+
+    data = read_json(config_file)
+    requests: list[dict[str, Any]] = []
+    window = duplicate_window_seconds
+    for namespace in (data.get("UserConfig") or {}).get("Namespaces") or []:
+        if str(namespace.get("Sku", "Standard")).lower() != "standard":
+            raise ValueError(f"Sku {namespace['Sku']!r}: the tier is the endpoint's")
+        for kind, entities in (("queue", "Queues"), ("topic", "Topics")):
+            for entity in namespace.get(entities) or []:
+                props = dict(entity.get("Properties") or {})
+                if window is not None:
+                    props["DuplicateDetectionHistoryTimeWindow"] = f"PT{window:g}S"
+                request = {"op": f"declare-{kind}", "name": entity["Name"], "properties": props}
+                if kind == "topic":
+                    request["subscriptions"] = [
+                        {
+                            "name": sub["Name"],
+                            "properties": sub.get("Properties") or {},
+                            "rules": sub.get("Rules") or [],
+                        }
+                        for sub in entity.get("Subscriptions") or []
+                    ]
+                requests.append(request)
+    return requests
+
+
+def declare(
+    host: str, port: int, config_file: Path, *, duplicate_window_seconds: float | None = None
+) -> None:
+    """Declare a config's queues and topics on a running endpoint (``declare_requests``,
+    ``control_request``: RuntimeError naming an entity there with other settings)."""
+    for request in declare_requests(config_file, duplicate_window_seconds=duplicate_window_seconds):
+        control_request(host, port, request)
