@@ -20,13 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.cosmos import CosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from servicebus.conftest import Target
 from test_cli import Cli
 from test_pytest_plugin import SHARED_CACHE
 
 from funcstack._activation import listened_on
-from funcstack.config import StackConfig
+from funcstack.config import ContainerSpec, CosmosSpec, DatabaseSpec, StackConfig
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.handoff import SERVICES_VARIABLE
 from funcstack.services import PartStartError, free_port
 from funcstack.stack import LocalStack
@@ -108,6 +110,36 @@ def test_declared_entities_are_made_once_kept_and_a_clash_is_named(
     assert not endpoint.stopped
     endpoint_control = endpoint.control_port
     assert endpoint_control is not None and listened_on(endpoint.host, endpoint_control)
+
+
+def test_a_cosmos_container_of_another_run_is_not_changed_by_a_declaration(
+    shared_cosmos: CosmosEndpoint, tmp_path: Path
+) -> None:
+    """On a shared endpoint a declared container there with another time to live is an error
+    naming it: changed, it would be changed under the run that declared it."""
+    name = f"shared-{uuid.uuid4().hex[:8]}"
+
+    def stack(ttl: int) -> LocalStack:
+        spec = CosmosSpec(databases=(DatabaseSpec(name, (ContainerSpec("items", "/id", ttl),)),))
+        return LocalStack(
+            workdir=tmp_path,
+            config=StackConfig(cosmos=spec),
+            shared_cosmos=shared_cosmos,
+            with_servicebus=False,
+            with_azurite=False,
+        )
+
+    with stack(-1):
+        with pytest.raises(PartStartError) as caught, stack(60):
+            pass
+        said = f"container {name}/items exists with other settings: DefaultTtl"
+        assert said in str(caught.value)
+        with stack(-1) as again:  # the same declaration: left as it is
+            assert [i.outcome for i in again.report.items] == ["exists", "exists"]
+    with CosmosClient(
+        shared_cosmos.endpoint, shared_cosmos.key, **shared_cosmos.client_options()
+    ) as client:
+        client.delete_database(name)
 
 
 SUITE = """

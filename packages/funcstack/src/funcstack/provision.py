@@ -113,7 +113,9 @@ def _partitions(
     return True
 
 
-def _container(database: DatabaseProxy, spec: ContainerSpec, endpoint: str) -> str:
+def _container(
+    database: DatabaseProxy, spec: ContainerSpec, endpoint: str, *, replace: bool = True
+) -> str:
     options: dict[str, Any] = {}
     if spec.default_ttl is not None:
         options["default_ttl"] = spec.default_ttl
@@ -145,6 +147,14 @@ def _container(database: DatabaseProxy, spec: ContainerSpec, endpoint: str) -> s
     )
     if not ttl_differs and not policy_differs:
         return "updated" if split else "exists"
+    if not replace:
+        differ = [
+            n for n, d in (("DefaultTtl", ttl_differs), ("IndexingPolicy", policy_differs)) if d
+        ]
+        raise ProvisionError(
+            f"container {database.id}/{spec.name} exists with other settings: "
+            f"{', '.join(differ)} (another run's, on shared services)"
+        )
     database.replace_container(
         proxy,
         partition_key=PartitionKey(path=spec.partition_key),
@@ -164,11 +174,14 @@ def provision_cosmos(
     *,
     verify_tls: bool = True,
     client_options: Mapping[str, Any] | None = None,
+    replace: bool = True,
 ) -> ProvisionReport:
     """Create what ``spec`` declares on the endpoint of ``connection_string``, through a client
     made with ``client_options`` (the local endpoint's: ``CosmosEndpoint.client_options()``,
     which verify its certificate), else with ``connection_verify=verify_tls`` (the process's
-    trust store)."""
+    trust store). A container there with another time to live or indexing policy is changed
+    to the declared ones; with ``replace=False`` (a shared endpoint, where it is another run's)
+    that is a ``ProvisionError`` naming it."""
     report = ProvisionReport()
     if not spec.databases:
         return report
@@ -186,7 +199,7 @@ def provision_cosmos(
             outcome = "exists"
         report.items.append(Provisioned("database", db.name, outcome))
         for container in db.containers:
-            outcome = _container(database, container, endpoint)
+            outcome = _container(database, container, endpoint, replace=replace)
             ranges = database.get_container_client(container.name).read_feed_ranges(
                 force_refresh=True
             )

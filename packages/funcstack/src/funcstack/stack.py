@@ -313,6 +313,7 @@ class LocalStack(LocalServices):
                 self.config.cosmos,
                 self.cosmos.connection_string,
                 client_options=self.cosmos.client_options(),
+                replace=self.shared_cosmos is None,  # a shared endpoint's are other runs' too
             )
             if self.azurite is not None:
                 self.report.items += provision_storage(
