@@ -9,8 +9,8 @@ resources there and leaves them. The services stop when COMMAND ends, however it
 failure, Ctrl-C, a SIGTERM to ``funcstack exec``, which COMMAND is sent too); the exit status
 is COMMAND's (128 + the signal's number when a signal ended it).
 
-The Cosmos DB endpoint and Azurite start at their first connection (a command whose tests use
-neither never starts them); the Service Bus endpoint at once (its control channel). Their logs
+Each service starts at its first connection (the Service Bus endpoint's, or its control
+channel's: a suite's declarations): a command whose tests use none of them starts none. Their logs
 and the services file are in ``--workdir`` (default: a temporary folder, removed at the end).
 """
 
@@ -99,7 +99,7 @@ def _run(argv: list[str], folder: Path, prog: str) -> int:
             cosmos = start_cosmos(port=free_port(), log_path=folder / "cosmos.log", lazy=True)
             stops.append(("cosmos", cosmos.stop))
             servicebus = start_servicebus(
-                port=free_port(), log_path=folder / "servicebus.log", control=True
+                port=free_port(), log_path=folder / "servicebus.log", control=True, lazy=True
             )
             stops.append(("servicebus", servicebus.stop))
             azurite = start_azurite(folder / "azurite", folder / "azurite.log", lazy=True)

@@ -50,7 +50,9 @@ async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
         ready["tls_port"] = await server.start_tls(args.host, args.tls_port, context)
     control = None
     if args.control_port is not None:
-        control, ready["control_port"] = await serve_control(broker, args.host, args.control_port)
+        control, ready["control_port"] = await serve_control(
+            broker, args.host, args.control_port, listening=args.control_listen_fd
+        )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -118,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         help="local-only entity control channel (see funcstack/servicebus/_control.py)",
+    )
+    parser.add_argument(
+        "--control-listen-fd",
+        type=int,
+        default=None,
+        help="serve the control channel on this inherited listening socket (its port: "
+        "--control-port), as --listen-fd",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(

@@ -170,7 +170,12 @@ def _declare(
     return {"ok": True, "warnings": warnings, "created": created}
 
 
-async def serve_control(broker: Broker, host: str, port: int) -> tuple[asyncio.Server, int]:
+async def serve_control(
+    broker: Broker, host: str, port: int, *, listening: int | None = None
+) -> tuple[asyncio.Server, int]:
+    """The control channel on ``host``:``port``, or on the inherited listening socket whose
+    descriptor is ``listening`` (an endpoint started at its first connection)."""
+
     async def on_client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             while line := await reader.readline():
@@ -183,7 +188,10 @@ async def serve_control(broker: Broker, host: str, port: int) -> tuple[asyncio.S
         finally:
             writer.close()
 
-    server = await asyncio.start_server(on_client, host, port)
+    if listening is not None:
+        server = await asyncio.start_server(on_client, sock=socket.socket(fileno=listening))
+    else:
+        server = await asyncio.start_server(on_client, host, port)
     return server, int(server.sockets[0].getsockname()[1])
 
 

@@ -101,10 +101,10 @@ def start_servicebus(
 
     Entities come from ``config`` (the official emulator's Config.json shape); without one the
     namespace starts empty (entities can be created with ``control=True``). Pass the ``port``
-    of a stopped endpoint to start a new one on the same port. ``lazy``: the port listens at
-    once and the endpoint starts at the first connection (``funcstack._activation``; not with
-    ``tls`` or ``control``); ``config`` is read here first, so that a mistake in it is refused
-    now, and its warnings logged now.
+    of a stopped endpoint to start a new one on the same port. ``lazy``: the port (and the
+    control channel's, with ``control``) listens at once and the endpoint starts at the first
+    connection to either (``funcstack._activation``; not with ``tls``); ``config`` is read
+    here first, so that a mistake in it is refused now, and its warnings logged now.
     """
     cmd = [
         sys.executable, "-m", "funcstack.servicebus",
@@ -224,8 +224,9 @@ def _lazy(
     state_file: Path | None,
 ) -> ServiceBusEndpoint:
     """The endpoint of ``cmd`` started at its first connection on ``port`` (0: a free one)."""
-    if "--tls-port" in cmd or "--control-port" in cmd:
-        raise ValueError("a Service Bus endpoint with TLS or a control channel starts at once")
+    if "--tls-port" in cmd:
+        raise ValueError("a Service Bus endpoint with TLS starts at once")
+    control = "--control-port" in cmd
     try:  # as the endpoint reads it at its start, refused now rather than at a first connection
         warnings = load_config(config, duplicate_window_seconds=duplicate_window_seconds).warnings
     except KeyError as error:
@@ -237,10 +238,15 @@ def _lazy(
     endpoint = ServiceBusEndpoint(host=host, port=port, process=None, warnings=list(warnings))
 
     def launch(sockets: list[socket.socket]) -> None:
-        [sock] = sockets
-        at = cmd.index("--port")
-        argv = [*cmd[: at + 1], str(sock.getsockname()[1]), *cmd[at + 2 :]]
+        sock = sockets[0]
+        argv = list(cmd)
+        at = argv.index("--port")
+        argv[at + 1] = str(sock.getsockname()[1])
         argv += ["--listen-fd", str(sock.fileno())]
+        if control:  # the control channel's socket too
+            at = argv.index("--control-port")
+            argv[at + 1] = str(sockets[1].getsockname()[1])
+            argv += ["--control-listen-fd", str(sockets[1].fileno())]
         log = log_path.open("a", encoding="utf-8") if log_path is not None else None
         endpoint._log = log
         endpoint.process = subprocess.Popen(
@@ -248,11 +254,14 @@ def _lazy(
             stdout=subprocess.DEVNULL,
             stderr=log if log is not None else subprocess.DEVNULL,
             text=True,
-            pass_fds=(sock.fileno(),),
+            pass_fds=tuple(s.fileno() for s in sockets),
             **OWN_PROCESS_GROUP,
         )
         record_start("servicebus", endpoint.process.pid, identity=state_file or port or None)
 
-    endpoint._activation = Activation([port], launch, name="servicebus", host=host)
+    ports = [port, 0] if control else [port]
+    endpoint._activation = Activation(ports, launch, name="servicebus", host=host)
     endpoint.port = endpoint._activation.sockets[0].getsockname()[1]
+    if control:
+        endpoint.control_port = endpoint._activation.sockets[1].getsockname()[1]
     return endpoint
