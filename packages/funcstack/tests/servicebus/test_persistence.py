@@ -45,6 +45,9 @@ def _config(folder: Path) -> Path:
     config = json.loads(CONFIG.read_text())
     [namespace] = config["UserConfig"]["Namespaces"]
     [topic] = [t for t in namespace["Topics"] if t["Name"] == TOPIC]
+    # the duplicate tests check their resends in any order, after the others' waits (a 10 s
+    # receive, a SIGKILL and a start): a window of 10 min, not 20 s
+    topic["Properties"] = topic["Properties"] | {"DuplicateDetectionHistoryTimeWindow": "PT10M"}
     namespace["Topics"].append({**topic, "Name": SCHEDULED_TOPIC})
     [queue] = [q for q in namespace["Queues"] if q["Name"] == QUEUE]
     namespace["Queues"].append({**queue, "Name": KILLED_QUEUE})
