@@ -5,7 +5,8 @@ What holds in Azure holds here: a change feed resumed from a continuation taken 
 loses nothing and repeats nothing; documents keep their order per partition key, and only that;
 a query paged across a split returns every document once; a request naming the parent range
 answers 410 with sub-status 1002; /pkranges lists the children with their parent; point
-operations and batches land in the child that holds their key; the ranges survive a restart.
+operations and batches land in the child that holds their key. The ranges kept across a
+restart: test_persistence.py's (on its writes' state, whose restarts are what it checks).
 Splits are local-only calls (Azure splits on its own), so these tests need the local endpoint.
 """
 
@@ -18,14 +19,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey, exceptions
 
-from funcstack.cosmos import CosmosControlError, CosmosEndpoint, start_cosmos
+from funcstack.cosmos import CosmosControlError, CosmosEndpoint
 from funcstack.cosmos._tls import local_tls
 
 from .conftest import PK_PATH, doc, unique
@@ -504,64 +504,3 @@ def test_split_names_what_it_cannot_do(local: CosmosEndpoint, database: Database
     # an empty range is cut in the middle of the hash space it covers
     assert local.split(database.id, container.id, "0") == ["4", "5"]
     assert len(ranges(container)) == 5
-
-
-# ----------------------------------------------------------------- kept across a restart
-
-
-@pytest.fixture
-def kept(tmp_path: Path) -> Iterator[Callable[[], CosmosEndpoint]]:
-    """Start (and start again) an endpoint keeping its state in a file."""
-    started: list[CosmosEndpoint] = []
-
-    def start() -> CosmosEndpoint:
-        if started:
-            started[-1].stop()
-        started.append(
-            start_cosmos(state_file=tmp_path / "cosmos.json", log_path=tmp_path / "cosmos.log")
-        )
-        return started[-1]
-
-    yield start
-    for endpoint in started:
-        endpoint.stop()
-
-
-def test_ranges_and_continuations_are_kept_across_a_restart(
-    kept: Callable[[], CosmosEndpoint],
-) -> None:
-    endpoint = kept()
-    names = (unique("db"), unique("c"))
-    with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
-        container = client.create_database(names[0]).create_container(
-            names[1], partition_key=PartitionKey(path=PK_PATH), headers={PARTITIONS_HEADER: "4"}
-        )
-        for seq, key in enumerate(KEYS):
-            write(container, key, seq)
-        items, before_split = read_change_feed(container, None, max_items=100)
-        assert len(items) == len(KEYS)
-        children = endpoint.split(*names)
-        parent = next(
-            p for p in endpoint.physical_partitions(*names) if p.id == children[0]
-        ).parents[-1]
-        for seq, key in enumerate(KEYS, start=100):
-            write(container, key, seq)
-        layout = ranges(container)
-
-    endpoint = kept()  # stopped (its state written), started again from the file
-    live = [p.id for p in endpoint.physical_partitions(*names)]
-    assert sorted(live) == sorted({"0", "1", "2", "3", *children} - {parent})
-    with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
-        container = client.get_database_client(names[0]).get_container_client(names[1])
-        assert ranges(container) == layout
-    status, _, answered = raw(
-        endpoint.endpoint,
-        "GET",
-        f"dbs/{names[0]}/colls/{names[1]}/docs",
-        {"A-IM": "Incremental feed", "x-ms-documentdb-partitionkeyrangeid": parent},
-    )
-    assert (status, answered["x-ms-substatus"]) == (410, "1002")
-    with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
-        container = client.get_database_client(names[0]).get_container_client(names[1])
-        resumed, _ = read_change_feed(container, before_split)
-        assert sorted(str(i["seq"]) for i in resumed) == sorted(str(s) for s in range(100, 108))

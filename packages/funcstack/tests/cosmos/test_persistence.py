@@ -8,6 +8,13 @@ dropped, a damaged one refuses the start naming the file.
 
 Local only (no Azure counterpart for killing the service): these tests start their own
 endpoints and never run against COSMOS_ENDPOINT.
+
+States: the writes' chain is one state (each write on a database of its own, the physical
+partitions' restart test too); its set-up, copied as a SIGKILL leaves it, is the journal tests'
+(a line cut short, a damaged line: each damages a copy of its own); the two snapshot tests share
+one state written with a snapshot after each write and one restart. Kept on a state of their own:
+compaction under concurrent writes (its kill amid the writers and compactions is the subject)
+and the earlier format (the old file is the subject).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +43,10 @@ from funcstack.cosmos import (
     split_partition,
     start_cosmos,
 )
+
+from .conftest import PK_PATH, unique
+from .test_cosmos_partitions import KEYS, PARTITIONS_HEADER, ranges, raw, read_change_feed
+from .test_cosmos_partitions import write as write_seq
 
 pytestmark = [
     pytest.mark.integration,
@@ -186,6 +198,12 @@ def batch(client: CosmosClient, db: str) -> Check:
     return check
 
 
+def batch_with_fsync(client: CosmosClient, db: str) -> Check:
+    """A batch on an endpoint started with --state-fsync: the answer also waits for the disk
+    (group commit); the same promise."""
+    return batch(client, db)
+
+
 def delete_partition(client: CosmosClient, db: str) -> Check:
     container = contacts_of(client, db)
     container.delete_all_items_by_partition_key("p2")
@@ -306,6 +324,7 @@ WRITES = [
     delete,
     patch,
     batch,
+    batch_with_fsync,
     delete_partition,
     create_container,
     replace_container,
@@ -319,38 +338,73 @@ WRITES = [
 ]
 
 
+#: The writes done on an endpoint started with --state-fsync.
+FSYNC = {batch_with_fsync.__name__}
+
+
 class Chain:
     """One state folder for every write of the module, each on a database of its own (named
     after it, set up by `setup`): the endpoint a write is done on is the one its previous
-    write's check ran on, started again on the state after that write's SIGKILL. A write
-    needs one start, not two (with a stop and a start of the set-up state first)."""
+    write's check ran on, started again on the state after that write's SIGKILL (the first
+    write's: the set-up's start). A write needs one start, not two."""
 
     def __init__(self, state: Path) -> None:
         self.state = state
         self.cosmos: CosmosEndpoint | None = None
+        self.fsync = False
+        #: how many times the state was started again
+        self.restarts = -1
+        #: the set-up's state as a SIGKILL would have left it (a copy: the journal tests')
+        self.set_up = state.parent.parent / "set-up" / "cosmos"
+        #: what other tests wrote on the set-up's start, checked after a restart (by name)
+        self.checks: dict[str, Callable[[CosmosEndpoint], None]] = {}
 
-    def running(self) -> CosmosEndpoint:
-        """The endpoint on the chain's state (started again when it is not running)."""
+    def running(self, *, fsync: bool = False) -> CosmosEndpoint:
+        """The endpoint on the chain's state (started again when it is not running, or not
+        with ``fsync`` as asked)."""
+        if self.cosmos is not None and not self.cosmos.stopped and self.fsync != fsync:
+            kill(self.cosmos)
         if self.cosmos is None or self.cosmos.stopped:
-            self.cosmos = self.start()
+            self.cosmos = self.start(fsync=fsync)
         return self.cosmos
 
-    def start(self) -> CosmosEndpoint:
-        self.cosmos = start_cosmos(state_dir=self.state, log_path=self.state.parent / "cosmos.log")
+    def restarted(self) -> CosmosEndpoint:
+        """The endpoint started again at least once on the state (killed and started, if the
+        set-up's start still runs: a test run alone)."""
+        if self.restarts < 1 and self.cosmos is not None:
+            kill(self.cosmos)
+        return self.running(fsync=self.fsync)
+
+    def start(self, *, fsync: bool = False) -> CosmosEndpoint:
+        self.cosmos = start_cosmos(
+            state_dir=self.state, state_fsync=fsync, log_path=self.state.parent / "cosmos.log"
+        )
+        self.fsync = fsync
+        self.restarts += 1
         return self.cosmos
+
+
+def next_needs_fsync(write: str) -> bool:
+    """Whether the write after ``write`` in the chain is done with --state-fsync."""
+    names = [w.__name__ for w in WRITES]
+    i = names.index(write) + 1
+    return i < len(names) and names[i] in FSYNC
 
 
 @pytest.fixture(scope="module")
 def chain(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Chain]:
-    """The chain's state holding `setup`'s state in a database per write, kept through a stop
-    (SIGTERM) and a start."""
-    chained = Chain(tmp_path_factory.mktemp("set-up") / "state" / "cosmos")
+    """The chain's state: `setup`'s state in a database per write and in ``db`` (copied to
+    `Chain.set_up` as the endpoint holds it: what a SIGKILL there leaves), and the physical
+    partitions' writes (`ranges_before`), on its first start, which the first write uses."""
+    chained = Chain(tmp_path_factory.mktemp("chain") / "state" / "cosmos")
     chained.state.parent.mkdir(parents=True, exist_ok=True)
     cosmos = chained.start()
-    for write in WRITES:
-        setup(client_of(cosmos), write.__name__)
-    cosmos.stop()
     try:
+        client = client_of(cosmos)
+        for name in ["db", *(w.__name__ for w in WRITES)]:
+            setup(client, name)
+        shutil.copytree(chained.state, chained.set_up)
+        chained.checks["ranges"] = ranges_before(cosmos)
         yield chained
     finally:
         if chained.cosmos is not None:
@@ -362,23 +416,59 @@ def test_an_acknowledged_write_is_there_after_a_sigkill(
     chain: Chain, write: Callable[[CosmosClient, str], Check]
 ) -> None:
     db = write.__name__
-    cosmos = chain.running()
+    cosmos = chain.running(fsync=db in FSYNC)
     check = write(client_of(cosmos), db)
     kill(cosmos)  # at once after the answer
-    check(client_of(chain.start()))
+    check(client_of(chain.start(fsync=next_needs_fsync(db))))
 
 
-def test_with_fsync_an_acknowledged_batch_is_there_after_a_sigkill(tmp_path: Path) -> None:
-    """--state-fsync: the answer also waits for the disk (group commit); same promise."""
-    state = tmp_path / "state" / "cosmos"
-    with endpoint(state, fsync=True) as cosmos:
-        setup(client_of(cosmos))
-        cosmos.stop()
-    with endpoint(state, fsync=True) as cosmos:
-        check = batch(client_of(cosmos), "db")
-        kill(cosmos)
-    with endpoint(state, fsync=True) as cosmos:
-        check(client_of(cosmos))
+def ranges_before(endpoint: CosmosEndpoint) -> Callable[[CosmosEndpoint], None]:
+    """A container of 4 physical partitions written, split and written again, on a database
+    of its own; the check of `test_ranges_and_continuations_are_kept_across_a_restart`."""
+    names = (unique("db"), unique("c"))
+    with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
+        container = client.create_database(names[0]).create_container(
+            names[1], partition_key=PartitionKey(path=PK_PATH), headers={PARTITIONS_HEADER: "4"}
+        )
+        for seq, key in enumerate(KEYS):
+            write_seq(container, key, seq)
+        items, before_split = read_change_feed(container, None, max_items=100)
+        assert len(items) == len(KEYS)
+        children = endpoint.split(*names)
+        parent = next(
+            p for p in endpoint.physical_partitions(*names) if p.id == children[0]
+        ).parents[-1]
+        for seq, key in enumerate(KEYS, start=100):
+            write_seq(container, key, seq)
+        layout = ranges(container)
+
+    def check(endpoint: CosmosEndpoint) -> None:
+        live = [p.id for p in endpoint.physical_partitions(*names)]
+        assert sorted(live) == sorted({"0", "1", "2", "3", *children} - {parent})
+        with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
+            container = client.get_database_client(names[0]).get_container_client(names[1])
+            assert ranges(container) == layout
+        status, _, answered = raw(
+            endpoint.endpoint,
+            "GET",
+            f"dbs/{names[0]}/colls/{names[1]}/docs",
+            {"A-IM": "Incremental feed", "x-ms-documentdb-partitionkeyrangeid": parent},
+        )
+        assert (status, answered["x-ms-substatus"]) == (410, "1002")
+        with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
+            container = client.get_database_client(names[0]).get_container_client(names[1])
+            resumed, _ = read_change_feed(container, before_split)
+            assert sorted(str(i["seq"]) for i in resumed) == sorted(str(s) for s in range(100, 108))
+
+    return check
+
+
+def test_ranges_and_continuations_are_kept_across_a_restart(chain: Chain) -> None:
+    """The physical partitions after a split, the SDK's ranges, a change feed continuation
+    taken before the split (resumed: only what was written after it), the split parent's 410:
+    written on the chain's set-up start, checked on the state started again (after the
+    writes' SIGKILLs, in the module's order)."""
+    chain.checks["ranges"](chain.restarted())
 
 
 def test_nothing_acknowledged_is_lost_while_compactions_run(tmp_path: Path) -> None:
@@ -473,100 +563,148 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Path) -> None:
+#: A snapshot after each write: the documents are read back from a snapshot, not the journal.
+COMPACT = ["--state-compact-bytes", "1"]
+#: The two snapshot tests' databases on their shared state.
+SNAPSHOT_DB, INDEXES_DB = "snapshot", "indexes"
+#: The indexes test's query.
+INDEXED = "SELECT VALUE c.id FROM c WHERE c.n >= 2 AND c.n < 4"
+
+
+@dataclass
+class Snapshotted:
+    """The snapshot tests' state, written by both (each on its database) with a snapshot after
+    each write, stopped settled (the snapshot holds everything) and started again once."""
+
+    state: Path
+    #: the endpoint now on the state (the snapshot test starts it again once more)
+    cosmos: CosmosEndpoint
+    #: the snapshot test's documents and change feed as written
+    before: dict[str, dict[str, Any]]
+    feed: list[str]
+
+
+@pytest.fixture(scope="module")
+def snapshotted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshotted]:
+    state = tmp_path_factory.mktemp("snapshotted") / "state" / "cosmos"
+    with endpoint(state, extra_args=COMPACT) as cosmos:
+        indexes_before(client_of(cosmos))
+        before, feed = snapshot_before(client_of(cosmos))
+        wait_for(lambda: settled(state))
+        cosmos.stop()
+    time.sleep(1.1)  # "short" expires while the endpoint is down
+    with endpoint(state, extra_args=COMPACT) as cosmos:
+        shared = Snapshotted(state, cosmos, before, feed)
+        try:
+            yield shared
+        finally:
+            kill(shared.cosmos)
+
+
+def snapshot_before(client: CosmosClient) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """The snapshot test's documents: the kinds of partition key value, a unique key, a TTL of
+    1 s, text beyond Latin-1; as read back and as the change feed lists them."""
+    database = client.create_database(SNAPSHOT_DB)
+    container = database.create_container(
+        "c",
+        PartitionKey("/pk"),
+        default_ttl=-1,
+        unique_key_policy={"uniqueKeys": [{"paths": ["/email"]}]},
+    )
+    for i in range(6):
+        container.create_item({"id": f"d{i}", "pk": f"p{i % 2}", "n": i, "email": f"{i}@x"})
+    container.create_item({"id": "short", "pk": "p0", "email": "s@x", "ttl": 1})
+    container.create_item({"id": "none", "email": "none@x"})  # no partition key value
+    container.create_item({"id": "null", "pk": None, "email": "null@x"})
+    container.create_item({"id": "wide", "pk": "p2", "email": "w@x", "text": WIDE})
+    assert scoped(container, NonePartitionKeyValue) == ["none"]
+    before = {i["id"]: i for i in container.read_all_items()}
+    feed = [i["id"] for i in container.query_items_change_feed(start_time="Beginning")]
+    return before, feed
+
+
+def test_documents_read_back_from_a_snapshot_serve_every_operation(
+    snapshotted: Snapshotted,
+) -> None:
     """After a restart the documents of a snapshot are kept as their text, as every document
     is, and parsed when used; each operation works on them as on any: reads (by id and by
     _self), queries (one partition, documents without a partition key value apart from those
     whose value is null, across partitions, the container's COUNT), the change feed, a unique
     key, TTL, writes; text beyond Latin-1 (kept as UTF-8 bytes) reads back as written; and a
     snapshot written again keeps the documents as they were."""
+    state, before, feed, db = snapshotted.state, snapshotted.before, snapshotted.feed, SNAPSHOT_DB
+    cosmos = snapshotted.cosmos
+    container = contacts_of(client_of(cosmos), db)
+    assert system(container.read_item("d1", "p1")) == system(before["d1"])
+    assert container.read_item("wide", "p2") == before["wide"]
+    wide: list[Any] = list(
+        container.query_items(
+            "SELECT VALUE c.text FROM c WHERE c.email = 'w@x'",
+            enable_cross_partition_query=True,
+        )
+    )
+    assert wide == [WIDE]
+    counted: list[Any] = list(
+        container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)
+    )
+    assert counted == [len(before.keys() - {"short"})]  # "short" expired meanwhile
+    assert system(container.read_item(before["d2"], "p0")) == system(before["d2"])  # _self
+    assert sorted(
+        i["id"]
+        for i in container.query_items(
+            "SELECT * FROM c WHERE c.n >= 3", enable_cross_partition_query=True
+        )
+    ) == ["d3", "d4", "d5"]
+    assert scoped(container, "p1") == ["d1", "d3", "d5"]
+    assert scoped(container, NonePartitionKeyValue) == ["none"]
+    assert [i["id"] for i in container.query_items_change_feed(start_time="Beginning")] == [
+        f for f in feed if f != "short"
+    ]
+    with pytest.raises(exceptions.CosmosResourceExistsError):
+        container.create_item({"id": "dup", "pk": "p0", "email": "4@x"})  # d4's
+    with pytest.raises(exceptions.CosmosResourceExistsError):
+        container.create_item({"id": "d0", "pk": "p0"})
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.read_item("short", "p0")
+    container.replace_item("d0", {"id": "d0", "pk": "p0", "n": 100, "email": "0@x"})
+    container.patch_item("d1", "p1", [{"op": "incr", "path": "/n", "value": 10}])
+    container.delete_item("d2", "p0")
+    wait_for(lambda: settled(state))  # a snapshot again: d3..d5 as they were read
+    cosmos.stop()
+
+    snapshotted.cosmos = cosmos = start_cosmos(
+        state_dir=state, log_path=state.parent / "cosmos.log"
+    )
+    kept = items_of(client_of(cosmos), db)
+    assert {k: v.get("n") for k, v in kept.items()} == {
+        "d0": 100,
+        "d1": 11,
+        "d3": 3,
+        "d4": 4,
+        "d5": 5,
+        "none": None,
+        "null": None,
+        "wide": None,
+    }
+    assert kept["wide"] == before["wide"]
+    assert scoped(contacts_of(client_of(cosmos), db), NonePartitionKeyValue) == ["none"]
+    assert {k: system(kept[k]) for k in ("d3", "d4", "d5")} == {
+        k: system(before[k]) for k in ("d3", "d4", "d5")
+    }
+
+
+def set_up_copy(chain: Chain, tmp_path: Path) -> Path:
+    """A copy of the chain's set-up state (``db`` among its databases), a test's own: the
+    journal's lines are what the test damages, so each has its own folder."""
     state = tmp_path / "state" / "cosmos"
-    compact = ["--state-compact-bytes", "1"]
-    with endpoint(state, extra_args=compact) as cosmos:
-        database = client_of(cosmos).create_database("db")
-        container = database.create_container(
-            "c",
-            PartitionKey("/pk"),
-            default_ttl=-1,
-            unique_key_policy={"uniqueKeys": [{"paths": ["/email"]}]},
-        )
-        for i in range(6):
-            container.create_item({"id": f"d{i}", "pk": f"p{i % 2}", "n": i, "email": f"{i}@x"})
-        container.create_item({"id": "short", "pk": "p0", "email": "s@x", "ttl": 1})
-        container.create_item({"id": "none", "email": "none@x"})  # no partition key value
-        container.create_item({"id": "null", "pk": None, "email": "null@x"})
-        container.create_item({"id": "wide", "pk": "p2", "email": "w@x", "text": WIDE})
-        assert scoped(container, NonePartitionKeyValue) == ["none"]
-        before = {i["id"]: i for i in container.read_all_items()}
-        feed = [i["id"] for i in container.query_items_change_feed(start_time="Beginning")]
-        wait_for(lambda: settled(state))
-        cosmos.stop()
-    time.sleep(1.1)  # "short" expires while the endpoint is down
-
-    with endpoint(state, extra_args=compact) as cosmos:
-        container = contacts_of(client_of(cosmos))
-        assert system(container.read_item("d1", "p1")) == system(before["d1"])
-        assert container.read_item("wide", "p2") == before["wide"]
-        wide: list[Any] = list(
-            container.query_items(
-                "SELECT VALUE c.text FROM c WHERE c.email = 'w@x'",
-                enable_cross_partition_query=True,
-            )
-        )
-        assert wide == [WIDE]
-        counted: list[Any] = list(
-            container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)
-        )
-        assert counted == [len(before.keys() - {"short"})]  # "short" expired meanwhile
-        assert system(container.read_item(before["d2"], "p0")) == system(before["d2"])  # _self
-        assert sorted(
-            i["id"]
-            for i in container.query_items(
-                "SELECT * FROM c WHERE c.n >= 3", enable_cross_partition_query=True
-            )
-        ) == ["d3", "d4", "d5"]
-        assert scoped(container, "p1") == ["d1", "d3", "d5"]
-        assert scoped(container, NonePartitionKeyValue) == ["none"]
-        assert [i["id"] for i in container.query_items_change_feed(start_time="Beginning")] == [
-            f for f in feed if f != "short"
-        ]
-        with pytest.raises(exceptions.CosmosResourceExistsError):
-            container.create_item({"id": "dup", "pk": "p0", "email": "4@x"})  # d4's
-        with pytest.raises(exceptions.CosmosResourceExistsError):
-            container.create_item({"id": "d0", "pk": "p0"})
-        with pytest.raises(exceptions.CosmosResourceNotFoundError):
-            container.read_item("short", "p0")
-        container.replace_item("d0", {"id": "d0", "pk": "p0", "n": 100, "email": "0@x"})
-        container.patch_item("d1", "p1", [{"op": "incr", "path": "/n", "value": 10}])
-        container.delete_item("d2", "p0")
-        wait_for(lambda: settled(state))  # a snapshot again: d3..d5 as they were read
-        cosmos.stop()
-
-    with endpoint(state) as cosmos:
-        kept = items_of(client_of(cosmos))
-        assert {k: v.get("n") for k, v in kept.items()} == {
-            "d0": 100,
-            "d1": 11,
-            "d3": 3,
-            "d4": 4,
-            "d5": 5,
-            "none": None,
-            "null": None,
-            "wide": None,
-        }
-        assert kept["wide"] == before["wide"]
-        assert scoped(contacts_of(client_of(cosmos)), NonePartitionKeyValue) == ["none"]
-        assert {k: system(kept[k]) for k in ("d3", "d4", "d5")} == {
-            k: system(before[k]) for k in ("d3", "d4", "d5")
-        }
+    shutil.copytree(chain.set_up, state)
+    return state
 
 
-def test_a_journal_line_cut_short_by_a_crash_is_dropped(tmp_path: Path) -> None:
+def test_a_journal_line_cut_short_by_a_crash_is_dropped(chain: Chain, tmp_path: Path) -> None:
     """A commit whose line was not finished was never acknowledged: it is dropped (and cut off
     the file, so what is appended after it reads back too)."""
-    state = tmp_path / "state" / "cosmos"
-    with endpoint(state) as cosmos:
-        setup(client_of(cosmos))
+    state = set_up_copy(chain, tmp_path)
     journal = max(state.glob("journal-*.jsonl"))
     with journal.open("a") as f:
         f.write('{"l": 99, "p": [["gAAB')
@@ -580,10 +718,8 @@ def test_a_journal_line_cut_short_by_a_crash_is_dropped(tmp_path: Path) -> None:
     assert "dropped an unfinished last line" in (state.parent / "cosmos.log").read_text()
 
 
-def test_a_damaged_journal_refuses_the_start_naming_the_file(tmp_path: Path) -> None:
-    state = tmp_path / "state" / "cosmos"
-    with endpoint(state) as cosmos:
-        setup(client_of(cosmos))
+def test_a_damaged_journal_refuses_the_start_naming_the_file(chain: Chain, tmp_path: Path) -> None:
+    state = set_up_copy(chain, tmp_path)
     journal = max(state.glob("journal-*.jsonl"))
     lines = journal.read_text().splitlines(keepends=True)
     lines.insert(1, "not json\n")
@@ -634,48 +770,45 @@ def test_a_state_file_of_the_earlier_format_is_converted_once(tmp_path: Path) ->
         assert created_rid not in {v["_rid"] for v in old_docs.values()}
 
 
+def indexes_before(client: CosmosClient) -> None:
+    """The indexes test's documents (a query builds and uses the index before the restart)."""
+    container = setup(client, INDEXES_DB)
+    for i in range(3, 8):
+        text = 'a "quoted" \\ text' * i  # skipped over in the kept JSON
+        data = {"note": text, "k": i % 2 == 0, "at": [i]}
+        container.create_item({"id": f"d{i}", "pk": "p1", "n": i, "data": data, "tags": [f"t{i}"]})
+    found: list[Any] = list(container.query_items(INDEXED, enable_cross_partition_query=True))
+    assert sorted(found) == ["b", "d3"]
+    container.upsert_item({"id": "d3", "pk": "p1", "n": 9})
+
+
 def test_after_a_restart_the_indexes_are_built_again_from_the_kept_documents(
-    tmp_path: Path,
+    snapshotted: Snapshotted,
 ) -> None:
     """Indexes are not kept: the first query on a path after a restart builds its index from
-    the kept documents (and the journal's changes since the snapshot), then reads only what
-    the index selects."""
-    state = tmp_path / "state" / "cosmos"
-    compact = ["--state-compact-bytes", "1"]  # a snapshot after each write: the documents kept
-    sql = "SELECT VALUE c.id FROM c WHERE c.n >= 2 AND c.n < 4"
-    with endpoint(state, extra_args=compact) as cosmos:
-        container = setup(client_of(cosmos))
-        for i in range(3, 8):
-            text = 'a "quoted" \\ text' * i  # skipped over in the kept JSON
-            data = {"note": text, "k": i % 2 == 0, "at": [i]}
-            container.create_item(
-                {"id": f"d{i}", "pk": "p1", "n": i, "data": data, "tags": [f"t{i}"]}
-            )
-        found: list[Any] = list(container.query_items(sql, enable_cross_partition_query=True))
-        assert sorted(found) == ["b", "d3"]
-        container.upsert_item({"id": "d3", "pk": "p1", "n": 9})
-        wait_for(lambda: settled(state))
+    the kept documents (a snapshot after each write: the documents kept), then reads only what
+    the index selects. (Whichever of the state's restarts this test runs after: its container
+    is queried by no other test.)"""
+    container = contacts_of(client_of(snapshotted.cosmos), INDEXES_DB)
     # the index reads the kept documents' text
-    with endpoint(state, extra_args=compact) as cosmos:
-        container = contacts_of(client_of(cosmos))
-        found = list(
+    found: list[Any] = list(
+        container.query_items(
+            INDEXED, enable_cross_partition_query=True, populate_query_metrics=True
+        )
+    )
+    assert found == ["b"]
+    metrics = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
+    assert "retrievedDocumentCount=1;" in metrics
+    # values deeper in the kept documents' JSON, read from its text while the index is built
+    for where, expected in (
+        ("c.data.k = true", ["d4", "d6"]),
+        ("ARRAY_CONTAINS(c.tags, 't5')", ["d5"]),
+        ("c.data.at[0] >= 6", ["d6", "d7"]),
+    ):
+        rows: list[Any] = list(
             container.query_items(
-                sql, enable_cross_partition_query=True, populate_query_metrics=True
+                f"SELECT VALUE c.id FROM c WHERE {where}",  # noqa: S608 - the test's own
+                enable_cross_partition_query=True,
             )
         )
-        assert found == ["b"]
-        metrics = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
-        assert "retrievedDocumentCount=1;" in metrics
-        # values deeper in the kept documents' JSON, read from its text while the index is built
-        for where, expected in (
-            ("c.data.k = true", ["d4", "d6"]),
-            ("ARRAY_CONTAINS(c.tags, 't5')", ["d5"]),
-            ("c.data.at[0] >= 6", ["d6", "d7"]),
-        ):
-            rows: list[Any] = list(
-                container.query_items(
-                    f"SELECT VALUE c.id FROM c WHERE {where}",  # noqa: S608 - the test's own
-                    enable_cross_partition_query=True,
-                )
-            )
-            assert sorted(rows) == expected, where
+        assert sorted(rows) == expected, where

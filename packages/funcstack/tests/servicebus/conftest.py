@@ -1,8 +1,8 @@
 """Fixtures: a local Service Bus endpoint on a free port (or SERVICEBUS_CONNECTION_STRING), shared
 by the suite; `own`: the test config's entities again under names of one test's own, created on
 it through its control channel (a test that needs an empty subscription or queue), deleted
-after; `fresh_servicebus`: an endpoint of a test's own, for what changes or stops the endpoint
-itself."""
+after. A module that changes or stops an endpoint starts its own (test_servicebus.py's
+`own_endpoint`, test_persistence.py's)."""
 
 from __future__ import annotations
 
@@ -141,18 +141,6 @@ def own(local_only: Target) -> Iterator[Entities]:
     }
     with entities(local_only.endpoint, renamed):
         yield Entities(f"{TOPIC}-{suffix}", f"{QUEUE}-{suffix}", f"expiring-queue-{suffix}")
-
-
-@pytest.fixture
-def fresh_servicebus(tmp_path: Path) -> Iterator[Target]:
-    """An endpoint of its own, local only: for a test that stops or restarts the endpoint."""
-    if _external():
-        pytest.skip("needs a private endpoint")
-    endpoint = _start(tmp_path)
-    try:
-        yield Target(endpoint.connection_string, endpoint, tmp_path / "servicebus.log")
-    finally:
-        endpoint.stop()
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, cast
@@ -29,7 +31,8 @@ from azure.servicebus.exceptions import (
     ServiceBusError,
 )
 
-from funcstack.servicebus._launcher import start_servicebus
+from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.services import free_port
 
 from .conftest import (
     CONFIG,
@@ -39,6 +42,7 @@ from .conftest import (
     TOPIC,
     Entities,
     Target,
+    _external,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
@@ -310,48 +314,78 @@ def test_oversized_message_is_rejected(topic_sender: ServiceBusSender) -> None:
         topic_sender.send_messages(ServiceBusMessage(b"x" * 300_000, session_id=_sid()))
 
 
+#: The message size limit of the module's own endpoint (a Premium namespace's: 1 MB).
+PREMIUM_MAX_MESSAGE_SIZE = 1024 * 1024
+
+
+@dataclass
+class OwnEndpoint:
+    """The module's endpoint of its own: the one now running (the restart test starts it
+    again), its log."""
+
+    current: ServiceBusEndpoint
+    log: Path
+
+    def start(self, port: int) -> ServiceBusEndpoint:
+        self.current = _start_premium(port, self.log)
+        return self.current
+
+
+def _start_premium(port: int, log: Path) -> ServiceBusEndpoint:
+    return start_servicebus(
+        config=CONFIG, port=port, max_message_size=PREMIUM_MAX_MESSAGE_SIZE, log_path=log
+    )
+
+
+@pytest.fixture(scope="module")
+def own_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OwnEndpoint]:
+    """The module's own endpoint, local only: started with Premium's 1 MB message limit, on a
+    port of its own. Two tests need an endpoint of their own, one for that setting, one to stop
+    it and start it again on its port; neither minds the other's (the restart test's messages
+    are small, and started again it has the same limit), so they share it: one start, not two."""
+    if _external():
+        pytest.skip("needs a private endpoint")
+    log = tmp_path_factory.mktemp("own-servicebus") / "servicebus.log"
+    own = OwnEndpoint(_start_premium(free_port(), log), log)
+    try:
+        yield own
+    finally:
+        own.current.stop()
+
+
 def test_the_message_size_limit_is_configurable_as_on_premium(
-    local_only: Target, tmp_path: Path
+    own_endpoint: OwnEndpoint,
 ) -> None:
     """Started with a 1 MB limit, an endpoint announces it on the sender's link: the SDK
     sizes its batches by it and a 300 KB message is accepted and received."""
-    larger = start_servicebus(
-        config=CONFIG, max_message_size=1024 * 1024, log_path=tmp_path / "servicebus.log"
-    )
+    larger = own_endpoint.current
     sid = _sid()
-    try:
-        with ServiceBusClient.from_connection_string(larger.connection_string) as client:
-            with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
-                assert sender.create_message_batch().max_size_in_bytes == 1024 * 1024
-                sender.send_messages(
-                    ServiceBusMessage(b"x" * 300_000, session_id=sid, message_id=f"{sid}:1")
-                )
-                with pytest.raises(MessageSizeExceededError):
-                    sender.send_messages(ServiceBusMessage(b"x" * 1_100_000, session_id=sid))
-            got = _drain_session(client, sid, expected=1)
-    finally:
-        larger.stop()
+    with ServiceBusClient.from_connection_string(larger.connection_string) as client:
+        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+            assert sender.create_message_batch().max_size_in_bytes == PREMIUM_MAX_MESSAGE_SIZE
+            sender.send_messages(
+                ServiceBusMessage(b"x" * 300_000, session_id=sid, message_id=f"{sid}:1")
+            )
+            with pytest.raises(MessageSizeExceededError):
+                sender.send_messages(ServiceBusMessage(b"x" * 1_100_000, session_id=sid))
+        got = _drain_session(client, sid, expected=1)
     assert [m.message_id for m in got] == [f"{sid}:1"]
 
 
-def test_sender_works_again_after_endpoint_restart_on_same_port(fresh_servicebus: Target) -> None:
-    endpoint = fresh_servicebus.endpoint
-    assert endpoint is not None
+def test_sender_works_again_after_endpoint_restart_on_same_port(
+    own_endpoint: OwnEndpoint,
+) -> None:
+    endpoint = own_endpoint.current
     sid = _sid()
-    restarted = None
-    try:
-        with ServiceBusClient.from_connection_string(
-            fresh_servicebus.connection_string, retry_backoff_factor=0.1
-        ) as client:
-            with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
-                sender.send_messages(_event(sid, 1))
-                endpoint.stop()
-                restarted = start_servicebus(port=endpoint.port, config=CONFIG)
-                sender.send_messages(_event(sid, 2))
-            got = _drain_session(client, sid, expected=1)
-    finally:
-        if restarted is not None:
-            restarted.stop()
+    with ServiceBusClient.from_connection_string(
+        endpoint.connection_string, retry_backoff_factor=0.1
+    ) as client:
+        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+            sender.send_messages(_event(sid, 1))
+            endpoint.stop()
+            own_endpoint.start(endpoint.port)
+            sender.send_messages(_event(sid, 2))
+        got = _drain_session(client, sid, expected=1)
     # State is in memory: the message sent before the restart is gone, the one after arrives.
     assert [m.message_id for m in got] == [f"{sid}:2"]
 
