@@ -173,6 +173,18 @@ def shared_cosmos(
 
 
 @pytest.fixture(scope="session")
+def faulted_cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CosmosEndpoint]:
+    """One Cosmos DB endpoint for the test process's modules that fault or freeze theirs (the
+    store's faults, the Idempotency-Key under faults), one module after another: each stack on
+    a database of its own (`Stack(shared_cosmos=...)`), each test clearing its faults and
+    thawing it before it ends. Not `shared_cosmos`: a fault or a pause is the endpoint's, and
+    that one serves the other workers' stacks at the same time. tools/schedule.py makes those
+    modules one unit, so that one worker starts it, not one per module."""
+    with _start_cosmos(Path(tmp_path_factory.mktemp("faulted-cosmos"))) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
 def shared_servicebus(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServiceBusEndpoint]:

@@ -7,7 +7,11 @@ that one worker starts them (3 stand-ins), not one per worker that runs such a m
 modules stop, restart, freeze and fault those services one test at a time, as they did in two
 units of their own (each of those services started once per unit); one unit runs them one after
 another. One unit of about 310 s of wall time (the two were 168 s and 140 s on a quiet
-machine), handed out first, is below a worker's share of the suite (about 480 s).
+machine), handed out first, is below a worker's share of the suite (about 480 s). The
+Contacts' two modules that fault or freeze their Cosmos DB endpoint (the store's faults, the
+Idempotency-Key under faults) are one unit too: they take turns on one endpoint of their
+worker's (tests/conftest.py's `faulted_cosmos`), which each worker that ran one of them would
+start.
 
 xdist's own `--dist loadgroup` cannot say this: it names a grouped test `<nodeid>@<group>`,
 which pytest 9's items no longer take (`Item.nodeid` is read-only), and it spreads every other
@@ -35,12 +39,16 @@ __all__ = ["GROUPS", "LONG_UNITS", "FilesAndGroups", "longest_first", "unit"]
 
 _PACKAGE = "packages/cosmos-outbox/tests/"
 _ON_THE_SERVICES = "cosmos-outbox adapters, relay, scheduled events and test kit"
-#: The folders whose modules are one unit each group (by the start of their node ids).
+_ON_THE_FAULTED_COSMOS = "the Contacts' modules on the faulted Cosmos DB endpoint"
+#: The folders and modules whose modules are one unit each group (by the start of their node
+#: ids).
 GROUPS: dict[str, str] = {
     f"{_PACKAGE}adapters/": _ON_THE_SERVICES,
     f"{_PACKAGE}relay/": _ON_THE_SERVICES,
     f"{_PACKAGE}scheduled/": _ON_THE_SERVICES,
     f"{_PACKAGE}testing/": _ON_THE_SERVICES,
+    "tests/contacts/store/test_cosmos_faults.py": _ON_THE_FAULTED_COSMOS,
+    "tests/contacts/outbox/test_idempotency_key_under_faults.py": _ON_THE_FAULTED_COSMOS,
 }
 
 
@@ -52,7 +60,7 @@ LONG_UNITS: dict[str, int] = {
     _ON_THE_SERVICES: 308,  # its two units' (168 s and 140 s), added
     "tests/contacts/outbox/test_console_in_a_browser.py": 95,
     "tests/contacts/outbox/test_outbox_guarantees.py": 67,
-    "tests/contacts/outbox/test_idempotency_key_under_faults.py": 61,
+    _ON_THE_FAULTED_COSMOS: 66,  # the Idempotency-Key's 61 s and the store's faults' 5 s
     "tests/contacts/outbox/test_claim_check.py": 43,
     "tests/contacts/outbox/test_recovery_end_to_end.py": 41,
     "tests/contacts/outbox/test_scale_out_chaos.py": 40,

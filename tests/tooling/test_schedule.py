@@ -1,8 +1,9 @@
 """The suite's xdist units (tools/schedule.py): a module each, except cosmos-outbox's modules on
 its session services (`funcstack_services`), whose folders are one unit, so that one worker
-starts those services, not one per worker that runs such a module. A module on them outside
-those folders would be a unit of its own, and its worker would start them once more: it is
-named here."""
+starts those services, not one per worker that runs such a module, and the Contacts' modules
+on the faulted Cosmos DB endpoint (tests/conftest.py's `faulted_cosmos`), one unit for the same
+reason. A module on either outside its group would be a unit of its own, and its worker would
+start them once more: it is named here."""
 
 from __future__ import annotations
 
@@ -30,11 +31,14 @@ def test_a_module_is_its_own_unit_and_a_grouped_folder_is_one() -> None:
     assert relay == unit(f"{package}scheduled/test_on_funcstack.py::T::test_w") == adapters
     in_memory = f"{package}http_api/test_idempotency.py"
     assert unit(f"{in_memory}::test_v") == in_memory
-    assert len(set(GROUPS.values())) == 1
+    faults = unit("tests/contacts/store/test_cosmos_faults.py::test_a")
+    idempotency = "tests/contacts/outbox/test_idempotency_key_under_faults.py"
+    assert unit(f"{idempotency}::test_b") == faults != adapters
+    assert len(set(GROUPS.values())) == 2
 
 
 def test_every_module_on_the_session_services_is_in_a_group() -> None:
-    assert all((ROOT / folder).is_dir() for folder in GROUPS), GROUPS
+    assert all((ROOT / name).exists() for name in GROUPS), GROUPS
     outside = sorted(
         str(path.relative_to(ROOT))
         for path in PACKAGE_TESTS.rglob("test_*.py")
@@ -42,6 +46,17 @@ def test_every_module_on_the_session_services_is_in_a_group() -> None:
         and unit(str(path.relative_to(ROOT))) == str(path.relative_to(ROOT))
     )
     assert outside == [], f"on funcstack_services, in no group of tools/schedule.py: {outside}"
+
+
+def test_every_module_on_the_faulted_cosmos_db_endpoint_is_in_its_group() -> None:
+    modules = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if re.search(r"\bfaulted_cosmos: CosmosEndpoint\b", path.read_text("utf-8"))
+    )
+    assert modules, "no module on faulted_cosmos"
+    assert len({unit(module) for module in modules}) == 1, modules
+    assert all(unit(module) != module for module in modules), modules
 
 
 def test_the_long_units_go_first_longest_first_a_units_tests_together_in_their_order() -> None:
