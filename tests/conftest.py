@@ -26,6 +26,7 @@ from funcstack.cosmos import local_tls
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
     from funcstack.servicebus import ServiceBusEndpoint
+    from funcstack.services import LocalServices
     from tools.httpclient import Client
     from tools.stack import Stack
     from tools.target import Target
@@ -182,6 +183,25 @@ def faulted_cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CosmosE
     modules one unit, so that one worker starts it, not one per module."""
     with _start_cosmos(Path(tmp_path_factory.mktemp("faulted-cosmos"))) as endpoint:
         yield endpoint
+
+
+@pytest.fixture(scope="session")
+def claim_check_azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]:
+    """One Azurite for the test process's claim-check modules (the outbox's, the subscriber's),
+    one module after the other, started at its first connection: each stack's payload container
+    is one of its own (`Stack(shared_azurite=...)`), deleted when it stops. The outbox's outage
+    test stops it and starts it again on its ports, with its data (`stop_part("azurite")`,
+    `run_azurite()` of these services, which own it): tools/schedule.py makes the two modules
+    one unit, so that one worker starts it, not one per module, and none sees another's
+    outage."""
+    from funcstack.services import LocalServices
+
+    services = LocalServices(workdir=Path(tmp_path_factory.mktemp("claim-check-azurite")))
+    services.run_azurite()
+    try:
+        yield services
+    finally:
+        services.stop()
 
 
 @pytest.fixture(scope="session")

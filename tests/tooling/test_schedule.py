@@ -1,14 +1,17 @@
 """The suite's xdist units (tools/schedule.py): a module each, except cosmos-outbox's modules on
 its session services (`funcstack_services`), whose folders are one unit, so that one worker
 starts those services, not one per worker that runs such a module, and the Contacts' modules
-on the faulted Cosmos DB endpoint (tests/conftest.py's `faulted_cosmos`), one unit for the same
-reason. A module on either outside its group would be a unit of its own, and its worker would
-start them once more: it is named here."""
+on the faulted Cosmos DB endpoint and on the claim-check Azurite (tests/conftest.py's
+`faulted_cosmos`, `claim_check_azurite`), a unit each for the same reason. A module on either
+outside its group would be a unit of its own, and its worker would start them once more: it is
+named here."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
+
+import pytest
 
 from tools.schedule import GROUPS, LONG_UNITS, longest_first, unit
 
@@ -34,7 +37,10 @@ def test_a_module_is_its_own_unit_and_a_grouped_folder_is_one() -> None:
     faults = unit("tests/contacts/store/test_cosmos_faults.py::test_a")
     idempotency = "tests/contacts/outbox/test_idempotency_key_under_faults.py"
     assert unit(f"{idempotency}::test_b") == faults != adapters
-    assert len(set(GROUPS.values())) == 2
+    outbox, subscriber = "tests/contacts/outbox", "tests/subscriber"
+    claim_check = unit(f"{outbox}/test_claim_check.py::test_c")
+    assert unit(f"{subscriber}/test_claim_check.py::test_d") == claim_check != faults
+    assert len(set(GROUPS.values())) == 3
 
 
 def test_every_module_on_the_session_services_is_in_a_group() -> None:
@@ -48,13 +54,15 @@ def test_every_module_on_the_session_services_is_in_a_group() -> None:
     assert outside == [], f"on funcstack_services, in no group of tools/schedule.py: {outside}"
 
 
-def test_every_module_on_the_faulted_cosmos_db_endpoint_is_in_its_group() -> None:
+@pytest.mark.parametrize("fixture", ["faulted_cosmos", "claim_check_azurite"])
+def test_every_module_on_a_worker_endpoint_of_a_group_is_in_that_group(fixture: str) -> None:
+    """tests/conftest.py's endpoints that some modules take turns on, one per worker."""
     modules = sorted(
         str(path.relative_to(ROOT))
         for path in (ROOT / "tests").rglob("test_*.py")
-        if re.search(r"\bfaulted_cosmos: CosmosEndpoint\b", path.read_text("utf-8"))
+        if re.search(rf"\b{fixture}: \w+\b", path.read_text("utf-8"))
     )
-    assert modules, "no module on faulted_cosmos"
+    assert len(modules) > 1, modules
     assert len({unit(module) for module in modules}) == 1, modules
     assert all(unit(module) != module for module in modules), modules
 
