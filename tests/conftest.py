@@ -204,6 +204,45 @@ def claim_check_azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
         services.stop()
 
 
+#: How late `late_servicebus` acknowledges each send (the message is on the topic at once).
+LATE_SETTLE_MS = 1500
+_LATE_SERVICEBUS_LOG = pytest.StashKey[Path]()
+
+
+@pytest.fixture(scope="session")
+def late_servicebus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceBusEndpoint]:
+    """One Service Bus endpoint for the test process's modules whose relay is killed or paused
+    between a send and its acknowledgement (the claim check's killed relay, the scale-out
+    chaos): it acknowledges each send `LATE_SETTLE_MS` late, a setting of the endpoint's, so
+    not `shared_servicebus`; no test stops it. One module after the other, each stack on a
+    topic of its own (`Stack(shared_servicebus=...)`), each reading its own messages' lines in
+    its log (`late_servicebus_log`): tools/schedule.py makes those modules one unit, so that
+    one worker starts it, not one per module."""
+    from funcstack.servicebus import start_servicebus
+    from funcstack.services import free_port
+
+    log = Path(tmp_path_factory.mktemp("late-servicebus")) / "servicebus.log"
+    endpoint = start_servicebus(
+        port=free_port(), log_path=log, control=True, settle_delay_ms=LATE_SETTLE_MS
+    )
+    request.config.stash[_LATE_SERVICEBUS_LOG] = log
+    try:
+        yield endpoint
+    finally:
+        endpoint.stop()
+
+
+@pytest.fixture(scope="session")
+def late_servicebus_log(
+    request: pytest.FixtureRequest, late_servicebus: ServiceBusEndpoint
+) -> Path:
+    """The log of `late_servicebus` (every stack's lines on it: a test reads its own messages'
+    lines, by their ids)."""
+    return request.config.stash[_LATE_SERVICEBUS_LOG]
+
+
 @pytest.fixture(scope="session")
 def shared_servicebus(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory

@@ -85,9 +85,9 @@ def test_the_long_units_go_first_longest_first_a_units_tests_together_in_their_o
         f"{package}relay/test_relay.py::test_1",
         f"{package}scheduled/test_on_funcstack.py::test_1",
         f"{package}relay/test_relay.py::test_2",
-        "tests/contacts/outbox/test_console_in_a_browser.py::test_1",
-        "tests/contacts/outbox/test_scale_out_chaos.py::test_1",
+        "tests/contacts/outbox/test_scale_out_chaos.py::test_1",  # its unit: the claim checks'
         "tests/contacts/outbox/test_scale_out_chaos.py::test_2",
+        "tests/contacts/outbox/test_console_in_a_browser.py::test_1",
         "tests/repository/test_layering.py::test_1",
         "tests/repository/test_layering.py::test_2",
         "tests/repository/test_layering.py::test_3",

@@ -30,6 +30,7 @@ from funcstack.services import LocalServices
 from tests.contacts.manuscripts import Manuscript, text_of
 from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
+    dropped_as_duplicates,
     kill_relay_mid_batch,
     write_large_history,
 )
@@ -336,22 +337,29 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
 
 
 def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_blob(
-    tmp_path: Path, shared_cosmos: CosmosEndpoint, stack: Stack, claim_check_azurite: LocalServices
+    tmp_path: Path,
+    shared_cosmos: CosmosEndpoint,
+    stack: Stack,
+    claim_check_azurite: LocalServices,
+    late_servicebus: ServiceBusEndpoint,
+    late_servicebus_log: Path,
 ) -> None:
     """The relay stores the body, sends the batch holding its claim check, and is SIGKILLed
     while it waits for the acknowledgement (the endpoint answers 1.5 s late). The retry stores
     the same bytes under the same name and sends again; the topic drops the duplicate. A stack
-    of its own (its Service Bus endpoint answers late), on the module stack's Azurite (no test
-    stops it after the outage's), in a payload container of its own, deleted when it stops."""
+    of its own on the late Service Bus endpoint (tests/conftest.py's `late_servicebus`, which
+    the scale-out chaos uses after this module; a topic of its own) and the module stack's
+    Azurite (no test stops it after the outage's), in a payload container of its own, deleted
+    when it stops."""
     module_stack = stack
     azurite = claim_check_azurite.azurite  # as the outage test started it again
     with Stack(
-        shared_cosmos=shared_cosmos,  # its Service Bus endpoint is its own (it answers late)
+        shared_cosmos=shared_cosmos,
+        shared_servicebus=late_servicebus,  # it answers 1.5 s late
         shared_azurite=azurite,
         workdir=tmp_path / "stack",
         ports=Ports.free(),
         with_runner=False,
-        servicebus_settle_delay_ms=1500,
         settings_overrides={**RELAY, "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER},
     ) as stack:
         assert stack.servicebus is not None
@@ -361,17 +369,22 @@ def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_b
         assert ids[1] in {r.message_id for r in before}, "the claim check's send had landed"
         assert blobs(stack) == [f"manuscript/{manuscript}/{ids[1]}"]
         stack.start_runner()
+        topic = stack.settings()["SERVICEBUS_TOPIC"]
         rest = drain(
             stack.servicebus.connection_string,
+            topic=topic,
             until=count_at_least(total - len(before)),
             timeout=120,
             payloads=payloads(stack).get,
         )
-        rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+        rest += drain(
+            stack.servicebus.connection_string, topic=topic, until=lambda r: False, timeout=3
+        )
         sessions = once_in_order(before + rest)
         assert sum(len(m) for m in sessions.values()) == total
         assert [m.message_id for m in sessions[manuscript]] == ids
-        dropped = stack.log_path("servicebus").read_text().count("duplicate message id")
+        log = late_servicebus_log.read_text()
+        dropped = dropped_as_duplicates(log, {r.message_id for r in before})
         assert dropped >= len(before)  # the claim check's resend among them
         assert blobs(stack) == [f"manuscript/{manuscript}/{ids[1]}"]  # one blob
         body = payloads(stack).get(payloads(stack).reference(blobs(stack)[0]))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 import uuid
@@ -227,16 +228,23 @@ def write_large_history(stack: Stack) -> int:
     return total
 
 
+def dropped_as_duplicates(log: str, message_ids: Collection[str]) -> int:
+    """How many of `message_ids` a Service Bus endpoint's log names as dropped duplicates (on
+    an endpoint shared by several stacks, the lines of this test's own messages)."""
+    ids = set(message_ids)
+    return sum(m[1] in ids for m in re.finditer(r"duplicate message id (\S+) dropped", log))
+
+
 def kill_relay_mid_batch(stack: Stack, total: int) -> list[Received]:
     """Start the relay, let its first send land, kill it while it waits for that send's ack
     (the endpoint acknowledges 1.5 s late): its later sends never happen, its lease never
     moves. Returns what was received before and just after the kill."""
     assert stack.servicebus is not None
     runner = stack.start_runner()
-    conn = stack.servicebus.connection_string
-    before = drain(conn, until=lambda r: len(r) > 0, timeout=60)  # the first send landed
+    conn, topic = stack.servicebus.connection_string, stack.settings()["SERVICEBUS_TOPIC"]
+    before = drain(conn, topic=topic, until=lambda r: len(r) > 0, timeout=60)  # the first send
     runner.kill()
-    before += drain(conn, until=lambda r: False, timeout=3)
+    before += drain(conn, topic=topic, until=lambda r: False, timeout=3)
     assert 0 < len(before) < total, "the kill did not land mid-invocation"
     return before
 
@@ -496,8 +504,8 @@ def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(late: Late) -
     assert len(events) == total  # the store kept them
     assert_exactly_once_in_order(before + rest, events)
     log = stack.log_path("servicebus").read_text()
-    dropped = sum(f"duplicate message id {r.message_id} dropped" in log for r in before)
-    assert dropped == len(before)  # each message accepted before the kill came again, dropped
+    dropped = dropped_as_duplicates(log, {r.message_id for r in before})
+    assert dropped >= len(before)  # each message accepted before the kill came again, dropped
     record(
         "resend_after_stack_restart",
         {
