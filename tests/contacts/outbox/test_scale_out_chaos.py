@@ -462,7 +462,7 @@ def test_scaled_out_under_splits_kills_and_pauses_nothing_lost_nothing_twice_in_
     # the figures
     dropped = dropped_as_duplicates(  # its own messages' resends (ids: the events')
         late_servicebus_log.read_text("utf-8", "replace"),
-        {event_fields(e).event_id for e in events},
+        {str(event_fields(e).event_id) for e in events},
     )
     relayed = relay_counts(app, relay)
     # the faults caught the relay between sends and checkpoints: a takeover resends what was
