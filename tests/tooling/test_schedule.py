@@ -9,6 +9,7 @@ named here."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,7 @@ def test_every_module_on_the_session_services_is_in_a_group() -> None:
     assert outside == [], f"on funcstack_services, in no group of tools/schedule.py: {outside}"
 
 
-@pytest.mark.parametrize("fixture", ["faulted_cosmos", "claim_check_azurite"])
+@pytest.mark.parametrize("fixture", ["faulted_cosmos", "claim_check_azurite", "late_servicebus"])
 def test_every_module_on_a_worker_endpoint_of_a_group_is_in_that_group(fixture: str) -> None:
     """tests/conftest.py's endpoints that some modules take turns on, one per worker."""
     modules = sorted(
@@ -101,3 +102,24 @@ def test_every_long_unit_named_is_a_group_or_a_module_that_exists() -> None:
         name for name in LONG_UNITS if name not in GROUPS.values() and not (ROOT / name).is_file()
     ]
     assert missing == [], f"tools/schedule.py's LONG_UNITS names what is not there: {missing}"
+
+
+def test_a_units_endpoint_starts_once_and_stops_with_the_unit() -> None:
+    """tests/conftest.py's `UnitEndpoints`: one start for the unit's modules; after the unit's
+    end (`close`), a module that asks again gets a new one."""
+    from tests.conftest import UnitEndpoints
+
+    started: list[int] = []
+    stopped: list[int] = []
+
+    def start() -> tuple[int, Callable[[], None]]:
+        n = len(started)
+        started.append(n)
+        return n, lambda: stopped.append(n)
+
+    endpoints = UnitEndpoints()
+    assert endpoints.get("late", start) == endpoints.get("late", start) == 0
+    assert (started, stopped) == ([0], [])
+    endpoints.close()
+    assert stopped == [0]
+    assert endpoints.get("late", start) == 1
