@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 from hypothesis import settings
@@ -26,6 +26,7 @@ from funcstack.cosmos import local_tls
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
     from funcstack.servicebus import ServiceBusEndpoint
+    from funcstack.services import LocalServices
     from tools.httpclient import Client
     from tools.stack import Stack
     from tools.target import Target
@@ -170,6 +171,134 @@ def shared_cosmos(
         return
     with _start_cosmos(Path(tmp_path_factory.mktemp("shared-cosmos"))) as endpoint:
         yield endpoint
+
+
+class UnitEndpoints:
+    """The endpoints the modules of one xdist unit take turns on (`faulted_cosmos`,
+    `claim_check_azurite`, `late_servicebus`; tools/schedule.py's `GROUPS`): each started when
+    a module first asks for it, and stopped once the worker's next test is in another unit
+    (`pytest_runtest_teardown`), not left idle until the worker ends. Where those modules do not
+    run one after another (a run without the units' order), a module that asks after the stop
+    gets a new one."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, tuple[object, Callable[[], None]]] = {}
+
+    def get[T](self, name: str, start: Callable[[], tuple[T, Callable[[], None]]]) -> T:
+        """`name`'s endpoint: the open one, or `start()`'s (the endpoint and how to stop it)."""
+        if name not in self._open:
+            self._open[name] = start()
+        return cast(T, self._open[name][0])
+
+    def close(self) -> None:
+        opened, self._open = self._open, {}
+        for _, stop in opened.values():
+            stop()
+
+
+_UNIT_ENDPOINTS = pytest.StashKey[UnitEndpoints]()
+
+
+def _unit_endpoints(config: pytest.Config) -> UnitEndpoints:
+    if _UNIT_ENDPOINTS not in config.stash:
+        config.stash[_UNIT_ENDPOINTS] = UnitEndpoints()
+    return config.stash[_UNIT_ENDPOINTS]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    """After a test's teardown (its module's stacks stopped when its module ends): the unit's
+    endpoints stopped if the next test is in another unit, or there is none."""
+    yield
+    endpoints = item.config.stash.get(_UNIT_ENDPOINTS, None)
+    if endpoints is None:
+        return
+    from tools.schedule import unit
+
+    if nextitem is None or unit(nextitem.nodeid) != unit(item.nodeid):
+        endpoints.close()
+
+
+@pytest.fixture(scope="module")
+def faulted_cosmos(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> CosmosEndpoint:
+    """One Cosmos DB endpoint for the test process's modules that fault or freeze theirs (the
+    store's faults, the Idempotency-Key under faults), one module after another: each stack on
+    a database of its own (`Stack(shared_cosmos=...)`), each test clearing its faults and
+    thawing it before it ends. Not `shared_cosmos`: a fault or a pause is the endpoint's, and
+    that one serves the other workers' stacks at the same time. tools/schedule.py makes those
+    modules one unit, so that one worker starts it, not one per module (`UnitEndpoints`)."""
+
+    def start() -> tuple[CosmosEndpoint, Callable[[], None]]:
+        endpoint = _start_cosmos(Path(tmp_path_factory.mktemp("faulted-cosmos")))
+        return endpoint, endpoint.stop
+
+    return _unit_endpoints(request.config).get("faulted_cosmos", start)
+
+
+@pytest.fixture(scope="module")
+def claim_check_azurite(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> LocalServices:
+    """One Azurite for the test process's claim-check modules (the outbox's, the subscriber's),
+    one module after the other, started at its first connection: each stack's payload container
+    is one of its own (`Stack(shared_azurite=...)`), deleted when it stops. The outbox's outage
+    test stops it and starts it again on its ports, with its data (`stop_part("azurite")`,
+    `run_azurite()` of these services, which own it): tools/schedule.py makes the two modules
+    one unit, so that one worker starts it, not one per module, and none sees another's outage
+    (`UnitEndpoints`)."""
+    from funcstack.services import LocalServices
+
+    def start() -> tuple[LocalServices, Callable[[], None]]:
+        services = LocalServices(workdir=Path(tmp_path_factory.mktemp("claim-check-azurite")))
+        services.run_azurite()
+        return services, services.stop
+
+    return _unit_endpoints(request.config).get("claim_check_azurite", start)
+
+
+#: How late `late_servicebus` acknowledges each send (the message is on the topic at once).
+LATE_SETTLE_MS = 1500
+
+
+@pytest.fixture(scope="module")
+def late_servicebus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> ServiceBusEndpoint:
+    """One Service Bus endpoint for the test process's modules whose relay is killed or paused
+    between a send and its acknowledgement (the claim check's killed relay, the scale-out
+    chaos): it acknowledges each send `LATE_SETTLE_MS` late, a setting of the endpoint's, so
+    not `shared_servicebus`; no test stops it. One module after the other, each stack on a
+    topic of its own (`Stack(shared_servicebus=...)`), each reading its own messages' lines in
+    its log (`late_servicebus_log`): tools/schedule.py makes those modules one unit, so that
+    one worker starts it, not one per module (`UnitEndpoints`)."""
+    return _late_servicebus(request, tmp_path_factory)[0]
+
+
+@pytest.fixture(scope="module")
+def late_servicebus_log(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """The log of `late_servicebus` (every stack's lines on it: a test reads its own messages'
+    lines, by their ids)."""
+    return _late_servicebus(request, tmp_path_factory)[1]
+
+
+def _late_servicebus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[ServiceBusEndpoint, Path]:
+    def start() -> tuple[tuple[ServiceBusEndpoint, Path], Callable[[], None]]:
+        from funcstack.servicebus import start_servicebus
+        from funcstack.services import free_port
+
+        log = Path(tmp_path_factory.mktemp("late-servicebus")) / "servicebus.log"
+        endpoint = start_servicebus(
+            port=free_port(), log_path=log, control=True, settle_delay_ms=LATE_SETTLE_MS
+        )
+        return (endpoint, log), endpoint.stop
+
+    return _unit_endpoints(request.config).get("late_servicebus", start)
 
 
 @pytest.fixture(scope="session")

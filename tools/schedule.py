@@ -7,7 +7,14 @@ that one worker starts them (3 stand-ins), not one per worker that runs such a m
 modules stop, restart, freeze and fault those services one test at a time, as they did in two
 units of their own (each of those services started once per unit); one unit runs them one after
 another. One unit of about 310 s of wall time (the two were 168 s and 140 s on a quiet
-machine), handed out first, is below a worker's share of the suite (about 480 s).
+machine), handed out first, is below a worker's share of the suite (about 480 s). The
+Contacts' two modules that fault or freeze their Cosmos DB endpoint (the store's faults, the
+Idempotency-Key under faults) are one unit too: they take turns on one endpoint of their
+worker's (tests/conftest.py's `faulted_cosmos`), which each worker that ran one of them would
+start; so are the two claim-check modules (the outbox's, which stops its Azurite once, then the
+subscriber's) on their worker's Azurite (`claim_check_azurite`), with the scale-out chaos,
+whose Service Bus endpoint answers 1.5 s late as the outbox claim check's killed relay's does
+(`late_servicebus`).
 
 xdist's own `--dist loadgroup` cannot say this: it names a grouped test `<nodeid>@<group>`,
 which pytest 9's items no longer take (`Item.nodeid` is read-only), and it spreads every other
@@ -35,12 +42,21 @@ __all__ = ["GROUPS", "LONG_UNITS", "FilesAndGroups", "longest_first", "unit"]
 
 _PACKAGE = "packages/cosmos-outbox/tests/"
 _ON_THE_SERVICES = "cosmos-outbox adapters, relay, scheduled events and test kit"
-#: The folders whose modules are one unit each group (by the start of their node ids).
+_ON_THE_FAULTED_COSMOS = "the Contacts' modules on the faulted Cosmos DB endpoint"
+_ON_THE_CLAIM_CHECK_AZURITE = "the claim-check modules and the scale-out chaos"
+#: The folders and modules whose modules are one unit each group (by the start of their node
+#: ids).
 GROUPS: dict[str, str] = {
     f"{_PACKAGE}adapters/": _ON_THE_SERVICES,
     f"{_PACKAGE}relay/": _ON_THE_SERVICES,
     f"{_PACKAGE}scheduled/": _ON_THE_SERVICES,
     f"{_PACKAGE}testing/": _ON_THE_SERVICES,
+    "tests/contacts/store/test_cosmos_faults.py": _ON_THE_FAULTED_COSMOS,
+    "tests/contacts/outbox/test_idempotency_key_under_faults.py": _ON_THE_FAULTED_COSMOS,
+    # the outbox's first: its outage's restart is then in the module that started the Azurite
+    "tests/contacts/outbox/test_claim_check.py": _ON_THE_CLAIM_CHECK_AZURITE,
+    "tests/contacts/outbox/test_scale_out_chaos.py": _ON_THE_CLAIM_CHECK_AZURITE,
+    "tests/subscriber/test_claim_check.py": _ON_THE_CLAIM_CHECK_AZURITE,
 }
 
 
@@ -52,10 +68,9 @@ LONG_UNITS: dict[str, int] = {
     _ON_THE_SERVICES: 308,  # its two units' (168 s and 140 s), added
     "tests/contacts/outbox/test_console_in_a_browser.py": 95,
     "tests/contacts/outbox/test_outbox_guarantees.py": 67,
-    "tests/contacts/outbox/test_idempotency_key_under_faults.py": 61,
-    "tests/contacts/outbox/test_claim_check.py": 43,
+    _ON_THE_FAULTED_COSMOS: 66,  # the Idempotency-Key's 61 s and the store's faults' 5 s
+    _ON_THE_CLAIM_CHECK_AZURITE: 101,  # the claim checks' 43 s and 18 s, the chaos' 40 s
     "tests/contacts/outbox/test_recovery_end_to_end.py": 41,
-    "tests/contacts/outbox/test_scale_out_chaos.py": 40,
     "tests/subscriber/test_subscriber.py": 32,
     "tests/repository/test_docs_run.py": 31,
     "tests/contacts/outbox/test_operating_the_outbox.py": 28,

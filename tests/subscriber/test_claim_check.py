@@ -19,6 +19,7 @@ import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox.blob import BlobPayloadStore
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.servicebus import ServiceBusEndpoint
+from funcstack.services import LocalServices
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -30,14 +31,18 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory,
     shared_cosmos: CosmosEndpoint,
     shared_servicebus: ServiceBusEndpoint,
+    claim_check_azurite: LocalServices,
 ) -> Iterator[Stack]:
+    """On the run's Cosmos DB and Service Bus endpoints and the claim-check modules' Azurite
+    (tests/conftest.py), each in a database, topic and payload container of its own: no test
+    here stops or faults them."""
     workdir = Path(tmp_path_factory.mktemp("subscriber-claim-check"))
     with Stack(
         shared_cosmos=shared_cosmos,
         shared_servicebus=shared_servicebus,
+        shared_azurite=claim_check_azurite.azurite,
         workdir=workdir / "stack",
         ports=Ports.free(),
-        with_azurite=True,
         with_subscriber=True,
         # The app's own feed poll delay (1 s): no test here times the relay or kills it
         # mid-send; idle, a stack polling every 100 ms took 4.8 % of a core, every 1 s 1.3 %

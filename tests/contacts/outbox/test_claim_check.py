@@ -26,9 +26,11 @@ from funcstack.cosmos import CosmosEndpoint
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
 from funcstack.servicebus import ServiceBusEndpoint
+from funcstack.services import LocalServices
 from tests.contacts.manuscripts import Manuscript, text_of
 from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
+    dropped_as_duplicates,
     kill_relay_mid_batch,
     write_large_history,
 )
@@ -120,17 +122,20 @@ def stack(
     tmp_path_factory: pytest.TempPathFactory,
     shared_cosmos: CosmosEndpoint,
     shared_servicebus: ServiceBusEndpoint,
+    claim_check_azurite: LocalServices,
 ) -> Iterator[Stack]:
-    """The module's stack, on the test process's endpoints (a topic of its own): Azurite is
-    its own (a test stops it); the test that kills the relay mid-send, last, has a stack of its
-    own (its Service Bus endpoint answers late) on this Azurite (`shared_azurite`)."""
+    """The module's stack, on the test process's endpoints (a topic of its own) and the
+    claim-check modules' Azurite (tests/conftest.py; a payload container of its own), which the
+    outage test stops and starts again (the subscriber's claim-check module, which shares it,
+    runs after this one in the same xdist unit); the test that kills the relay mid-send, last,
+    has a stack of its own (its Service Bus endpoint answers late) on that Azurite too."""
     workdir = Path(tmp_path_factory.mktemp("claim-check"))
     with Stack(
         shared_cosmos=shared_cosmos,
         shared_servicebus=shared_servicebus,
+        shared_azurite=claim_check_azurite.azurite,
         workdir=workdir / "stack",
         ports=Ports.free(),
-        with_azurite=True,
         with_subscriber=True,
         # the app's own feed poll delay (1 s): these tests do not time the relay (RELAY, 100 ms,
         # is the killed relay's stack's); idle, a stack polling every 100 ms took 4.8 % of a
@@ -154,6 +159,7 @@ def test_events_of_300_kb_and_1_5_mb_reach_a_subscriber_whole_once_in_order(
         payloads=payloads(stack).get,
     )
     sessions = once_in_order(received)
+    container = stack.settings()["OUTBOX_PAYLOAD_CONTAINER"]  # the stack's own on the Azurite
     for manuscript, ids in written:
         messages = sessions[manuscript]
         assert [m.message_id for m in messages] == ids  # every event, once, in version order
@@ -164,7 +170,7 @@ def test_events_of_300_kb_and_1_5_mb_reach_a_subscriber_whole_once_in_order(
         for claim in (big, bigger):
             assert claim.raw_size == 0 and claim.content_type == "application/json"
             assert claim.dataref is not None and claim.dataref.endswith(
-                f"/outbox-payloads/manuscript/{manuscript}/{claim.message_id}"
+                f"/{container}/manuscript/{manuscript}/{claim.message_id}"
             )
             assert claim.properties["manuscriptId"] == manuscript
         assert small.dataref is None and last.dataref is None
@@ -193,11 +199,13 @@ def test_events_of_300_kb_and_1_5_mb_reach_a_subscriber_whole_once_in_order(
     assert "offloaded (claim check)" in shown and "4 events" in shown
 
 
-def test_azurite_down_while_offloading_is_retried_and_nothing_is_lost(stack: Stack) -> None:
+def test_azurite_down_while_offloading_is_retried_and_nothing_is_lost(
+    stack: Stack, claim_check_azurite: LocalServices
+) -> None:
     assert stack.servicebus is not None
     log = stack.log_path("runner")
     failures_before = log.read_text("utf-8", "replace").count("PayloadStoreError")
-    stack.stop_part("azurite")
+    claim_check_azurite.stop_part("azurite")
     try:
         manuscript, ids = write(stack, [400 * KB, 100], "outage")
         wait_for(
@@ -206,7 +214,8 @@ def test_azurite_down_while_offloading_is_retried_and_nothing_is_lost(stack: Sta
             "a relay invocation failing on the payload store",
         )
     finally:
-        stack.run_azurite()  # on its ports, with its data: the trigger's retry goes through
+        # on its ports, with its data: the trigger's retry goes through
+        claim_check_azurite.run_azurite()
     received = drain(
         stack.servicebus.connection_string,
         topic=stack.settings()["SERVICEBUS_TOPIC"],
@@ -328,21 +337,29 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
 
 
 def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_blob(
-    tmp_path: Path, shared_cosmos: CosmosEndpoint, stack: Stack
+    tmp_path: Path,
+    shared_cosmos: CosmosEndpoint,
+    stack: Stack,
+    claim_check_azurite: LocalServices,
+    late_servicebus: ServiceBusEndpoint,
+    late_servicebus_log: Path,
 ) -> None:
     """The relay stores the body, sends the batch holding its claim check, and is SIGKILLed
     while it waits for the acknowledgement (the endpoint answers 1.5 s late). The retry stores
     the same bytes under the same name and sends again; the topic drops the duplicate. A stack
-    of its own (its Service Bus endpoint answers late), on the module stack's Azurite (no test
-    stops it after the outage's), in a payload container of its own, deleted when it stops."""
+    of its own on the late Service Bus endpoint (tests/conftest.py's `late_servicebus`, which
+    the scale-out chaos uses after this module; a topic of its own) and the module stack's
+    Azurite (no test stops it after the outage's), in a payload container of its own, deleted
+    when it stops."""
     module_stack = stack
+    azurite = claim_check_azurite.azurite  # as the outage test started it again
     with Stack(
-        shared_cosmos=shared_cosmos,  # its Service Bus endpoint is its own (it answers late)
-        shared_azurite=module_stack.azurite,
+        shared_cosmos=shared_cosmos,
+        shared_servicebus=late_servicebus,  # it answers 1.5 s late
+        shared_azurite=azurite,
         workdir=tmp_path / "stack",
         ports=Ports.free(),
         with_runner=False,
-        servicebus_settle_delay_ms=1500,
         settings_overrides={**RELAY, "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER},
     ) as stack:
         assert stack.servicebus is not None
@@ -352,23 +369,28 @@ def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_b
         assert ids[1] in {r.message_id for r in before}, "the claim check's send had landed"
         assert blobs(stack) == [f"manuscript/{manuscript}/{ids[1]}"]
         stack.start_runner()
+        topic = stack.settings()["SERVICEBUS_TOPIC"]
         rest = drain(
             stack.servicebus.connection_string,
+            topic=topic,
             until=count_at_least(total - len(before)),
             timeout=120,
             payloads=payloads(stack).get,
         )
-        rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+        rest += drain(
+            stack.servicebus.connection_string, topic=topic, until=lambda r: False, timeout=3
+        )
         sessions = once_in_order(before + rest)
         assert sum(len(m) for m in sessions.values()) == total
         assert [m.message_id for m in sessions[manuscript]] == ids
-        dropped = stack.log_path("servicebus").read_text().count("duplicate message id")
+        log = late_servicebus_log.read_text()
+        dropped = dropped_as_duplicates(log, {r.message_id for r in before})
         assert dropped >= len(before)  # the claim check's resend among them
         assert blobs(stack) == [f"manuscript/{manuscript}/{ids[1]}"]  # one blob
         body = payloads(stack).get(payloads(stack).reference(blobs(stack)[0]))
         assert json.loads(body) == stored(stack, ids[1], manuscript)
         own = stack.payload_container()
     # stopped: its container deleted, the module stack's Azurite and container left as they were
-    assert module_stack.azurite is not None and not module_stack.azurite.stopped
+    assert azurite is not None and not azurite.stopped
     assert not own.exists() and module_stack.payload_container().exists()
     assert own.container_name != module_stack.payload_container().container_name

@@ -5,9 +5,12 @@ new. And the chaos run: writers retrying every write on 5xx and timeouts with th
 the worker is killed, the host restarted and the store paused: one contact per create key, each
 contact's events exactly its versions, each event once on the topic.
 
-One stack for the module, the chaos run last on it. Its Cosmos DB endpoint is its own: the
-tests freeze it (SIGSTOP) and kill the worker between its flights to it, and a frozen shared
-endpoint would stall every other stack of the run. Service Bus is the run's
+One stack for the module, the chaos run last on it. Its Cosmos DB endpoint is not the run's
+shared one: the tests freeze it (SIGSTOP) and kill the worker between its flights to it, and a
+frozen shared endpoint would stall every other stack of the run. It is the test process's
+faulted one (`faulted_cosmos` of tests/conftest.py), in a database of its own, which the
+store's fault module faults after or before this one, never at once (one xdist unit:
+tools/schedule.py). Service Bus is the run's
 (`shared_servicebus`, a topic of the stack's own): no test stops, freezes or slows it, and each
 counts only its topic's messages."""
 
@@ -28,6 +31,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.documents import IDEMPOTENCY_TYPE
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.servicebus import ServiceBusEndpoint
 from tests.contacts.faults import (
     commit_then_kill_worker,
@@ -85,11 +89,14 @@ def topic(stack: Stack) -> str:
 
 @pytest.fixture(scope="module")
 def stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_servicebus: ServiceBusEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    faulted_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
     with Stack(
         workdir=tmp_path_factory.mktemp("idempotency"),
         ports=Ports.free(),
+        shared_cosmos=faulted_cosmos,
         shared_servicebus=shared_servicebus,
         settings_overrides=QUIET,
     ) as s:

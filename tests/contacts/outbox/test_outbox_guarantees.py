@@ -4,21 +4,25 @@ their own contacts only (the stored events of those partitions, the messages of 
 sessions), so that they run unchanged against a deployed app (`--deployed`: `relay_target`).
 
 The tests without faults share the module's stack on the run's endpoints (`shared_cosmos`,
-`shared_servicebus`: a database and a topic of its own). The relay killed mid-send and Service
-Bus stopped while writes go on share a stack whose Service Bus endpoint is its own (the one
-answers 1.5 s late, the other stops it) and keeps its state across the stop, as a namespace does
-across an outage: the kill first, on the store as it wrote it, then the outage, which follows its
-own contacts. The whole stack restarted on its state has endpoints of its own."""
+`shared_servicebus`: a database and a topic of its own). The relay killed mid-send, the whole stack
+restarted on its state and Service Bus stopped while writes go on share a stack whose endpoints
+are its own (the first two kill the relay while Service Bus answers 1.5 s late, the second
+restarts Cosmos DB and Service Bus, the third stops Service Bus) and keep their state across a
+stop, as an account and a namespace do: the kill first, on the store as it wrote it, then the
+restart, which sets aside what the kill wrote, then the outage, which follows its own
+contacts."""
 
 from __future__ import annotations
 
 import json
 import random
+import re
 import threading
 import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -224,16 +228,23 @@ def write_large_history(stack: Stack) -> int:
     return total
 
 
+def dropped_as_duplicates(log: str, message_ids: Collection[str]) -> int:
+    """How many of `message_ids` a Service Bus endpoint's log names as dropped duplicates (on
+    an endpoint shared by several stacks, the lines of this test's own messages)."""
+    ids = set(message_ids)
+    return sum(m[1] in ids for m in re.finditer(r"duplicate message id (\S+) dropped", log))
+
+
 def kill_relay_mid_batch(stack: Stack, total: int) -> list[Received]:
     """Start the relay, let its first send land, kill it while it waits for that send's ack
     (the endpoint acknowledges 1.5 s late): its later sends never happen, its lease never
     moves. Returns what was received before and just after the kill."""
     assert stack.servicebus is not None
     runner = stack.start_runner()
-    conn = stack.servicebus.connection_string
-    before = drain(conn, until=lambda r: len(r) > 0, timeout=60)  # the first send landed
+    conn, topic = stack.servicebus.connection_string, stack.settings()["SERVICEBUS_TOPIC"]
+    before = drain(conn, topic=topic, until=lambda r: len(r) > 0, timeout=60)  # the first send
     runner.kill()
-    before += drain(conn, until=lambda r: False, timeout=3)
+    before += drain(conn, topic=topic, until=lambda r: False, timeout=3)
     assert 0 < len(before) < total, "the kill did not land mid-invocation"
     return before
 
@@ -246,50 +257,6 @@ FAST_TAKEOVER = {
     "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL": "5000",
 }
 RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER}
-
-
-@pytest.mark.local_stack("the relay killed, the whole stack restarted from its kept state")
-def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Path) -> None:
-    """`make run`'s state across a restart: the relay is killed mid-batch, the whole local
-    stack stops and starts again from .stack/state. The relay resumes from its stored lease,
-    resends what the topic already accepted, and the topic's restored duplicate-detection
-    history drops it: every event once, in order."""
-    workdir, state = tmp_path / "stack", tmp_path / "state"
-    with Stack(
-        workdir=workdir,
-        ports=Ports.free(),
-        with_runner=False,
-        state_dir=state,
-        servicebus_settle_delay_ms=1500,
-        settings_overrides=RELAY_SETTINGS,
-    ) as stack:
-        total = write_large_history(stack)
-        before = kill_relay_mid_batch(stack, total)
-    with Stack(
-        workdir=workdir, ports=Ports.free(), state_dir=state, settings_overrides=RELAY_SETTINGS
-    ) as stack:
-        assert stack.servicebus is not None
-        rest = drain(
-            stack.servicebus.connection_string,
-            until=count_at_least(total - len(before)),
-            timeout=120,
-        )
-        rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
-        events = stored_events(stack)
-        assert len(events) == total  # the store kept them
-        assert_exactly_once_in_order(before + rest, events)
-        dropped = (workdir / "servicebus.log").read_text().count("duplicate message id")
-        assert dropped >= len(before)
-    record(
-        "resend_after_stack_restart",
-        {
-            "events": total,
-            "received_before_restart": len(before),
-            "received_after_restart": len(rest),
-            "resends_dropped_as_duplicates": dropped,
-            "duplicates_received": 0,
-        },
-    )
 
 
 @pytest.mark.local_stack(
@@ -430,28 +397,52 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
 # -- the late stack: its Service Bus endpoint its own, acknowledging 1.5 s late ---------------
 
 
-@pytest.fixture(scope="module")
-def late_stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
-) -> Iterator[Stack]:
-    """A stack whose Service Bus endpoint is its own and acknowledges 1.5 s late, the relay not
-    started: the relay killed mid-send's test, then Service Bus stopped while writes go on.
+@dataclass
+class Late:
+    """The late stack (`late_stack`): its folder, its kept state, and the stack now running on
+    them (the whole stack restarted replaces it)."""
 
-    The endpoint keeps its state (a state file): stopped and started again, it still holds what
-    it accepted and its duplicate-detection history, as a namespace does across an outage. An
-    endpoint in memory starts empty, and a message on the topic whose acknowledgement was still
-    pending at the stop is accepted a second time when the relay sends it again."""
+    workdir: Path
+    state: Path
+    stack: Stack | None = None
+
+    def start(self, *, with_runner: bool) -> Stack:
+        self.stack = Stack(
+            workdir=self.workdir,
+            ports=Ports.free(),
+            with_runner=with_runner,
+            state_dir=self.state,
+            servicebus_settle_delay_ms=1500,
+            settings_overrides=RELAY_SETTINGS,
+        ).start()
+        return self.stack
+
+
+@pytest.fixture(scope="module")
+def late(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Late]:
+    """A stack whose endpoints are its own and keep their state (a state folder), its Service
+    Bus endpoint acknowledging 1.5 s late, the relay not started: the relay killed mid-send's
+    test, then the whole stack restarted on its state, then Service Bus stopped while writes go
+    on. Its Cosmos DB endpoint is its own: the whole stack's restart starts it again.
+
+    Service Bus keeps its state: stopped and started again, it still holds what it accepted and
+    its duplicate-detection history, as a namespace does across an outage. An endpoint in
+    memory starts empty, and a message on the topic whose acknowledgement was still pending at
+    the stop is accepted a second time when the relay sends it again."""
     workdir = tmp_path_factory.mktemp("late")
-    with Stack(
-        shared_cosmos=shared_cosmos,
-        workdir=workdir / "stack",
-        ports=Ports.free(),
-        with_runner=False,
-        state_dir=workdir / "state",  # the Service Bus endpoint's (Cosmos DB is the run's)
-        servicebus_settle_delay_ms=1500,
-        settings_overrides=RELAY_SETTINGS,
-    ) as stack:
-        yield stack
+    late = Late(workdir / "stack", workdir / "state")
+    try:
+        late.start(with_runner=False)
+        yield late
+    finally:
+        if late.stack is not None:
+            late.stack.stop()
+
+
+@pytest.fixture
+def late_stack(late: Late) -> Stack:
+    assert late.stack is not None
+    return late.stack
 
 
 @pytest.mark.local_stack("the relay's host killed mid-batch; the endpoint's log read")
@@ -485,12 +476,55 @@ def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(late_stac
     )
 
 
+@pytest.mark.local_stack("the relay killed, the whole stack restarted from its kept state")
+def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(late: Late) -> None:
+    """`make run`'s state across a restart: the relay is killed mid-batch, the whole local
+    stack stops and starts again from .stack/state. The relay resumes from its stored lease,
+    resends what the topic already accepted, and the topic's restored duplicate-detection
+    history drops it: every event once, in order. On the late stack after the relay killed
+    mid-send (its relay stopped first; what that test wrote is set aside by id, and the topic
+    holds none of it)."""
+    stack = late.stack
+    assert stack is not None and stack.servicebus is not None
+    if stack.runner is not None:
+        stack.stop_runner()  # its leases released, its checkpoints at that test's last event
+    earlier = {e["id"] for e in stored_events(stack)}
+    total = write_large_history(stack)
+    before = kill_relay_mid_batch(stack, total)
+    stack.stop()
+    stack = late.start(with_runner=True)
+    assert stack.servicebus is not None
+    rest = drain(
+        stack.servicebus.connection_string,
+        until=count_at_least(total - len(before)),
+        timeout=120,
+    )
+    rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+    events = [e for e in stored_events(stack) if e["id"] not in earlier]
+    assert len(events) == total  # the store kept them
+    assert_exactly_once_in_order(before + rest, events)
+    log = stack.log_path("servicebus").read_text()
+    dropped = dropped_as_duplicates(log, {r.message_id for r in before})
+    assert dropped >= len(before)  # each message accepted before the kill came again, dropped
+    record(
+        "resend_after_stack_restart",
+        {
+            "events": total,
+            "received_before_restart": len(before),
+            "received_after_restart": len(rest),
+            "resends_dropped_as_duplicates": dropped,
+            "duplicates_received": 0,
+        },
+    )
+
+
 @pytest.mark.local_stack("Service Bus stopped and started again")
 def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack) -> None:
-    """On the late stack, after the relay killed mid-send (its relay started again): the
-    outage's writes go through the API and are counted by their own contacts. Service Bus stops
-    while a message is on the topic and its acknowledgement still pending (the endpoint answers
-    1.5 s late): the relay sends it again after the restart, and the topic drops it."""
+    """On the late stack, after the whole stack restarted on its state (its relay started
+    again): the outage's writes go through the API and are counted by their own contacts.
+    Service Bus stops while a message is on the topic and its acknowledgement still pending (the
+    endpoint answers 1.5 s late): the relay sends it again after the restart, and the topic
+    drops it."""
     stack = late_stack
     assert stack.servicebus is not None and stack.runner is not None
     client = Client(stack.api_url)

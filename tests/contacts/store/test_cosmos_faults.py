@@ -1,8 +1,11 @@
 """Cosmos throttling and outages injected for real at the endpoint: the SDK's own retries
 absorb short bursts; beyond them the API answers 429/503 with Retry-After and writes nothing.
 
-A fault is the endpoint's, not a database's: these tests' stack has a Cosmos DB endpoint of
-its own (the run's shared one serves the other workers' stacks at the same time)."""
+A fault is the endpoint's, not a database's: these tests' stack is not on the run's shared
+Cosmos DB endpoint (it serves the other workers' stacks at the same time) but on the test
+process's faulted one (`faulted_cosmos` of tests/conftest.py), in a database of its own, which
+the Idempotency-Key module freezes after or before this one, never at once (one xdist unit:
+tools/schedule.py); each test clears its faults before it ends."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.servicebus import ServiceBusEndpoint
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
@@ -18,7 +22,7 @@ from tools.target import LocalTarget
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.local_stack("it injects faults at its own Cosmos DB endpoint"),
+    pytest.mark.local_stack("it injects faults at a Cosmos DB endpoint of the test process's"),
 ]
 
 ADA = {"firstName": "Thr", "lastName": "Ottle", "email": "t@example.com", "companyName": "C"}
@@ -26,13 +30,17 @@ ADA = {"firstName": "Thr", "lastName": "Ottle", "email": "t@example.com", "compa
 
 @pytest.fixture(scope="module")
 def own_stack(
-    tmp_path_factory: pytest.TempPathFactory, shared_servicebus: ServiceBusEndpoint
+    tmp_path_factory: pytest.TempPathFactory,
+    faulted_cosmos: CosmosEndpoint,
+    shared_servicebus: ServiceBusEndpoint,
 ) -> Iterator[Stack]:
-    """The Contacts app on a Cosmos DB endpoint of its own; as the session stack's, its feed
-    polled every 5 s and its backlog timer idle (nothing here waits for the relay)."""
+    """The Contacts app on the faulted Cosmos DB endpoint, in a database of its own; as the
+    session stack's, its feed polled every 5 s and its backlog timer idle (nothing here waits
+    for the relay)."""
     with Stack(
         workdir=Path(tmp_path_factory.mktemp("faults")),
         ports=Ports.free(),
+        shared_cosmos=faulted_cosmos,
         shared_servicebus=shared_servicebus,
         settings_overrides={
             "FEED_POLL_DELAY_MS": "5000",

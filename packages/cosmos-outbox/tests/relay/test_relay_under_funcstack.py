@@ -2,7 +2,9 @@
 docs/relay-anywhere.md (Locally, beside the app) shows it: two relay processes beside the
 relay app (its trigger and timer disabled), with the app's settings from funcstack, ready once
 their /ready answers; they share the leases under their instance names; Ctrl-C ends each with
-its leases released (the processes stop before Cosmos DB does). Killing, pausing and adding
+its leases released (the processes stop before Cosmos DB does). The relay's claim check is off
+and the stack declares no storage: no Azurite starts (the claim check's start is held by
+test_hosted_relay.py and the Contacts' claim check). Killing, pausing and adding
 instances is funcstack's part, tested there with a tiny script (test_cli_processes.py)."""
 
 from __future__ import annotations
@@ -59,12 +61,16 @@ def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_t
         {
             "AzureWebJobs.relay_events.Disabled": "true",
             "AzureWebJobs.outbox_backlog.Disabled": "true",
+            # no claim check: the relay would check its payload container before it first
+            # relays, and that first connection would start an Azurite, which nothing here holds
+            "OUTBOX_PAYLOAD_MAX_BYTES": "0",
         }
     )
     (app / "local.settings.sample.json").write_text(json.dumps(sample))
     config = json.loads((TESTS / "fixtures" / "funcstack.json").read_text())
     [outbox] = [c for c in config["Cosmos"]["Databases"][0]["Containers"] if c["Name"] == "outbox"]
     outbox["PhysicalPartitions"] = 2  # two leases: one each
+    del config["Storage"]  # none declared: none provisioned, so no Azurite started
     (tmp_path / "funcstack.json").write_text(json.dumps(config))
     # the settings are the app's, from funcstack: none of this machine's
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COSMOS", "Cosmos"))}
