@@ -90,6 +90,17 @@ def database(client: CosmosClient) -> Iterator[DatabaseProxy]:
 
 
 @pytest.fixture
+def other_database(client: CosmosClient) -> Iterator[DatabaseProxy]:
+    """A second database of the test's own (what a scoped control call must leave alone)."""
+    name = unique("db")
+    db = client.create_database_if_not_exists(name)
+    try:
+        yield db
+    finally:
+        client.delete_database(name)
+
+
+@pytest.fixture
 def container(database: DatabaseProxy) -> ContainerProxy:
     """Container as the app uses it: partition key /partitionKey, defaultTtl -1."""
     return database.create_container_if_not_exists(
