@@ -38,8 +38,9 @@ from .conftest import CONFIG, Target, entities
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 KB = 1024
-QUEUE = "q"
-SESSION_QUEUE = "sq"
+#: Names of this module's own on the shared endpoint, which other modules use at the same time.
+QUEUE = f"q-{uuid.uuid4().hex[:8]}"
+SESSION_QUEUE = f"sq-{uuid.uuid4().hex[:8]}"
 LARGE_QUEUE = "large"
 
 
