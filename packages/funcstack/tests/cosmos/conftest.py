@@ -53,7 +53,7 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture(scope="session")
 def cosmos(request: pytest.FixtureRequest) -> Target:
-    """COSMOS_ENDPOINT + COSMOS_KEY, else the test process's endpoint (``shared_cosmos``: the
+    """COSMOS_ENDPOINT + COSMOS_KEY, else the run's endpoint (``shared_cosmos``: the
     tests here each work on databases and containers of their own)."""
     endpoint = os.environ.get("COSMOS_ENDPOINT")
     key = os.environ.get("COSMOS_KEY")
