@@ -1,23 +1,28 @@
 """funcstack's own tests: the stand-ins through the unmodified SDKs, the Functions host, the
 command and the pytest plugin (its tests run pytest on test files of their own).
 
-``shared_cosmos``, ``shared_servicebus``: one local Cosmos DB endpoint and one Service Bus
-endpoint per test process; ``shared_azurite``: one Azurite for the run (under pytest-xdist, `make
-test-funcstack`, started by the controller at its first connection and handed to every worker:
-`funcstack.handoff`; else the test process's). For every test that uses them without stopping,
-restarting, freezing or faulting them (each on databases, containers, queues and topics of its
-own); a test that does any of those, or needs a setting of an endpoint's own, starts one of its
-own. The Cosmos DB and Service Bus endpoints stay one per process: a worker's modules run one
-after another on them, and two workers' would run at once on one. Tests there change or read
-what is the endpoint's, not a database's or an entity's: a fault for the next requests, the
-query page budget, the count of every container's documents (Cosmos DB); the test config's
-topic, its subscriptions' sessions and its queue (Service Bus). Azurite's users (the blob and
-queue triggers', the bindings', `test_stack.py`'s storage tests) each use containers and
-queues of their own names, and their hosts receipts and locks of their own host ids."""
+``shared_cosmos``, ``shared_servicebus``, ``shared_azurite``: one local Cosmos DB endpoint, one
+Service Bus endpoint (the test config's entities, a control channel) and one Azurite for the
+run (under pytest-xdist, `make test-funcstack`, started by the controller, Cosmos DB and Azurite
+at their first connection, and handed to every worker: `funcstack.handoff`; else the test
+process's). For every test that uses them without stopping, restarting, freezing or faulting
+them as a whole, each on databases, containers, queues and topics of its own; a test that does
+any of those, or needs a setting of an endpoint's own, starts one of its own. Two workers'
+modules run at once on them, so what a test changes or reads is its own database's, container's
+or entity's, never the endpoint's: a fault it injects names its container
+(``inject_fault(database=, container=)``), the query page budget it sets its database
+(``_emulators/queries`` with ``database``), the documents it counts its database
+(``stats(database=)``); the Service Bus modules' entities have names of their own (a suffix of
+the module's or the test's), and the test config's fixed ones are used by one module each (the
+queues and the dead-letter queue by test_servicebus.py, through `own` where a test needs them
+empty) or by session ids of a test's own (the topic's ``every-message``). Azurite's users (the
+blob and queue triggers', the bindings', `test_stack.py`'s storage tests) each use containers
+and queues of their own names, and their hosts receipts and locks of their own host ids."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +30,7 @@ from hypothesis import settings
 from servicebus.conftest import Target, start_shared
 
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
-from funcstack.handoff import azurite_from, hand_over, handed
+from funcstack.handoff import azurite_from, cosmos_from, hand_over, handed, servicebus_from
 from funcstack.services import Azurite, start_azurite
 
 pytest_plugins = ["pytester"]
@@ -39,24 +44,34 @@ settings.load_profile("no-deadline")
 
 #: The key of the endpoints the xdist controller hands its workers (`pytest_configure_node`).
 HANDED = "funcstack_shared_endpoints"
-_STARTED = pytest.StashKey[dict[str, Azurite]]()
+#: The key of the shared Service Bus endpoint's log, handed with it (the aio module reads it).
+HANDED_SERVICEBUS_LOG = "funcstack_shared_servicebus_log"
+_STARTED = pytest.StashKey[dict[str, Any]]()
+_SERVICEBUS_LOG = pytest.StashKey[Path]()
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """Under xdist, in the controller: the shared Azurite (`shared_azurite`), listening when the
-    first worker starts and started at its first connection, handed to each worker
-    (`funcstack.handoff`): one for the run, not one per worker. The controller stops it when
-    the run ends (`pytest_unconfigure`)."""
+    """Under xdist, in the controller: the shared Cosmos DB endpoint and Azurite (listening when
+    the first worker starts and started at their first connection) and the shared Service Bus
+    endpoint (started now: its control channel needs its process), handed to each worker
+    (`funcstack.handoff`): one of each for the run, not one per worker. The controller stops
+    them when the run ends (`pytest_unconfigure`)."""
     config: pytest.Config = node.config
     started = config.stash.get(_STARTED, None)
     if started is None:
         started = config.stash[_STARTED] = {}
         # the base folder of the workers' temporary folders (pytest's, set up by then)
         factory: pytest.TempPathFactory = config._tmp_path_factory  # type: ignore[attr-defined]
-        folder = factory.mktemp("shared-azurite")
+        folder = factory.mktemp("shared-endpoints")
+        started["cosmos"] = start_cosmos(log_path=folder / "cosmos.log", lazy=True)
         started["azurite"] = start_azurite(folder / "data", folder / "azurite.log", lazy=True)
+        servicebus = start_shared(folder)  # its log: servicebus.log
+        assert servicebus.endpoint is not None and servicebus.log_path is not None
+        started["servicebus"] = servicebus.endpoint
+        config.stash[_SERVICEBUS_LOG] = servicebus.log_path
     hand_over(node.workerinput, HANDED, started)
+    node.workerinput[HANDED_SERVICEBUS_LOG] = str(config.stash[_SERVICEBUS_LOG])
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -71,8 +86,15 @@ def _handed(config: pytest.Config, kind: str) -> dict[str, Any] | None:
 
 
 @pytest.fixture(scope="session")
-def shared_cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CosmosEndpoint]:
-    """The test process's Cosmos DB endpoint: never stopped before the session ends."""
+def shared_cosmos(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[CosmosEndpoint]:
+    """The run's Cosmos DB endpoint (the controller's under xdist, else the test process's):
+    never stopped before the session ends."""
+    handed = _handed(request.config, "cosmos")
+    if handed is not None:
+        yield cosmos_from(handed)
+        return
     endpoint = start_cosmos(log_path=tmp_path_factory.mktemp("shared-cosmos") / "cosmos.log")
     try:
         yield endpoint
@@ -81,9 +103,18 @@ def shared_cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CosmosEn
 
 
 @pytest.fixture(scope="session")
-def shared_servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    """The test process's Service Bus endpoint (the test config's entities, a control channel
-    to create more: ``servicebus.conftest.entities``): never stopped before the session ends."""
+def shared_servicebus(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Target]:
+    """The run's Service Bus endpoint (the test config's entities, a control channel to create
+    more: ``servicebus.conftest.entities``; the controller's under xdist, else the test
+    process's): never stopped before the session ends."""
+    handed = _handed(request.config, "servicebus")
+    if handed is not None:
+        endpoint = servicebus_from(handed)
+        log = Path(request.config.workerinput[HANDED_SERVICEBUS_LOG])  # type: ignore[attr-defined]
+        yield Target(endpoint.connection_string, endpoint, log)
+        return
     shared = start_shared(tmp_path_factory.mktemp("shared-servicebus"))
     assert shared.endpoint is not None
     try:

@@ -281,7 +281,7 @@ def test_a_stack_on_a_shared_cosmos_endpoint_provisions_on_it_and_never_stops_it
 def test_the_services_start_with_the_declared_resources_of_an_app(
     tmp_path: Path, shared_cosmos: CosmosEndpoint
 ) -> None:
-    """The app's declared database and container, on the test process's Cosmos DB endpoint
+    """The app's declared database and container, on the run's Cosmos DB endpoint
     under a database name of this test's own (a stack starting an endpoint of its own
     provisions the same way: `funcstack run` in test_cli.py, the plugin in
     test_pytest_plugin.py)."""

@@ -53,7 +53,7 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture(scope="session")
 def cosmos(request: pytest.FixtureRequest) -> Target:
-    """COSMOS_ENDPOINT + COSMOS_KEY, else the test process's endpoint (``shared_cosmos``: the
+    """COSMOS_ENDPOINT + COSMOS_KEY, else the run's endpoint (``shared_cosmos``: the
     tests here each work on databases and containers of their own)."""
     endpoint = os.environ.get("COSMOS_ENDPOINT")
     key = os.environ.get("COSMOS_KEY")
@@ -81,6 +81,17 @@ def client(cosmos: Target) -> CosmosClient:
 
 @pytest.fixture
 def database(client: CosmosClient) -> Iterator[DatabaseProxy]:
+    name = unique("db")
+    db = client.create_database_if_not_exists(name)
+    try:
+        yield db
+    finally:
+        client.delete_database(name)
+
+
+@pytest.fixture
+def other_database(client: CosmosClient) -> Iterator[DatabaseProxy]:
+    """A second database of the test's own (what a scoped control call must leave alone)."""
     name = unique("db")
     db = client.create_database_if_not_exists(name)
     try:

@@ -17,6 +17,8 @@ from azure.core.paging import PageIterator
 from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey, exceptions
 from azure.cosmos.partition_key import NonePartitionKeyValue
 
+from funcstack.cosmos._control import control
+
 from .conftest import PK_PATH, UNCHANGED, Target, doc, unique
 
 pytestmark = [
@@ -692,20 +694,69 @@ def test_document_over_2_mb_is_rejected(container: ContainerProxy) -> None:
 
 
 def test_throttled_requests_are_retried_by_the_sdk(
-    cosmos: Target, container: ContainerProxy
+    cosmos: Target, database: DatabaseProxy, container: ContainerProxy
 ) -> None:
     if cosmos.local is None:
         pytest.skip("fault injection is a feature of the local endpoint")
-    cosmos.local.inject_fault(429, count=2, retry_after_ms=5, methods=["POST"])
+    # the faults name the test's container: other tests use the endpoint at the same time
+    local, db, coll = cosmos.local, database.id, container.id
+    local.inject_fault(
+        429, count=2, retry_after_ms=5, methods=["POST"], database=db, container=coll
+    )
     assert container.create_item(doc("a", "p1"))["id"] == "a"
-    cosmos.local.inject_fault(429, count=100, retry_after_ms=1)
+    local.inject_fault(429, count=100, retry_after_ms=1, database=db, container=coll)
     try:
         with pytest.raises(exceptions.CosmosHttpResponseError) as err:
             container.read_item("a", partition_key="p1")
         assert err.value.status_code == 429
     finally:
-        cosmos.local.clear_faults()
+        local.clear_faults(database=db, container=coll)
     assert container.read_item("a", partition_key="p1")["id"] == "a"
+
+
+def test_a_fault_for_a_database_or_a_container_is_taken_by_its_requests_only(
+    cosmos: Target, database: DatabaseProxy, other_database: DatabaseProxy
+) -> None:
+    """Local only: a fault injected for a database (or one of its containers) fails only the
+    requests on it; another database's (container's) pass and leave its count as it was; a
+    scoped clear clears only that scope's faults."""
+    if cosmos.local is None:
+        pytest.skip("fault injection is a feature of the local endpoint")
+    key = PartitionKey(path=PK_PATH)
+    faulted = database.create_container(unique("f"), partition_key=key)
+    beside = database.create_container(unique("b"), partition_key=key)
+    elsewhere = other_database.create_container(unique("e"), partition_key=key)
+    for proxy in (faulted, beside, elsewhere):
+        proxy.create_item(doc("a", "p1"))
+
+    def pending() -> list[dict[str, Any]]:
+        faults: list[dict[str, Any]] = control(cosmos.endpoint, "GET", "_emulators/faults")[
+            "faults"
+        ]
+        return [f for f in faults if f["database"] in (database.id, other_database.id)]
+
+    local = cosmos.local
+    local.inject_fault(503, count=50, database=other_database.id)
+    local.inject_fault(503, count=50, database=database.id, container=faulted.id)
+    try:
+        assert beside.read_item("a", partition_key="p1")["id"] == "a"
+        assert [(f["container"], f["count"]) for f in pending()] == [(None, 50), (faulted.id, 50)]
+        with pytest.raises(exceptions.CosmosHttpResponseError) as err:
+            faulted.read_item("a", partition_key="p1")
+        assert err.value.status_code == 503
+        [database_fault, container_fault] = pending()  # the SDK tries a read again on a 503
+        assert database_fault["count"] == 50 and 0 < container_fault["count"] < 50
+        local.clear_faults(database=database.id, container=faulted.id)
+        assert [f["database"] for f in pending()] == [other_database.id]
+        assert faulted.read_item("a", partition_key="p1")["id"] == "a"
+        with pytest.raises(exceptions.CosmosHttpResponseError) as err:
+            elsewhere.read_item("a", partition_key="p1")
+        assert err.value.status_code == 503
+    finally:
+        local.clear_faults(database=other_database.id)
+        local.clear_faults(database=database.id, container=faulted.id)
+    assert pending() == []
+    assert elsewhere.read_item("a", partition_key="p1")["id"] == "a"
 
 
 #: Text of every width JSON carries: ASCII, Latin-1 (kept by V8 at a byte a character),

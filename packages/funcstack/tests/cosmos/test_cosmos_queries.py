@@ -15,6 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, cast
 
 import pytest
@@ -435,15 +436,19 @@ def test_pages_resume_where_the_last_one_stopped(app: ContainerProxy) -> None:
 
 
 def test_the_stats_route_says_what_the_endpoint_holds(
-    cosmos: Target, database: DatabaseProxy
+    cosmos: Target, database: DatabaseProxy, other_database: DatabaseProxy
 ) -> None:
     """Local only: the process's memory (after a full collection when asked), how many
-    documents it keeps, and how late its main thread ran since the last call."""
+    documents it keeps (in every container, or in one database's: another's are not counted),
+    and how late its main thread ran since the last call."""
     if cosmos.local is None:
         pytest.skip("the stats route is the local endpoint's")
     container = database.create_container(unique("m"), partition_key=PartitionKey(path=PK_PATH))
     for i in range(5):
         container.create_item(doc(f"m{i}", "p1", text="x" * 1000))
+    beside = other_database.create_container(unique("o"), partition_key=PartitionKey(path=PK_PATH))
+    for i in range(2):
+        beside.create_item(doc(f"o{i}", "p1"))
     cosmos.local.stats()  # the main thread's lateness measured from now on
     container.read_item("m0", "p1")
     held = cosmos.local.stats(collect=True)
@@ -452,8 +457,14 @@ def test_the_stats_route_says_what_the_endpoint_holds(
     assert {"heapTotal", "external", "arrayBuffers"} <= memory.keys()
     assert held["eventLoop"]["samples"] > 0
     assert 0 <= held["eventLoop"]["p50Ms"] <= held["eventLoop"]["maxMs"]
+    assert held["documents"] >= 7  # every container's (other tests' too, on a shared endpoint)
+    # one database's: what the test counts while other tests write elsewhere on the endpoint
+    assert cosmos.local.stats(database=database.id)["documents"] == 5
+    assert cosmos.local.stats(database=other_database.id)["documents"] == 2
     database.delete_container(container)
-    assert cosmos.local.stats()["documents"] == held["documents"] - 5
+    assert cosmos.local.stats(database=database.id)["documents"] == 0
+    assert cosmos.local.stats(database=other_database.id)["documents"] == 2
+    assert cosmos.local.stats(database=unique("none"))["documents"] == 0
 
 
 #: A UDF that holds the thread evaluating it for 100 ms a call, without using the CPU.
@@ -500,31 +511,40 @@ def test_a_point_read_is_answered_while_a_long_query_runs(
 
 
 @pytest.fixture(autouse=True)
-def unhurried_pages(cosmos: Target) -> Iterator[None]:
+def unhurried_pages(request: pytest.FixtureRequest, cosmos: Target) -> Iterator[None]:
     """A page of these tests ends by its size, not by the page's 1 s time budget, which a
     loaded machine runs out of (a partial page, as in Azure: the metrics the tests read are
-    then the next page's; make test at a load average of 14 saw it). The budget's own tests
-    set theirs (`small_budget`)."""
-    if cosmos.local is None:
-        yield
+    then the next page's; make test at a load average of 14 saw it). The budget is set for the
+    test's database only: the endpoint serves other tests at the same time (the run's workers),
+    whose pages keep the endpoint's budget. The budget's own tests set theirs
+    (`small_budget`)."""
+    if cosmos.local is None or "database" not in request.fixturenames:
+        yield  # the in-process tests ask the endpoint nothing
         return
-    control(cosmos.endpoint, "PUT", "_emulators/queries", {"budgetMs": 60_000})
+    database: DatabaseProxy = request.getfixturevalue("database")
+    with budget(cosmos, 60_000, database=database.id):
+        yield
+
+
+@contextmanager
+def budget(cosmos: Target, ms: int, **scope: str) -> Iterator[None]:
+    """The page budget of a database's queries (or a container's: ``database=``,
+    ``container=``) set to ``ms`` while the block runs; then the endpoint's again."""
+    control(cosmos.endpoint, "PUT", "_emulators/queries", {"budgetMs": ms, **scope})
     try:
         yield
     finally:
-        control(cosmos.endpoint, "DELETE", "_emulators/queries")
+        control(cosmos.endpoint, "DELETE", "_emulators/queries", scope)
 
 
 @pytest.fixture
-def small_budget(cosmos: Target) -> Iterator[None]:
-    """Pages end after their first slice: as a query whose budget runs out in Azure."""
+def small_budget(cosmos: Target, database: DatabaseProxy) -> Iterator[None]:
+    """Pages end after their first slice: as a query whose budget runs out in Azure (the
+    test's database's queries)."""
     if cosmos.local is None:
         pytest.skip("the page budget is the local endpoint's")
-    control(cosmos.endpoint, "PUT", "_emulators/queries", {"budgetMs": 0})
-    try:
+    with budget(cosmos, 0, database=database.id):
         yield
-    finally:
-        control(cosmos.endpoint, "DELETE", "_emulators/queries")
 
 
 @pytest.mark.usefixtures("small_budget")
@@ -551,3 +571,41 @@ def test_a_page_out_of_time_is_answered_in_part_and_the_sdk_reads_on(
     assert values("SELECT VALUE c.n FROM c ORDER BY c.n DESC") == list(range(399, -1, -1))
     assert values("SELECT VALUE COUNT(1) FROM c WHERE LOWER(c.type) = 't'") == [400]
     assert values("SELECT VALUE SUM(c.n) FROM c") == [sum(range(400))]
+
+
+def test_a_budget_set_for_a_database_or_a_container_holds_only_there(
+    cosmos: Target, database: DatabaseProxy, other_database: DatabaseProxy
+) -> None:
+    """Local only: the page budget set for a container, or for a database, ends the pages of
+    the queries there (after their first slice, with none); the queries of another container
+    of the database, whose budget is the database's (60 s here, `unhurried_pages`), answer in
+    one page. The endpoint's own budget is left as it was."""
+    if cosmos.local is None:
+        pytest.skip("the page budget is the local endpoint's")
+    key = PartitionKey(path=PK_PATH)
+    cut = database.create_container(unique("cut"), partition_key=key)
+    whole = database.create_container(unique("whole"), partition_key=key)
+    elsewhere = other_database.create_container(unique("else"), partition_key=key)
+    for container in (cut, whole, elsewhere):
+        for first in (0, 100, 200):
+            container.execute_item_batch(
+                [("create", (doc(f"a{i:03}", "p1", n=i),)) for i in range(first, first + 100)],
+                partition_key="p1",
+            )
+    before = control(cosmos.endpoint, "GET", "_emulators/queries")["budgetMs"]
+
+    def pages(container: ContainerProxy) -> int:
+        answer = container.query_items("SELECT VALUE c.n FROM c", partition_key="p1").by_page()
+        found = [list(page) for page in answer]
+        assert sorted(cast(int, n) for page in found for n in page) == list(range(300))
+        return len(found)
+
+    with (
+        budget(cosmos, 0, database=database.id, container=cut.id),
+        budget(cosmos, 0, database=other_database.id),
+    ):
+        assert control(cosmos.endpoint, "GET", "_emulators/queries")["budgetMs"] == before
+        assert pages(cut) > 1
+        assert pages(elsewhere) > 1
+        assert pages(whole) == 1
+    assert pages(cut) == 1  # the database's budget again

@@ -40,7 +40,7 @@ BLOBS = "bindings"
 PREFIX = "bq"
 SB_QUEUE = "bindings-q"
 SB_TOPIC = "bindings-t"
-DATABASE = f"shop-{uuid.uuid4().hex[:8]}"  # on the test process's endpoint
+DATABASE = f"shop-{uuid.uuid4().hex[:8]}"  # on the run's endpoint
 MAX_DEQUEUE = 2
 
 
@@ -125,7 +125,7 @@ def stack(
     shared_servicebus: Target,
     shared_azurite: Azurite,
 ) -> Iterator[Stack]:
-    """The test process's Cosmos DB and Service Bus endpoints and Azurite (this module's
+    """The run's Cosmos DB and Service Bus endpoints and Azurite (this module's
     database, queue, topic, blob container and queues on them), the bindings app's host."""
     tmp = tmp_path_factory.mktemp("bindings")
     namespace = {

@@ -68,7 +68,7 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory, shared_azurite: Azurite) -> Iterator[Env]:
-    """The test process's Azurite (the container polled is this module's own), its hosts."""
+    """The run's Azurite (the container polled is this module's own), its hosts."""
     tmp = tmp_path_factory.mktemp("blobtrigger")
     storage = shared_azurite
     container = f"in-{uuid.uuid4().hex[:8]}"

@@ -72,7 +72,7 @@ class Cosmos:
 
 @pytest.fixture(scope="module")
 def cosmos(request: pytest.FixtureRequest) -> Cosmos:
-    """COSMOS_ENDPOINT, else the test process's endpoint (``shared_cosmos``): each test works
+    """COSMOS_ENDPOINT, else the run's endpoint (``shared_cosmos``): each test works
     on a database of its own and none stops, restarts or faults the endpoint (those that
     restart Cosmos DB on its state start a stack of their own, `KeptState`)."""
     endpoint = os.environ.get("COSMOS_ENDPOINT")
@@ -440,7 +440,7 @@ class KeptState:
 
     def start(self, shared: CosmosEndpoint | None = None) -> LocalStack:
         """The stack's Cosmos DB endpoint on a port no earlier run of this test used (or,
-        for a test that never starts it again, ``shared``: the test process's)."""
+        for a test that never starts it again, ``shared``: the run's)."""
         port = free_port()
         while port in self.used_ports:
             port = free_port()
@@ -586,7 +586,7 @@ def test_leases_an_older_funcstack_wrote_with_the_port_are_adopted_then_deleted(
     format of older funcstack versions), gives its continuation to the new lease -- an EPK
     lease over its range, the form .NET gives a range it has no id for; it and the stale lease
     of a run before it are deleted; nothing is delivered again. The host is started again, the
-    endpoint never: on the test process's (its database dropped after)."""
+    endpoint never: on the run's (its database dropped after)."""
     if not cosmos.local:
         pytest.skip("the stack's endpoint is funcstack's")
     shared: CosmosEndpoint = request.getfixturevalue("shared_cosmos")

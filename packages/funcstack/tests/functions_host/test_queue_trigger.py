@@ -37,7 +37,7 @@ MAX_DEQUEUE = 3
 
 @pytest.fixture(scope="module")
 def azurite(shared_azurite: Azurite) -> Azurite:
-    """The test process's Azurite: each host here polls a queue of its own name."""
+    """The run's Azurite: each host here polls a queue of its own name."""
     return shared_azurite
 
 

@@ -59,7 +59,7 @@ def stack(
     shared_cosmos: CosmosEndpoint,
     shared_azurite: Azurite,
 ) -> Iterator[LocalStack]:
-    """Its database on the test process's Cosmos DB endpoint and its blob container and queue on
+    """Its database on the run's Cosmos DB endpoint and its blob container and queue on
     the run's Azurite (names of this module's own; its hosts' ids too: `host`), which no test
     here stops; a Service Bus endpoint of its own (its queue declared in its config)."""
     tmp = tmp_path_factory.mktemp("ready")

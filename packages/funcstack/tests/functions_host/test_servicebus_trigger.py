@@ -44,7 +44,7 @@ MAX_DELIVERY = 3
 
 @pytest.fixture(scope="module")
 def broker(shared_servicebus: Target) -> ServiceBusEndpoint:
-    """The test process's endpoint: each test creates a topic of its own on its control
+    """The run's endpoint: each test creates a topic of its own on its control
     channel."""
     assert shared_servicebus.endpoint is not None
     return shared_servicebus.endpoint

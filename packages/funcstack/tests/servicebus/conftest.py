@@ -53,7 +53,7 @@ def _start(tmp_path: Path, *, control: bool = False) -> ServiceBusEndpoint:
 
 
 def start_shared(folder: Path) -> Target:
-    """The test process's endpoint (``shared_servicebus``, tests/conftest.py): the test
+    """The run's endpoint (``shared_servicebus``, tests/conftest.py): the test
     config's entities, its duplicate detection window, a control channel; its log in
     ``folder``."""
     endpoint = _start(folder, control=True)
@@ -62,7 +62,7 @@ def start_shared(folder: Path) -> Target:
 
 @pytest.fixture(scope="session")
 def servicebus(request: pytest.FixtureRequest) -> Target:
-    """One endpoint shared by the suite (the test process's, ``shared_servicebus``); tests use
+    """One endpoint shared by the suite (the run's, ``shared_servicebus``); tests use
     their own session ids / message ids, or entities of their own (`own`, `entities`)."""
     external = _external()
     if external:

@@ -8,7 +8,7 @@ DefaultMessageTimeToLive bounds its subscriptions' (honoured).
 
 An endpoint of its own where a test's Config.json is what it checks (one waiting for its first
 connection where its start's warnings are all a test reads); what a running endpoint's
-control channel creates, on the test process's (``shared_servicebus``, started with the test
+control channel creates, on the run's (``shared_servicebus``, started with the test
 config, whose warnings are checked too), under names of the test's own, deleted after."""
 
 from __future__ import annotations

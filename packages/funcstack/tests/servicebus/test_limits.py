@@ -4,7 +4,7 @@ surfaces them: a message, batch or header too large -> ``MessageSizeExceededErro
 application property over 32 KB -> a ``ServiceBusError`` (the service's internal error, which
 the SDK retries in vain); an id over 128 characters (only a raw ``AmqpAnnotatedMessage`` gets past
 the SDK's own check) -> ``ServiceBusError`` not retried. Nothing of a refused batch is kept.
-Through the real SDK, sync and aio. Local only: Standard's tests on the test process's endpoint
+Through the real SDK, sync and aio. Local only: Standard's tests on the run's endpoint
 (``shared_servicebus``: its namespace declares no tier), on queues of the module's own created
 through its control channel; Premium's on an endpoint whose Config.json declares it."""
 
@@ -38,8 +38,9 @@ from .conftest import CONFIG, Target, entities
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 KB = 1024
-QUEUE = "q"
-SESSION_QUEUE = "sq"
+#: Names of this module's own on the shared endpoint, which other modules use at the same time.
+QUEUE = f"q-{uuid.uuid4().hex[:8]}"
+SESSION_QUEUE = f"sq-{uuid.uuid4().hex[:8]}"
 LARGE_QUEUE = "large"
 
 
@@ -69,7 +70,7 @@ def _config(tmp_path: Path, sku: str | None, **extra: Any) -> Path:
 
 @pytest.fixture(scope="module")
 def standard(shared_servicebus: Target) -> Iterator[ServiceBusEndpoint]:
-    """The test process's endpoint (Standard: the test config declares no tier), with `QUEUE`
+    """The run's endpoint (Standard: the test config declares no tier), with `QUEUE`
     and `SESSION_QUEUE` created as `_config` declares them, deleted after the module."""
     endpoint = shared_servicebus.endpoint
     assert endpoint is not None

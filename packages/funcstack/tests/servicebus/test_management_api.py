@@ -8,6 +8,7 @@ HTTP, which funcstack serves on its AMQP port."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -28,7 +29,9 @@ from .conftest import Target, entities
 
 pytestmark = [pytest.mark.integration]
 
-TOPIC = "orders"
+#: Names of this module's own on the shared endpoint, which other modules use at the same time.
+TOPIC = f"orders-{uuid.uuid4().hex[:8]}"
+QUEUE = f"q-{uuid.uuid4().hex[:8]}"
 TARGETED = "NOT EXISTS(outboxTarget) OR outboxTarget = 'targeted'"
 
 
@@ -72,7 +75,7 @@ def endpoint(servicebus: Target) -> Iterator[ServiceBusEndpoint]:
         },
     ]
     namespace = {
-        "Queues": [{"Name": "q", "Properties": {}}],
+        "Queues": [{"Name": QUEUE, "Properties": {}}],
         "Topics": [{"Name": TOPIC, "Properties": {}, "Subscriptions": subscriptions}],
     }
     with entities(servicebus.endpoint, namespace):
@@ -109,7 +112,7 @@ def test_what_it_does_not_have_is_an_error(admin: ServiceBusAdministrationClient
     with pytest.raises(ResourceNotFoundError):
         list(admin.list_rules(TOPIC, "no-such-subscription"))
     with pytest.raises(HttpResponseError) as refused:
-        admin.get_queue("q")  # not served: 501, never a silent success
+        admin.get_queue(QUEUE)  # not served: 501, never a silent success
     assert refused.value.status_code == 501
 
 

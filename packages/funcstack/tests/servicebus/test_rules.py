@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ from .conftest import Target, entities
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
-TOPIC = "orders"
+#: A name of this module's own on the shared endpoint, which other modules use at the same time.
+TOPIC = f"orders-{uuid.uuid4().hex[:8]}"
 
 
 def correlation(name: str, **fields: Any) -> dict[str, Any]:

@@ -390,15 +390,14 @@ def test_sender_works_again_after_endpoint_restart_on_same_port(
     assert [m.message_id for m in got] == [f"{sid}:2"]
 
 
-# ---- non-session queue (local test config only) ------------------------------------------
+# ---- non-session queue (local test config only; the queue created again under a name of the
+# test's own, `own`: the endpoint serves other modules at the same time) -----------------------
 
 
-def test_peek_lock_complete_renew_and_lock_expiry(
-    local_only: Target, client: ServiceBusClient
-) -> None:
-    with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+def test_peek_lock_complete_renew_and_lock_expiry(client: ServiceBusClient, own: Entities) -> None:
+    with client.get_queue_sender(own.queue, keep_alive=0) as sender:
         sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
-    with client.get_queue_receiver(QUEUE, max_wait_time=1) as receiver:
+    with client.get_queue_receiver(own.queue, max_wait_time=1) as receiver:
         messages = receiver.receive_messages(max_message_count=2, max_wait_time=5)
         assert [str(m) for m in messages] == ["a", "b"]
         receiver.complete_message(messages[0])
@@ -413,10 +412,10 @@ def test_peek_lock_complete_renew_and_lock_expiry(
         receiver.complete_message(again[0])
 
 
-def test_peek_defer_and_receive_and_delete(local_only: Target, client: ServiceBusClient) -> None:
-    with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+def test_peek_defer_and_receive_and_delete(client: ServiceBusClient, own: Entities) -> None:
+    with client.get_queue_sender(own.queue, keep_alive=0) as sender:
         sender.send_messages([ServiceBusMessage("later"), ServiceBusMessage("now")])
-    with client.get_queue_receiver(QUEUE, max_wait_time=1) as receiver:
+    with client.get_queue_receiver(own.queue, max_wait_time=1) as receiver:
         peeked = receiver.peek_messages(max_message_count=5)
         assert [str(m) for m in peeked] == ["later", "now"]
         [later] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
@@ -426,7 +425,7 @@ def test_peek_defer_and_receive_and_delete(local_only: Target, client: ServiceBu
         assert str(deferred) == "later"
         receiver.complete_message(deferred)
     with client.get_queue_receiver(
-        QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
+        own.queue, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
     ) as deleting:
         assert [str(m) for m in deleting.receive_messages(max_wait_time=5)] == ["now"]
         assert deleting.receive_messages(max_wait_time=0.5) == []
@@ -490,7 +489,7 @@ def test_messages_scheduled_on_a_topic_can_be_cancelled(local_only: Target, own:
 
 
 def test_a_malformed_management_request_is_refused_and_the_connection_kept(
-    local_only: Target, client: ServiceBusClient
+    client: ServiceBusClient, own: Entities
 ) -> None:
     # a schedule-message request whose entry has no message (no SDK sends one; a hostile or
     # broken client can): 400, and the same sender goes on working
@@ -499,7 +498,7 @@ def test_a_malformed_management_request_is_refused_and_the_connection_kept(
     def answer(status_code: int, message: Any, description: str, **_: Any) -> None:
         answers.append((status_code, str(description)))
 
-    with client.get_queue_sender(QUEUE) as sender:
+    with client.get_queue_sender(own.queue) as sender:
         sender._mgmt_request_response(
             b"com.microsoft:schedule-message",
             {b"messages": [{b"message-id": "no-message"}]},
@@ -509,7 +508,7 @@ def test_a_malformed_management_request_is_refused_and_the_connection_kept(
         sender.send_messages(ServiceBusMessage("after"))
     [(status, description)] = answers
     assert status == 400 and "malformed" in description
-    with client.get_queue_receiver(QUEUE, max_wait_time=5) as receiver:
+    with client.get_queue_receiver(own.queue, max_wait_time=5) as receiver:
         [after] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         assert str(after) == "after"
         receiver.complete_message(after)
@@ -591,14 +590,14 @@ def test_deferred_messages_received_in_receive_and_delete_mode_are_gone(
 
 
 def test_expired_messages_leave_for_the_dead_letter_queue(
-    local_only: Target, client: ServiceBusClient
+    client: ServiceBusClient, own: Entities
 ) -> None:
     # "expiring-queue": DeadLetteringOnMessageExpiration true (local test config)
-    with client.get_queue_sender("expiring-queue", keep_alive=0) as sender:
+    with client.get_queue_sender(own.expiring_queue, keep_alive=0) as sender:
         short = ServiceBusMessage("short", time_to_live=timedelta(seconds=1))
         sender.send_messages([short, ServiceBusMessage("kept")])
     time.sleep(1.5)
-    with client.get_queue_receiver("expiring-queue", max_wait_time=1) as receiver:
+    with client.get_queue_receiver(own.expiring_queue, max_wait_time=1) as receiver:
         received = receiver.receive_messages(max_message_count=5, max_wait_time=2)
         assert [str(m) for m in received] == ["kept"]
         # the lock token is in the delivery annotations too, as the service sends it
@@ -606,7 +605,7 @@ def test_expired_messages_leave_for_the_dead_letter_queue(
         assert annotations.get(b"x-opt-lock-token") == received[0].lock_token
         receiver.complete_message(received[0])
     with client.get_queue_receiver(
-        "expiring-queue", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=1
+        own.expiring_queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=1
     ) as dead:
         [expired] = dead.receive_messages(max_message_count=5, max_wait_time=2)
         assert str(expired) == "short"

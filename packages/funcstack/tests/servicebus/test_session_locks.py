@@ -20,7 +20,8 @@ from .conftest import Target, entities
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
-QUEUE = "sessions"
+#: A name of this module's own on the shared endpoint, which other modules use at the same time.
+QUEUE = f"sessions-{uuid.uuid4().hex[:8]}"
 LOCK_SECONDS = 2
 
 

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -191,11 +192,16 @@ class CosmosEndpoint:
         count: int = 1,
         retry_after_ms: int = 10,
         methods: list[str] | None = None,
+        database: str | None = None,
+        container: str | None = None,
     ) -> None:
         """Make the next ``count`` document requests fail with ``status_code`` (local only).
 
         429 carries ``x-ms-retry-after-ms`` like the service; ``methods`` limits the fault
         to those HTTP methods (e.g. ``["POST"]`` for creates, upserts, batches and queries).
+        ``database`` (and ``container``, one of its containers) limits it to the requests on
+        that database (that container): another database's requests pass and leave its count
+        as it is, so two tests on one endpoint each fault their own. None: every request.
         """
         body: dict[str, object] = {
             "statusCode": status_code,
@@ -204,10 +210,14 @@ class CosmosEndpoint:
         }
         if methods is not None:
             body["operations"] = methods
+        body |= _scope(database, container)
         self._control("POST", body)
 
-    def clear_faults(self) -> None:
-        self._control("DELETE", None)
+    def clear_faults(self, *, database: str | None = None, container: str | None = None) -> None:
+        """Clear the pending faults: every one, or (``database``, ``container``) those
+        injected with that scope only."""
+        scope = _scope(database, container)
+        self._control("DELETE", scope or None)
 
     def _control(self, method: str, body: dict[str, object] | None) -> None:
         control(self.endpoint, method, "_emulators/faults", body)
@@ -234,7 +244,7 @@ class CosmosEndpoint:
         CosmosControlError names a missing container or range, or ranges not adjacent."""
         return merge_partitions(self.endpoint, database, container, range_ids)
 
-    def stats(self, *, collect: bool = False) -> dict[str, Any]:
+    def stats(self, *, collect: bool = False, database: str | None = None) -> dict[str, Any]:
         """What the endpoint holds and how late its main thread runs (local only):
         ``memory`` (``rss``, its process's resident set, and ``heapUsed``, ``heapTotal``,
         ``external``, ``arrayBuffers``, its main thread's, in bytes, as Node's
@@ -243,8 +253,12 @@ class CosmosEndpoint:
         main thread ran a 1 ms timer since the last call, what a request arriving meanwhile
         waited; None at the first call, which starts measuring). With ``collect`` a full
         garbage collection runs first (it holds the endpoint for a moment: up to a second with
-        a million documents), so the heap is what is kept."""
-        path = "_emulators/stats?gc=1" if collect else "_emulators/stats"
+        a million documents), so the heap is what is kept. With ``database``, ``documents``
+        counts that database's only (0 for one that does not exist)."""
+        query: dict[str, str] = {"gc": "1"} if collect else {}
+        if database is not None:
+            query["database"] = database
+        path = "_emulators/stats" + (f"?{urllib.parse.urlencode(query)}" if query else "")
         answer: dict[str, Any] = control(self.endpoint, "GET", path)
         return answer
 
@@ -258,6 +272,18 @@ class CosmosEndpoint:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _scope(database: str | None, container: str | None) -> dict[str, object]:
+    """The scope of a local-only control call (the database, and a container of it)."""
+    if container is not None and database is None:
+        raise ValueError("a container is named with its database")
+    scope: dict[str, object] = {}
+    if database is not None:
+        scope["database"] = database
+    if container is not None:
+        scope["container"] = container
+    return scope
 
 
 #: The hosts azure-cosmos does not verify (it turns verification off for them, per request).

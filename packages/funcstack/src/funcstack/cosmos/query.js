@@ -25,10 +25,10 @@
 
 const { engineShape, needsPlan, queryPlan, rewrittenAggregate, valueAggregate } = require("./queryplan");
 const { CosmosError, CROSS_PARTITION_QUERY_NOT_SERVABLE, badRequest, send } = require("./responses");
-const { readJson, header, isTrue, headerPartitionKey } = require("./requests");
+const { readJson, header, isTrue, headerPartitionKey, controlScope } = require("./requests");
 const { answerFor, requestScope } = require("./partitions");
 const { liveRanges } = require("./ranges");
-const { runPage, runAll, runAggregate, runWhole, runSourceless, prepare, setBudget, budget } = require("./queryrun");
+const { runPage, runAll, runAggregate, runWhole, runSourceless, prepare, setBudget, budget, scopedBudgetList } = require("./queryrun");
 const { NOT_JSON, holdsNotJson } = require("./queryengine");
 
 /** A continuation the client sent: ours (parsed), or null to start from the beginning. */
@@ -311,20 +311,30 @@ async function handleQueryPlan(req, res) {
 }
 
 /**
- * Local only: GET /_emulators/queries gives the page budget ({"budgetMs": 1000}); PUT sets it
- * (tests make pages end sooner: a partial page, as when a query's budget runs out in Azure);
- * DELETE puts the default back.
+ * Local only: GET /_emulators/queries gives the page budget ({"budgetMs": 1000, "scoped": [...]});
+ * PUT sets it (tests make pages end sooner: a partial page, as when a query's budget runs out
+ * in Azure); DELETE puts the default back. With "database" (and "container", of that
+ * database) in the body, PUT sets the budget of the queries on that database's containers
+ * (that container) only, and DELETE with them removes it (the endpoint's applies again): two
+ * tests on one endpoint at once each set their own database's. "scoped" lists the budgets so
+ * set ({database, container, budgetMs}); a container's wins over its database's.
  */
 async function handleQueryControl(req, res, segs) {
   if (segs[0] !== "_emulators" || segs[1] !== "queries" || segs.length !== 2) return false;
-  if (req.method === "DELETE") setBudget(null);
-  else if (req.method === "PUT" || req.method === "POST") {
+  let scope = null;
+  if (req.method === "DELETE") {
+    const body = await readJson(req);
+    scope = body ? controlScope(body) : null;
+    setBudget(null, scope);
+  } else if (req.method === "PUT" || req.method === "POST") {
     const body = (await readJson(req)) || {};
     const ms = body.budgetMs;
     if (ms !== null && !(Number.isInteger(ms) && ms >= 0)) throw badRequest("budgetMs: a number of milliseconds (>= 0) or null");
-    setBudget(ms);
+    scope = controlScope(body);
+    setBudget(ms, scope);
   } else if (req.method !== "GET") throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
-  send(req, res, 200, { budgetMs: budget() });
+  if (scope && scope.database !== null) send(req, res, 200, { budgetMs: budget(scope), ...scope });
+  else send(req, res, 200, { budgetMs: budget(), scoped: scopedBudgetList() });
   return true;
 }
 

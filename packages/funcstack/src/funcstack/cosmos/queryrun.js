@@ -46,6 +46,9 @@ const {
 /** A page is answered once it has run this long (the rest follows with the continuation). */
 const BUDGET_DEFAULT_MS = 1000;
 let budgetMs = BUDGET_DEFAULT_MS;
+/** Budgets set for a database or a container of it (setBudget's scope), by scopeKey. */
+const scopedBudgets = new Map();
+const scopeKey = (database, container) => JSON.stringify([database, container]);
 /** The syntax tree's constants (a COUNT of one counts documents). */
 const CONSTANTS = ["number_constant", "string_constant", "boolean_constant", "null_constant"];
 /** Documents (and their JSON's characters) handed to a query thread at once, at most. */
@@ -227,7 +230,7 @@ function notBuiltPage(c, metrics) {
 async function runPage(store, text, options) {
   const p = prepare(text);
   const params = paramsOf(options.parameters);
-  const clock = new Clock(options.partial ? budgetMs : null);
+  const clock = new Clock(options.partial ? budgetFor(store) : null);
   const c = options.continuation;
   let pl;
   try {
@@ -354,7 +357,7 @@ async function runAggregate(store, parts, options) {
   const prepared = parts.map(part => ({ ...part, p: prepare(part.text) }));
   const [first] = prepared;
   const params = paramsOf(options.parameters);
-  const clock = new Clock(options.partial ? budgetMs : null);
+  const clock = new Clock(options.partial ? budgetFor(store) : null);
   const c = options.continuation;
   if (wholeContainerCount(prepared, options) && !c) {
     // COUNT(1) of every document of a container: how many it holds, not a walk of them
@@ -440,14 +443,43 @@ function evaluate(store, text, docs) {
   return { result: r.result };
 }
 
-/** Set the page budget (ms, local only: the control route); null puts the default back. */
-function setBudget(ms) {
+/**
+ * Set the page budget (ms, local only: the control route); null puts the default back.
+ * `scope` ({database, container}: a database, or a container of it) sets it for the queries
+ * on that database's containers (that container) only; null there removes that scope's.
+ */
+function setBudget(ms, scope = null) {
+  if (scope && scope.database !== null) {
+    const key = scopeKey(scope.database, scope.container);
+    if (ms === null || ms === undefined) scopedBudgets.delete(key);
+    else scopedBudgets.set(key, ms);
+    return budget(scope);
+  }
   budgetMs = ms === null || ms === undefined ? BUDGET_DEFAULT_MS : ms;
   return budgetMs;
 }
 
-function budget() {
+/** The budget of a scope's queries ({database, container}; null: the endpoint's). */
+function budget(scope = null) {
+  if (scope && scope.database !== null) {
+    for (const key of [scopeKey(scope.database, scope.container), scopeKey(scope.database, null)]) {
+      if (scopedBudgets.has(key)) return scopedBudgets.get(key);
+    }
+  }
   return budgetMs;
+}
+
+/** The budgets set for a database or a container: [{database, container, budgetMs}]. */
+function scopedBudgetList() {
+  return [...scopedBudgets].map(([key, ms]) => {
+    const [database, container] = JSON.parse(key);
+    return { database, container, budgetMs: ms };
+  });
+}
+
+/** The page budget of a query on `store` (its container's, its database's, the endpoint's). */
+function budgetFor(store) {
+  return budget(store.names);
 }
 
 module.exports = {
@@ -460,5 +492,6 @@ module.exports = {
   evaluate,
   setBudget,
   budget,
+  scopedBudgetList,
   BUDGET_DEFAULT_MS
 };

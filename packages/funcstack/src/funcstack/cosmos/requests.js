@@ -4,7 +4,8 @@
  * service's 400 for invalid JSON and 413 over a size limit), its headers as the SDKs send
  * them (the partition key header `x-ms-documentdb-partitionkey` as a JSON array of
  * components, `Prefer: return=minimal`, the query content type), etags without their
- * quotes, and the path's segments (percent-decoded, as the service names resources).
+ * quotes, and the path's segments (percent-decoded, as the service names resources); the
+ * scope a local-only control request names (a database, a container of it).
  */
 
 const { badRequest, tooLarge } = require("./responses");
@@ -79,6 +80,22 @@ function pathSegments(url) {
     });
 }
 
+/**
+ * The scope a local-only control request's body names (faults.js, query.js): {database,
+ * container}, each a name or null (a container only with the database it is in).
+ */
+function controlScope(body) {
+  const name = (value, what) => {
+    if (value === undefined || value === null) return null;
+    if (typeof value !== "string" || value.length === 0) throw badRequest(`${what}: a name (a non-empty string)`);
+    return value;
+  };
+  const database = name(body.database, "database");
+  const container = name(body.container, "container");
+  if (container !== null && database === null) throw badRequest("container: needs the database it is in");
+  return { database, container };
+}
+
 module.exports = {
   readBody,
   readJson,
@@ -88,5 +105,6 @@ module.exports = {
   unquote,
   wantsMinimal,
   isQueryRequest,
-  pathSegments
+  pathSegments,
+  controlScope
 };

@@ -234,7 +234,7 @@ function createRequestListener(getAccount, opts) {
         if (await handleQueryControl(req, res, segs)) return;
         if (await handleRangesControl(account, req, res, segs)) return;
         if (handleStatsControl(account, req, res, segs)) return;
-        const fault = takeFault(req, segs);
+        const fault = takeFault(req, segs, account);
         if (fault) {
           sendFault(req, res, fault);
           return;

@@ -12,6 +12,8 @@
  * arriving meanwhile waited; null at the first call, which starts measuring)}. With ?gc=1 a
  * full garbage collection runs first (it holds the endpoint for a moment: up to a second with
  * a million documents), so that the heap is what is kept, not what waits to be collected.
+ * With ?database=<id>, documents counts that database's containers only (0 for a database
+ * that does not exist): what a test counts while another writes elsewhere on the endpoint.
  */
 
 const v8 = require("v8");
@@ -19,6 +21,7 @@ const vm = require("vm");
 const { monitorEventLoopDelay } = require("perf_hooks");
 const { CosmosError, send } = require("./responses");
 const { collections } = require("./store");
+const { URLSearchParams } = require("url");
 
 let collect = null;
 let delay = null;
@@ -55,10 +58,14 @@ function eventLoop() {
 function handleStatsControl(account, req, res, segs) {
   if (segs[0] !== "_emulators" || segs[1] !== "stats" || segs.length !== 2) return false;
   req.resume();
-  if (req.method !== "GET") throw new CosmosError(405, "MethodNotAllowed", "GET /_emulators/stats[?gc=1]");
-  if (/[?&]gc=1(&|$)/.test(req.url)) fullCollection();
+  if (req.method !== "GET") throw new CosmosError(405, "MethodNotAllowed", "GET /_emulators/stats[?gc=1][&database=<id>]");
+  const query = new URLSearchParams(req.url.includes("?") ? req.url.slice(req.url.indexOf("?") + 1) : "");
+  if (query.get("gc") === "1") fullCollection();
+  const database = query.get("database");
   let documents = 0;
-  if (account) for (const colItem of collections(account)) documents += colItem.documents._data.size;
+  if (account) {
+    for (const colItem of collections(account, database)) documents += colItem.documents._data.size;
+  }
   send(req, res, 200, { memory: process.memoryUsage(), documents, eventLoop: eventLoop() });
   return true;
 }

@@ -406,9 +406,11 @@ function uniqueKeysKept(write) {
 }
 
 class Store {
-  constructor(collection) {
+  /** `names`: {database, container}, the ids a request named them by (resolveStore), or null. */
+  constructor(collection, names = null) {
     this.collection = collection;
     this.docs = collection.documents;
+    this.names = names;
   }
 
   get colData() {
@@ -601,9 +603,11 @@ function ownWrite(collection, write) {
 }
 
 /** Every container of every database of the account (the package's collection objects). */
-function* collections(account) {
+/** Every container of the account (of the database of id `database`, when given). */
+function* collections(account, database = null) {
   for (const dbItem of account.databases._data.values()) {
-    if (!dbItem.read()) continue;
+    const dbData = dbItem.read();
+    if (!dbData || (database !== null && dbData.id !== database)) continue;
     yield* dbItem.collections._data.values();
   }
 }
@@ -612,8 +616,9 @@ function resolveStore(account, dbId, collId) {
   const database = account.database(dbId);
   if (!database.read()) throw ownerNotFound();
   const collection = database.collection(collId);
-  if (!collection.read()) throw ownerNotFound();
-  return new Store(collection);
+  const colData = collection.read();
+  if (!colData) throw ownerNotFound();
+  return new Store(collection, { database: database.read().id, container: colData.id });
 }
 
 module.exports = {
