@@ -84,14 +84,18 @@ def _run(argv: list[str], folder: Path, prog: str) -> int:
     from funcstack.services import free_port, start_azurite, stop_all
 
     stops: list[tuple[str, Callable[[], None]]] = []
-    previous = signal.getsignal(signal.SIGTERM)
+    previous = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     process: subprocess.Popen[bytes] | None = None
+    held: list[int] = []
 
     def on_term(signum: int, frame: FrameType | None) -> None:
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)  # it ends, then the services stop
         else:
             raise KeyboardInterrupt  # still starting: stop what started
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        held.append(signum)  # the command is being started: sent on once it is
 
     signal.signal(signal.SIGTERM, on_term)
     try:
@@ -108,6 +112,11 @@ def _run(argv: list[str], folder: Path, prog: str) -> int:
             raise ExecCommandError(f"exec: the services did not start: {exc}") from None
         services = folder / "services.json"
         write_services(services, cosmos, servicebus, azurite)
+        # From here a Ctrl-C or a SIGTERM is the command's to act on: one that lands while the
+        # command is being started (which it may have missed) is sent on to it once it is, and
+        # funcstack exec waits for its end, then stops the services.
+        signal.signal(signal.SIGINT, hold)
+        signal.signal(signal.SIGTERM, hold)
         print(f"{prog} exec: services up ({SERVICES_VARIABLE}={services})", file=sys.stderr)
         sys.stderr.flush()
         try:
@@ -116,13 +125,12 @@ def _run(argv: list[str], folder: Path, prog: str) -> int:
             raise ExecCommandError(
                 f"exec: cannot run {argv[0]!r} ({exc.strerror or exc})"
             ) from None
-        while True:
-            try:
-                code = process.wait()
-                break
-            except KeyboardInterrupt:  # Ctrl-C reached the command too: wait for its end
-                continue
+        signal.signal(signal.SIGTERM, on_term)
+        for signum in held:
+            process.send_signal(signum)
+        code = process.wait()  # a Ctrl-C reaches the command too (its process group): held
         return 128 - code if code < 0 else code
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        signal.signal(signal.SIGTERM, previous[0])
+        signal.signal(signal.SIGINT, previous[1])
         stop_all(list(reversed(stops)))
