@@ -7,6 +7,7 @@ relaying at once through the one sync publisher, and the claim check on a namesp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -99,6 +100,10 @@ class Publishing:
         `aio` publisher keeps for the next invocation)."""
         if self.loop is None:
             return self.publisher._local.link[1].sender
+        # The invocation's task gives its link back in a done callback, queued on the loop with
+        # the one that hands this thread the result: this thread may read before it has run. A
+        # round trip through the loop runs what was queued before it.
+        self.loop.run(asyncio.sleep(0))
         [link] = self.publisher._idle
         return link.sender
 
