@@ -79,25 +79,25 @@ def client(cosmos: Target) -> CosmosClient:
     return cosmos.client()
 
 
-@pytest.fixture
-def database(client: CosmosClient) -> Iterator[DatabaseProxy]:
+def _own_database(client: CosmosClient) -> Iterator[DatabaseProxy]:
+    """A database of the test's own, deleted at its end."""
     name = unique("db")
     db = client.create_database_if_not_exists(name)
     try:
         yield db
     finally:
         client.delete_database(name)
+
+
+@pytest.fixture
+def database(client: CosmosClient) -> Iterator[DatabaseProxy]:
+    yield from _own_database(client)
 
 
 @pytest.fixture
 def other_database(client: CosmosClient) -> Iterator[DatabaseProxy]:
     """A second database of the test's own (what a scoped control call must leave alone)."""
-    name = unique("db")
-    db = client.create_database_if_not_exists(name)
-    try:
-        yield db
-    finally:
-        client.delete_database(name)
+    yield from _own_database(client)
 
 
 @pytest.fixture
