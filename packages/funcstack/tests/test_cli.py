@@ -584,10 +584,13 @@ def test_run_with_instances_lists_them_each_with_its_log_behind_the_apps_url(
     clis: list[Cli],
 ) -> None:
     """``--instances 2``: two hosts of the app, each with its log, listed in the banner; the
-    app's URL is the front (which spreads requests: tests/functions_host/test_scaleout.py);
-    Ctrl-C stops everything."""
-    cli = Cli(project, ["run", "--app", "hello", "--free-ports", "--instances", "2"]).start()
-    clis.append(cli)
+    app's URL is the front (which spreads requests: tests/functions_host/test_scaleout.py).
+    Killed where no teardown runs (SIGKILL: a CI's timeout, the out-of-memory killer), it
+    leaves nothing running all the same: the endpoints (each in a process group of its own)
+    see their starter gone, the hosts' fork server its starter's socket closed."""
+    cli = Cli(project, ["run", "--app", "hello", "--free-ports", "--instances", "2", "--json"])
+    clis.append(cli.start())
+    ready = json.loads(cli.wait_for('{"ready": true'))
     cli.wait_for("Ctrl-C stops everything.")
     url = re.search(r"http://127\.0\.0\.1:\d+/api", cli.wait_for("  hello ")).group(0)  # type: ignore[union-attr]
     assert "2 instances, requests spread over the HTTP ones" in cli.text
@@ -601,7 +604,21 @@ def test_run_with_instances_lists_them_each_with_its_log_behind_the_apps_url(
         for name in ("hello-1", "hello-2")
     }
     assert all("host listening" in log for log in logs.values())
-    assert cli.interrupt() == 0
+    # Azurite, which starts at its first connection (the app uses no storage), started first
+    blob = re.search(r"BlobEndpoint=http://[^;]*:([0-9]+)/", ready["storage"])
+    assert blob is not None, ready["storage"]
+    socket.create_connection(("127.0.0.1", int(blob.group(1))), timeout=10).close()
+    deadline = time.monotonic() + 30
+    started = ("cosmos/server.js", "funcstack.servicebus", "azurite", "_forkserver_server")
+    while not all(any(s in line for line in cli.leftovers()) for s in started):
+        assert time.monotonic() < deadline, cli.leftovers()
+        time.sleep(0.1)
+    assert cli.process is not None
+    os.killpg(cli.process.pid, signal.SIGKILL)
+    cli.process.wait(10)
+    deadline = time.monotonic() + 15
+    while cli.leftovers() and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert cli.leftovers() == []
 
 

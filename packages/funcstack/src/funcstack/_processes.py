@@ -7,7 +7,9 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -16,6 +18,14 @@ from typing import IO, Any, Protocol
 #: terminal reaches only the process that started it, which stops them in order (each flushes
 #: its state; none dies half-started with a traceback).
 OWN_PROCESS_GROUP: dict[str, Any] = {"process_group": 0}
+#: The variable that names the process a stand-in was started by (its pid): the stand-in
+#: watches it (``node/owned.js``; the Service Bus endpoint's ``owner_watch``) and stops as at
+#: SIGTERM (its state flushed) within a second of that process's end, however it ended: a
+#: SIGKILL, or an out-of-memory kill, leaves no stand-in listening (its own process group keeps
+#: it from the terminal's Ctrl-C, and from a kill of the starter's group).
+OWNER_ENV = "FUNCSTACK_OWNER_PID"
+#: Seconds between a stand-in's looks at whether its starter is still its parent.
+OWNER_POLL_SECONDS = 1.0
 
 
 class ChildProcess(Protocol):
@@ -44,13 +54,38 @@ class ChildProcess(Protocol):
     def kill(self) -> None: ...
 
 
+def owned_environment(**extra: str) -> dict[str, str]:
+    """The environment of a stand-in this process starts: this process's, ``extra``, and
+    ``OWNER_ENV`` naming this process (the stand-in ends with it)."""
+    return {**os.environ, **extra, OWNER_ENV: str(os.getpid())}
+
+
 def node_server_environment(**extra: str) -> dict[str, str]:
-    """The environment of a Node.js stand-in (the Cosmos DB endpoint, Azurite): this process's,
-    without ``NODE_EXTRA_CA_CERTS``. The servers only listen (Azurite's telemetry is off), so
-    extra trust anchors are never used, and Node reads and parses the bundle at every start
-    (about 50 ms of CPU each, for a machine's whole CA bundle)."""
-    environment = {k: v for k, v in os.environ.items() if k != "NODE_EXTRA_CA_CERTS"}
-    return {**environment, **extra}
+    """The environment of a Node.js stand-in (the Cosmos DB endpoint, Azurite): this process's
+    (``owned_environment``), without ``NODE_EXTRA_CA_CERTS``. The servers only listen
+    (Azurite's telemetry is off), so extra trust anchors are never used, and Node reads and
+    parses the bundle at every start (about 50 ms of CPU each, for a machine's whole CA
+    bundle)."""
+    environment = owned_environment(**extra)
+    environment.pop("NODE_EXTRA_CA_CERTS", None)
+    return environment
+
+
+def owner_watch(stop: Callable[[], object]) -> None:
+    """In a stand-in started with ``OWNER_ENV``: call ``stop`` (from a daemon thread) once the
+    process that started it is no longer its parent (it ended: the stand-in was handed to
+    another). Without the variable (started by hand): nothing. The variable is removed, so
+    that what the stand-in starts does not watch a process that is not its parent."""
+    owner = os.environ.pop(OWNER_ENV, "")
+    if not owner.isdigit():
+        return
+
+    def watch() -> None:
+        while os.getppid() == int(owner):
+            time.sleep(OWNER_POLL_SECONDS)
+        stop()
+
+    threading.Thread(target=watch, name="owner-watch", daemon=True).start()
 
 
 def stop_child(process: ChildProcess, grace: float = 1.5) -> None:

@@ -85,6 +85,8 @@ AZURITE_KEY = (
 _AZURITE_PRELOAD = Path(__file__).parent / "node" / "azurite_preload.js"
 #: Run before a Node stand-in started at its first connection: see the file.
 _LISTEN_FDS = Path(__file__).parent / "node" / "listen_fds.js"
+#: Run before every Node stand-in: it ends with the process that started it (see the file).
+_OWNED = Path(__file__).parent / "node" / "owned.js"
 
 #: Where `free_port` looks first: above the ports this stack knows (Azurite's 10000-10002).
 _FREE_PORTS_FROM = 10100
@@ -266,6 +268,8 @@ def _azurite_command(
         # its 1.4 s of CPU): the preload has it load at its first use instead.
         "--require",
         str(_AZURITE_PRELOAD),
+        "--require",
+        str(_OWNED),
         str(exe.resolve()),
         "--silent",
         "--skipApiVersionCheck",

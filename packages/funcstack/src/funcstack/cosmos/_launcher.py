@@ -57,6 +57,8 @@ COSMOS_DIR = Path(__file__).resolve().parent
 SERVER_JS = COSMOS_DIR / "server.js"
 #: Has a Node server started at its first connection listen on the sockets it was handed.
 LISTEN_FDS_JS = COSMOS_DIR.parent / "node" / "listen_fds.js"
+#: Has a Node stand-in end with the process that started it (funcstack/_processes.py).
+OWNED_JS = COSMOS_DIR.parent / "node" / "owned.js"
 
 #: The Cosmos DB emulator's well-known key (the local endpoint accepts any key).
 EMULATOR_KEY = (
@@ -343,6 +345,8 @@ def start_cosmos(
         raise CosmosStartError(str(exc)) from None
     cmd = [
         node,
+        "--require",
+        str(OWNED_JS),
         f"--max-old-space-size={HEAP_MB}",
         str(SERVER_JS),
         "--host",

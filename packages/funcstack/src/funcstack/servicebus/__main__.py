@@ -12,6 +12,7 @@ import ssl
 import sys
 from pathlib import Path
 
+from funcstack._processes import owner_watch
 from funcstack.servicebus._broker import Broker
 from funcstack.servicebus._config import NamespaceConfig, connection_string, load_config
 from funcstack.servicebus._control import serve_control
@@ -57,6 +58,7 @@ async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    owner_watch(lambda: loop.call_soon_threadsafe(stop.set))  # ends with its starter
     print(json.dumps(ready), flush=True)
     await stop.wait()
     if control is not None:

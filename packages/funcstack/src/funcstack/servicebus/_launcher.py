@@ -15,7 +15,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from funcstack._activation import Activation, activated_stopped, listened_on
-from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
+from funcstack._processes import (
+    OWN_PROCESS_GROUP,
+    describe_exit,
+    last_lines,
+    owned_environment,
+    stop_child,
+)
 from funcstack.servicebus._config import connection_string, load_config
 from funcstack.starts import record_start
 
@@ -127,6 +133,7 @@ def start_servicebus(
         stdout=subprocess.PIPE,
         stderr=log if log is not None else subprocess.DEVNULL,
         text=True,
+        env=owned_environment(),
         **OWN_PROCESS_GROUP,
     )
     record_start("servicebus", process.pid, identity=state_file or port or None)
@@ -255,6 +262,7 @@ def _lazy(
             stderr=log if log is not None else subprocess.DEVNULL,
             text=True,
             pass_fds=tuple(s.fileno() for s in sockets),
+            env=owned_environment(),
             **OWN_PROCESS_GROUP,
         )
         record_start("servicebus", endpoint.process.pid, identity=state_file or port or None)
