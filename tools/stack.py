@@ -34,12 +34,11 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from cosmos_outbox_operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
-from funcstack.cosmos import CosmosEndpoint
 from funcstack.functions_host import HostOptions, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.scaleout import AppInstances, parse_instances
-from funcstack.servicebus import ServiceBusEndpoint, control_request
-from funcstack.services import Azurite, PartStartError, free_port, port_in_use, running_stack
+from funcstack.servicebus import control_request
+from funcstack.services import PartStartError, free_port, port_in_use, running_stack
 from funcstack.serving import serve as serve_stack
 from funcstack.stack import LocalStack, ServicePorts, update_local_settings
 from tools.provision import declared
@@ -106,16 +105,15 @@ class Stack(LocalStack):
     #: Also write the generated settings here (`make run`: local.settings.json at the root,
     #: for `func start`, `make tail` and the operators' CLI) before any host starts.
     settings_copy: Path | None = None
-    #: A Service Bus endpoint this stack uses and does not own (a test process's, started with
-    #: its control channel: tests/conftest.py's `shared_servicebus`): the app's topic and its
-    #: subscriptions (tools/servicebus-config.json) are made on it under a name of this stack's
-    #: own (SERVICEBUS_TOPIC `contact-events-<random>`) and deleted when it stops; it is never
-    #: stopped or restarted by this stack. A stack whose tests stop, freeze or slow Service Bus,
-    #: or change its message size, has an endpoint of its own (None).
-    shared_servicebus: ServiceBusEndpoint | None = None
     _own_database: str | None = field(default=None, init=False, repr=False)
     _own_topic: str | None = field(default=None, init=False, repr=False)
     _own_payloads: str | None = field(default=None, init=False, repr=False)
+    # shared_servicebus (funcstack's): a Service Bus endpoint this stack uses and does not own
+    # (a test process's, started with its control channel: tests/conftest.py's
+    # `shared_servicebus`): the app's topic and its subscriptions (tools/servicebus-config.json)
+    # are declared on it under a name of this stack's own (SERVICEBUS_TOPIC
+    # `contact-events-<random>`) and deleted when it stops. A stack whose tests stop, freeze or
+    # slow Service Bus, or change its message size, has an endpoint of its own (None).
     # shared_azurite (funcstack's): an Azurite this stack uses and does not own (another
     # stack's, which no test stops while this one runs): the claim check's blob container on it
     # is one of this stack's own (OUTBOX_PAYLOAD_CONTAINER `outbox-payloads-<random>`), created
@@ -137,7 +135,7 @@ class Stack(LocalStack):
             self.settings_overrides = {**self.settings_overrides, "COSMOS_DATABASE": database}
             self._own_database = database
         if self.shared_servicebus is not None:
-            self._shared_topic_name()
+            self._shared_topic()
         if self.shared_azurite is not None:
             self._shared_payload_container()
         if self.contacts_partitions is not None and self.config is not None:
@@ -215,24 +213,41 @@ class Stack(LocalStack):
 
     # -- a shared Service Bus endpoint ---------------------------------------------------------
 
-    def _shared_topic_name(self) -> None:
+    def _shared_topic(self) -> None:
         """SERVICEBUS_TOPIC: a name of this stack's own on the shared endpoint (or the one its
-        settings give); refused with what the shared endpoint cannot honour for one stack."""
-        endpoint = self.shared_servicebus
-        assert endpoint is not None
-        if endpoint.control_port is None:
-            raise ValueError("shared_servicebus: the endpoint has no control channel")
-        endwide = {
-            "servicebus_settle_delay_ms": bool(self.servicebus_settle_delay_ms),
-            "servicebus_max_message_size": self.servicebus_max_message_size is not None,
-        }
-        if any(endwide.values()):
-            named = ", ".join(name for name, given in endwide.items() if given)
-            raise ValueError(f"shared_servicebus: {named} is the endpoint's, not one stack's")
-        if "SERVICEBUS_TOPIC" not in self.settings_overrides:
-            declared = json.loads(SAMPLE.read_text())["Values"]["SERVICEBUS_TOPIC"]
-            topic = f"{declared}-{secrets.token_hex(4)}"
-            self.settings_overrides = {**self.settings_overrides, "SERVICEBUS_TOPIC": topic}
+        settings give), declared there by funcstack (`declare_servicebus`) from a copy of the
+        config's Service Bus part in the workdir, the declared topic renamed; refused when the
+        config declares entities that would be every stack's."""
+        declared = json.loads(SAMPLE.read_text())["Values"]["SERVICEBUS_TOPIC"]
+        name = self.settings_overrides.get("SERVICEBUS_TOPIC")
+        if name is None:
+            name = f"{declared}-{secrets.token_hex(4)}"
+            self.settings_overrides = {**self.settings_overrides, "SERVICEBUS_TOPIC": name}
+        if self.config is None or self.config.servicebus_file is None:
+            return
+        source = self.config.servicebus_file
+        document = json.loads(source.read_text())
+        namespaces = document["UserConfig"]["Namespaces"]
+        others = []
+        for namespace in namespaces:
+            others += [q["Name"] for q in namespace.get("Queues") or []]
+            for topic in namespace.get("Topics") or []:
+                if topic["Name"] == declared:
+                    topic["Name"] = name
+                if topic["Name"] != name:
+                    others.append(topic["Name"])
+        if others:
+            raise ValueError(
+                f"shared_servicebus: {source} declares {', '.join(others)}, which would be "
+                f"every stack's on the shared endpoint (only its topic {declared!r} is renamed)"
+            )
+        if not any(t["Name"] == name for ns in namespaces for t in ns.get("Topics") or []):
+            raise ValueError(f"shared_servicebus: {source} declares no topic {declared!r}")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        renamed = self.workdir / "servicebus-config.json"
+        renamed.write_text(json.dumps(document, indent=2) + "\n")
+        self.config = replace(self.config, servicebus_file=renamed)
+        self._own_topic = name
 
     # -- a shared Azurite ---------------------------------------------------------------------
 
@@ -254,65 +269,6 @@ class Stack(LocalStack):
                 self.config, storage=replace(self.config.storage, blob_containers=containers)
             )
         self._own_payloads = name
-
-    def start_servicebus(self) -> ServiceBusEndpoint:
-        """The stack's own endpoint (funcstack's), or the shared one with this stack's topic
-        made on it: the declared topic's properties and subscriptions (their rules), the
-        duplicate detection window `duplicate_window_seconds` when set."""
-        if self.shared_servicebus is None:
-            return super().start_servicebus()
-        if self._own_topic is None:
-            self._make_topic(self.shared_servicebus)
-        self.servicebus = self.shared_servicebus
-        return self.servicebus
-
-    def _make_topic(self, endpoint: ServiceBusEndpoint) -> None:
-        assert self.config is not None and self.config.servicebus_file is not None
-        [namespace] = json.loads(self.config.servicebus_file.read_text())["UserConfig"][
-            "Namespaces"
-        ]
-        if namespace.get("Queues"):
-            raise ValueError("shared_servicebus: the config's queues would be every stack's")
-        declared = json.loads(SAMPLE.read_text())["Values"]["SERVICEBUS_TOPIC"]
-        [topic] = [t for t in namespace["Topics"] if t["Name"] == declared]
-        name = self.settings()["SERVICEBUS_TOPIC"]
-        properties = dict(topic["Properties"])
-        if self.duplicate_window_seconds is not None:
-            window = f"PT{self.duplicate_window_seconds:g}S"
-            properties["DuplicateDetectionHistoryTimeWindow"] = window
-        port = endpoint.control_port or 0
-        control_request(
-            endpoint.host, port, {"op": "create-topic", "name": name, "properties": properties}
-        )
-        self._own_topic = name
-        for sub in topic["Subscriptions"]:
-            control_request(
-                endpoint.host,
-                port,
-                {
-                    "op": "create-subscription",
-                    "topic": name,
-                    "name": sub["Name"],
-                    "properties": sub["Properties"],
-                    "rules": sub["Rules"],
-                },
-            )
-
-    def stop_part(self, name: str) -> None:
-        """funcstack's, and not a shared Service Bus endpoint (ValueError)."""
-        if name == "servicebus" and self.shared_servicebus is not None:
-            raise ValueError("this stack's Service Bus endpoint is shared: not its to stop")
-        super().stop_part(name)
-
-    def _parts(
-        self,
-    ) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite | RunningRunner]]:
-        """This stack's own parts: a shared Service Bus endpoint is not one."""
-        return [
-            (name, part)
-            for name, part in super()._parts()
-            if self.shared_servicebus is None or part is not self.shared_servicebus
-        ]
 
     # -- parts, for fault injection ----------------------------------------------------------
 

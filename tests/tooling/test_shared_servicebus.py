@@ -1,10 +1,14 @@
 """A Contacts stack on the test process's Service Bus endpoint (tools/stack.py,
 `Stack(shared_servicebus=...)`): its topic and subscriptions are its own, made with the
-declared properties and rules, deleted when it stops; the endpoint is not its to stop, and what
-is the endpoint's (a settle delay, a message size) is refused for one stack."""
+declared properties and rules (funcstack's `declare_servicebus`, from a copy of the config with
+the topic renamed), deleted when it stops; the endpoint is not its to stop, and what is the
+endpoint's (a settle delay, a message size) or every stack's (a queue, another topic) is refused
+for one stack."""
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,7 +17,9 @@ from azure.servicebus.exceptions import ServiceBusError
 
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.servicebus import ServiceBusEndpoint
-from tools.stack import Ports, Stack
+from funcstack.services import PartStartError
+from tools.provision import declared
+from tools.stack import SERVICEBUS_CONFIG, Ports, Stack
 
 pytestmark = pytest.mark.integration
 
@@ -71,15 +77,41 @@ def test_a_stack_has_a_topic_of_its_own_on_the_shared_endpoint_gone_when_it_stop
 
 
 def test_what_is_the_endpoints_is_refused_for_one_stack(
+    tmp_path: Path, shared_cosmos: CosmosEndpoint, shared_servicebus: ServiceBusEndpoint
+) -> None:
+    """funcstack's refusal (`LocalStack.declare_servicebus`); on the shared Cosmos DB endpoint
+    the stack starts no part of its own before it."""
+    slow = Stack(
+        workdir=tmp_path / "slow",
+        shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
+        servicebus_settle_delay_ms=1500,
+    )
+    with pytest.raises(PartStartError, match="servicebus_settle_delay_ms: a setting of the endp"):
+        slow.start()
+    premium = Stack(
+        workdir=tmp_path / "premium",
+        shared_cosmos=shared_cosmos,
+        shared_servicebus=shared_servicebus,
+        servicebus_max_message_size=1 << 20,
+    )
+    with pytest.raises(PartStartError, match="servicebus_max_message_size: a setting of the"):
+        premium.start()
+
+
+def test_entities_that_would_be_every_stacks_are_refused_before_any_part_starts(
     tmp_path: Path, shared_servicebus: ServiceBusEndpoint
 ) -> None:
-    slow = Stack(
-        workdir=tmp_path, shared_servicebus=shared_servicebus, servicebus_settle_delay_ms=1500
-    )
-    with pytest.raises(ValueError, match="servicebus_settle_delay_ms"):
-        slow.start()  # before any part starts
-    premium = Stack(
-        workdir=tmp_path, shared_servicebus=shared_servicebus, servicebus_max_message_size=1 << 20
-    )
-    with pytest.raises(ValueError, match="servicebus_max_message_size"):
-        premium.start()
+    """Only the app's topic is renamed: a queue or another topic of the config would be
+    declared under its own name, one entity for every stack on the endpoint."""
+    document = json.loads(SERVICEBUS_CONFIG.read_text())
+    [namespace] = document["UserConfig"]["Namespaces"]
+    namespace["Queues"] = [{"Name": "commands", "Properties": {}}]
+    namespace["Topics"].append({"Name": "audit", "Properties": {}, "Subscriptions": []})
+    config_file = tmp_path / "servicebus-config.json"
+    config_file.write_text(json.dumps(document))
+    config = replace(declared(), servicebus_file=config_file)
+    stack = Stack(workdir=tmp_path / "stack", config=config, shared_servicebus=shared_servicebus)
+    with pytest.raises(ValueError, match=r"declares commands, audit, which would be every"):
+        stack.start()
+    assert stack.cosmos is None  # refused before any part starts
