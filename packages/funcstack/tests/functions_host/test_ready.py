@@ -137,6 +137,9 @@ def test_a_change_made_at_once_after_ready_reaches_every_trigger(
 ) -> None:
     out = tmp_path / "out.jsonl"
     app = host(stack, tmp_path, "ready")
+    # every trigger listens: a host whose trigger could not start is ready too (it keeps
+    # trying), and a change then reaches that trigger only once it does
+    assert app.not_listening == {}
     # at once: nothing waits for a log line or a first invocation
     ident = uuid.uuid4().hex
     stack.container_client("ready", "items").create_item({"id": ident})
