@@ -539,6 +539,10 @@ class Broker:
         self.locks: dict[uuid.UUID, tuple[ReceiverEntity, int]] = {}
         self._seq = 0
         self.on_change: Callable[[], None] = lambda: None
+        #: Called with a queue's or a topic's name and the ids of the entities it took with it
+        #: (its subscriptions', its dead-letter queues') when it is deleted or replaced: the
+        #: server ends the links attached to them.
+        self.on_removed: Callable[[str, set[int]], None] = lambda name, gone: None
         #: What changed since the store last wrote, by key (kept only with a store attached).
         self.recording = False
         self.changes = Changes()
@@ -583,12 +587,15 @@ class Broker:
             return False
         if self.recording:
             self.changes.dropped.add(f"{SENDER_PREFIX}{sender.key}")
+        gone = {id(sender)}
         for target in sender.targets:
             for receiver in (target, target.dead_letter):
                 if receiver is not None:
+                    gone.add(id(receiver))
                     self.receivers.pop(receiver.path.lower(), None)
                     if self.recording:
                         self.changes.dropped.add(receiver.key)
+        self.on_removed(sender.config.name, gone)
         return True
 
     # ---- what persists: recorded by key, written by _state.Store -------------------------

@@ -53,6 +53,7 @@ from funcstack.servicebus._codec import (
 from funcstack.servicebus._connection import (
     COND_LOCK_LOST,
     COND_NOT_ALLOWED,
+    COND_NOT_FOUND,
     COND_SESSION_LOCK_LOST,
     COND_TIMEOUT,
     ROLE_SENDER,
@@ -84,6 +85,7 @@ class Server:
         store: Store | None = None,
     ) -> None:
         self.broker = broker
+        broker.on_removed = self._entity_gone
         #: Where what persists is written (``--state-file``), before it is acknowledged.
         self.store = store
         #: Overrides the largest message and batch of every entity (``--max-message-size``);
@@ -203,6 +205,20 @@ class Server:
                     )
 
     # ---- links ---------------------------------------------------------------------------
+    def _entity_gone(self, name: str, gone: set[int]) -> None:
+        """A queue or topic deleted or replaced: the links attached to it (or to its
+        subscriptions and dead-letter queues) end with ``amqp:not-found``, as Service Bus ends
+        them; a client attaches again to what now has the name, if anything does."""
+        for conn in list(self.connections):
+            for session in list(conn.sessions.values()):
+                for link in list(session.links.values()):
+                    if id(link.sender_entity) in gone or id(link.entity) in gone:
+                        conn.detach_with_error(
+                            link,
+                            COND_NOT_FOUND,
+                            f"The messaging entity '{name}' could not be found.",
+                        )
+
     def unlink(self, link: Link) -> None:
         link.active = False
         if link in self.pending:
