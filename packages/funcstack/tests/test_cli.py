@@ -102,8 +102,9 @@ class Cli:
     def text(self) -> str:
         return "\n".join([*self.output, *self.errors])
 
-    def leftovers(self) -> list[str]:
-        found = []
+    def _marked(self) -> dict[int, str]:
+        """The processes still running that carry this command's mark: pid -> command line."""
+        found = {}
         needle = f"FUNCSTACK_TEST_MARK={self.mark}".encode()
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -113,7 +114,7 @@ class Cli:
                     needle in (entry / "environ").read_bytes()
                     and (entry / "stat").read_text().split(") ")[1][0] != "Z"
                 ):
-                    found.append(
+                    found[int(entry.name)] = (
                         (entry / "cmdline")
                         .read_bytes()
                         .replace(b"\0", b" ")
@@ -123,14 +124,14 @@ class Cli:
                 continue
         return found
 
+    def leftovers(self) -> list[str]:
+        return list(self._marked().values())
+
     def kill_leftovers(self) -> None:
         """SIGKILL every process carrying this command's mark (a failed test's clean-up)."""
-        needle = f"FUNCSTACK_TEST_MARK={self.mark}".encode()
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit() and int(entry.name) != os.getpid():
-                with contextlib.suppress(OSError):
-                    if needle in (entry / "environ").read_bytes():
-                        os.kill(int(entry.name), signal.SIGKILL)
+        for pid in self._marked():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def kill(self) -> None:
         if self.process is not None and self.process.poll() is None:
