@@ -222,7 +222,7 @@ def test_a_forked_host_has_the_import_path_a_new_interpreter_has(tmp_path: Path)
 
 
 PROBE = """
-import json, os, sys, time
+import json, os, subprocess, sys, time
 from pathlib import Path
 from funcstack._processes import stop_stray_children
 from funcstack.functions_host import _forkserver, _forkserver_server
@@ -254,6 +254,15 @@ if sys.argv[3] == "stray":
 elif sys.argv[3] == "server":
     os.kill(server, 9)
     print(json.dumps({"host": runner.process.wait(15)}))
+elif sys.argv[3] == "stalled":
+    os.kill(server, 19)  # SIGSTOP: a server that reaps nothing (as one starved under load)
+    runner.process.kill()
+    try:
+        print(json.dumps({"host": runner.process.wait(15)}))
+    except subprocess.TimeoutExpired:
+        print(json.dumps({"host": "not seen to end within 15 s"}))
+    finally:
+        os.kill(server, 18)  # SIGCONT
 else:
     time.sleep(120)
 """
@@ -310,6 +319,75 @@ def test_a_host_whose_server_is_killed_ends_too(app_dir: Path, tmp_path: Path) -
     finally:
         process.kill()
         process.wait(10)
+
+
+def test_a_host_whose_end_its_stalled_server_does_not_tell_is_seen_to_end(
+    app_dir: Path, tmp_path: Path
+) -> None:
+    """The host's end is seen on its pidfd: a wait returns once the server has not told it
+    within the grace (``STATUS_GRACE``), rather than running out (round 21: under a load of
+    12-20 a stop waited 15 s for a server that did not tell a killed host's end)."""
+    process, pids = _probe(app_dir, tmp_path, "stalled")
+    try:
+        assert process.stdout is not None
+        after = json.loads(process.stdout.readline())
+        assert after == {"host": _forkserver.UNKNOWN_EXIT}  # ended; its status never told
+        assert _gone_within([pids["host"], *pids["workers"]], 5) == []
+    finally:
+        process.kill()
+        process.wait(10)
+
+
+#: Run in a process of its own: a server (this process's ``_Server``) with a child that is
+#: killed, and a hint from a host that ended naming a module whose import takes 3 s; prints
+#: whether that import had finished when the child's end was told.
+TOLD_FIRST_PROBE = """
+import json, os, signal, socket, sys, threading, time
+from funcstack.functions_host import _forkserver_server as fs
+
+sys.path.insert(0, sys.argv[1])
+control, starter = socket.socketpair()  # the starter's end kept open: the server serves
+server = fs._Server(control, os.getppid(), list(sys.path))
+pid = os.fork()
+if pid == 0:
+    time.sleep(60)
+    os._exit(0)
+pidfd = os.pidfd_open(pid)
+ours, theirs = socket.socketpair()
+server.children[pidfd] = fs._Child(pid, pidfd, theirs)
+server.hints_w.send(json.dumps(["azure.funcstack_slow_probe"]).encode())
+os.kill(pid, signal.SIGKILL)
+time.sleep(0.5)  # both wait at the server's first look
+
+def watch():
+    status = json.loads(ours.recv(4096))["status"]
+    slow = sys.modules.get("azure.funcstack_slow_probe")
+    print(json.dumps({"status": status, "learned": getattr(slow, "done", False)}), flush=True)
+    os._exit(0)
+
+threading.Thread(target=watch, daemon=True).start()
+server.serve()
+"""
+
+
+def test_a_hosts_end_is_told_before_what_hosts_imported_is_learned(tmp_path: Path) -> None:
+    """An ended host's end is answered before the server imports what hosts imported (round
+    21: it imported every SDK first, seconds under load, while stops waited)."""
+    (tmp_path / "azure").mkdir()
+    (tmp_path / "azure" / "funcstack_slow_probe.py").write_text(
+        "import time\ntime.sleep(3)\ndone = True\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", TOLD_FIRST_PROBE, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    told = json.loads(done.stdout)
+    assert os.waitstatus_to_exitcode(told["status"]) == -signal.SIGKILL
+    assert told["learned"] is False  # told first; the import after
 
 
 COSMOS_OUTPUT_APP = """

@@ -90,8 +90,12 @@ ANSWER_TIMEOUT = 60.0
 #: The modules a host imports when its app needs them that the server imports once a host
 #: did (``_Server.tell``): the SDKs of the triggers and bindings, funcstack's modules for them.
 LEARNABLE = ("azure.", "funcstack.", "cosmos_changefeed")
-#: The exit code of a host whose status was lost (the server ended before it).
+#: The exit code of a host whose status was lost (the server ended before it, or did not tell
+#: it within ``STATUS_GRACE`` of the host's end).
 UNKNOWN_EXIT = 255
+#: How long a host's end (its pidfd readable) may go untold by the server (its reaper: stopped,
+#: or starved under load) before it is taken as an exit of unknown status.
+STATUS_GRACE = 5.0
 #: The largest request (the host's environment, mostly); a larger one is started by exec.
 MAX_REQUEST = 1 << 16
 
@@ -224,6 +228,8 @@ class ForkedHost:
         self._pidfd = pidfd
         self._status = status
         self._lock = threading.Lock()
+        self._ended_at: float | None = None  # when its pidfd said it ended, status untold
+        self._server_gone = False  # the server ended first: no status will come
         self._closed = weakref.finalize(self, _close_all, pidfd, status)
 
     def __repr__(self) -> str:
@@ -254,31 +260,55 @@ class ForkedHost:
 
     def _receive(self, timeout: float | None) -> bool:
         """Wait up to ``timeout`` seconds (None: for ever) for the exit status; whether the
-        host has exited."""
+        host has exited. The status is the server's (it reaps the host); the host's end is seen
+        on its pidfd too, so a server that does not tell it within ``STATUS_GRACE`` of that end
+        leaves the host exited, its status unknown, rather than running past it."""
         deadline = None if timeout is None else time.monotonic() + timeout
         if not self._lock.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
             return False
         try:
-            if self.returncode is not None:
-                return True
-            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            if not readable([self._status.fileno()], left):
+            if self.returncode is None and not self._wait_status(deadline):
                 return False
-            try:
-                data = self._status.recv(4096)
-            except OSError:
-                data = b""
-            if data:
-                self.returncode = os.waitstatus_to_exitcode(int(json.loads(data)["status"]))
-            else:  # the server ended before the host: wait for the host's end, status unknown
-                left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-                if not readable([self._pidfd], left):
-                    return False
-                self.returncode = UNKNOWN_EXIT
             self._closed()
             return True
         finally:
             self._lock.release()
+
+    def _wait_status(self, deadline: float | None) -> bool:
+        status = self._status.fileno()
+        while self.returncode is None:
+            now = time.monotonic()
+            wait = None if deadline is None else max(deadline - now, 0.0)
+            if self._server_gone:  # its end only, status unknown
+                watched = [self._pidfd]
+            elif self._ended_at is None:
+                watched = [status, self._pidfd]
+            else:  # ended: its status, until the grace is over
+                watched = [status]
+                grace = max(self._ended_at + STATUS_GRACE - now, 0.0)
+                wait = grace if wait is None else min(wait, grace)
+            ready = readable(watched, wait)
+            if status in ready:
+                self._read_status()
+            elif self._pidfd in ready:
+                if self._server_gone:
+                    self.returncode = UNKNOWN_EXIT
+                self._ended_at = time.monotonic()
+            elif self._ended_at is not None and time.monotonic() >= self._ended_at + STATUS_GRACE:
+                self.returncode = UNKNOWN_EXIT  # the server did not tell it
+            elif deadline is not None and time.monotonic() >= deadline:
+                return False
+        return True
+
+    def _read_status(self) -> None:
+        try:
+            data = self._status.recv(4096)
+        except OSError:
+            data = b""
+        if data:
+            self.returncode = os.waitstatus_to_exitcode(int(json.loads(data)["status"]))
+        else:  # the server ended before the host: the host's end is waited for, status unknown
+            self._server_gone = True
 
 
 def readable(fds: Sequence[int], timeout: float | None) -> list[int]:

@@ -73,7 +73,7 @@ class _Server:
         self.wake_r, self.wake_w = socket.socketpair()
         self.wake_r.setblocking(False)
         self.wake_w.setblocking(False)
-        # from the hosts: what they imported after their start (``_learn``), for the next
+        # from the hosts: what they imported after their start (``_learn_one``), for the next
         # ones, and their requests for a language worker
         self.hints_r, self.hints_w = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.hints_r.setblocking(False)
@@ -82,6 +82,10 @@ class _Server:
         self.stopping_since: float | None = None
         self.killed = False
         self.loaded: frozenset[str] = frozenset()  # in a host: the modules at its fork
+        #: what ended hosts imported and the server has not yet (``_learn_one``): imported one
+        #: at a time while nothing else waits
+        self.to_learn: set[str] = set()
+        self.learned = False
 
     def serve(self) -> _Request | None:
         """Answer requests until the starting process ends; the request in a forked child."""
@@ -92,14 +96,17 @@ class _Server:
             waiting = [self.wake_r.fileno(), self.hints_r.fileno(), *self.children]
             if self.stopping_since is None:
                 waiting.append(self.control.fileno())
-                timeout = None
+                timeout = 0.0 if self.to_learn else None
             else:
                 timeout = max(self.stopping_since + STOP_GRACE - time.monotonic(), 0.0)
                 if self.killed:
                     timeout = None
-            ready = readable(waiting, timeout)
+            # the hosts that ended first: their ends are told before anything is learned
+            ready = sorted(readable(waiting, timeout), key=lambda fd: fd not in self.children)
             if self.stopping_since is not None and not ready and not self.killed:
                 self._kill_all()
+            elif not ready and self.to_learn:
+                self._learn_one()
             for fd in ready:
                 if fd == self.wake_r.fileno():
                     self._check_signals()
@@ -117,7 +124,7 @@ class _Server:
 
     def _from_hosts(self) -> _Request | None:
         """The hosts' messages: their requests for a language worker forked (the request in
-        the forked child), what the ones that ended imported (``_learn``)."""
+        the forked child), what the ones that ended imported (``_learn_one``)."""
         names: set[str] = set()
         while True:
             try:
@@ -139,7 +146,8 @@ class _Server:
             elif fds:
                 for fd in fds:
                     os.close(fd)
-        self._learn(names)
+        if self.stopping_since is None:
+            self.to_learn |= names - sys.modules.keys()
         return None
 
     def _worker_request(self, body: dict[str, object], fds: list[int]) -> _Request | None:
@@ -166,19 +174,21 @@ class _Server:
             return None
         return request
 
-    def _learn(self, names: set[str]) -> None:
-        """Import what a host that ended had imported and the server had not: a trigger's or
-        a binding's SDK (``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s of CPU
-        each) is then imported once, not in every host of an app that uses it."""
-        learned = False
-        for name in sorted(names - sys.modules.keys()):
-            try:
+    def _learn_one(self) -> None:
+        """Import one of what hosts that ended had imported and the server had not (a
+        trigger's or a binding's SDK, ``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s
+        of CPU each), so that it is imported once, not in every host of an app that uses it. One
+        at a time, while nothing else waits: a host's end is told, a request answered, between
+        two (all at once, under load, a host's end waited seconds for them)."""
+        name = min(self.to_learn)
+        self.to_learn.discard(name)
+        if name not in sys.modules:
+            with suppress(Exception):  # not imported: a host imports it then, as before
                 importlib.import_module(name)
-            except Exception:  # noqa: S112  (a host imports it then, as before)
-                continue
-            learned = True
-        if learned:
-            self.modules = _top_level_modules()
+                self.learned = True
+            self.modules = _top_level_modules()  # before the next fork's refusal check
+        if not self.to_learn and self.learned:
+            self.learned = False
             gc.collect()
             gc.freeze()
 
