@@ -179,7 +179,7 @@ class _Server:
         trigger's or a binding's SDK, ``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s
         of CPU each), so that it is imported once, not in every host of an app that uses it. One
         at a time, while nothing else waits: a host's end is told, a request answered, between
-        two (all at once, under load, a host's end waited seconds for them)."""
+        two (all at once, a host's end that came with them waited for them all)."""
         name = min(self.to_learn)
         self.to_learn.discard(name)
         if name not in sys.modules:
