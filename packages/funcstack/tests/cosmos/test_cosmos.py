@@ -350,6 +350,40 @@ def test_change_feed_partition_key_scope_on_a_hash_v1_container(database: Databa
         assert ids(feed) == [f"k{n}", f"k{n}-again"], key
 
 
+def test_hash_v1_places_each_key_where_the_sdks_feed_range_of_it_is(
+    database: DatabaseProxy,
+) -> None:
+    # a version 1 container: the change feed scoped to the feed range the SDK computes for a key
+    # (its V1 EPK) holds that key's documents and no other. A number hashes as its double, as
+    # the service and the .NET SDK hash it: -0.0 is not 0, -1.0 not 2**32 - 1, 2**40 not 0, and
+    # -5 is -5.0. The keys asked are floats: azure-cosmos hashes a Python int by its low 32 bits
+    # (4.17), so its feed range of -5 or 2**40 is not where the service keeps that key.
+    container = database.create_container_if_not_exists(
+        unique("v1"), partition_key=PartitionKey(path=PK_PATH, version=1)
+    )
+    numbers: list[Any] = [0, -0.0, 7, 2**32 - 1, 1.5, -1.5, -0.25, 1111.1, -1.0, 1e300, 5e-324]
+    numbers += [float(n) for n in [-(2**31), -(2**40), 2**32, 2**40, 2**53, 2**60, -(2**60)]]
+    others: list[Any] = ["", "short", "é" * 60, "日本" * 40, "😀" * 30, True, False, None]
+    groups: list[list[Any]] = [[key] for key in [*numbers, *others, NonePartitionKeyValue]]
+    groups.append([-5.0, -5])
+    groups.append(["a" * 100, "a" * 101])  # V1 keeps the first 100 characters of a string
+    for g, keys in enumerate(groups):
+        for n, key in enumerate(keys):
+            item: dict[str, Any] = {"id": f"g{g}-{n}"}
+            if key is not NonePartitionKeyValue:
+                item[PK_PATH[1:]] = key
+            container.create_item(item)
+    misplaced: dict[str, list[str]] = {}
+    for g, keys in enumerate(groups):
+        feed_range = container.feed_range_from_partition_key(keys[0])
+        found = ids(
+            container.query_items_change_feed(feed_range=feed_range, start_time="Beginning")
+        )
+        if sorted(found) != [f"g{g}-{n}" for n in range(len(keys))]:
+            misplaced[repr(keys[0])] = found
+    assert not misplaced, str(misplaced)
+
+
 def test_change_feed_scoped_to_documents_without_a_partition_key_value(
     container: ContainerProxy,
 ) -> None:

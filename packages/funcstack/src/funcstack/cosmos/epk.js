@@ -131,9 +131,12 @@ function truncateV1(value) {
   return value;
 }
 
-/** What V1 hashes: integers as unsigned 32-bit numbers, strings "\0"-terminated. */
+/**
+ * What V1 hashes: strings "\0"-terminated, numbers as their double, as the service and the .NET
+ * SDK hash them (-0 is not 0, -1 is not 2**32 - 1, 2**40 is not 0; azure-cosmos 4.17 hashes a
+ * Python int by its low 32 bits, a float as its double).
+ */
 function hashInputV1(value) {
-  if (typeof value === "number" && Number.isSafeInteger(value)) return encodeComponent(value >>> 0);
   if (typeof value === "string") {
     return Buffer.concat([Buffer.from([0x08]), Buffer.from(value, "utf8"), Buffer.from([0x00])]);
   }
