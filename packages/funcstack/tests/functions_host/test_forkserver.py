@@ -339,8 +339,9 @@ def test_a_host_whose_end_its_stalled_server_does_not_tell_is_seen_to_end(
 
 
 #: Run in a process of its own: a server (this process's ``_Server``) with a child that is
-#: killed, and a hint from a host that ended naming a module whose import takes 3 s; prints
-#: whether that import had finished when the child's end was told.
+#: killed, and a hint from a host that ended naming two modules whose imports take 1.5 s each;
+#: prints which of them were imported when the child's end was told, and when a request sent
+#: after that was answered.
 TOLD_FIRST_PROBE = """
 import json, os, signal, socket, sys, threading, time
 from funcstack.functions_host import _forkserver_server as fs
@@ -355,14 +356,22 @@ if pid == 0:
 pidfd = os.pidfd_open(pid)
 ours, theirs = socket.socketpair()
 server.children[pidfd] = fs._Child(pid, pidfd, theirs)
-server.hints_w.send(json.dumps(["azure.funcstack_slow_probe"]).encode())
+server.hints_w.send(json.dumps(["azure.funcstack_slow_a", "azure.funcstack_slow_b"]).encode())
 os.kill(pid, signal.SIGKILL)
 time.sleep(0.5)  # both wait at the server's first look
 
+def learned():
+    return [getattr(sys.modules.get(f"azure.funcstack_slow_{n}"), "done", False) for n in "ab"]
+
 def watch():
     status = json.loads(ours.recv(4096))["status"]
-    slow = sys.modules.get("azure.funcstack_slow_probe")
-    print(json.dumps({"status": status, "learned": getattr(slow, "done", False)}), flush=True)
+    told = {"status": status, "learned when told": learned()}
+    # then a request (one the server refuses: no host to fork), as a host's start asks
+    asking, answering = socket.socketpair()
+    socket.send_fds(starter, [b"{}"], [0, 1, 2, answering.fileno()])
+    told["answer"] = json.loads(asking.recv(4096))
+    told["learned when answered"] = learned()
+    print(json.dumps(told), flush=True)
     os._exit(0)
 
 threading.Thread(target=watch, daemon=True).start()
@@ -371,12 +380,13 @@ server.serve()
 
 
 def test_a_hosts_end_is_told_before_what_hosts_imported_is_learned(tmp_path: Path) -> None:
-    """An ended host's end is answered before the server imports what hosts imported (round
-    21: it imported every SDK first, seconds under load, while stops waited)."""
+    """An ended host's end is answered before the server imports what hosts imported (it
+    imported them all first); a host's start waits for them, so that it is forked with them."""
     (tmp_path / "azure").mkdir()
-    (tmp_path / "azure" / "funcstack_slow_probe.py").write_text(
-        "import time\ntime.sleep(3)\ndone = True\n"
-    )
+    for name in ("a", "b"):
+        (tmp_path / "azure" / f"funcstack_slow_{name}.py").write_text(
+            "import time\ntime.sleep(1.5)\ndone = True\n"
+        )
     done = subprocess.run(
         [sys.executable, "-c", TOLD_FIRST_PROBE, str(tmp_path)],
         capture_output=True,
@@ -387,7 +397,9 @@ def test_a_hosts_end_is_told_before_what_hosts_imported_is_learned(tmp_path: Pat
     assert done.returncode == 0, done.stderr
     told = json.loads(done.stdout)
     assert os.waitstatus_to_exitcode(told["status"]) == -signal.SIGKILL
-    assert told["learned"] is False  # told first; the import after
+    assert told["learned when told"] == [False, False]  # told first; the imports after
+    assert "exec" in told["answer"]  # the request refused (not one to fork) ...
+    assert told["learned when answered"] == [True, True]  # ... once both were imported
 
 
 COSMOS_OUTPUT_APP = """

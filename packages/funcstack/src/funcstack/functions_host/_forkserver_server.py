@@ -95,7 +95,10 @@ class _Server:
         while not (self.stopping_since is not None and not self.children):
             waiting = [self.wake_r.fileno(), self.hints_r.fileno(), *self.children]
             if self.stopping_since is None:
-                waiting.append(self.control.fileno())
+                # a host's start waits for what is being learned (it then need not import it
+                # itself); a host's end does not
+                if not self.to_learn:
+                    waiting.append(self.control.fileno())
                 timeout = 0.0 if self.to_learn else None
             else:
                 timeout = max(self.stopping_since + STOP_GRACE - time.monotonic(), 0.0)
@@ -178,8 +181,9 @@ class _Server:
         """Import one of what hosts that ended had imported and the server had not (a
         trigger's or a binding's SDK, ``azure.cosmos.aio``, ``azure.servicebus.aio``: about 0.5 s
         of CPU each), so that it is imported once, not in every host of an app that uses it. One
-        at a time, while nothing else waits: a host's end is told, a request answered, between
-        two (all at once, a host's end that came with them waited for them all)."""
+        at a time, while no host's end waits to be told (all at once, a host's end that came
+        with them waited for them all); a request for a host waits for them, so that the host
+        is forked with them."""
         name = min(self.to_learn)
         self.to_learn.discard(name)
         if name not in sys.modules:
