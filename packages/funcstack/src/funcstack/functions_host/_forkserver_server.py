@@ -83,7 +83,7 @@ class _Server:
         self.killed = False
         self.loaded: frozenset[str] = frozenset()  # in a host: the modules at its fork
         #: what ended hosts imported and the server has not yet (``_learn_one``): imported one
-        #: at a time while nothing else waits
+        #: at a time, a host's end told between two, before the next host is forked
         self.to_learn: set[str] = set()
         self.learned = False
 
