@@ -245,6 +245,49 @@ def test_the_epks_kept_by_partition_key_are_the_sdks() -> None:
     assert json.loads(ran.stdout) == [[epk, epk] for epk in expected]
 
 
+EPK = (COSMOS_DIR / "epk.js").as_posix()
+
+#: epk.js's hash V1 EPK of each key of argv[2] (a JSON list of strings). Prints them as JSON.
+V1_EPKS = """
+const { effectivePartitionKeyV1 } = require(process.argv[1]);
+console.log(JSON.stringify(JSON.parse(process.argv[2]).map(key => effectivePartitionKeyV1([key]))));
+"""
+
+
+def service_v1_cut(key: str) -> str:
+    """The string the service hashes and encodes for a V1 key: its first 100 UTF-16 units
+    (StringPartitionKeyComponent.Truncate, `value.Substring(0, 100)`, in
+    Azure/azure-cosmos-dotnet-v3 Microsoft.Azure.Cosmos/src/direct/StringPartitionKeyComponent.cs,
+    branch msdata/direct), UTF-8 encoded by Encoding.UTF8, which writes a lone surrogate as
+    U+FFFD. The result has at most 100 code points, so azure-cosmos keeps it whole."""
+    return key.encode("utf-16-le")[:200].decode("utf-16-le", errors="replace")
+
+
+def test_hash_v1_cuts_a_string_at_100_utf16_units_as_the_service() -> None:
+    """A V1 string key is cut at 100 UTF-16 units, as the service and the .NET SDK cut it, not
+    at 100 code points (azure-cosmos 4.17): past a character outside the basic plane, the cut
+    ends earlier, and a cut inside a surrogate pair hashes and encodes U+FFFD in its place. The
+    expected EPK is azure-cosmos's of the string the service keeps (at most 100 code points)."""
+    keys = [
+        "😀" * 60,  # 120 units: 50 emoji kept, not 60
+        "x" * 99 + "😀",  # the cut splits the pair: 99 "x" and U+FFFD
+        "x" * 98 + "😀y",  # 101 units: the "y" is cut
+        "x" * 99 + "😀😀",
+        "x" * 100 + "😀",  # the same either way: 100 "x"
+        "😀" * 50,
+        "a" * 101,
+    ]
+    ran = node(V1_EPKS, EPK, json.dumps(keys))
+    assert ran.returncode == 0, ran.stderr
+    expected = [
+        str(PartitionKey(path="/pk", version=1)._get_epk_range_for_partition_key(cut).min)
+        for cut in map(service_v1_cut, keys)
+    ]
+    assert dict(zip(keys, json.loads(ran.stdout), strict=True)) == dict(
+        zip(keys, expected, strict=True)
+    )
+
+
 #: queryengine.js's `prepare` of the read feed's query, then of each PREBUILT query with its
 #: code generated. Prints, as JSON, whether Babel was loaded after the first, and each query's
 #: code: the one generated, the one PREBUILT gives it.

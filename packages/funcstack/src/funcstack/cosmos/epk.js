@@ -93,7 +93,7 @@ function effectivePartitionKeyV2(components) {
 }
 
 // ---------------------------------------------------------------- hash V1 (version 1 containers)
-// MurmurHash3 x86 32 over the components written for hashing (strings cut to 100 characters,
+// MurmurHash3 x86 32 over the components written for hashing (strings cut to 100 UTF-16 units,
 // "\0"-terminated); the EPK is that hash, as a number, followed by the components, all in
 // the orderable binary encoding, as upper-case hex (what the SDKs send for a V1 container).
 
@@ -125,9 +125,15 @@ function murmur3x8632(buf) {
   return h >>> 0;
 }
 
-/** V1 cuts strings to 100 characters. */
+/**
+ * V1 cuts strings to 100 UTF-16 units, as the service and the .NET SDK do (`Substring(0, 100)`,
+ * StringPartitionKeyComponent.Truncate); a cut inside a surrogate pair leaves a lone high
+ * surrogate, which UTF-8 encodes as U+FFFD (EF BF BD) in Node as in .NET's Encoding.UTF8.
+ * azure-cosmos 4.17 counts code points: past a character outside the basic plane among the
+ * first 100 units, its V1 EPK of a string longer than 100 units is not the service's.
+ */
 function truncateV1(value) {
-  if (typeof value === "string") return Array.from(value).slice(0, 100).join("");
+  if (typeof value === "string") return value.slice(0, 100);
   return value;
 }
 
