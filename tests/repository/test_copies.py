@@ -8,10 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+DEADLINES = "packages/funcstack/src/funcstack/deadlines.py"
 COPIES = {
     "packages/cosmos-outbox/tests/funcstack_external.py": (
         "packages/funcstack/src/funcstack/external.py"
     ),
+    # the named deadlines (docs/testing.md): these suites run on Python 3.11 too, without funcstack
+    "packages/cosmos-outbox/tests/deadlines.py": DEADLINES,
+    "packages/cosmos-changefeed/tests/deadlines.py": DEADLINES,
 }
 
 
