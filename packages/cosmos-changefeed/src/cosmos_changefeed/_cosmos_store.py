@@ -19,6 +19,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from cosmos_changefeed._resources import read_properties
+from cosmos_changefeed._shared_headers import read_again_on_the_race
 from cosmos_changefeed._store import (
     ConflictError,
     LeaseStore,
@@ -51,14 +52,17 @@ class CosmosLeaseStore(LeaseStore):
         return ttl_on(self._read())
 
     def list_documents(self, prefix: str) -> list[dict[str, Any]]:
-        return [
-            dict(item)
-            for item in self.container.query_items(
-                LIST_QUERY,
-                parameters=[{"name": "@prefix", "value": prefix}],
-                enable_cross_partition_query=True,
-            )
-        ]
+        def listing() -> list[dict[str, Any]]:
+            return [
+                dict(item)
+                for item in self.container.query_items(
+                    LIST_QUERY,
+                    parameters=[{"name": "@prefix", "value": prefix}],
+                    enable_cross_partition_query=True,
+                )
+            ]
+
+        return read_again_on_the_race(listing, what="the lease listing")
 
     def read(self, item_id: str, partition_key: str) -> dict[str, Any] | None:
         try:

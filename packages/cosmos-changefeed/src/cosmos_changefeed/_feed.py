@@ -32,6 +32,7 @@ from cosmos_changefeed._reading import (
     range_of,
 )
 from cosmos_changefeed._resources import read_properties
+from cosmos_changefeed._shared_headers import read_again_on_the_race
 from cosmos_changefeed._source import FeedSource
 
 
@@ -67,9 +68,13 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
 
     def _range_id(self, rng: EpkRange) -> str:
         capture = RangeIdCapture()
-        for page in self.container.query_items_change_feed(**capture.kwargs(rng)).by_page():
-            list(page)
-            break
+
+        def learn() -> None:
+            for page in self.container.query_items_change_feed(**capture.kwargs(rng)).by_page():
+                list(page)
+                break
+
+        read_again_on_the_race(learn, what="a range's id")
         return capture.range_id(rng)
 
     def _gone(self, lease: Lease) -> bool:
@@ -95,11 +100,14 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
         kwargs = change_feed_kwargs(
             self.container_rid(), feed_range, position, start, mode=mode, max_items=max_items
         )
-        pager = self.container.query_items_change_feed(**kwargs, response_hook=capture).by_page()
-        items: list[dict[str, Any]] = []
-        for page in pager:
-            items = list(page)
-            break
+
+        def first_page() -> list[dict[str, Any]]:
+            pager = self.container.query_items_change_feed(**kwargs, response_hook=capture)
+            for page in pager.by_page():
+                return list(page)
+            return []
+
+        items = read_again_on_the_race(first_page, what="a change feed read")
         # decided after the read only: a read of a range already gone is answered by the SDK
         # from the children (it handles the 410), and dropped here as any split under a read
         if self._gone(lease):

@@ -44,6 +44,7 @@ from cosmos_changefeed._continuation import (
 )
 from cosmos_changefeed._leases import EPK_RANGE_BASED, Lease
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange, overlapping
+from cosmos_changefeed._shared_headers import copy_headers
 
 #: Where a read without a position starts: the beginning, a time, or now.
 Start: TypeAlias = Literal["Beginning", "Now"] | dt.datetime
@@ -115,13 +116,14 @@ def change_feed_kwargs(
 @dataclass
 class ResponseCapture:
     """A ``response_hook``: the headers of the last response (copied as they come: the SDK
-    rewrites the ``etag`` of a page into its own continuation afterwards)."""
+    rewrites the ``etag`` of a page into its own continuation afterwards; copied whole while
+    another thread's request writes into them: ``_shared_headers``)."""
 
     headers: dict[str, str] = field(default_factory=dict)
     responses: int = 0
 
     def __call__(self, headers: Mapping[str, Any], _result: Any) -> None:
-        self.headers = {str(k).lower(): str(v) for k, v in headers.items()}
+        self.headers = copy_headers(headers)
         self.responses += 1
 
     @property

@@ -6,11 +6,14 @@ between the page's response and the reading of its token."""
 
 from __future__ import annotations
 
+import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure_stack import DATABASE, cosmos_world
+from deadlines import LONG
 from tickets import Ticket
 
 from cosmos_outbox._mapper import EVENT_TYPE
@@ -96,3 +99,48 @@ def test_a_pages_token_is_its_own_when_another_request_on_the_client_lands_in_be
             break
     assert sorted(seen) == ids
     assert token is None
+
+
+def test_the_stores_queries_survive_threads_sharing_one_client(
+    funcstack_services: LocalStack, fresh: str
+) -> None:
+    """azure-cosmos's sync client writes each request's throttle headers into the headers of
+    whichever request on any thread ended last; a query copying its own meanwhile fails with
+    `RuntimeError: OrderedDict mutated during iteration` (cosmos-changefeed's
+    test_threads_on_one_client.py pins it). The store sends such a query again: with threads
+    switching as often as CPython can, beside point reads, none of its queries fails."""
+    from cosmos_outbox.cosmos import CosmosDocumentStore
+
+    container = funcstack_services.container_client(DATABASE, fresh)
+    for i in range(4):
+        container.create_item({"id": f"t{i}", "partitionKey": f"t{i}", "type": "threaded"})
+    store = CosmosDocumentStore(container)
+    failures: list[str] = []
+
+    def queries() -> None:
+        for _ in range(100):
+            try:
+                assert len(store.of_type("threaded")) == 4
+                assert store.find("threaded", "t1") is not None
+                assert (
+                    len(store.page_of_type("threaded", page_size=10, continuation=None).items) == 4
+                )
+            except RuntimeError as exc:
+                failures.append(str(exc))
+
+    def point_reads() -> None:
+        for _ in range(300):
+            container.read_item("t0", partition_key="t0")
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        threads = [threading.Thread(target=w) for w in (queries, point_reads) * 3]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(LONG)
+            assert not thread.is_alive(), f"{thread.name} not done within {LONG:g} s"
+    finally:
+        sys.setswitchinterval(before)
+    assert failures == []

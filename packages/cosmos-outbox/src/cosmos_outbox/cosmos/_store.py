@@ -21,6 +21,7 @@ from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 
 from cosmos_outbox._queries import QueryParameters, sdk_parameters
 from cosmos_outbox.cosmos._errors import cosmos_errors, query_errors, raise_translated
+from cosmos_outbox.cosmos._shared_headers import read_again_on_the_race
 from cosmos_outbox.errors import NotFoundError, OutboxError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore, Page
 
@@ -207,30 +208,32 @@ class CosmosDocumentStore(DocumentStore):
 
     def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
         with cosmos_errors():
-            found = list(
-                self.container.query_items(
-                    _FIND,
-                    parameters=_parameters(type_, document_id),
-                    enable_cross_partition_query=True,
+            found = read_again_on_the_race(
+                lambda: list(
+                    self.container.query_items(
+                        _FIND,
+                        parameters=_parameters(type_, document_id),
+                        enable_cross_partition_query=True,
+                    )
                 )
             )
         return dict(found[0]) if found else None
 
     def of_type(self, type_: str, *, partition_key: str | None = None) -> list[dict[str, Any]]:
+        scope: dict[str, Any] = (
+            {"enable_cross_partition_query": True}
+            if partition_key is None
+            else {"partition_key": partition_key}
+        )
         with cosmos_errors():
-            if partition_key is not None:
-                return [
+            return read_again_on_the_race(
+                lambda: [
                     dict(d)
                     for d in self.container.query_items(
-                        _OF_TYPE, parameters=_parameters(type_), partition_key=partition_key
+                        _OF_TYPE, parameters=_parameters(type_), **scope
                     )
                 ]
-            return [
-                dict(d)
-                for d in self.container.query_items(
-                    _OF_TYPE, parameters=_parameters(type_), enable_cross_partition_query=True
-                )
-            ]
+            )
 
     def page_of_type(
         self, type_: str, *, page_size: int, continuation: str | None
@@ -247,7 +250,9 @@ class CosmosDocumentStore(DocumentStore):
         if partition_key is None:
             options["enable_cross_partition_query"] = True
         with query_errors():
-            return [_row(r) for r in self.container.query_items(query, **options)]
+            return read_again_on_the_race(
+                lambda: [_row(r) for r in self.container.query_items(query, **options)]
+            )
 
     def query_page(
         self,
@@ -453,12 +458,16 @@ def query_page(
     a point read's etag. A client then pages with a token that was never this query's.
 
     `errors`: how failures are translated (`cosmos_errors()` unless given)."""
-    with errors or cosmos_errors():
+
+    def page() -> tuple[list[Any], Any]:
         paged = container.query_items(
             query, enable_cross_partition_query=True, max_item_count=page_size, **options
         )
         rows: list[Any] = [_row(d) for d in next(paged.by_page(continuation), [])]
-        token = paged.get_response_headers().get("x-ms-continuation")
+        return rows, paged.get_response_headers().get("x-ms-continuation")
+
+    with errors or cosmos_errors():
+        rows, token = read_again_on_the_race(page)
     return rows, str(token) if token else None
 
 
