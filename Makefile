@@ -11,11 +11,12 @@ TESTKIT := packages/cosmos-outbox-testing
 CHANGEFEED := packages/cosmos-changefeed
 
 
-.PHONY: help setup browser venvs run test chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast release-check
+.PHONY: help setup browser venvs run test test-slow chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast release-check
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
-	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
+	@echo "make test   set up, then lint, the docs and every test tier (unit, contract, conformance, integration, e2e, deploy, release check); jobs sized by nproc"
+	@echo "make test-slow  make test with every core kept busy by a CPU hog (the slow-machine mode: a verdict must not depend on speed; HOGS=N)"
 	@echo "make release-check  build, check and serve the five distributions; each README's install lines, first example and own tests in clean 3.11-3.13 venvs (PYTHONS=3.11 for one)"
 	@echo "make chaos  the relay's long fault-injection runs, not in make test: processes, a mixed fleet, the hand-over (about 4 min)"
 	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
@@ -28,19 +29,14 @@ help:
 	@echo "make conformance  the Azure SDKs' own test files and samples (installed versions) against the stack"
 
 # Python writes its bytecode caches (__pycache__, git-ignored) under make, whatever the
-# environment says. uv, unlike pip, does not compile what it installs; where
-# PYTHONDONTWRITEBYTECODE is set (this project's 2-core machine kind sets it), no process would
-# ever write them, and each of the hundreds a run starts (hosts, workers, CLIs, pytest's)
-# compiled every module it imported: funcstack's tests took 13 min instead of 9
-# (docs/testing.md).
+# environment says: uv does not compile what it installs, and without the caches each of the
+# hundreds of processes a run starts (hosts, workers, CLIs) would compile what it imports.
 unexport PYTHONDONTWRITEBYTECODE
 
-# uv installs every venv's packages: .venv's, the other Pythons', checkov's. Setting up a fresh
-# clone took 66 s with pip, 36 s with uv and its cache empty (docs/testing.md). uv itself comes
-# from PyPI with pip, into a venv of its own (.uv), pinned to a range; UV is what the scripts use.
-# The interpreter's own pip installs it there (`pip --python`) into a venv made without pip: 1.8 s
-# of CPU, not 3.7 s (ensurepip's install of pip into the venv was most of it). Where that fails
-# (an interpreter without pip, or with a pip older than 22.3): the venv's own, as before.
+# uv installs every venv's packages: .venv's, the other Pythons', checkov's. uv itself comes from
+# PyPI with pip, into a venv of its own (.uv), pinned to a range; UV is what the scripts use. The
+# interpreter's own pip installs it there (`pip --python`) into a venv made without pip; where
+# that fails (an interpreter without pip, or a pip older than 22.3), the venv's own pip does.
 UV_VENV := .uv
 UV := $(CURDIR)/$(UV_VENV)/bin/uv
 export UV
@@ -59,14 +55,12 @@ $(UV):
 	fi
 
 # The venv is built from Python 3.13 (PYTHON=... overrides; scripts/find-python says what to
-# install when there is none). A venv of another version is rebuilt. requirements.txt installs
-# cosmos-outbox (and cosmos-outbox-operators) from their folders (as Azure's remote build does);
-# here they are then installed again in editable mode, with the test kit, so a change to their
-# source needs no reinstall. The venv keeps its own pip (uv's venv, seeded with pip: 0.5 s of
-# CPU, not ensurepip's 3.0 s). python-qpid-proton (funcstack's AMQP codec) has no Linux wheel on
-# PyPI: a machine whose uv cache lacks the wheel builds it from its sdist, with the
-# interpreter's own compiler flags (-O3 as before: the same machine code) but no debug
-# information (-g0): 13.7 s of CPU, not 18.0 s. CFLAGS, if set and not empty, is used instead.
+# install when there is none); a venv of another version is rebuilt. requirements.txt installs
+# cosmos-outbox (and cosmos-outbox-operators) from their folders, as Azure's remote build does;
+# they are then installed again in editable mode, with the test kit, so a change to their source
+# needs no reinstall. python-qpid-proton (funcstack's AMQP codec) has no Linux wheel on PyPI: it
+# is built from its sdist with the interpreter's compiler flags and no debug information (-g0);
+# CFLAGS, if set and not empty, is used instead.
 $(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml | $(UV)
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
@@ -78,8 +72,8 @@ $(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OP
 	touch $@
 
 # funcstack (packages/funcstack, installed editable by requirements-dev.txt) installs its Node
-# packages (npm ci) and the Functions RPC messages (a hash-pinned wheel) into its cache on first
-# use; `funcstack setup` does it now, so that no test pays for it.
+# packages (npm ci) and the Functions RPC messages (a hash-pinned wheel) into its cache; `funcstack
+# setup` does it now, once, rather than in the first test that needs them.
 setup: $(PY_STAMP) browser
 	$(VENV)/bin/funcstack setup
 
@@ -108,9 +102,8 @@ DEAD_CODE_PATHS := $(OUTBOX)/src $(OPERATORS)/src $(TESTKIT)/src $(FUNCSTACK)/sr
 DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
 
 # mypy runs once for the repository (pyproject.toml), then for each app folder and test folder
-# whose modules would clash with another's (function_app, conftest, tests). Every run keeps its
-# cache in the one folder (the SDKs' and pydantic's modules are analysed once, not nine times:
-# about half of a cold lint's CPU; mypy keys the cache by module and checks each file's hash).
+# whose modules would clash with another's (function_app, conftest, tests), every run with its
+# cache in one folder (the SDKs' and pydantic's modules analysed once).
 MYPY := $(CURDIR)/$(VENV)/bin/mypy --cache-dir $(CURDIR)/.mypy_cache
 # Last, the workflows (.github/workflows): actionlint (and shellcheck over their `run:` scripts,
 # found on the PATH) and zizmor, a security linter for workflows (actions pinned by commit, no
@@ -134,88 +127,85 @@ lint: $(PY_STAMP)
 	bash deploy/checkov.sh
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
 	$(VENV)/bin/zizmor --offline --quiet .github/workflows
-	$(VENV)/bin/shellcheck deploy/smoke.sh
+	$(VENV)/bin/shellcheck deploy/smoke.sh scripts/slow-machine
 
 # The fast tiers: every test under tests/ and the library's that starts no server (the ones
-# that do are marked integration or e2e).
+# that do are marked integration or e2e), then the examples'.
 unit: $(PY_STAMP)
 	$(PY) -m pytest tests $(OUTBOX)/tests -m "not integration and not e2e" -q
 	cd $(OPERATORS) && ../../$(PY) -m pytest -m "not integration and not e2e" -q
 	$(MAKE) --no-print-directory example-tests
 
 # Each example is an app of its own (its own function_app.py): its tests run in its folder, as
-# they would in a copy of it, one after another, on one set of services started once for the
-# three (`funcstack exec`: its end-to-end test's `funcstack_services` uses the ones
-# FUNCSTACK_SERVICES names, each app's databases, topics and queue of its own names; the
-# services stopped when the last ends, or fails, or at a Ctrl-C): 3 stand-ins, not 9. Run
-# alone, or copied, each example starts its own, as before.
+# in a copy of it, one after another, on one set of services started once for the three
+# (`funcstack exec`: each app's databases, topics and queue have names of their own; the services
+# stop when the last ends, fails, or at a Ctrl-C). Alone, or copied, an example starts its own.
 EXAMPLES := orders fastapi-concerts library-loans
 example-tests: $(PY_STAMP)
 	$(VENV)/bin/funcstack exec -- bash -c 'for app in $(EXAMPLES); do \
 	  (cd examples/$$app && ../../$(PY) -m pytest -q) || exit; done'
 
-# `make test`: set up, then the independent tiers at once, each one's output printed whole when
-# it ends: lint, the test suite over $(TEST_WORKERS) workers (a test module stays on one
-# worker: its stack is shared by its tests), funcstack's own tests, the generative API tests on
-# their own (their collection draws the schema's examples: 30 s that every worker would
-# repeat), and the SDKs' fast conformance run. Exit non-zero if any tier fails. A worker more
-# for either long tier was slower (545 s against 503 s, the venvs built: more stacks at once,
-# more CPU in all) and made a lease-timing test flaky.
-TEST_WORKERS ?= 3
-# Two of .venv's pytest plugins serve one module each, and every other pytest process would load
-# them at its start (0.45 s of CPU each, about 20 processes a run): schemathesis' (the generative
-# module asks for it itself, with pytest_plugins) and pytest-examples' (tools/docblocks uses its
-# library, never its plugin). anyio's serves none (no test is marked anyio or uses its port
-# fixtures; pytest-asyncio runs the async tests): loading it imports trio (selenium's), about
-# 0.08 s of CPU a process. Appended to what the caller's PYTEST_ADDOPTS says.
+# `make test`: set up, then the independent jobs, as many at once as the machine has cores and one
+# more (a job waits on its servers part of the time), each one's output printed whole when it
+# ends; then the servers the jobs started, counted against their budget. CORES (nproc's answer
+# by default) sizes it: TEST_JOBS jobs at once, TEST_WORKERS xdist workers for the suite (a test
+# module stays on one worker: its stack is shared by its tests), FUNCSTACK_WORKERS for
+# funcstack's tests. Time is reported, not a gate: a run that passes on a quick machine and fails
+# on a slow one is a defect (docs/testing.md, "The slow-machine mode").
+CORES ?= $(shell nproc 2>/dev/null || echo 2)
+TEST_JOBS ?= $(shell echo $$(( $(CORES) + 1 )))
+TEST_WORKERS ?= $(CORES)
+FUNCSTACK_WORKERS ?= $(shell echo $$(( ($(CORES) + 1) / 2 )))
+export RELEASE_CHECK_TRIALS ?= $(CORES)
+# pytest plugins that serve one module each are left out of every other pytest process:
+# schemathesis' (the generative module asks for it itself, with pytest_plugins), pytest-examples'
+# (tools/docblocks uses its library, not its plugin) and anyio's (no test uses it). Appended to
+# what the caller's PYTEST_ADDOPTS says.
 export PYTEST_ADDOPTS += -p no:schemathesis -p no:examples -p no:anyio
 GENERATIVE := tests/contacts/api/test_api_generative.py
 
-# One make for the set-up and the jobs: each starts when what it needs is there. Setting up
-# .venv keeps one core busy: the venv it does not need (checkov's) is built beside it. The
-# others start when the set-up is done, seven at once, the last when a slot is free. The release
-# check (release-check, below) replaced the other Pythons' jobs (test-py3.11, test-py3.12): its
-# clean venvs run the same tests from the sdists, installed from the local index.
+# One make for the set-up and the jobs: each starts when what it needs is there (checkov's venv
+# beside the set-up; the rest after it), the longest first.
+TEST_JOB_LIST := setup venvs test-suite test-funcstack release-check test-generative test-operators \
+  test-changefeed example-tests conformance-fast lint-behind docs-behind
 test:
 	@rm -rf $(STARTS) && mkdir -p $(STARTS)
-	@$(MAKE) --no-print-directory -j8 --output-sync=target COUNT_STARTS=1 setup venvs lint-behind docs-behind test-suite test-funcstack test-operators test-changefeed test-generative conformance-fast example-tests release-check; \
+	@echo "make test: $(TEST_JOBS) jobs at once on $(CORES) cores (the suite over $(TEST_WORKERS) workers, funcstack's over $(FUNCSTACK_WORKERS))"
+	@$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target COUNT_STARTS=1 $(TEST_JOB_LIST); \
 	  jobs=$$?; counted=0; \
 	  if [ -x $(PY) ]; then $(PY) -m tools.server_starts $(STARTS) --budget $(SERVER_BUDGET) --restart-budget $(RESTART_BUDGET) || counted=1; fi; \
 	  if [ $$jobs -ne 0 ]; then exit $$jobs; fi; exit $$counted
 
+# The slow-machine mode: `make test` with every core kept busy by a CPU hog at nice 0 (one busy
+# loop per core, HOGS=N for another count), started before and stopped after, whatever the end.
+# The suite passes in it; a test that does not is a defect to fix (docs/testing.md).
+HOGS ?= $(CORES)
+test-slow:
+	HOGS=$(HOGS) scripts/slow-machine $(MAKE) --no-print-directory test
+
 # The servers a run starts, counted and held to a budget (docs/testing.md, "Servers started"):
-# under `make test` each job's funcstack appends a line per server it starts (a Cosmos DB,
-# Service Bus or Azurite endpoint, a Functions host, a worker, a process) to a file of the
-# job's own (FUNCSTACK_STARTS, funcstack.starts); the run then prints them by kind, job and test
-# module, and fails when more Cosmos DB, Service Bus and Azurite endpoints started than
-# SERVER_BUDGET, or more were started again on their state or port (a test's restart, the fault
-# or the persistence it checks) than RESTART_BUDGET. A job run on its own counts nothing
-# (COUNT_STARTS=1 turns it on). The budgets are what round 20 left and a margin (80 and 42:
-# round 12 left 132 and 50 at 9e16b10, round 15 started one Cosmos DB and one Service Bus
-# endpoint for the suite's three workers and a stack's Cosmos DB at its first connection, round
-# 18 put more fault modules on the run's endpoints, round 19 more modules and the release
-# check's first examples, round 20 fewer states in funcstack's persistence tests, the examples'
-# suites on one set of services (funcstack exec), funcstack's workers on one Cosmos DB and Service
-# Bus endpoint and more of the suite's modules on endpoints of a unit's; the figures,
-# and which modules start stacks of their own, are in docs/testing.md): raise one only with a
-# reason.
+# under `make test` each job's funcstack appends a line per server it starts (a Cosmos DB, Service
+# Bus or Azurite endpoint, a Functions host, a worker, a process) to a file of the job's own
+# (FUNCSTACK_STARTS); the run prints them by kind, job and test module, and fails when more
+# Cosmos DB, Service Bus and Azurite endpoints started than SERVER_BUDGET, or more were started
+# again on their state or port (a test's restart: the fault or the persistence it checks) than
+# RESTART_BUDGET. A job run on its own counts nothing (COUNT_STARTS=1 turns it on). Raise a
+# budget only with a reason, in the commit that needs it.
 STARTS := .stack/starts
 SERVER_BUDGET := 88
 RESTART_BUDGET := 46
 export FUNCSTACK_STARTS = $(if $(COUNT_STARTS),$(CURDIR)/$(STARTS)/$@.jsonl)
 
-# Lint at a lower priority (nice 10) beside the tests: it starts no server and waits on nothing,
-# so it takes the CPU the others leave (their end waits on servers: about a core in five idle
-# in the last two minutes) instead of slowing the two longest jobs, which end the run.
+# Lint and the docs at a lower priority (nice 10) beside the tests: they start no server and wait
+# on nothing, so they take the CPU the test jobs leave.
 .PHONY: lint-behind docs-behind
 lint-behind: $(PY_STAMP)
 	@nice -n 10 $(MAKE) --no-print-directory lint
 
 # The documentation site (mkdocs.yml): the guides in docs/ and the API reference generated from
 # the public modules' docstrings (mkdocstrings), built strict: a broken link or anchor, a page
-# left out of the navigation, an unresolved reference fails it. `make test` builds it beside the
-# tests, at a lower priority, as it does lint (about 7 s of CPU). Not --quiet: mkdocs counts
-# the warnings strict mode fails on only when it logs them.
+# left out of the navigation, an unresolved reference fails it. Not --quiet: mkdocs counts the
+# warnings strict mode fails on only when it logs them.
 DOCS_ENV := NO_MKDOCS_2_WARNING=1
 docs: $(PY_STAMP)
 	$(DOCS_ENV) $(VENV)/bin/mkdocs build
@@ -235,40 +225,35 @@ test-suite: setup
 # 3 `cosmos-outbox relay` processes, then a mixed fleet of Functions trigger instances and
 # processes, under writers for 60 s, a live split, a SIGKILL, a pause past expiry and an added
 # instance; then the hand-over from the trigger to processes and back. Marked `chaos`, which the
-# tests' conftest deselects unless -m names it: `make test` (over its time budget) runs none of
-# them. About 3.5 min of wall time and under 2 min of CPU (docs/testing.md, "make chaos"); the
-# figures (takeovers, counts, resends) are printed.
+# tests' conftest deselects unless -m names it: `make test` runs none of them (docs/testing.md,
+# "make chaos"); the figures (takeovers, counts, resends) are printed.
 chaos: setup
 	$(PY) -m pytest -q -s -p no:cacheprovider -m chaos --durations=5 \
 	  $(OUTBOX)/tests/relay/test_relay_chaos.py
 
 # The same suite measured by coverage.py, in the test processes and in every process they start
-# (the hosts' workers run the apps): about a quarter more CPU, so `make test` leaves it out.
+# (the hosts' workers run the apps); not part of `make test`.
 coverage: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
 	  --ignore $(GENERATIVE) --cov --cov-report=term
 
 # funcstack's own tests (the stand-ins through the SDKs, the host, the CLI, the plugin), from
-# its folder, as any package's.
-FUNCSTACK_WORKERS ?= 2
+# its folder, as any package's, over FUNCSTACK_WORKERS workers (above).
 test-funcstack: setup
 	cd $(FUNCSTACK) && ../../$(PY) -m pytest -q -p no:cacheprovider -n $(FUNCSTACK_WORKERS) \
 	  --dist loadfile --durations=10
 
 # cosmos-outbox-operators' tests (its routes, console, command line, on the test kit; its bounded
 # routes hosted on funcstack), from its folder, as any package's: their conftest and helpers are
-# their own, so they run in a pytest of their own. In one process (-n 0): its three modules on
-# funcstack share one session stack (over 2 workers each worker started one: 6 stand-ins, not 3)
-# and no worker collects the tests again: 30.6 s of CPU over 2 workers, 20.8 s in one; 97 s of
-# wall time, not 68 s, well inside the suite's (docs/testing.md).
+# their own, so they run in a pytest of their own, in one process (-n 0): its modules on funcstack
+# share one session stack.
 OPERATORS_WORKERS ?= 0
 test-operators: setup
 	cd $(OPERATORS) && ../../$(PY) -m pytest -q -p no:cacheprovider -n $(OPERATORS_WORKERS) \
 	  --dist loadfile --durations=5
 
 # cosmos-changefeed's own tests (the processor against funcstack's Cosmos DB endpoint, in one
-# process, one endpoint), from its folder: about 30 s of one core, mostly waiting on lease
-# intervals of a second or two.
+# process, one endpoint; the in-memory feed and the scale simulation in process), from its folder.
 test-changefeed: setup
 	cd $(CHANGEFEED) && ../../$(PY) -m pytest -q -p no:cacheprovider --durations=5
 
@@ -283,8 +268,8 @@ test-generative: setup
 # and guide's install lines run verbatim (by pip on the oldest Python a distribution supports, by
 # uv's pip interface on the others), its first example, a guide's other steps (its tests, its app
 # on funcstack), and each distribution's own tests from its sdist on the oldest Python it
-# supports (cosmos-outbox's adapter suites too, against funcstack's services started from .venv,
-# as the 3.11 job it replaced did; on 3.13 the jobs above run them from the tree). A missing
+# supports (cosmos-outbox's adapter suites too, against funcstack's services started from .venv;
+# on 3.13 the jobs above run them from the tree), RELEASE_CHECK_TRIALS trials at once. A missing
 # interpreter is one line, and the rest runs. PYTHONS=3.11 (or "3.11 3.12") tries only those;
 # RELEASE_TAG=<name>-v<version> is the release workflow's (that tag's checks, and pip and the own
 # tests on every Python: --full).

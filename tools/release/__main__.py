@@ -135,6 +135,17 @@ def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bo
     return sorted(trials, key=lambda t: (t.lines, t.python != "3.11"))
 
 
+def trials_at_once() -> int:
+    """How many trials run at once: RELEASE_CHECK_TRIALS (`make test` sets the machine's cores),
+    else the cores this process may use, at most 3."""
+    text = os.environ.get("RELEASE_CHECK_TRIALS", "").strip()
+    if text:
+        if not text.isdigit() or int(text) < 1:
+            raise SystemExit(f"RELEASE_CHECK_TRIALS={text!r}: not a positive whole number")
+        return int(text)
+    return max(1, min(3, len(os.sched_getaffinity(0))))
+
+
 def children_cpu() -> float:
     """The CPU (user + system) of this process's children that have ended and been waited for."""
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -187,7 +198,7 @@ def main() -> int:
             with index.serving(scratch / "index") as url:
                 trials = plan(dists, found, url, full=args.full or args.tag is not None)
                 trials = [t for t in trials if not args.docs or t.doc in args.docs]
-                with ThreadPoolExecutor(max_workers=3) as pool:
+                with ThreadPoolExecutor(max_workers=trials_at_once()) as pool:
                     outcomes = list(pool.map(lambda t: t.run(scratch / "trials", account), trials))
         finally:
             account.stop()
