@@ -1,5 +1,6 @@
-"""`scripts/slow-machine` (`make test-slow`): the command runs with HOGS busy loops beside it, its
-status is the script's, and the hogs it started end with it, on a failure and on a SIGTERM."""
+"""`scripts/slow-machine` (`make test-slow`): the command runs with HOGS busy loops beside it
+(named to it in SLOW_MACHINE_HOGS), its status is the script's, and the hogs it started end
+with it, on a failure and on a SIGTERM."""
 
 from __future__ import annotations
 
@@ -12,13 +13,12 @@ from pathlib import Path
 from funcstack.deadlines import LOOPBACK, SHORT, wait_for
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slow-machine"
-# the command, in Python: its hogs are its parent's other children, listed from /proc
+# the command, in Python: the hogs the script names are running beside it
 REPORT_HOGS = """
 import os, sys
-parent = os.getppid()
-hogs = [p for p in os.listdir("/proc") if p.isdigit() and p != str(os.getpid())
-        and open(f"/proc/{p}/stat").read().split(") ")[1].split()[1] == str(parent)]
-print("hogs:", " ".join(sorted(hogs)), flush=True)
+hogs = os.environ["SLOW_MACHINE_HOGS"].split()
+running = [p for p in hogs if os.path.exists(f"/proc/{p}")]
+print("hogs:", " ".join(running), flush=True)
 sys.exit(int(sys.argv[1]))
 """
 
