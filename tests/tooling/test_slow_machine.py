@@ -58,10 +58,16 @@ def test_a_sigterm_stops_the_hogs_too() -> None:
     assert process.stdout is not None
     first = process.stdout.readline()
     hog = int(first.split("(pids ")[1].split(")")[0])
-    assert alive(hog)
-    process.send_signal(signal.SIGTERM)
-    assert process.wait(SHORT) == 143
-    wait_for(lambda: not alive(hog), "the hog stopped after a SIGTERM", LOOPBACK)
+    try:
+        assert alive(hog)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(SHORT) == 143
+        wait_for(lambda: not alive(hog), "the hog stopped after a SIGTERM", LOOPBACK)
+    finally:  # what this test started ends with it, whatever the script did
+        process.kill()
+        if alive(hog):
+            os.kill(hog, signal.SIGKILL)
+        process.wait(LOOPBACK)
 
 
 def test_a_hog_count_that_is_not_a_number_is_refused_naming_it() -> None:
