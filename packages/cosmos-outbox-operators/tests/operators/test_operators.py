@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -419,7 +420,9 @@ def bound(
 def unavailable(reply: func.HttpResponse) -> None:
     doc = problem(reply, 503)
     assert reply.headers["Retry-After"] == str(bounded.BOUND_RETRY_AFTER_SECONDS)
-    assert "did not answer within 0.2 s" in doc["detail"]
+    # the bound's words, or the dependency's own wait, which takes what is left of the call's
+    # time (`bounded.Budget`: 0.17 s of 0.2)
+    assert re.search(r"did not answer within 0?\.\d+ s", doc["detail"]), doc["detail"]
 
 
 def test_every_operator_route_answers_503_within_the_bound_when_the_store_hangs(

@@ -333,7 +333,8 @@ def _groups(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
                 yield (
                     f"  {g['id']}  {g['count']:>5}  {g['entity'] or 'quarantine'}  "
                     f"{g.get('aggregateType') or '-'} {g.get('action') or '-'}  {g['cause']}  "
-                    f"(first {g.get('firstSeen')}, last {g.get('lastSeen')})"
+                    f"(first {g.get('seen', 'seen')} {g.get('firstSeen')}, "
+                    f"last {g.get('lastSeen')})"
                 )
             for gap in b.get("unanswered", []):
                 yield f"  not grouped: {gap['part']} ({gap['dependency']}: {gap['error']})"

@@ -12,7 +12,9 @@ import contextlib
 import contextvars
 import logging
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from cosmos_outbox.http._problems import HttpProblemError
@@ -22,7 +24,9 @@ T = TypeVar("T")
 __all__ = [
     "BOUND_RETRY_AFTER_SECONDS",
     "BOUND_SECONDS",
+    "Budget",
     "await_bounded",
+    "budget",
     "run_bounded",
     "waiting_on",
 ]
@@ -32,6 +36,39 @@ logger = logging.getLogger("cosmos_outbox.http")
 BOUND_SECONDS = 4.0
 #: The Retry-After of a bounded operation that ran out of time.
 BOUND_RETRY_AFTER_SECONDS = 5
+#: The share of the bound kept, after the work's last wait, to answer with what was read.
+ANSWER_SHARE = 0.15
+
+
+@dataclass
+class Budget:
+    """One bounded call's time, shared by its waits (see the module): until when they may wait
+    (`deadline`, monotonic), and the dependencies that did not answer in it, with how."""
+
+    deadline: float
+    silent: dict[str, str] = field(default_factory=dict)
+
+    def left(self) -> float:
+        """Seconds its waits may still take (0 or less: none)."""
+        return self.deadline - time.monotonic()
+
+
+#: The bounded call this work is part of (None: not bounded): shared by reference with the
+#: thread or task that runs it.
+_budget: contextvars.ContextVar[Budget | None] = contextvars.ContextVar(
+    "cosmos_outbox_budget", default=None
+)
+
+
+def budget() -> Budget | None:
+    """The time of the bounded call this work is part of (None: not in one)."""
+    return _budget.get()
+
+
+def _new_budget(seconds: float) -> Budget:
+    return Budget(time.monotonic() + seconds * (1 - ANSWER_SHARE))
+
+
 #: What the bounded work of this call waits on now (the innermost last): shared by reference
 #: with the thread or task that runs it, so that the bound's answer can name it.
 _waiting: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
@@ -71,9 +108,11 @@ def run_bounded(work: Callable[[], T], *, what: str) -> T:
     seconds = BOUND_SECONDS
     outcome: list[tuple[bool, Any]] = []
     holder: list[str] = []
+    shared = _new_budget(seconds)
 
     def run() -> None:
         _waiting.set(holder)
+        _budget.set(shared)
         try:
             outcome.append((True, work()))
         except BaseException as exc:  # handed to the request's thread
@@ -96,11 +135,13 @@ async def await_bounded(work: Awaitable[T], *, what: str) -> T:
     Retry-After (HttpProblemError)."""
     holder: list[str] = []
     token = _waiting.set(holder)
+    shared = _budget.set(_new_budget(BOUND_SECONDS))
     try:
         return await asyncio.wait_for(work, BOUND_SECONDS)
     except TimeoutError:
         raise _out_of_time(what, BOUND_SECONDS, holder) from None
     finally:
+        _budget.reset(shared)
         _waiting.reset(token)
 
 

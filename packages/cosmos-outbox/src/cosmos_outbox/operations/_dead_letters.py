@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, cast
 
 from cosmos_outbox._mapper import (
@@ -128,6 +129,8 @@ class DeadLetterOperators:
         self._queues = queues
         self.watched = tuple(watched)
         self._watch = watch
+        #: each entity's last count read (the answer while its queue cannot be read)
+        self._known: dict[str, EntityCount] = {}
         #: the topic's subscriptions and their rules as last read (the status keeps them)
         self._rules = rules
 
@@ -198,14 +201,22 @@ class DeadLetterOperators:
 
     async def count(self, entity: DeadLetterEntity) -> EntityCount:
         """How many dead letters `entity` holds (peeked: Listen rights only); a queue that
-        cannot be read says why, and does not fail the others' counts."""
+        cannot be read says why, with the last count known and when it was read, and does not
+        fail the others' counts."""
         found = {"name": entity.name, "kind": entity.kind}
         try:
             letters, more = await self.scan(entity)
         except Exception as exc:
             error = f"{error_type(exc)}: {str(exc)[:200]}"
-            return EntityCount(**found, dead_letters=None, at_least=False, error=error)
-        return EntityCount(**found, dead_letters=len(letters), at_least=more)
+            last = self._known.get(entity.name)
+            if last is None:
+                return EntityCount(**found, dead_letters=None, at_least=False, error=error)
+            return last.model_copy(update={"error": error})
+        counted = EntityCount(
+            **found, dead_letters=len(letters), at_least=more, counted_at=datetime.now(UTC)
+        )
+        self._known[entity.name] = counted
+        return counted
 
     async def counts(self) -> DeadLetterCounts:
         """`count` of each watched entity."""

@@ -3,7 +3,9 @@
 answer within 3 s"), and a read made of parts (the journey, the status) shows the parts that did
 (`Unanswered` says which did not). In the sync API (coroutines run without an event loop, over
 sync adapters) a wait runs on a thread of its own, as the routes' bound does
-(`cosmos_outbox.http.bounded`): past it the thread is left to finish."""
+(`cosmos_outbox.http.bounded`): past it the thread is left to finish. Within a route's bound, the
+waits share its time (`bounded.Budget`): each takes at most what is left of it, and a dependency
+that did not answer once in that call is not waited on again (it is named at once)."""
 
 from __future__ import annotations
 
@@ -50,6 +52,23 @@ async def answered(
     """`work`'s result, if `dependency` answers within `seconds` (default `wait_seconds()`);
     else DependencyUnavailableError naming it. Errors of `work` are raised as they are."""
     limit = wait_seconds() if seconds is None else seconds
+    shared = bounded.budget()
+    if shared is not None:
+        if dependency in shared.silent:
+            work.close()
+            raise DependencyUnavailableError(
+                dependency, f"{shared.silent[dependency]} (not asked again in this call)"
+            )
+        limit = max(0.05, min(limit, shared.left()))
+    try:
+        return await _answered(dependency, work, limit)
+    except DependencyUnavailableError as exc:
+        if shared is not None:
+            shared.silent.setdefault(dependency, exc.detail)
+        raise
+
+
+async def _answered(dependency: str, work: Coroutine[Any, Any, T], limit: float) -> T:
     with bounded.waiting_on(dependency):
         try:
             asyncio.get_running_loop()
@@ -70,7 +89,7 @@ async def answered(
         if not done:
             task.cancel()
             task.add_done_callback(_retrieved)
-            raise DependencyUnavailableError(dependency, f"did not answer within {limit:g} s")
+            raise DependencyUnavailableError(dependency, f"did not answer within {limit:.3g} s")
         return task.result()
 
 
@@ -95,7 +114,7 @@ def _on_a_thread(dependency: str, work: Coroutine[Any, Any, T], limit: float) ->
     thread.start()
     thread.join(limit)
     if not outcome:
-        raise DependencyUnavailableError(dependency, f"did not answer within {limit:g} s")
+        raise DependencyUnavailableError(dependency, f"did not answer within {limit:.3g} s")
     ok, value = outcome[0]
     if not ok:
         raise value

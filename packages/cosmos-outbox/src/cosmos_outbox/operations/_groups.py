@@ -15,12 +15,18 @@ from cosmos_outbox._mapper import message_facts, to_message
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.errors import DependencyUnavailableError, NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import MAX_PER_CALL, DeadLetterOperators
 from cosmos_outbox.operations._deliveries import Received, received
-from cosmos_outbox.operations._dependencies import SERVICE_BUS, Unanswered, unanswered
+from cosmos_outbox.operations._dependencies import (
+    COSMOS_DB,
+    SERVICE_BUS,
+    Unanswered,
+    answered,
+    unanswered,
+)
 from cosmos_outbox.operations._giving_up import notice_of_event
 from cosmos_outbox.operations._letters import Described, Selection, enqueued
 from cosmos_outbox.operations._quarantined import QuarantineOperators
@@ -30,6 +36,8 @@ __all__ = ["FailureGroup", "FailureGroups", "GroupOperators", "GroupOutcome", "c
 
 #: Quarantine records read to group them, at most (beyond: the counts are "at least").
 QUARANTINE_LIMIT = 2000
+#: A group's members listed in its answer, at most (its count says how many).
+MEMBERS_LISTED = 100
 _VARIABLE = re.compile(
     r"(?<!\w)'[^']*'(?!\w)|\"[^\"]*\"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"
     r"|\b0x[0-9a-f]+\b|\d+(?:\.\d+)?",
@@ -51,7 +59,11 @@ def cause_of(text: str | None) -> str:
 
 class FailureGroup(Model):
     """Failures of one cause: where (the quarantine, or `entity`'s dead letters), the exception
-    type when the text names one, the cause, the event type, how many, first and last seen."""
+    type when the text names one, the cause, the event type, how many, first and last seen
+    (`seen`: what those times are: when each was quarantined; for dead letters, when each
+    message was enqueued, the only time Service Bus keeps of a dead letter: its failure came
+    later), its members (their event ids, or a dead letter's sequence number when it carries
+    none; at most MEMBERS_LISTED)."""
 
     id: str
     source: Literal["quarantine", "dead letters"]
@@ -63,7 +75,9 @@ class FailureGroup(Model):
     count: int
     first_seen: datetime | None
     last_seen: datetime | None
+    seen: Literal["quarantined", "enqueued"] = "quarantined"
     examples: list[str]
+    members: list[str] = []
 
 
 class FailureGroups(Model):
@@ -117,7 +131,9 @@ def _grouped(source: str, entity: str | None, items: list[_Item]) -> dict[str, A
             count=len(members),
             first_seen=min(times, default=None),
             last_seen=max(times, default=None),
+            seen="quarantined" if source == "quarantine" else "enqueued",
             examples=[_name(m[4]) for m in members[:3]],
+            members=[_name(m[4]) for m in members[:MEMBERS_LISTED]],
         )
         groups[group.id] = (group, [m[4] for m in members])
     return groups
@@ -150,18 +166,29 @@ class GroupOperators:
         return FailureGroups(groups=ordered, at_least=at_least, unanswered=missing)
 
     async def _read(self) -> tuple[dict[str, Any], bool, list[Unanswered]]:
+        """The groups by id (each with its members), whether a source was read to its limit,
+        and the sources that could not be read: the quarantine (Cosmos DB) and each watched
+        entity's dead letters (Service Bus) are read apart, so that one dependency that does
+        not answer leaves the other's groups shown (DESIGN §19, "reads degrade")."""
         records: list[QuarantinedEvent] = []
         token: str | None = None
-        while len(records) < QUARANTINE_LIMIT:
-            page = await self._quarantine.page(page_size=100, continuation=token)
-            records += [r for r in page.items if not r.resolved and not r.discarded]
-            if (token := page.continuation_token) is None:
-                break
+        missing: list[Unanswered] = []
+        try:
+            while len(records) < QUARANTINE_LIMIT:
+                page = await answered(
+                    COSMOS_DB, self._quarantine.page(page_size=100, continuation=token)
+                )
+                records += [r for r in page.items if not r.resolved and not r.discarded]
+                if (token := page.continuation_token) is None:
+                    break
+        except Exception as exc:
+            missing.append(unanswered(COSMOS_DB, "the quarantine", exc))
+            records, token = [], None
         items: list[_Item] = [
             (r.reason, r.aggregate_type, r.action, r.quarantined_at, r) for r in records
         ]
         found = _grouped("quarantine", None, items)
-        at_least, missing = token is not None, []
+        at_least = token is not None
         for entity in self._letters.watched:
             try:
                 letters, more = await self._letters.scan(entity)
@@ -187,7 +214,12 @@ class GroupOperators:
     ) -> GroupOutcome:
         """Retry (replay; for dead letters, resubmit) or discard the group's events, at most
         MAX_PER_CALL of them; with `preview`, what that would do, nothing done."""
-        found = (await self._read())[0].get(group_id)
+        groups, _, missing = await self._read()
+        found = groups.get(group_id)
+        if found is None and missing:  # it may be among what could not be read
+            raise DependencyUnavailableError(
+                missing[0].dependency, f"did not answer ({missing[0].part}): {missing[0].error}"
+            )
         if found is None:
             raise NotFoundError("failure group", group_id)
         group, members = found

@@ -107,15 +107,20 @@ class Selection:
 
 
 class EntityCount(Model):
-    """How many dead letters a watched subscription (or queue) holds."""
+    """How many dead letters a watched subscription (or queue) holds, and when that was read:
+    with `error` (its dead-letter queue could not be read now), the last count known, read at
+    `counted_at` (None and null: none known since the app started)."""
 
     name: str
     kind: str
-    #: None when its dead-letter queue could not be read (`error` says why)
+    #: the count read at `counted_at` (with `error`: the last known; None: none known)
     dead_letters: int | None
     #: the count stopped at COUNT_LIMIT: there are at least that many
     at_least: bool
+    #: why the queue could not be read now (null: the count is this answer's)
     error: str | None = None
+    #: when the count was read (null: never)
+    counted_at: datetime | None = None
 
 
 class DeadLetterCounts(Model):

@@ -5,6 +5,8 @@ when nothing else will bring it (docs/operating.md, "A subscriber holds versions
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from cosmos_outbox._mapper import EVENT_TYPE, read_feed
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantined_event
@@ -13,7 +15,13 @@ from cosmos_outbox.errors import NotFoundError, PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators
-from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
+from cosmos_outbox.operations._dependencies import (
+    COSMOS_DB,
+    SERVICE_BUS,
+    Unanswered,
+    answered,
+    unanswered,
+)
 from cosmos_outbox.operations._giving_up import Notice, Version, notice_of_event, will_see_notice
 from cosmos_outbox.operations._letters import EntityCount
 from cosmos_outbox.operations._parts import Parts
@@ -43,14 +51,28 @@ class SubscriberView(Model):
     held: list[HeldAggregate]
     accepted_gaps: list[AcceptedGap]
 
+    #: when the dead letters were counted (with `dead_letters_error`: the last count known)
+    dead_letters_counted_at: datetime | None = None
+    #: why what the subscriber holds could not be read now (its container did not answer)
+    status_error: str | None = None
+
     @classmethod
-    def of(cls, count: EntityCount, status: SubscriberStatus | None) -> SubscriberView:
+    def of(
+        cls,
+        count: EntityCount,
+        status: SubscriberStatus | None,
+        *,
+        known: bool | None = None,
+        status_error: str | None = None,
+    ) -> SubscriberView:
         return cls(
             subscription=count.name,
             dead_letters=count.dead_letters,
             dead_letters_at_least=count.at_least,
             dead_letters_error=count.error,
-            known=status is not None,
+            dead_letters_counted_at=count.counted_at,
+            status_error=status_error,
+            known=status is not None if known is None else known,
             held_events=status.held_events if status is not None else None,
             held=status.held if status is not None else [],
             accepted_gaps=status.accepted_gaps if status is not None else [],
@@ -58,9 +80,11 @@ class SubscriberView(Model):
 
 
 class Subscribers(Model):
-    """The watched subscriptions, as the publishing app's operators see their subscribers."""
+    """The watched subscriptions, as the publishing app's operators see their subscribers;
+    `unanswered`: the parts that could not be read (each view says which of its own)."""
 
     subscribers: list[SubscriberView]
+    unanswered: list[Unanswered] = []
 
 
 class Released(Model):
@@ -78,15 +102,36 @@ class SubscriberOperators:
         self._letters = dead_letters
 
     async def status(self) -> Subscribers:
+        """Per watched subscription, its dead letters (Service Bus) and what its subscriber
+        holds (its projection container, Cosmos DB), each read apart: one that does not answer
+        is named, the rest shown (the dead letters' last count known, with when it was read)."""
         stores = self._parts.subscribers()
-        views = []
+        views, missing = [], []
         for entity in self._letters.watched:
             if entity.kind != "subscription":
                 continue
             store = stores.get(entity.name)
-            status = await subscriber_status(store) if store is not None else None
-            views.append(SubscriberView.of(await self._letters.count(entity), status))
-        return Subscribers(subscribers=views)
+            status, why = None, None
+            if store is not None:
+                try:
+                    status = await answered(COSMOS_DB, subscriber_status(store))
+                except Exception as exc:
+                    gap = unanswered(COSMOS_DB, f"what {entity.name}'s subscriber holds", exc)
+                    missing.append(gap)
+                    why = gap.error
+            count = await self._letters.count(entity)
+            if count.error is not None:
+                missing.append(
+                    Unanswered(
+                        dependency=SERVICE_BUS,
+                        part=f"the dead letters at {entity.name}",
+                        error=count.error,
+                    )
+                )
+            views.append(
+                SubscriberView.of(count, status, known=store is not None, status_error=why)
+            )
+        return Subscribers(subscribers=views, unanswered=missing)
 
     async def release(
         self,

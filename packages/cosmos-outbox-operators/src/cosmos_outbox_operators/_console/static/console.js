@@ -15,8 +15,9 @@
 // - follows a re-drive's pages to the end when asked,
 // - refreshes the lists when the relay's count of quarantined events changes or an action was
 //   taken, and pauses the periodic refresh of a panel while an operator is choosing in it,
-// - keeps a panel's last good state, marked stale, when its refresh fails, and asks again each
-//   time the relay's state answers (every 10 s) until the mark clears.
+// - keeps a panel's last good state, marked stale, when its refresh fails, its actions disabled
+//   (reads stay), and asks again each time the relay's state answers (every 10 s) until the
+//   mark clears.
 (function () {
   "use strict";
 
@@ -391,9 +392,23 @@
     return date.toISOString().slice(11, 19) + " UTC";
   }
 
+  // a stale panel's actions are disabled (issue 92, M9: a Retry or Discard acted on what may
+  // be gone); its reads (a list, a body) stay; the fresh state swapped in brings live ones
+  var ACTIONS = "button[hx-post], button[hx-delete], button[data-bulk], button[data-preview], " +
+    "form[hx-post] button, form[hx-delete] button, form[hx-post] input, form[hx-delete] input";
+
+  function disableActions(panel) {
+    panel.querySelectorAll(ACTIONS).forEach(function (action) {
+      action.disabled = true;
+      action.setAttribute("data-disabled-stale", "");
+      action.title = "Disabled: this panel is stale (its refresh failed); refresh it to act";
+    });
+  }
+
   function markStale(panel, why) {
     panel.classList.add("stale");
     panel.setAttribute("aria-busy", "false");
+    disableActions(panel);
     var note = panel.querySelector(":scope > .stale-note");
     if (!note) {
       note = document.createElement("div");
