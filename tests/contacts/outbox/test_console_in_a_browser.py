@@ -37,10 +37,15 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
-from cosmos_outbox.documents import commit_operations
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.documents import commit_operations, read_feed
+from cosmos_outbox.http.bounded import BOUND_SECONDS
+from cosmos_outbox.relay import Quarantine
 from cosmos_outbox_operators import OPERATOR_ROLE
+from cosmos_outbox_testing import run_sync
 from domain.contact import Contact
 from domain.values import Company, Name
+from funcstack import deadlines
 from funcstack.cosmos import CosmosEndpoint
 from tests.contacts.outbox.browser import accessibility_violations, axe_source, chromium
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
@@ -546,6 +551,142 @@ def test_a_refresh_answered_503_is_stale_and_names_the_dependency(walk: Walk, st
             walk.find("#dead-letter-list:not(.stale) > *")
             and not driver.find_elements(By.CSS_SELECTOR, "#dead-letter-list .stale-note")
         ),
+    )
+
+
+#: How long the frozen walk keeps Service Bus frozen (issue 92 item 3: the walk that found M3
+#: froze it 70 s). A setting of the test, scaled by the named deadlines: CONSOLE_FREEZE_SECONDS
+#: (default 5 bounds, 20 s) times TEST_DEADLINE_SCALE. Five bounds suffice: every route is asked
+#: again and again for the whole freeze, and none keeps time of it: each call's waits share its
+#: own bound (`bounded.Budget`), the status's probe and the last counts known only spare later
+#: calls a wait; a freeze long enough for the SDK's own timeouts turns a hang into an error at
+#: once, which each part answers the same way (run it with CONSOLE_FREEZE_SECONDS=70 to see).
+FROZEN_FOR = deadlines.scaled(
+    float(os.environ.get("CONSOLE_FREEZE_SECONDS", "") or 5 * BOUND_SECONDS)
+)
+#: The panels' routes (the signed-in door's), as the page asks them.
+PANEL_ROUTES = ("status", "backlog", "quarantine", "deadletters", "groups", "subscribers")
+
+
+def signed_in(walk: Walk) -> None:
+    """The console shown, signed in (again, when a test before this one signed out)."""
+    driver = walk.driver
+    driver.get(walk.console)
+    walk.wait(
+        "the sign-in form or the console",
+        lambda: walk.find("form input#name") or walk.find("#status-panel"),
+    )
+    if walk.find("form input#name") is not None:
+        name = driver.find_element(By.ID, "name")
+        name.clear()
+        name.send_keys(OPERATOR)
+        driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    walk.wait("the console", lambda: walk.find("#status-panel .status"))
+
+
+def quarantine_one(stack: Stack, reason: str) -> str:
+    """A contact's event put in the quarantine as the relay puts one (its record in Cosmos DB):
+    its id."""
+    container = stack.contacts_container()
+    contact, ids = plant_history(container, "Quin", 1)
+    [event] = read_feed([container.read_item(ids[0], partition_key=contact)])
+    run_sync(Quarantine(CosmosDocumentStore(container)).put(event, reason=reason))  # type: ignore[arg-type]
+    return ids[0]
+
+
+def test_with_service_bus_frozen_the_panels_answer_and_stale_actions_are_disabled(
+    walk: Walk, stack: Stack
+) -> None:
+    """Issue 92 item 3 (M3, M9): with Service Bus frozen (its endpoint's process stopped) for
+    FROZEN_FOR, no panel's route answers 503, asked again and again: each answers within the
+    bound with what it has; the groups panel keeps the quarantine's group (Cosmos DB) and names
+    Service Bus for the dead letters'; the dead letters' counts are the last known, "as of" when
+    read. The one list that has nothing but Service Bus to read (a subscription's dead letters)
+    answers 503 naming it, and the page keeps its last state marked stale with its Resubmit and
+    Discard disabled; resumed, the list comes back with live buttons. Seen failing before the
+    change: console/deadletters, groups and subscribers answered 503 while frozen; the stale
+    list's buttons stayed live."""
+    driver = walk.driver
+    assert stack.servicebus is not None
+    signed_in(walk)
+    event = quarantine_one(stack, "KeyError: 'customerId'")
+    d, _ = plant_history(stack.contacts_container(), "Fro", 2)
+    dead_letter(stack, d, 2)
+    driver.find_element(By.CSS_SELECTOR, "#groups .section-head button").click()
+    walk.wait(
+        "the quarantine's group",
+        lambda: (
+            walk.find(f'#groups-panel a[data-event-id="{event}"]')
+            or walk.find("#groups-panel tr[data-group-id]")
+        ),
+    )
+    listed = '#dead-letters-panel tr[data-entity="all-events"] button'
+    driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
+    walk.click("the all-events row", listed)
+    walk.wait(
+        "the list with its actions",
+        lambda: walk.find("#dead-letter-list:not(.stale) button[hx-post]"),
+    )
+    walk.quiet()
+    cookies = "; ".join(f"{c['name']}={c['value']}" for c in driver.get_cookies())
+    api = Client(walk.root)
+    endpoint = stack.servicebus.started()
+    answers: dict[str, list[int]] = {route: [] for route in PANEL_ROUTES}
+    endpoint.send_signal(signal.SIGSTOP)
+    try:
+        frozen_at = time.monotonic()
+        while time.monotonic() - frozen_at < FROZEN_FOR or min(map(len, answers.values())) < 2:
+            for route in PANEL_ROUTES:
+                reply = api.request(
+                    "GET",
+                    f"/api/outbox/console/{route}",
+                    headers={"cookie": cookies, "hx-request": "true"},
+                )
+                answers[route].append(reply.status)
+        # the page: the groups panel keeps the quarantine's group and names Service Bus
+        driver.find_element(By.CSS_SELECTOR, "#groups .section-head button").click()
+
+        def service_bus_named() -> list[str] | None:
+            warnings = driver.find_elements(By.CSS_SELECTOR, "#groups-panel .warn")
+            said = [w.text for w in warnings]
+            return said if any("Service Bus" in w for w in said) else None
+
+        named = walk.wait("Service Bus named in the groups panel", service_bus_named)
+        assert any("the dead letters at all-events (Service Bus:" in w for w in named), named
+        assert walk.find(
+            f'#groups-panel tr[data-group-id] a[data-event-id="{event}"]'
+        ) is not None or any(
+            event in (r.get_attribute("innerHTML") or "")
+            for r in driver.find_elements(By.CSS_SELECTOR, "#groups-panel tr[data-group-id]")
+        )
+        driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
+        walk.wait(
+            "the last count, as of when it was read",
+            lambda: walk.find("#dead-letters-panel [data-stale-count]"),
+        )
+        # the dead letters' list, refreshed: stale, its actions disabled
+        walk.click("the all-events row", listed)
+        note = walk.wait(
+            "the stale list", lambda: walk.find("#dead-letter-list.stale > .stale-note")
+        )
+        assert "Service Bus" in note.text, note.text
+        actions = driver.find_elements(
+            By.CSS_SELECTOR,
+            "#dead-letter-list button[hx-post], #dead-letter-list button[data-bulk]",
+        )
+        assert actions and all(not b.is_enabled() for b in actions), [b.text for b in actions]
+        walk.shot("frozen-stale-actions", "#dead-letters")
+        walk.shot("frozen-groups", "#groups")
+    finally:
+        endpoint.send_signal(signal.SIGCONT)
+        api.close()
+    refused = {route: [s for s in statuses if s != 200] for route, statuses in answers.items()}
+    assert all(not bad for bad in refused.values()), (refused, FROZEN_FOR)
+    walk.click("the all-events row", listed)
+    walk.wait(
+        "the list fresh again, its actions live",
+        lambda: walk.find("#dead-letter-list:not(.stale) button[hx-post]:enabled"),
+        deadlines.SHORT,
     )
 
 

@@ -23,7 +23,7 @@ from cosmos_outbox._mapper import (
     outgoing,
     sent_facts,
 )
-from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.errors import DependencyUnavailableError, NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit, logger
 from cosmos_outbox.operations._deliveries import Received, received
@@ -207,7 +207,11 @@ class DeadLetterOperators:
         try:
             letters, more = await self.scan(entity)
         except Exception as exc:
-            error = f"{error_type(exc)}: {str(exc)[:200]}"
+            error = (
+                str(exc)  # "Service Bus did not answer within 3 s"
+                if isinstance(exc, DependencyUnavailableError)
+                else f"{error_type(exc)}: {str(exc)[:200]}"
+            )
             last = self._known.get(entity.name)
             if last is None:
                 return EntityCount(**found, dead_letters=None, at_least=False, error=error)

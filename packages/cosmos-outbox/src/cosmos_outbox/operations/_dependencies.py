@@ -123,5 +123,6 @@ def _on_a_thread(dependency: str, work: Coroutine[Any, Any, T], limit: float) ->
 
 def unanswered(dependency: str, part: str, exc: BaseException) -> Unanswered:
     """What a part's failure says (never a secret: the error's type and its first words)."""
-    detail = exc.detail if isinstance(exc, DependencyUnavailableError) else str(exc)[:300]
-    return Unanswered(dependency=dependency, part=part, error=f"{error_type(exc)}: {detail}")
+    if isinstance(exc, DependencyUnavailableError):  # its own words: "did not answer within 3 s"
+        return Unanswered(dependency=dependency, part=part, error=exc.detail)
+    return Unanswered(dependency=dependency, part=part, error=f"{error_type(exc)}: {exc!s:.300}")
