@@ -34,6 +34,7 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from cosmos_outbox_operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
+from funcstack.cosmos import local_tls
 from funcstack.functions_host import HostOptions, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.scaleout import AppInstances, parse_instances
@@ -363,6 +364,11 @@ class Stack(LocalStack):
         # the app verifies the endpoint's certificate, as in Azure: funcstack gives its hosts
         # the trust (funcstack's docs/cosmos.md, Certificate)
         values["CosmosDBConnection"] = self.cosmos.connection_string
+        # ... and named in the file for the processes that read it, as the app's host has it:
+        # `cosmos-outbox --settings local.settings.json` and `cosmos-outbox relay` verify the
+        # endpoint with nothing exported (issue 92, M4: a traceback until SSL_CERT_FILE and
+        # REQUESTS_CA_BUNDLE were)
+        values.update(local_tls().environment())
         values["OTEL_SERVICE_NAME"] = SERVICE_NAMES["runner"]
         if self.servicebus is not None:
             values["ServiceBusConnection"] = self.servicebus.connection_string

@@ -17,9 +17,11 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
 
+from cosmos_outbox.errors import OutboxError
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
+from cosmos_outbox_operators.cli._trust import TRUST_HINT, untrusted_endpoint
 
 if TYPE_CHECKING:
     from cosmos_outbox import Outbox
@@ -48,6 +50,20 @@ class Output:
     def progress(self, text: str) -> None:
         if not self.quiet:
             print(text, file=self.err, flush=True)
+
+
+def _version(version: Any) -> str:
+    return f"v{version}" if version is not None else "version unknown"
+
+
+def _what(item: Any, *, action: bool = True) -> str:
+    """An event (an answer's item) in words, never "None" (issue 92, M8): "contact c-1 v3
+    ContactRenamed"; "aggregate unknown" for a record that could not be read."""
+    named = f" {item['action']}" if action and item.get("action") else ""
+    if not item.get("aggregateId"):
+        return "aggregate unknown" + named
+    kind = item.get("aggregateType") or "aggregate"
+    return f"{kind} {item['aggregateId']} {_version(item.get('version'))}{named}"
 
 
 def _will_see(body: Any) -> str:
@@ -91,7 +107,11 @@ def _journey(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
         body = api.call("aggregate_journey", aggregateType=kind, aggregateId=aggregate)
     events = body.get("events", [])
     return out.result(
-        body, lambda j: [j["summary"], *(f"  v{e.get('version')}: {e['summary']}" for e in events)]
+        body,
+        lambda j: [
+            j["summary"],
+            *(f"  {_version(e.get('version'))}: {e['summary']}" for e in events),
+        ],
     )
 
 
@@ -138,10 +158,7 @@ def _quarantine(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
             out,
             "list_quarantine",
             "{} quarantine record(s)",
-            lambda i: (
-                f"{i['eventId']}  {i.get('aggregateType')} {i.get('aggregateId')} "
-                f"v{i.get('version')} {i.get('action')}  {i['status']}  {i['reason']}"
-            ),
+            lambda i: f"{i['eventId']}  {_what(i)}  {i['status']}  {i['reason']}",
         )
     if args.action == "replay":
         replayed = api.call("replay_quarantined", eventId=args.event_id)
@@ -156,8 +173,7 @@ def _quarantine(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
     return out.result(
         discarded,
         lambda d: [
-            f"event {d['eventId']} ({d.get('aggregateType')} {d.get('aggregateId')} "
-            f"v{d.get('version')}) discarded by {d.get('discardedBy')}",
+            f"event {d['eventId']} ({_what(d, action=False)}) discarded by {d.get('discardedBy')}",
             _will_see(d),
         ],
     )
@@ -190,8 +206,7 @@ def _dead_letters(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
             "list_dead_letters",
             f"{{}} dead letter(s) at {args.entity}",
             lambda i: (
-                f"#{i['sequenceNumber']}  {i.get('eventId')}  {i.get('aggregateType')} "
-                f"{i.get('aggregateId')} v{i.get('version')} {i.get('action')}  "
+                f"#{i['sequenceNumber']}  {i.get('eventId') or '-'}  {_what(i)}  "
                 f"{i.get('deadLetterReason')}: {i.get('deadLetterDescription')}  "
                 f"(delivered {i['deliveryCount']}x, resubmitted {i['resubmissions']}x)"
             ),
@@ -539,13 +554,31 @@ def main(
         print(f"error: {error}", file=sys.stderr)
         return FAILED
     except AppProblemError as problem:
+        if problem.status == 503 and (untrusted := untrusted_endpoint()) is not None:
+            return _untrusted(untrusted)
         compact = json.dumps(problem.problem, separators=(",", ":"))
         print(compact if args.json else f"error: {problem.line()}", file=sys.stderr)
         return FAILED
     except KeyboardInterrupt:
         return 130
+    except OutboxError as error:  # raised before an operation could answer (the store's client)
+        untrusted = untrusted_endpoint()
+        if untrusted is not None:
+            return _untrusted(untrusted)
+        print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
+        return FAILED
     finally:
         bounded.BOUND_SECONDS = bound
         # the file's settings were this run's: a process that calls main() goes on without them
         for name in added:
             os.environ.pop(name, None)
+
+
+def _untrusted(endpoint: str) -> int:
+    """One line: the endpoint's certificate is not trusted here, and what to set."""
+    print(
+        f"error: the Cosmos DB endpoint {endpoint} presents a certificate this process does not "
+        f"trust: {TRUST_HINT}",
+        file=sys.stderr,
+    )
+    return FAILED

@@ -8,19 +8,25 @@ beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a process of its o
 named first on the line runs with the whole line (its options before it included); an
 operators' command without cosmos-outbox-operators installed says which package to install.
 
+The global `--settings FILE` (before the command's name) is every command's: a command whose
+options follow its name (`relay`, `target-rules`) is handed it there. A script written for 0.4's
+HTTP mode (`COSMOS_OUTBOX_API`, `COSMOS_OUTBOX_KEY` in its environment) is told so by name, and
+the way now (`LEGACY_VARIABLES`).
+
 `main(argv)` runs it. `parser`, here in 0.4, is `cosmos_outbox_operators.cli`'s, read here with a
 DeprecationWarning until 0.6 (0.4's HTTP client, `OperatorsApi`, is gone: the command line runs
 on the stores)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from importlib.metadata import entry_points
 
 from cosmos_outbox._lazy import lazy_exports
 
-__all__ = ["COMMANDS_GROUP", "CORE_COMMANDS", "OPERATOR_COMMANDS", "main"]
+__all__ = ["COMMANDS_GROUP", "CORE_COMMANDS", "LEGACY_VARIABLES", "OPERATOR_COMMANDS", "main"]
 
 #: The entry-point group a distribution names its commands in: `name = "module:main"`, where
 #: `main(argv, prog=...)` runs the whole command line and returns its exit code.
@@ -59,6 +65,13 @@ OPERATOR_COMMANDS = (
     "groups",
 )
 USAGE = 2
+FAILED = 1
+#: The environment of 0.4's HTTP mode (the routes' URL, the admin key), removed in 0.5: a
+#: script that still sets them is told so, and the way now (the app's settings).
+LEGACY_VARIABLES = ("COSMOS_OUTBOX_API", "COSMOS_OUTBOX_KEY")
+#: The setting every command needs (the outbox's container): without it, and with the HTTP
+#: mode's variables set, the script is one of 0.4's.
+_REQUIRED_SETTING = "COSMOS_CONTAINER"
 
 _MOVED = {"parser": "cosmos_outbox_operators.cli.parser"}
 __getattr__, __dir__ = lazy_exports(__name__, {}, renamed=_MOVED)
@@ -79,6 +92,10 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
     commands = _installed()
     named = next((a for a in args if a in commands or a in OPERATOR_COMMANDS), None)
     if named is not None and named in commands:
+        if named in OPERATOR_COMMANDS and not _not_the_http_mode(args, prog):
+            return FAILED
+        if named in CORE_COMMANDS:
+            args = _settings_after(args, named)
         return commands[named](args, prog=prog)
     if named is not None:
         print(
@@ -98,3 +115,43 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
     stream = sys.stdout if any(a in ("-h", "--help") for a in args) else sys.stderr
     print("\n".join(lines), file=stream)
     return 0 if stream is sys.stdout else USAGE
+
+
+def _settings_after(args: list[str], named: str) -> list[str]:
+    """`args` with the global `--settings FILE` (given before the command's name) moved after
+    it, where the command's own options are read (`relay`, `target-rules`: issue 92, M4)."""
+    at = args.index(named)
+    before = args[:at]
+    moved: list[str] = []
+    kept: list[str] = []
+    index = 0
+    while index < len(before):
+        arg = before[index]
+        if arg == "--settings" and index + 1 < len(before):
+            moved += before[index : index + 2]
+            index += 2
+            continue
+        (moved if arg.startswith("--settings=") else kept).append(arg)
+        index += 1
+    return [*kept, named, *moved, *args[at + 1 :]]
+
+
+def _not_the_http_mode(args: list[str], prog: str) -> bool:
+    """Whether the command may run: a script of 0.4's HTTP mode (its variables set) is told that
+    the mode is gone, by name, and what to do now; it stops there when it gives no settings
+    (the next line would have been "COSMOS_CONTAINER: Field required")."""
+    legacy = [name for name in LEGACY_VARIABLES if os.environ.get(name)]
+    if not legacy:
+        return True
+    settings = any(a == "--settings" or a.startswith("--settings=") for a in args)
+    runs = settings or bool(os.environ.get(_REQUIRED_SETTING))
+    print(
+        f"{prog}: {' and '.join(legacy)} {'is' if len(legacy) == 1 else 'are'} set, for the "
+        "command line's HTTP mode, removed in cosmos-outbox 0.5: the commands run on the app's "
+        "stores now, with its settings (the environment's, or --settings local.settings.json); "
+        f"unset {' and '.join(legacy)}"
+        + ("" if runs else f" and give the settings ({_REQUIRED_SETTING}, ...)")
+        + ' (docs/operating.md, "The operators\' command line")',
+        file=sys.stderr,
+    )
+    return runs

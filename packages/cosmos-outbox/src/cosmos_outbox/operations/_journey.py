@@ -18,6 +18,7 @@ from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_i
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox._subscription_rules import Delivery
 from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.operations._audit import what_event
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._deliveries import verdicts
 from cosmos_outbox.operations._dependencies import (
@@ -516,11 +517,7 @@ def _summary(
     ttl: int,
 ) -> str:
     parts: list[str] = []
-    what = (
-        f"{journey.aggregate_type} {journey.aggregate_id} v{journey.version} {journey.action}"
-        if journey.aggregate_id
-        else "aggregate unknown"
-    )
+    what = what_event(journey.aggregate_type, journey.aggregate_id, journey.version, journey.action)
     parts.append(f"event {journey.event_id} ({what})")
     if journey.schedule is not None:
         parts.append(f"scheduled for {journey.schedule.due_at.isoformat()}")

@@ -12,7 +12,7 @@ from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
-from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._audit import audit, what_event
 from cosmos_outbox.operations._giving_up import Notice, notice_of_event, will_see_notice
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import Page
@@ -137,8 +137,8 @@ def _audit(
 ) -> None:
     audit(
         action,
-        f"event {entry.event_id} ({entry.aggregate_type} {entry.aggregate_id} "
-        f"v{entry.version}): {reason}",
+        f"event {entry.event_id} "
+        f"({what_event(entry.aggregate_type, entry.aggregate_id, entry.version)}): {reason}",
         will_see=will_see,
         reason=reason,
         **{f: getattr(entry, f) for f in _AUDITED},
