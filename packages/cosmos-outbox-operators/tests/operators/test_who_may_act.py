@@ -313,8 +313,23 @@ def test_a_local_host_takes_no_action_for_a_foreign_host_name(
         assert "evil.example" in refused["detail"] and LOCAL_HOSTS in refused["detail"], path
     assert audit_lines(caplog) == []
     assert len(world.memory.publisher.messages) == sent and status_of(world, event) == "quarantined"
-    # reads are not actions
-    assert world.client.request("GET", "outbox/status", headers=FOREIGN).status_code == 200
+    # nor a read (issue 92, M10: a rebinding page read the quarantine's event bodies), through
+    # either door, nor the console's page
+    for path, extra in (
+        ("outbox/status", {}),
+        (f"outbox/quarantine/{event}", {}),
+        ("outbox/console/quarantine", {PRINCIPAL_HEADER: principal()}),
+    ):
+        reply = world.client.request("GET", path, headers={**FOREIGN, **extra})
+        refused = problem(reply, 403)
+        assert "reads only for its loopback names" in refused["detail"], path
+    page = world.client.request("GET", "outbox/console", headers=FOREIGN)
+    assert page.status_code == 403 and b"evil.example" in page.get_body()
+    # what local tools need: the loopback names (any port), a configured one, no Host at all
+    for host in ("localhost:7071", "127.0.0.1:7071", "[::1]:7071", "localhost"):
+        assert (
+            world.client.request("GET", "outbox/status", headers={"host": host}).status_code == 200
+        )
     # the loopback names, any port
     for host in ("localhost:7071", "127.0.0.1:7071", "[::1]:7071", "localhost"):
         origin = {"host": host, "origin": f"http://{host}"}

@@ -25,10 +25,11 @@ Filter Syntax", "Set subscription filters"):
 Where Service Bus's documentation does not say what it does, the answer is `unknown`, with the
 reason, never a guess counted as "receives": a comparison of values of different types (text
 with a number, a whole with a fractional number in a correlation filter), an ordering of texts
-or booleans (C# has none), `newid()`, a system property the broker sets on arrival
-(`sys.SequenceNumber`, `sys.EnqueuedTimeUtc`, ...) or one Service Bus does not have, a
-correlation property named with another case, a malformed expression. `LIKE` compares
-case-sensitively, as `=` does (a decision: the documentation is silent).
+or booleans (the documentation does not say how Service Bus orders them), `newid()`, a
+system property the broker sets on arrival (`sys.SequenceNumber`, `sys.EnqueuedTimeUtc`, ...)
+or one Service Bus does not have, a correlation property named with another case, a malformed
+expression. `LIKE` compares case-sensitively, as `=` does (a decision: the documentation is
+silent).
 
 funcstack's Service Bus endpoint evaluates filters with its own code (funcstack is a
 distribution of its own: neither depends on the other); a property test (the package's

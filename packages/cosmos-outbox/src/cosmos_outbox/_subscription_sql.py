@@ -291,7 +291,10 @@ def _compare(op: str, a: Any, b: Any) -> Any:
     if op in ("=", "<>", "!="):
         return (a == b) == (op == "=")
     if kind in ("boolean", "text"):
-        raise UnknowableError(f"{a!r} {op} {b!r}: C# does not order {kind}s")
+        # Service Bus's documentation does not say how (or whether) it orders these: unknown,
+        # said as such (issue 92, M12: "C# does not order texts" was no reason anyone could
+        # check)
+        raise UnknowableError(f"{a!r} {op} {b!r}: how Service Bus orders {kind}s is not documented")
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 
 

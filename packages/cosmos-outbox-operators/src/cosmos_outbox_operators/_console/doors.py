@@ -31,7 +31,12 @@ from cosmos_outbox.http import (
     is_local_host,
 )
 from cosmos_outbox.operations import ADMIN_KEY, NO_KEY, Actor, acting_as
-from cosmos_outbox_operators._console.guard import CrossSiteError, check_action, check_same_site
+from cosmos_outbox_operators._console.guard import (
+    CrossSiteError,
+    check_action,
+    check_local_host,
+    check_same_site,
+)
 from cosmos_outbox_operators._console.identity import (
     OPERATOR_ROLE,
     PRINCIPAL_HEADER,
@@ -218,6 +223,7 @@ def key_door(
     def admit(req: func.HttpRequest) -> Actor | func.HttpResponse:
         try:
             _no_key_in_url(req)
+            check_local_host(req.method, req.headers)  # reads too (issue 92, M10)
             check_same_site(req.method, req.headers)
         except CrossSiteError as exc:
             logger.warning("operators' routes refused an action: %s", exc)
@@ -254,6 +260,7 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
         def admitted(req: func.HttpRequest) -> Actor | func.HttpResponse:
             try:
                 _no_key_in_url(req)
+                check_local_host(req.method, req.headers)  # reads too (issue 92, M10)
                 trust = sign_in_trust()
                 actor = admit_signed_in(
                     req.headers, role=role, return_to=console_base(req, prefix), trust=trust

@@ -3,9 +3,9 @@ says what each check refuses and why): through the signed-in door, the same orig
 page's token, double-submitted (`check_action`: a browser attaches the session cookie to any
 request for the app, a form another site posts too); through the admin key's door, no action
 from another site's page (`check_same_site`: where keys are not enforced, a bodyless POST from
-another site would reach it); on a local host, actions only for its own names
-(`check_local_host`: DNS rebinding). Nothing is kept on the server: any instance checks any
-request."""
+another site would reach it); on a local host, every request -- reads too: a rebinding page
+would read event bodies -- only for its own names (`check_local_host`: DNS rebinding). Nothing
+is kept on the server: any instance checks any request."""
 
 from __future__ import annotations
 
@@ -88,20 +88,24 @@ def check_action(
 def check_local_host(
     method: str, headers: Mapping[str, str], environment: Mapping[str, str] | None = None
 ) -> None:
-    """Refuse (`CrossSiteError`) an action a local host received for a name not its own (the
-    module docstring); reads pass, and so does every request where the host is not local."""
+    """Refuse (`CrossSiteError`) a request a local host received for a name not its own (the
+    module docstring): an action, and a read too (issue 92, M10: a page on a name that resolves
+    to this machine read the quarantine's event bodies; the console's reads and the admin
+    key's, which a local host does not check). Every request passes where the host is not
+    local (the platform routes only the app's names to it); `method` names it in the refusal."""
     env = os.environ if environment is None else environment
-    if method.upper() in SAFE_METHODS or not is_local_host(env):
+    if not is_local_host(env):
         return
     sent = headers.get("host", "").strip()
     name = (urlsplit(f"//{sent}").hostname or "") if sent else ""
     configured = {n.strip().lower() for n in env.get(LOCAL_HOSTS_SETTING, "").split(",")}
     if name in _LOOPBACK_NAMES or name in configured - {""} or _loopback_address(name):
         return
+    what = "reads" if method.upper() in SAFE_METHODS else "takes actions"
     raise CrossSiteError(
-        f"this local host takes actions only for its loopback names, not for {sent[:100]!r}: a "
-        "page on a name that resolves to this machine would act as you (DNS rebinding). Use "
-        f"localhost or 127.0.0.1, or list the name in {LOCAL_HOSTS_SETTING}"
+        f"this local host {what} only for its loopback names, not for {sent[:100]!r}: a "
+        "page on a name that resolves to this machine would read and act as you (DNS "
+        f"rebinding). Use localhost or 127.0.0.1, or list the name in {LOCAL_HOSTS_SETTING}"
     )
 
 

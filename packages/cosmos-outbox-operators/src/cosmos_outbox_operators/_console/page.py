@@ -28,6 +28,8 @@ from cosmos_outbox_operators._console.doors import (
 )
 from cosmos_outbox_operators._console.guard import (
     CSRF_COOKIE,
+    CrossSiteError,
+    check_local_host,
     cookie_value,
     new_token,
     token_cookie,
@@ -124,7 +126,10 @@ def register_page(doors: OperatorDoors) -> None:
         """The operators' console (a signed-in operator's)."""
         base = urlsplit(req.url).path.rstrip("/")
         try:
+            check_local_host(req.method, req.headers)  # issue 92, M10: a rebinding page
             actor = admit_signed_in(req.headers, role=role, return_to=base)
+        except CrossSiteError as exc:
+            return _refusal(req, RefusedError(403, "Forbidden", str(exc)))
         except RefusedError as refused:
             return _refusal(req, refused)
         from cosmos_outbox_operators._console.render import page
@@ -147,7 +152,10 @@ def register_page(doors: OperatorDoors) -> None:
     def console_static(req: func.HttpRequest) -> func.HttpResponse:
         """The console page's scripts and styles (a signed-in operator's)."""
         try:
+            check_local_host(req.method, req.headers)
             admit_signed_in(req.headers, role=role, return_to=urlsplit(req.url).path)
+        except CrossSiteError as exc:
+            return RefusedError(403, "Forbidden", str(exc)).response()
         except RefusedError as refused:
             return refused.response()
         name = str(req.route_params.get("name", ""))

@@ -32,7 +32,14 @@ from cosmos_outbox.operations._letters import Described, Selection, enqueued
 from cosmos_outbox.operations._quarantined import QuarantineOperators
 from cosmos_outbox.ports import TargetRuleCheck
 
-__all__ = ["FailureGroup", "FailureGroups", "GroupOperators", "GroupOutcome", "cause_of"]
+__all__ = [
+    "FailureGroup",
+    "FailureGroups",
+    "GroupOperators",
+    "GroupOutcome",
+    "cause_of",
+    "failure_text",
+]
 
 #: Quarantine records read to group them, at most (beyond: the counts are "at least").
 QUARANTINE_LIMIT = 2000
@@ -55,6 +62,18 @@ def cause_of(text: str | None) -> str:
         return "'…'" if value[0] in "'\"" else "<id>" if "-" in value else "<n>"
 
     return " ".join(_VARIABLE.sub(placeholder, text or "").split())[:300]
+
+
+def failure_text(reason: str | None, description: str | None) -> str:
+    """A dead letter's failure in one text: its reason, then its description, said once when
+    the description repeats it ("KeyError" and "KeyError: 'id'" are "KeyError: 'id'", not
+    "KeyError: KeyError: 'id'": issue 92, M6)."""
+    reason, description = (reason or "").strip(), (description or "").strip()
+    if not description or description == reason:
+        return reason
+    if not reason or description.startswith(reason):
+        return description
+    return f"{reason}: {description}"
 
 
 class FailureGroup(Model):
@@ -197,7 +216,7 @@ class GroupOperators:
                 continue
             at_least = at_least or more
             items = [
-                (f"{d.letter.reason or ''}: {d.letter.description or ''}".strip(": "),
+                (failure_text(d.letter.reason, d.letter.description),
                  d.aggregate_type, d.action, enqueued(d.letter), d)
                 for d in letters
             ]  # fmt: skip

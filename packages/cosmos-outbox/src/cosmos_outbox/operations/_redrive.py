@@ -435,7 +435,8 @@ def _per_subscription(counts: list[SubscriberCounts], counted: int | None = None
     for c in counts:
         text = f"{c.subscription} receives {c.receives}"
         if c.unknown:
-            text += f" and {c.unknown} it may or may not ({c.why_unknown})"
+            # the same words as every other answer's (`Received.text`): "unknown", and why
+            text += f" and {c.unknown} unknown ({c.why_unknown})"
         if not c.known:
             text += ", its subscriber unknown to this app"
         elif c.receives:
