@@ -4,7 +4,10 @@ subscription filter) never stalls a session.
 
 - not an outbox event at all (not a CloudEvent, no version, a subject that is not its
   aggregate's id): `UnreadableEventError` propagates, the host abandons the message and
-  dead-letters it after the subscription's MaxDeliveryCount;
+  dead-letters it after the subscription's MaxDeliveryCount; given the means to settle
+  (`handle(message, settle=...)`: `_settlement`), the dispatcher dead-letters it itself at once,
+  and any message whose handling failed on its last delivery (`max_delivery_count`), with the
+  exception's type and message as the dead-letter reason and description;
 - an event of another aggregate type: acknowledged, logged (warning) and counted
   (`subscriber.events.ignored`, reason `other aggregate type`);
 - an action the projection does not handle: its version is taken as applied (the projector's
@@ -37,15 +40,20 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import azure.functions as func
-
 from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.errors import PayloadStoreError
 from cosmos_outbox.ports import AsyncPayloadStore, PayloadStore
 from cosmos_outbox.settings import SettingsError
+from cosmos_outbox.subscriber import _settlement
 from cosmos_outbox.subscriber import _telemetry as telemetry
-from cosmos_outbox.subscriber._events import IncomingEvent, dataref_of, from_message
+from cosmos_outbox.subscriber._events import (
+    IncomingEvent,
+    UnreadableEventError,
+    dataref_of,
+    from_message,
+)
 from cosmos_outbox.subscriber._projector import AsyncProjector, Outcome, Result
+from cosmos_outbox.subscriber._settlement import DEFAULT_MAX_DELIVERY_COUNT, Incoming, incoming
 
 __all__ = ["AsyncDispatcher", "settings_payloads"]
 
@@ -67,8 +75,13 @@ class AsyncDispatcher:
         default_aggregate_type: str | None = None,
         payloads: Callable[[], AsyncPayloadStore | PayloadStore] | None = None,
         subscription: str | None = None,
+        max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT,
     ) -> None:
+        if max_delivery_count < 1:
+            raise ValueError(f"max_delivery_count: at least 1, not {max_delivery_count}")
         self.aggregate_type = aggregate_type
+        #: the subscription's MaxDeliveryCount: a failure on that delivery is the last one
+        self.max_delivery_count = max_delivery_count
         #: the subscription (or queue) it reads: a message targeted at another is skipped
         self.subscription = subscription
         self._projector = projector
@@ -76,13 +89,40 @@ class AsyncDispatcher:
         self._default_type = default_aggregate_type
         self._payloads = payloads or settings_payloads(asynchronous=True)
 
-    async def handle(self, message: func.ServiceBusMessage) -> Result | None:
-        """Handle one message; None when it was not for this subscriber."""
+    async def handle(self, message: Any, *, settle: Any = None) -> Result | None:
+        """Handle one message (a Functions trigger's, or an azure-servicebus receiver's); None
+        when it was not for this subscriber, or when it failed and was dead-lettered. With
+        `settle` (`_settlement`: the function's message actions, or the receiver), it settles
+        the message too: completed when handled; on a failure, abandoned and the error raised
+        while a later delivery may succeed, dead-lettered with the exception's type and message
+        when none will (the last delivery, or a message that is not an outbox event)."""
+        read = incoming(message)
+        if settle is None:
+            return await self._handle(read)
+        try:
+            result = await self._handle(read)
+        except Exception as exc:
+            last = read.delivery_count is not None and (
+                read.delivery_count >= self.max_delivery_count
+            )
+            if not (last or isinstance(exc, UnreadableEventError)):
+                await _settlement.settle(settle, "abandon", message)
+                raise
+            reason, description = _settlement.dead_letter_words(exc)
+            await _settlement.settle(
+                settle, "dead-letter", message, reason=reason, description=description
+            )
+            _dead_lettered(read, reason, description, last=last)
+            return None
+        await _settlement.settle(settle, "complete", message)
+        return result
+
+    async def _handle(self, message: Incoming) -> Result | None:
         try:
             dataref = dataref_of(message.application_properties)
             fetched = await as_async(self._payloads()).get(dataref) if dataref is not None else None
             event = from_message(
-                message.get_body(),
+                message.body,
                 content_type=message.content_type,
                 application_properties=message.application_properties,
                 default_aggregate_type=self._default_type,
@@ -155,7 +195,31 @@ class AsyncDispatcher:
         return result
 
 
-def _payload_unavailable(message: func.ServiceBusMessage, exc: Exception) -> None:
+def _dead_lettered(message: Incoming, reason: str, description: str, *, last: bool) -> None:
+    """Said when the dispatcher dead-lettered a message itself (`handle(settle=...)`)."""
+    why = (
+        "its last delivery failed"
+        if last
+        else "it is not an outbox event: no delivery will read it"
+    )
+    logger.error(
+        "message %s (delivery %s): dead-lettered, %s: %s: %s",
+        message.message_id,
+        message.delivery_count,
+        why,
+        reason,
+        description,
+        extra={
+            "messageId": message.message_id,
+            "deliveryCount": message.delivery_count,
+            "outcome": "dead-lettered",
+            "reason": reason,
+            "error.type": reason,
+        },
+    )
+
+
+def _payload_unavailable(message: Incoming, exc: Exception) -> None:
     """Said when a claim-check message's payload could not be fetched (it is abandoned)."""
     dataref = dataref_of(message.application_properties)
     logger.error(

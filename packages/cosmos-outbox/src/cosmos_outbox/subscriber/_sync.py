@@ -14,6 +14,7 @@ from cosmos_outbox.ports import DocumentStore, PayloadStore
 from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, settings_payloads
 from cosmos_outbox.subscriber._events import IncomingEvent
 from cosmos_outbox.subscriber._projector import AsyncProjector, Projection, Result
+from cosmos_outbox.subscriber._settlement import DEFAULT_MAX_DELIVERY_COUNT
 from cosmos_outbox.subscriber._status import SubscriberStatus
 
 __all__ = ["Dispatcher", "Projector"]
@@ -54,6 +55,7 @@ class Dispatcher:
         default_aggregate_type: str | None = None,
         payloads: Callable[[], PayloadStore] | None = None,
         subscription: str | None = None,
+        max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT,
     ) -> None:
         self.aggregate_type = aggregate_type
         self.core = AsyncDispatcher(
@@ -63,8 +65,10 @@ class Dispatcher:
             default_aggregate_type=default_aggregate_type,
             payloads=payloads or settings_payloads(asynchronous=False),
             subscription=subscription,
+            max_delivery_count=max_delivery_count,
         )
 
-    def handle(self, message: func.ServiceBusMessage) -> Result | None:
-        """Handle one message; None when it was not for this subscriber."""
-        return run_sync(self.core.handle(message))
+    def handle(self, message: func.ServiceBusMessage | Any, *, settle: Any = None) -> Result | None:
+        """Handle one message (see `AsyncDispatcher.handle`; `settle` a sync one: the
+        function's message actions, or a sync receiver)."""
+        return run_sync(self.core.handle(message, settle=settle))
