@@ -26,10 +26,11 @@
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
+
+from cosmos_changefeed import _clock
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ class CheckpointPlan:
     lease's own feed loop asks it (the handler's ``checkpoint()`` runs in that loop too)."""
 
     checkpointing: Checkpointing
-    clock: Callable[[], float] = time.monotonic
+    clock: Callable[[], float] = _clock.monotonic
     #: The position handled and not yet checkpointed (None: nothing is).
     pending: str | None = None
     #: The last position handled, and the last one written (``written``).

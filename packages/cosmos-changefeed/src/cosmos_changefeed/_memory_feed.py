@@ -36,6 +36,7 @@ Thread-safe (one lock): sync and aio sources and the test's own writes may share
 from __future__ import annotations
 
 import base64
+import bisect
 import copy
 import datetime as dt
 import hashlib
@@ -43,7 +44,7 @@ import json
 import math
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +54,13 @@ from cosmos_changefeed._continuation import (
     raw_etag,
     sdk_token,
 )
-from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._ranges import MAX_EPK, MIN_EPK, EpkRange, PartitionKeyRange, overlapping
+from cosmos_changefeed._leases import EPK_RANGE_BASED, Lease
+from cosmos_changefeed._ranges import MAX_EPK, MIN_EPK, EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import (
     REQUEST_CHARGE_HEADER,
     SESSION_TOKEN_HEADER,
     Page,
     Start,
-    is_gone,
     range_of,
 )
 from cosmos_changefeed._source import FeedSource
@@ -150,6 +150,11 @@ class InMemoryFeed:
         self._log: list[_Change] = []
         #: The latest change of each document (partition key JSON, id), deletes included.
         self._latest: dict[tuple[str, str], _Change] = {}
+        #: Per live partition: the changes of its EPK range, in LSN order (a read scans its
+        #: partition's only); redistributed at a split or a merge.
+        self._buckets: dict[str, list[_Change]] = {p.id: [] for p in self._partitions}
+        #: The live partitions by id and their EPK minimums, in order (None: to be made again).
+        self._index: tuple[dict[str, _Partition], list[str]] | None = None
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -200,7 +205,7 @@ class InMemoryFeed:
         *,
         ttl_expired: bool = False,
     ) -> _Change:
-        partition = next(p for p in self._partitions if _holds(p.range, epk))
+        partition = self._holding(epk)
         partition.lsn += 1
         at = self.clock().astimezone(dt.UTC)
         if body is not None:
@@ -217,6 +222,7 @@ class InMemoryFeed:
         )
         self._log.append(change)
         self._latest[key] = change
+        self._buckets[partition.id].append(change)
         return change
 
     def partition_key_of(self, document: Mapping[str, Any]) -> Any:
@@ -244,6 +250,7 @@ class InMemoryFeed:
             self._next_id += 2
             place = self._partitions.index(parent)
             self._partitions[place : place + 1] = children
+            self._reshaped([parent], children)
             return children[0].id, children[1].id
 
     def merge(self, first_id: str, second_id: str) -> str:
@@ -262,12 +269,45 @@ class InMemoryFeed:
             self._next_id += 1
             place = self._partitions.index(first)
             self._partitions[place : place + 2] = [merged]
+            self._reshaped([first, second], [merged])
             return merged.id
 
+    def _reshaped(self, gone: list[_Partition], made: list[_Partition]) -> None:
+        """The changes of ``gone`` partitions given to the ``made`` ones, by EPK."""
+        changes = sorted((c for p in gone for c in self._buckets.pop(p.id)), key=lambda c: c.lsn)
+        for partition in made:
+            self._buckets[partition.id] = [c for c in changes if _holds(partition.range, c.epk)]
+        self._index = None
+
+    def _indexed(self) -> tuple[dict[str, _Partition], list[str]]:
+        if self._index is None:
+            self._index = (
+                {p.id: p for p in self._partitions},
+                [p.range.min for p in self._partitions],
+            )
+        return self._index
+
     def _live(self, range_id: str) -> _Partition:
-        found = next((p for p in self._partitions if p.id == range_id), None)
+        found = self._indexed()[0].get(range_id)
         if found is None:
             raise KeyError(f"no live partition key range {range_id!r}")
+        return found
+
+    def _holding(self, epk: str) -> _Partition:
+        """The live partition whose range holds ``epk``."""
+        place = bisect.bisect_right(self._indexed()[1], epk) - 1
+        return self._partitions[max(place, 0)]
+
+    def _overlapping(self, scope: EpkRange) -> list[_Partition]:
+        """The live partitions that overlap ``scope``, in EPK order."""
+        mins = self._indexed()[1]
+        place = max(bisect.bisect_right(mins, scope.min) - 1, 0)
+        found: list[_Partition] = []
+        for partition in self._partitions[place:]:
+            if partition.range.min >= scope.max:
+                break
+            if partition.range.overlaps(scope):
+                found.append(partition)
         return found
 
     # -- what a source reads --------------------------------------------------------------------
@@ -304,15 +344,14 @@ class InMemoryFeed:
             raise ValueError(f"mode: {LATEST_VERSION!r} or {ALL_VERSIONS_AND_DELETES!r}")
         scope = range_of(lease)
         with self._lock:
-            live = [PartitionKeyRange(p.id, p.range) for p in self._partitions]
-            if is_gone(lease, live):
+            holders = self._overlapping(scope)
+            if not holders or self._gone(lease, holders):
                 return Page.gone_at(position)
-            holders = overlapping(live, scope)
-            if not holders:
-                return Page.gone_at(position)
-            partition = self._live(holders[0].id)
+            partition = holders[0]
             since, not_before = self._since(partition, raw_etag(position), start, mode)
-            changes = self._changes(scope, since, not_before, latest=mode == LATEST_VERSION)
+            changes = self._changes(
+                partition, scope, since, not_before, latest=mode == LATEST_VERSION
+            )
             size = max_items or DEFAULT_PAGE
             page, full = changes[:size], len(changes) > size
             etag_lsn = page[-1].lsn if full else max(partition.lsn, since)
@@ -342,19 +381,39 @@ class InMemoryFeed:
             raise ValueError("AllVersionsAndDeletes reads from now or a continuation only")
         return 0, start.astimezone(dt.UTC).replace(microsecond=0)
 
+    def _gone(self, lease: Lease, holders: list[_Partition]) -> bool:
+        """``_reading.is_gone`` on the live partitions: a version-0 lease's range id is not
+        live, an EPK lease's range spans several partitions."""
+        if lease.version != EPK_RANGE_BASED:
+            return lease.lease_token not in self._indexed()[0]
+        return len(holders) > 1
+
     def _changes(
-        self, scope: EpkRange, since: int, not_before: dt.datetime | None, *, latest: bool
+        self,
+        partition: _Partition,
+        scope: EpkRange,
+        since: int,
+        not_before: dt.datetime | None,
+        *,
+        latest: bool,
     ) -> list[_Change]:
-        source: Iterable[_Change] = self._latest.values() if latest else self._log
-        found = [
-            change
-            for change in source
-            if change.lsn > since
-            and _holds(scope, change.epk)
-            and (not latest or change.document is not None)
-            and (not_before is None or change.at >= not_before)
-        ]
-        return sorted(found, key=lambda change: change.lsn)
+        """The changes of ``scope`` (within ``partition``) after LSN ``since``, in LSN order:
+        every one, or (``latest``) each document's latest, deletes left out."""
+        found: list[_Change] = []
+        for change in reversed(self._buckets[partition.id]):
+            if change.lsn <= since:
+                break
+            if (
+                _holds(scope, change.epk)
+                and (
+                    not latest
+                    or (change.document is not None and self._latest[change.key] is change)
+                )
+                and (not_before is None or change.at >= not_before)
+            ):
+                found.append(change)
+        found.reverse()
+        return found
 
     def _item(self, change: _Change, mode: str) -> dict[str, Any]:
         if mode == LATEST_VERSION:

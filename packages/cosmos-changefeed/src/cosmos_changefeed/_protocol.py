@@ -41,7 +41,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from cosmos_changefeed import _names
+from cosmos_changefeed import _clock, _names
 from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._leases import (
     FULL_FIDELITY_FEED,
@@ -192,7 +192,7 @@ class LeaseManager:
         *,
         partition_key_path: str,
         mode: str,
-        clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        clock: Callable[[], dt.datetime] = _clock.now,
     ) -> None:
         self.prefix = prefix
         self.instance_name = instance_name

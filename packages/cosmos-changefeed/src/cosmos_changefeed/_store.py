@@ -18,12 +18,13 @@ import copy
 import json
 import os
 import threading
-import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from cosmos_changefeed import _clock
 
 #: ``DocumentServiceLeaseStoreManagerBuilder``: the partition key paths a lease container may have.
 ID_PATH = "/id"
@@ -117,6 +118,8 @@ class InMemoryDocuments:
         self.partition_key_path = check_partition_key_path(partition_key_path)
         self._lock = threading.Lock()
         self._docs: dict[tuple[str, str], dict[str, Any]] = {}
+        #: The documents with a ``ttl``: when each expires (``_expire`` looks at these only).
+        self._expiring: dict[tuple[str, str], float] = {}
         self.state_file = Path(state_file) if state_file is not None else None
         if self.state_file is not None and self.state_file.exists():
             self.restore(json.loads(self.state_file.read_text(encoding="utf-8")))
@@ -208,21 +211,29 @@ class InMemoryDocuments:
         return partition_key, item_id
 
     def _write(self, key: tuple[str, str], document: Mapping[str, Any]) -> dict[str, Any]:
-        stored = {k: copy.deepcopy(v) for k, v in document.items() if not k.startswith("_")}
+        stored = {k: json_copy(v) for k, v in document.items() if not k.startswith("_")}
         stored["_etag"] = f'"{uuid.uuid4()}"'
-        stored["_ts"] = int(time.time())
+        stored["_ts"] = int(_clock.now().timestamp())
         ttl = stored.get("ttl")
-        stored["_expires"] = time.monotonic() + float(ttl) if isinstance(ttl, int | float) else None
+        expires = _clock.monotonic() + float(ttl) if isinstance(ttl, int | float) else None
+        stored["_expires"] = expires
         self._docs[key] = stored
+        if expires is not None:
+            self._expiring[key] = expires
+        else:
+            self._expiring.pop(key, None)
         return _copy(stored)
 
     def _expire(self) -> None:
-        now = time.monotonic()
-        gone = [
-            k for k, d in self._docs.items() if d["_expires"] is not None and d["_expires"] <= now
-        ]
+        """Documents past their ``ttl`` deleted (only those with one are looked at)."""
+        if not self._expiring:
+            return
+        now = _clock.monotonic()
+        gone = [key for key, at in self._expiring.items() if at <= now]
         for key in gone:
-            del self._docs[key]
+            del self._expiring[key]
+            if self._docs.get(key, {}).get("_expires") is not None:
+                del self._docs[key]
 
 
 class InMemoryLeaseStore(LeaseStore):
@@ -278,9 +289,30 @@ def in_memory_documents(
 
 def exported(document: Mapping[str, Any]) -> dict[str, Any]:
     """A stored document without the store's ``_`` fields (``_etag``, ``_ts``, ``_rid``...)."""
-    return {key: copy.deepcopy(value) for key, value in document.items() if not key.startswith("_")}
+    return {key: json_copy(value) for key, value in document.items() if not key.startswith("_")}
 
 
 def _copy(stored: dict[str, Any]) -> dict[str, Any]:
     """A stored document as a reader sees it (without the store's own expiry)."""
-    return {k: copy.deepcopy(v) for k, v in stored.items() if k != "_expires"}
+    return {
+        k: v if type(v) in _SCALARS else json_copy(v) for k, v in stored.items() if k != "_expires"
+    }
+
+
+def json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value (dicts, lists and scalars; anything else deep-copied):
+    ``copy.deepcopy``'s result, several times faster on documents."""
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return {
+            key: item if type(item) in _SCALARS else json_copy(item) for key, item in value.items()
+        }
+    if kind is list:
+        return [item if type(item) in _SCALARS else json_copy(item) for item in value]
+    return copy.deepcopy(value)
+
+
+#: What ``json_copy`` returns as it is (immutable).
+_SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -32,12 +32,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
+from cosmos_changefeed import _clock
 from cosmos_changefeed._balancing import select_leases_to_take
 from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, CheckpointPlan
 from cosmos_changefeed._checks import not_awaitable
@@ -202,7 +202,7 @@ class ChangeFeedProcessor(ProcessorBase):
         balancing; returns once the store is initialised."""
         if self._balancer is not None:
             return
-        started = dt.datetime.now(dt.UTC)
+        started = _clock.now()
         opts = self.options
         self._closing = False
         self._listening = asyncio.Event()
