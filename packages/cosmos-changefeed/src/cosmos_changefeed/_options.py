@@ -228,7 +228,7 @@ class FailedBatch:
 
 #: What a processor was doing when something failed (``Failure.during``).
 During: TypeAlias = Literal[
-    "handler", "set_aside", "read", "acquire", "renew", "release", "split", "process"
+    "handler", "set_aside", "read", "acquire", "renew", "release", "split", "process", "checkpoint"
 ]
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
+from cosmos_changefeed._balancing import Planner, Round, plan_round
 from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import (
     Monitor,
@@ -44,6 +45,8 @@ class ProcessorBase:
     _flavour: ClassVar[Flavour]
     _lease_ports: ClassVar[tuple[type, ...]]
     _feed_ports: ClassVar[tuple[type, ...]] = ()
+    #: What a balancing round decides (``_balancing``): the fair share; .NET's for comparison.
+    _planner: Planner = staticmethod(plan_round)
 
     def __init__(
         self,
@@ -128,6 +131,13 @@ class ProcessorBase:
         """Where a lease without a checkpoint starts (once started): "Beginning", "Now" (at
         its first read: the all-versions-and-deletes mode) or a time."""
         return self._start
+
+    def _plan(self, leases: Sequence[Lease], manager: LeaseManager) -> Round:
+        """This round's plan, from one listing of the leases."""
+        opts = self.options
+        return self._planner(
+            leases, opts.instance_name, opts.lease_expiration_interval, manager.now()
+        )
 
     def _refuse_while_started(self, what: str, started: bool) -> None:
         if started:
@@ -221,6 +231,16 @@ class ProcessorBase:
             stacklevel=2,
         )
         self._notify(self._monitor.on_lease_acquired, seen.lease_token)
+
+    def _giving_back(self, token: str) -> None:
+        logger.info(
+            "processor '%s' (instance %s): lease %s given back: this instance holds more than "
+            "its fair share, another holds less; released once its batch in flight is done",
+            self.processor_name,
+            self.instance_name,
+            token,
+            stacklevel=2,
+        )
 
     def _lost(self, token: str, exc: LeaseLostError) -> None:
         logger.info(
@@ -350,6 +370,35 @@ class ProcessorBase:
         )
         self._notify_error(batch.context.lease_token, batch.error, "handler", batch)
         return delay
+
+    def _taking_apart(self, batch: FailedBatch) -> None:
+        logger.warning(
+            "processor '%s': lease %s: a batch of %d failed its attempt %d: its changes are "
+            "given to the handler again in halves, and only those that fail alone are set aside",
+            self.processor_name,
+            batch.context.lease_token,
+            len(batch.changes),
+            batch.attempt,
+            stacklevel=2,
+            extra=_batch_fields(batch),
+        )
+
+    def _piece_failed(self, batch: FailedBatch) -> None:
+        """A part of a batch taken apart failed (``on_error`` is told, with that part)."""
+        logger.info(
+            "processor '%s': lease %s: %d change(s) of the batch taken apart failed (%s)",
+            self.processor_name,
+            batch.context.lease_token,
+            len(batch.changes),
+            error_text(batch.error),
+            stacklevel=2,
+            extra=_batch_fields(batch),
+        )
+        self._notify_error(batch.context.lease_token, batch.error, "handler", batch)
+
+    def _checkpoint_failed(self, token: str, exc: Exception) -> None:
+        self._again(token, "checkpoint", exc, self.options.lease_renew_interval / 8)
+        self._notify_error(token, exc, "checkpoint")
 
     def _to_set_aside(self, batch: FailedBatch) -> bool:
         """Whether ``batch`` goes to ``set_aside`` now."""

@@ -11,7 +11,6 @@ after ``stop``'s timeout keeps its thread, and its lease expires.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -20,15 +19,13 @@ from typing import Any
 
 from azure.cosmos import ContainerProxy
 
-from cosmos_changefeed._balancing import select_leases_to_take
-from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, CheckpointPlan
-from cosmos_changefeed._checks import awaited_nothing
+from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
+from cosmos_changefeed._manual import ManualCheckpointContext
 from cosmos_changefeed._options import (
     DEFAULT_ACQUIRE_INTERVAL,
     DEFAULT_EXPIRATION_INTERVAL,
@@ -43,21 +40,20 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import Page, ProcessorStart, first_read
-from cosmos_changefeed._retries import Attempts
+from cosmos_changefeed._reading import Page, Start
 from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed._store import LeaseStore
+from cosmos_changefeed._worker import LeaseWorker, StoppedError, no_sleep
+
+#: Threads reading the next page of the leases whose handlers run (made as they are needed).
+READERS = 16
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
 Handler = Callable[[LeaseContext, list[dict[str, Any]]], object]
 #: A handler under manual checkpoints (``checkpoint="manual"``), which calls
 #: ``context.checkpoint()``.
 ManualCheckpointHandler = Callable[[ManualCheckpointContext, list[dict[str, Any]]], object]
-
-
-class _StoppedError(Exception):
-    """The processor is stopping: the lease's thread ends and releases it."""
 
 
 class ChangeFeedProcessor(ProcessorBase):
@@ -130,10 +126,11 @@ class ChangeFeedProcessor(ProcessorBase):
         self._stopping = threading.Event()
         self._listening = threading.Event()
         self._lock = threading.Lock()
-        self._workers: dict[str, _LeaseWorker] = {}
-        #: Checkpoints are written here while the next batch is read (one at a time per
-        #: lease); made at each start.
+        self._workers: dict[str, LeaseWorker] = {}
+        #: Checkpoints are written here while the next batch is handled, and the next page
+        #: read here while the handler runs (one at a time per lease); made at each start.
         self._checkpoints: ThreadPoolExecutor | None = None
+        self._reading: ThreadPoolExecutor | None = None
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -184,6 +181,7 @@ class ChangeFeedProcessor(ProcessorBase):
         self._listening.clear()
         self._started(self._run(start_flow(opts, self._reader.account_endpoint, started)))
         self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
+        self._reading = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="read-ahead")
         self._balancer = threading.Thread(
             target=self._balance,
             name=f"cosmos-changefeed-balancer-{opts.processor_name}",
@@ -207,8 +205,9 @@ class ChangeFeedProcessor(ProcessorBase):
             left = max((deadline - dt.datetime.now(dt.UTC)).total_seconds(), 0.0)
             if worker.thread is not None:
                 worker.thread.join(left)
-        if self._checkpoints is not None:
-            self._checkpoints.shutdown(wait=False)
+        for pool in (self._checkpoints, self._reading):
+            if pool is not None:
+                pool.shutdown(wait=False)
         alive = [w for w in workers if w.thread is not None and w.thread.is_alive()]
         if alive:
             self._not_released_in(len(alive), timeout)
@@ -231,13 +230,14 @@ class ChangeFeedProcessor(ProcessorBase):
         while not self._stopping.is_set():
             try:
                 leases = self._run(manager.all_leases())
-                if first:  # a restart under the same name: its own leases first, one listing
-                    for lease in manager.mine(leases):
+                plan = self._plan(leases, manager)
+                for lease in plan.mine:  # its own (a restart under the same name) first
+                    if lease.lease_token not in self.owned_leases:
                         self._try_add(lease)
-                for lease in select_leases_to_take(
-                    leases, opts.instance_name, opts.lease_expiration_interval, manager.now()
-                ):
-                    self._try_add(lease)
+                for lease in plan.to_try():
+                    plan.tried(lease, *self._try_add(lease))
+                for lease in plan.release:
+                    self._give_back(lease.lease_token)
                 if first:
                     first = False
                     with self._lock:
@@ -245,13 +245,13 @@ class ChangeFeedProcessor(ProcessorBase):
                     threading.Thread(
                         target=self._listen_when_fixed, args=(workers,), daemon=True
                     ).start()
-            except _StoppedError:
+            except StoppedError:
                 return
             except Exception as exc:
                 self._balancing_failed(exc)
             self._stopping.wait(opts.lease_acquire_interval)
 
-    def _listen_when_fixed(self, workers: list[_LeaseWorker]) -> None:
+    def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         for worker in workers:
             while not worker.position_fixed.wait(0.5):
                 if self._stopping.is_set():
@@ -260,19 +260,32 @@ class ChangeFeedProcessor(ProcessorBase):
             self._listening.set()
             self._listening_now(w.lease.lease_token for w in workers)
 
-    def _try_add(self, lease: Lease) -> None:
+    def _try_add(self, lease: Lease) -> tuple[bool, bool]:
+        """Acquire ``lease`` and process it: (acquired, lost to another instance)."""
         try:
-            self._add(lease)
+            return self._add(lease), False
         except Exception as exc:
             self._not_acquired(lease, exc)
+            return False, isinstance(exc, LeaseLostError)
 
-    def _add(self, lease: Lease) -> None:
+    def _give_back(self, token: str) -> None:
+        """End a lease's processing as a stop ends it (after its batch in flight, checkpointed)
+        and release it: another instance is under its fair share."""
+        with self._lock:
+            worker = self._workers.get(token)
+        if worker is not None:
+            self._giving_back(token)
+            worker.halt()
+
+    def _add(self, lease: Lease) -> bool:
+        """Acquire ``lease`` and process it; False when it is this instance's already (or it
+        stops)."""
         token = lease.lease_token
         manager = self._manager
         assert manager is not None and self._start is not None
         with self._lock:
             if self._stopping.is_set() or token in self._workers or token in self._acquiring:
-                return
+                return False
             self._acquiring.add(token)
         try:
             ranges = self._reader.ranges() if lease.feed_range is None else ()
@@ -281,7 +294,7 @@ class ChangeFeedProcessor(ProcessorBase):
             with self._lock:
                 self._acquiring.discard(token)
         self._acquired(lease, acquired, manager, self._start)
-        worker = _LeaseWorker(self, acquired, self._start)
+        worker = LeaseWorker(self, acquired, self._start)
         worker.thread = threading.Thread(
             target=self._supervise, args=(worker,), name=f"lease-{token}", daemon=True
         )
@@ -295,8 +308,9 @@ class ChangeFeedProcessor(ProcessorBase):
                 worker.thread.start()
         if stopping:
             self._release(acquired)
+        return True
 
-    def _supervise(self, worker: _LeaseWorker) -> None:
+    def _supervise(self, worker: LeaseWorker) -> None:
         token = worker.lease.lease_token
         try:
             worker.run()
@@ -308,14 +322,14 @@ class ChangeFeedProcessor(ProcessorBase):
             self._forget(worker)
             self._lost(token, exc)
             return
-        except _StoppedError:
+        except StoppedError:
             pass
         except Exception as exc:
             self._processing_failed(token, exc)
+        self._release(worker.lease)  # still listed as its own: not taken again meanwhile
         self._forget(worker)
-        self._release(worker.lease)
 
-    def _forget(self, worker: _LeaseWorker) -> None:
+    def _forget(self, worker: LeaseWorker) -> None:
         with self._lock:
             if self._workers.get(worker.lease.lease_token) is worker:
                 del self._workers[worker.lease.lease_token]
@@ -325,7 +339,7 @@ class ChangeFeedProcessor(ProcessorBase):
         assert manager is not None
         failure: Exception | None = None
         try:
-            drive(manager.release(lease), self._store, self._reader, _no_sleep)
+            drive(manager.release(lease), self._store, self._reader, no_sleep)
         except Exception as exc:
             failure = exc
         self._released(lease, failure)
@@ -348,195 +362,21 @@ class ChangeFeedProcessor(ProcessorBase):
 
     # -- helpers -------------------------------------------------------------------------------
 
+    def _read_ahead(
+        self, read: Callable[[str | None, Start], Page], position: str, start: Start
+    ) -> Future[Page]:
+        """The next page of a lease, read on the reading pool."""
+        assert self._reading is not None
+        return self._reading.submit(read, position, start)
+
+    def _write_behind(self, checkpoint: Callable[[str], None], etag: str) -> Future[None]:
+        """A lease's checkpoint, written on the checkpoint pool."""
+        assert self._checkpoints is not None
+        return self._checkpoints.submit(checkpoint, etag)
+
     def _run(self, flow: Flow) -> Any:
         return drive(flow, self._store, self._reader, self._sleep)
 
     def _sleep(self, seconds: float) -> None:
         if self._stopping.wait(seconds):
-            raise _StoppedError
-
-
-def _no_sleep(_seconds: float) -> None:
-    return None
-
-
-class _LeaseWorker:
-    """One lease's renewer thread and feed processor (the lease's own thread)."""
-
-    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
-        self.processor = processor
-        self.lease = lease
-        self.start = start
-        self.thread: threading.Thread | None = None
-        self.position_fixed = threading.Event()
-        #: Set to end this lease's processing (the processor stops).
-        self.stop = threading.Event()
-        self._writing = threading.Lock()
-        self._lost: LeaseLostError | None = None
-        self._wake = threading.Event()
-        self._checkpointing: Future[None] | None = None
-        self.attempts = Attempts()
-        self.plan = CheckpointPlan(processor.options.checkpoint)
-
-    def run(self) -> None:
-        renewer = threading.Thread(
-            target=self._renew, name=f"renew-{self.lease.lease_token}", daemon=True
-        )
-        renewer.start()
-        try:
-            self._feed()
-        finally:
-            self.halt()
-            with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
-                self._settle()
-                due = self.plan.stopping()
-                if due is not None and self._lost is None:
-                    self._checkpoint(due)
-            renewer.join(5.0)
-
-    def halt(self) -> None:
-        """End this lease's processing (at once when it waits, after the handler when one
-        runs)."""
-        self.stop.set()
-        self._wake.set()
-
-    def _renew(self) -> None:
-        processor = self.processor
-        manager = processor._manager
-        assert manager is not None
-        interval = processor.options.lease_renew_interval
-        if self.stop.wait(interval / 2):
-            return
-        while True:
-            try:
-                with self._writing:
-                    if self.stop.is_set():
-                        return
-                    self.lease = drive(
-                        manager.renew(self.lease), processor._store, processor._reader, _no_sleep
-                    )
-            except LeaseLostError as lost:
-                self._lost = lost
-                self._wake.set()
-                return
-            except Exception as exc:
-                processor._renewal_failed(self.lease.lease_token, exc)
-            if self.stop.wait(interval):
-                return
-
-    def _check(self) -> None:
-        if self._lost is not None:
-            raise self._lost
-        if self.stop.is_set():
-            raise _StoppedError
-
-    def _pause(self, seconds: float | None = None) -> None:
-        """The poll delay (or ``seconds``), once the checkpoint being written is; cut short
-        when the lease is lost or the processor stops."""
-        self._settle()
-        self._wake.wait(self.processor.options.poll_delay if seconds is None else seconds)
-        self._check()
-
-    def _feed(self) -> None:
-        processor = self.processor
-        manager = processor._manager
-        assert manager is not None
-        opts = processor.options
-        position, start = first_read(self.lease, self.start)
-        if position or start != "Now":
-            self.position_fixed.set()
-        while True:
-            self._check()
-            try:
-                page = processor._reader.read(
-                    self.lease, position, start, mode=opts.mode, max_items=opts.max_items
-                )
-            except Exception as exc:
-                processor._read_failed(self.lease.lease_token, exc)
-                self._pause()
-                continue
-            if page.gone:
-                self._settle()
-                raise FeedRangeGoneError(self.lease.lease_token, position)
-            self.position_fixed.set()
-            if not page.items:
-                position = page.etag or position
-                due = self.plan.caught_up()
-                if due is not None:
-                    self._settle()
-                    self._checkpoint(due)
-                self._pause()
-                continue
-            # the previous batch's checkpoint was written while this one was read; it is done
-            # before this one is handed over: at most the batch in flight is given again
-            self._settle()
-            if not self._handle(page, position):
-                continue
-            if page.etag is None:
-                self._pause()
-                continue
-            due = self.plan.handled(page.etag)
-            if due is not None:  # written while the next batch is read
-                assert processor._checkpoints is not None
-                self._checkpointing = processor._checkpoints.submit(self._checkpoint, due)
-            position = page.etag
-
-    def _handle(self, page: Page, position: str | None) -> bool:
-        """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
-        False when it failed (and its retry delay is waited)."""
-        processor = self.processor
-        context: LeaseContext = processor._context(self.lease, page)
-        if self.plan.manual:
-            number, etag = self.plan.handed(), page.etag
-            context = with_checkpoint(
-                context, ManualCheckpointContext, lambda: self._manual_checkpoint(number, etag)
-            )
-        try:
-            awaited_nothing(processor._handler(context, page.items))
-        except Exception as exc:
-            if exc is self._lost:  # the handler's checkpoint() found the lease lost
-                raise
-            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
-            delay = processor._handler_failed(batch)
-            if processor._to_set_aside(batch):
-                assert processor._set_aside is not None
-                try:
-                    processor._set_aside(batch)
-                except Exception as failed:
-                    processor._set_aside_failed(batch, failed)
-                else:
-                    processor._set_aside_done(batch)
-                    self.attempts.passed()
-                    return True
-            self._pause(delay)
-            return False
-        self.attempts.passed()
-        return True
-
-    def _checkpoint(self, etag: str) -> None:
-        processor = self.processor
-        manager = processor._manager
-        assert manager is not None
-        with self._writing:
-            try:
-                self.lease = drive(
-                    manager.checkpoint(self.lease, etag),
-                    processor._store,
-                    processor._reader,
-                    _no_sleep,
-                )
-            except LeaseLostError as lost:
-                self._lost = lost
-                raise
-        self.plan.written(etag)
-
-    def _manual_checkpoint(self, batch: int, etag: str | None) -> None:
-        """A handler's ``context.checkpoint()`` of batch ``batch``, read up to ``etag``."""
-        if etag is not None and self.plan.manual_checkpoint(batch):
-            self._checkpoint(etag)
-
-    def _settle(self) -> None:
-        """Wait for the checkpoint being written, if any (its lost lease raises here)."""
-        checkpointing, self._checkpointing = self._checkpointing, None
-        if checkpointing is not None:
-            checkpointing.result()
+            raise StoppedError

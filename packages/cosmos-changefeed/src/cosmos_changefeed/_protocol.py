@@ -10,13 +10,15 @@ Follows Azure/azure-cosmos-dotnet-v3, ``src/ChangeFeedProcessor/``:
   the lease is lost; 404 on the write or the read: lost and gone; 409: lost.
 * ``DocumentServiceLeaseManagerCosmos``: ``AcquireAsync`` (refused when the owner is no longer the
   one seen when the lease was chosen; sets ``Owner`` and the lease's ``properties``; a version-0
-  lease without ``FeedRange`` gets its range's), ``RenewAsync`` and ``ReleaseAsync`` (read first;
-  refused when another instance owns it; release clears ``Owner``; a release of a deleted lease
-  is done), ``CreateLeaseIfNotExistAsync`` (409: another instance created it first),
-  ``DeleteAsync``; ``DocumentServiceLeaseCheckpointerCore.CheckpointAsync`` (refused when another
-  instance owns it; an empty continuation refused); the lease container's partition key per
-  ``RequestOptionsFactory``: the id, or the lease's ``partitionKey`` (which a new lease gets equal
-  to its id: ``GetLeasePartitionKeyValue``, the .NET default since 3.56).
+  lease without ``FeedRange`` gets its range's), ``RenewAsync`` (refused when another instance
+  owns it; .NET reads the lease first, here the replace is conditioned on this instance's own
+  last write: one request, not two) and ``ReleaseAsync`` (read first; refused when another
+  instance owns it; clears ``Owner``; a release of a deleted lease is done),
+  ``CreateLeaseIfNotExistAsync`` (409: another instance created it first), ``DeleteAsync``;
+  ``DocumentServiceLeaseCheckpointerCore.CheckpointAsync`` (refused when another instance owns
+  it; an empty continuation refused); the lease container's partition key per
+  ``RequestOptionsFactory``: the id, or the lease's ``partitionKey`` (which a new lease gets
+  equal to its id: ``GetLeasePartitionKeyValue``, the .NET default since 3.56).
 * ``LeaseManagement/DocumentServiceLeaseContainerCosmos``: a processor's leases are the documents
   whose id starts with ``<prefix>..``; its own, those whose owner is its name (ignoring case).
 * ``LeaseManagement/DocumentServiceLeaseStoreCosmos`` + ``Bootstrapping/BootstrapperCore``: until
@@ -255,15 +257,18 @@ class LeaseManager:
         return (yield from self._update(lease, take))
 
     def renew(self, lease: Lease) -> Flow:
-        """``RenewAsync``: the lease read afresh, stamped, while this instance owns it."""
-        current = yield from self._reread(lease)
+        """``RenewAsync``: the lease stamped, while this instance owns it -- one request: a
+        replace conditioned on the etag of this instance's own last write (``lease``), which
+        is the stored one unless another instance wrote since; then (412) it is read afresh
+        and stamped, or lost. .NET reads the lease before every renewal, as its renewer does
+        not see the checkpoints' writes: two requests."""
 
         def stamp(server: Lease) -> Lease:
             if server.owner != lease.owner:
                 raise LeaseLostError(lease.lease_token, f"taken over by owner '{server.owner}'")
             return server
 
-        return (yield from self._update(current, stamp))
+        return (yield from self._update(lease, stamp))
 
     def release(self, lease: Lease) -> Flow:
         """``ReleaseAsync``: ``Owner`` cleared, unless another instance owns it now

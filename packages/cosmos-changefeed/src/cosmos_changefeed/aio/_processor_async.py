@@ -38,12 +38,10 @@ from typing import Any
 from azure.cosmos.aio import ContainerProxy
 
 from cosmos_changefeed import _clock
-from cosmos_changefeed._balancing import select_leases_to_take
-from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, CheckpointPlan
-from cosmos_changefeed._checks import not_awaitable
+from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing
 from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpoint
+from cosmos_changefeed._manual import AsyncManualCheckpointContext
 from cosmos_changefeed._options import (
     DEFAULT_ACQUIRE_INTERVAL,
     DEFAULT_EXPIRATION_INTERVAL,
@@ -58,13 +56,12 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import Page, ProcessorStart, first_read
-from cosmos_changefeed._retries import Attempts
 from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
 from cosmos_changefeed.aio._drive_async import drive
 from cosmos_changefeed.aio._feed_async import CosmosFeedSource, FeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore
+from cosmos_changefeed.aio._worker_async import LeaseWorker
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
 Handler = Callable[[LeaseContext, list[dict[str, Any]]], Awaitable[None]]
@@ -142,7 +139,7 @@ class ChangeFeedProcessor(ProcessorBase):
             else CosmosFeedSource(monitored_container)
         )
         self._balancer: asyncio.Task[None] | None = None
-        self._workers: dict[str, _LeaseWorker] = {}
+        self._workers: dict[str, LeaseWorker] = {}
         self._closing = False
         self._listening: asyncio.Event | None = None
         self._listen_task: asyncio.Task[None] | None = None
@@ -252,14 +249,14 @@ class ChangeFeedProcessor(ProcessorBase):
         while True:
             try:
                 leases = await self._run(manager.all_leases())
-                if first:  # a restart under the same name: its own leases first, one listing
-                    for lease in manager.mine(leases):
+                plan = self._plan(leases, manager)
+                for lease in plan.mine:  # its own (a restart under the same name) first
+                    if lease.lease_token not in self._workers:
                         await self._try_add(lease)
-                now = manager.now()
-                for lease in select_leases_to_take(
-                    leases, opts.instance_name, opts.lease_expiration_interval, now
-                ):
-                    await self._try_add(lease)
+                for lease in plan.to_try():
+                    plan.tried(lease, *await self._try_add(lease))
+                for lease in plan.release:
+                    self._give_back(lease.lease_token)
                 if first:
                     first = False
                     self._listen_task = asyncio.create_task(
@@ -271,25 +268,36 @@ class ChangeFeedProcessor(ProcessorBase):
                 self._balancing_failed(exc)
             await asyncio.sleep(opts.lease_acquire_interval)
 
-    async def _listen_when_fixed(self, workers: list[_LeaseWorker]) -> None:
+    async def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         await asyncio.gather(*(worker.position_fixed.wait() for worker in workers))
         if self._listening is not None and not self._closing:
             self._listening.set()
             self._listening_now(w.lease.lease_token for w in workers)
 
-    async def _try_add(self, lease: Lease) -> None:
+    async def _try_add(self, lease: Lease) -> tuple[bool, bool]:
+        """Acquire ``lease`` and process it: (acquired, lost to another instance)."""
         try:
-            await self._add(lease)
+            return await self._add(lease), False
         except Exception as exc:
             self._not_acquired(lease, exc)
+            return False, isinstance(exc, LeaseLostError)
 
-    async def _add(self, lease: Lease) -> None:
-        """Acquire ``lease`` and process it (``AddOrUpdateLeaseAsync``)."""
+    def _give_back(self, token: str) -> None:
+        """End a lease's processing as a stop ends it (its batch in flight finished and
+        checkpointed), and release it: another instance is under its fair share."""
+        worker = self._workers.get(token)
+        if worker is not None:
+            self._giving_back(token)
+            worker.halt()
+
+    async def _add(self, lease: Lease) -> bool:
+        """Acquire ``lease`` and process it (``AddOrUpdateLeaseAsync``); False when it is
+        this instance's already (or it stops)."""
         token = lease.lease_token
         manager = self._manager
         assert manager is not None and self._start is not None
         if self._closing or token in self._workers or token in self._acquiring:
-            return
+            return False
         self._acquiring.add(token)
         try:
             ranges = await self._reader.ranges() if lease.feed_range is None else ()
@@ -299,16 +307,17 @@ class ChangeFeedProcessor(ProcessorBase):
         self._acquired(lease, acquired, manager, self._start)
         if self._is_closing():  # acquired while it stopped (a split's child): not run unseen
             await self._release(acquired)
-            return
-        worker = _LeaseWorker(self, acquired, self._start)
+            return True
+        worker = LeaseWorker(self, acquired, self._start)
         self._workers[token] = worker
         worker.task = asyncio.create_task(self._supervise(worker), name=f"lease-{token}")
+        return True
 
     def _is_closing(self) -> bool:
         """Whether ``stop`` has begun (read afresh after an await)."""
         return self._closing
 
-    async def _supervise(self, worker: _LeaseWorker) -> None:
+    async def _supervise(self, worker: LeaseWorker) -> None:
         """``ProcessPartitionAsync``: run the lease, then release it, replace it, or let go."""
         token = worker.lease.lease_token
         try:
@@ -328,11 +337,11 @@ class ChangeFeedProcessor(ProcessorBase):
             raise
         except Exception as exc:
             self._processing_failed(token, exc)
-        self._forget(worker)
         await worker.flush()
-        await self._release(worker.lease)
+        await self._release(worker.lease)  # still listed as its own: not taken again meanwhile
+        self._forget(worker)
 
-    def _forget(self, worker: _LeaseWorker) -> None:
+    def _forget(self, worker: LeaseWorker) -> None:
         if self._workers.get(worker.lease.lease_token) is worker:
             del self._workers[worker.lease.lease_token]
 
@@ -367,185 +376,3 @@ class ChangeFeedProcessor(ProcessorBase):
 
     async def _run(self, flow: Flow) -> Any:
         return await drive(flow, self._store, self._reader, asyncio.sleep)
-
-
-class _LeaseWorker:
-    """One lease's renewer and feed processor (``PartitionSupervisorCore``)."""
-
-    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
-        self.processor = processor
-        #: The lease as this instance last wrote it (renewals and checkpoints replace it).
-        self.lease = lease
-        self.start = start
-        self.task: asyncio.Task[None] | None = None
-        #: Set once the lease's start is fixed (see ``wait_until_listening``).
-        self.position_fixed = asyncio.Event()
-        self._writing = asyncio.Lock()
-        self._lost: LeaseLostError | None = None
-        self._lost_event = asyncio.Event()
-        self._checkpointing: asyncio.Task[None] | None = None
-        self.attempts = Attempts()
-        self.plan = CheckpointPlan(processor.options.checkpoint)
-
-    async def run(self) -> None:
-        renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
-        feeder = asyncio.create_task(self._feed(), name=f"feed-{self.lease.lease_token}")
-        try:
-            await asyncio.wait({renewer, feeder}, return_when=asyncio.FIRST_COMPLETED)
-            if renewer.done() and not feeder.done():
-                error = renewer.exception()
-                if isinstance(error, LeaseLostError):
-                    # the batch in flight finishes; its checkpoint is refused, and no next read
-                    self._lost = error
-                    self._lost_event.set()
-                    with contextlib.suppress(LeaseLostError):
-                        await feeder
-                    raise error
-            await feeder
-        finally:
-            for task in (renewer, feeder):
-                task.cancel()
-            for task in (renewer, feeder):
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-
-    async def _renew(self) -> None:
-        processor = self.processor
-        manager = processor._manager
-        assert manager is not None
-        interval = processor.options.lease_renew_interval
-        await asyncio.sleep(interval / 2)
-        while True:
-            try:
-                async with self._writing:
-                    self.lease = await processor._run(manager.renew(self.lease))
-            except LeaseLostError:
-                raise
-            except Exception as exc:
-                processor._renewal_failed(self.lease.lease_token, exc)
-            await asyncio.sleep(interval)
-
-    async def _feed(self) -> None:
-        processor = self.processor
-        manager = processor._manager
-        assert manager is not None
-        opts = processor.options
-        position, start = first_read(self.lease, self.start)
-        if position or start != "Now":
-            self.position_fixed.set()
-        try:
-            while True:
-                self._check_lost()
-                try:
-                    page = await processor._reader.read(
-                        self.lease, position, start, mode=opts.mode, max_items=opts.max_items
-                    )
-                except Exception as exc:
-                    processor._read_failed(self.lease.lease_token, exc)
-                    await self._pause()
-                    continue
-                if page.gone:
-                    await self._settle()
-                    raise FeedRangeGoneError(self.lease.lease_token, position)
-                self.position_fixed.set()
-                if not page.items:
-                    position = page.etag or position
-                    due = self.plan.caught_up()
-                    if due is not None:
-                        await self._settle()
-                        await self._checkpoint(due)
-                    await self._pause()
-                    continue
-                # the previous batch's checkpoint was written while this one was read; it is
-                # done before this one is handed over: at most the batch in flight is given again
-                await self._settle()
-                if not await self._handle(page, position):
-                    continue
-                if page.etag is None:
-                    processor._no_etag(self.lease.lease_token)
-                    await self._pause()
-                    continue
-                due = self.plan.handled(page.etag)
-                if due is not None:  # written while the next batch is read
-                    self._checkpointing = asyncio.create_task(self._checkpoint(due))
-                position = page.etag
-        finally:
-            if self._checkpointing is not None and not self._checkpointing.done():
-                self._checkpointing.cancel()
-
-    async def _handle(self, page: Page, position: str | None) -> bool:
-        """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
-        False when it failed (and its retry delay is waited)."""
-        processor = self.processor
-        context: LeaseContext = processor._context(self.lease, page)
-        if self.plan.manual:
-            number, etag = self.plan.handed(), page.etag
-            context = with_checkpoint(
-                context, AsyncManualCheckpointContext, lambda: self._manual_checkpoint(number, etag)
-            )
-        try:
-            result = processor._handler(context, page.items)
-            not_awaitable(result)
-            await result
-        except Exception as exc:
-            if exc is self._lost:  # the handler's checkpoint() found the lease lost
-                raise
-            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
-            delay = processor._handler_failed(batch)
-            if processor._to_set_aside(batch):
-                assert processor._set_aside is not None
-                try:
-                    await processor._set_aside(batch)
-                except Exception as failed:
-                    processor._set_aside_failed(batch, failed)
-                else:
-                    processor._set_aside_done(batch)
-                    self.attempts.passed()
-                    return True
-            await self._pause(delay)
-            return False
-        self.attempts.passed()
-        return True
-
-    async def _checkpoint(self, etag: str) -> None:
-        manager = self.processor._manager
-        assert manager is not None
-        async with self._writing:
-            try:
-                self.lease = await self.processor._run(manager.checkpoint(self.lease, etag))
-            except LeaseLostError as lost:
-                self._lost = lost
-                raise
-        self.plan.written(etag)
-
-    async def _manual_checkpoint(self, batch: int, etag: str | None) -> None:
-        """A handler's ``await context.checkpoint()`` of batch ``batch``, read up to ``etag``."""
-        if etag is not None and self.plan.manual_checkpoint(batch):
-            await self._checkpoint(etag)
-
-    async def flush(self) -> None:
-        """Before the lease is released: what was handled and not checkpointed (a policy's
-        batches, a write cut short by the stop), written if it can be."""
-        due = self.plan.stopping()
-        if due is not None and self._lost is None:
-            with contextlib.suppress(Exception):
-                await self._checkpoint(due)
-
-    async def _settle(self) -> None:
-        """Wait for the checkpoint being written, if any (its lost lease raises here)."""
-        checkpointing, self._checkpointing = self._checkpointing, None
-        if checkpointing is not None:
-            await checkpointing
-
-    def _check_lost(self) -> None:
-        if self._lost is not None:
-            raise self._lost
-
-    async def _pause(self, seconds: float | None = None) -> None:
-        """The poll delay (or ``seconds``), once the checkpoint being written is; cut short
-        when the lease is lost on renewal."""
-        await self._settle()
-        wait = self.processor.options.poll_delay if seconds is None else seconds
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._lost_event.wait(), wait)
-        self._check_lost()

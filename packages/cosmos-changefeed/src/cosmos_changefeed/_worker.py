@@ -1,0 +1,330 @@
+"""One lease's processing in the sync processor: the lease's own thread reads its range, hands
+each batch to the handler and checkpoints it; one more thread renews it. What it does is the aio
+worker's (``aio/_worker_async.py`` says it), with threads: the next page is read on the
+processor's reading pool while the handler runs, a checkpoint is written on its checkpoint
+pool while the next batch is handed over.
+
+A stop cannot interrupt a handler that is running: the lease's thread ends after it (and
+checkpoints that batch first, as it completed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from cosmos_changefeed import _keeping
+from cosmos_changefeed._checkpoints import CheckpointPlan
+from cosmos_changefeed._checks import awaited_nothing
+from cosmos_changefeed._drive import drive
+from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
+from cosmos_changefeed._options import FailedBatch, LeaseContext
+from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
+from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
+from cosmos_changefeed._retries import Attempts, apart
+
+if TYPE_CHECKING:
+    from cosmos_changefeed._processor import ChangeFeedProcessor
+
+
+class StoppedError(Exception):
+    """The processor is stopping (or gave the lease back): the lease's thread ends and
+    releases it."""
+
+
+def no_sleep(_seconds: float) -> None:
+    return None
+
+
+class LeaseWorker:
+    """One lease's renewer thread and feed processor (the lease's own thread)."""
+
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
+        self.processor = processor
+        manager = processor._manager
+        assert manager is not None
+        self.manager = manager
+        self.lease = lease
+        self.start = start
+        self.thread: threading.Thread | None = None
+        self.position_fixed = threading.Event()
+        #: Set to end this lease's processing (the processor stops, or gives the lease back).
+        self.stop = threading.Event()
+        self._writing = threading.Lock()
+        self._lost: LeaseLostError | None = None
+        self._wake = threading.Event()
+        self._checkpointing: Future[None] | None = None
+        self._due: str | None = None
+        self._ahead: Future[Page] | None = None
+        self.attempts = Attempts()
+        self.plan = CheckpointPlan(processor.options.checkpoint)
+
+    def run(self) -> None:
+        renewer = threading.Thread(
+            target=self._renew, name=f"renew-{self.lease.lease_token}", daemon=True
+        )
+        renewer.start()
+        try:
+            self._feed()
+        finally:
+            self.halt()
+            self._drop_ahead()
+            with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
+                self._settle()
+                due = self.plan.stopping()
+                if due is not None and self._lost is None:
+                    self._checkpoint(due)
+            renewer.join(5.0)
+
+    def halt(self) -> None:
+        """End this lease's processing (at once when it waits, after the handler when one
+        runs)."""
+        self.stop.set()
+        self._wake.set()
+
+    def _write(self, flow: Flow) -> Any:
+        return drive(flow, self.processor._store, self.processor._reader, no_sleep)
+
+    # -- keeping the lease ----------------------------------------------------------------------
+
+    def _renew(self) -> None:
+        interval = self.processor.options.lease_renew_interval
+        failures = 0
+        while True:
+            now = self.manager.now()
+            if self.stop.wait(_keeping.until_renewal(self.lease, now, interval, failures)):
+                return
+            if not failures and _keeping.age(self.lease, self.manager.now()) < interval:
+                continue  # written since (a checkpoint stamps it too)
+            try:
+                with self._writing:
+                    if self.stop.is_set():
+                        return
+                    self.lease = self._write(self.manager.renew(self.lease))
+                failures = 0
+            except LeaseLostError as lost:
+                self._lost = lost
+                self._wake.set()
+                return
+            except Exception as exc:
+                failures += 1
+                self.processor._renewal_failed(self.lease.lease_token, exc)
+
+    def _fresh(self) -> bool:
+        """Whether a batch may be handed over (``aio/_worker_async.LeaseWorker._fresh``)."""
+        expiration = self.processor.options.lease_expiration_interval
+        if _keeping.fresh(self.lease, self.manager.now(), expiration):
+            return True
+        try:
+            with self._writing:
+                if not _keeping.fresh(self.lease, self.manager.now(), expiration):
+                    self.lease = self._write(self.manager.renew(self.lease))
+        except LeaseLostError as lost:
+            self._lost = lost
+            raise
+        except Exception as exc:
+            self.processor._renewal_failed(self.lease.lease_token, exc)
+            self._wake.wait(self._retry_delay(1))
+            return False
+        return True
+
+    # -- reading and handing over -----------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if self.stop.is_set():
+            raise StoppedError
+
+    def _pause(self, seconds: float | None = None) -> None:
+        """The poll delay (or ``seconds``), once the checkpoint being written is; cut short
+        when the lease is lost or the processing ends."""
+        self._settle()
+        self._wake.wait(self.processor.options.poll_delay if seconds is None else seconds)
+        self._check()
+
+    def _feed(self) -> None:
+        processor = self.processor
+        position, start = first_read(self.lease, self.start)
+        if position or start != "Now":
+            self.position_fixed.set()
+        while True:
+            self._check()
+            page = self._next(position, start)
+            if page is None:
+                continue
+            if page.gone:
+                self._settle()
+                raise FeedRangeGoneError(self.lease.lease_token, position)
+            self.position_fixed.set()
+            if not page.items:
+                position = page.etag or position
+                due = self.plan.caught_up()
+                if due is not None:
+                    self._settle()
+                    self._checkpoint(due)
+                self._pause()
+                continue
+            # the previous batch's checkpoint was written while this one was read; it is done
+            # before this one is handed over: at most the batch in flight is given again
+            self._settle()
+            if not self._fresh():
+                continue  # the page is read again
+            if page.etag is not None:
+                self._ahead = processor._read_ahead(self._read, page.etag, start)
+            if not self._handle(page, position):
+                self._drop_ahead()
+                continue
+            if page.etag is None:
+                self._pause()
+                continue
+            due = self.plan.handled(page.etag)
+            if due is not None:  # written while the next batch is read
+                self._checkpointing = processor._write_behind(self._checkpoint, due)
+                self._due = due
+            position = page.etag
+
+    def _next(self, position: str | None, start: Start) -> Page | None:
+        """The page at ``position``: the one read ahead, or read now (None: the read failed,
+        and the poll delay was waited)."""
+        ahead, self._ahead = self._ahead, None
+        try:
+            return ahead.result() if ahead is not None else self._read(position, start)
+        except Exception as exc:
+            self.processor._read_failed(self.lease.lease_token, exc)
+            self._pause()
+            return None
+
+    def _read(self, position: str | None, start: Start) -> Page:
+        opts = self.processor.options
+        return self.processor._reader.read(
+            self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+        )
+
+    def _drop_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.cancel()
+
+    def _context(self, page: Page) -> LeaseContext:
+        context = self.processor._context(self.lease, page)
+        if self.plan.manual:
+            number, etag = self.plan.handed(), page.etag
+            return with_checkpoint(
+                context, ManualCheckpointContext, lambda: self._manual_checkpoint(number, etag)
+            )
+        return context
+
+    def _handle(self, page: Page, position: str | None) -> bool:
+        """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
+        False when it failed (and its retry delay is waited)."""
+        processor = self.processor
+        context = self._context(page)
+        try:
+            awaited_nothing(processor._handler(context, page.items))
+        except Exception as exc:
+            if exc is self._lost:  # the handler's checkpoint() found the lease lost
+                raise
+            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
+            delay = processor._handler_failed(batch)
+            if processor._to_set_aside(batch) and self._apart(batch):
+                self.attempts.passed()
+                return True
+            self._pause(delay)
+            return False
+        self.attempts.passed()
+        return True
+
+    def _apart(self, batch: FailedBatch) -> bool:
+        """Take a batch that failed its last attempt apart (``_retries.apart``): True when every
+        change was handled or set aside."""
+        processor, requested = self.processor, []
+        context = batch.context
+        if isinstance(context, ManualCheckpointContext):  # written once all is settled
+            context = with_checkpoint(context, ManualCheckpointContext, lambda: requested.append(1))
+        if len(batch.changes) > 1:
+            processor._taking_apart(batch)
+        steps = apart(batch.changes)
+        try:
+            kind, piece = next(steps)
+            while True:
+                part = FailedBatch(context, piece, batch.attempt, batch.error)
+                outcome = self._piece(part) if kind == "handle" else self._set_aside(part)
+                kind, piece = steps.send(outcome)
+        except StopIteration as done:
+            settled = bool(done.value)
+        if settled and requested and isinstance(batch.context, ManualCheckpointContext):
+            batch.context.checkpoint()
+        return settled
+
+    def _piece(self, part: FailedBatch) -> bool:
+        try:
+            awaited_nothing(self.processor._handler(part.context, part.changes))
+        except Exception as exc:
+            if exc is self._lost:
+                raise
+            self.processor._piece_failed(FailedBatch(part.context, part.changes, part.attempt, exc))
+            return False
+        return True
+
+    def _set_aside(self, batch: FailedBatch) -> bool:
+        processor = self.processor
+        assert processor._set_aside is not None
+        try:
+            processor._set_aside(batch)
+        except Exception as failed:
+            processor._set_aside_failed(batch, failed)
+            return False
+        processor._set_aside_done(batch)
+        return True
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    def _checkpoint(self, etag: str) -> None:
+        with self._writing:
+            try:
+                self.lease = self._write(self.manager.checkpoint(self.lease, etag))
+            except LeaseLostError as lost:
+                self._lost = lost
+                raise
+        self.plan.written(etag)
+
+    def _manual_checkpoint(self, batch: int, etag: str | None) -> None:
+        """A handler's ``context.checkpoint()`` of batch ``batch``, read up to ``etag``."""
+        if etag is not None and self.plan.manual_checkpoint(batch):
+            self._checkpoint(etag)
+
+    def _settle(self) -> None:
+        """Wait for the checkpoint being written, if any: one that failed (not lost) is written
+        again, after a back-off, until it is or the lease is lost (its ``LeaseLostError``
+        raises here) -- or the processing ends (its end tries once more)."""
+        checkpointing, self._checkpointing = self._checkpointing, None
+        if checkpointing is None:
+            return
+        failures = 0
+        while True:
+            try:
+                if checkpointing is not None:
+                    checkpointing.result()
+                else:
+                    assert self._due is not None
+                    self._checkpoint(self._due)  # again, in this thread
+                return
+            except LeaseLostError:
+                raise
+            except Exception as exc:
+                failures += 1
+                self.processor._checkpoint_failed(self.lease.lease_token, exc)
+                if self.stop.is_set():
+                    raise
+            checkpointing = None
+            self._wake.wait(self._retry_delay(failures))
+            if self._lost is not None:
+                raise self._lost
+
+    def _retry_delay(self, failures: int) -> float:
+        interval = self.processor.options.lease_renew_interval
+        return _keeping.write_retry_delay(failures, interval / 8, interval)

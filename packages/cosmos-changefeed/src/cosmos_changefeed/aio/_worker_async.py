@@ -1,0 +1,367 @@
+"""One lease's processing in the aio processor (``PartitionSupervisorCore``): a renewer task and
+a feed task, which reads the lease's range, hands each batch to the handler and checkpoints it.
+
+* **The next page is read while the handler runs** (one page ahead, per lease: memory for one
+  more page): a handler that waits on I/O does not add its wait to the read's. The page read
+  ahead is dropped when the batch fails (the lease is read again from the failed batch's
+  position) and when the processing ends.
+* A batch is handed over once the previous batch's checkpoint is written (written while the
+  batch was read and handled; a failed write is written again first: ``_keeping``) and while
+  this instance's last write of the lease is within the expiry bound (``_keeping.fresh``): at
+  most the batch in flight is given again, and never by two instances past the bound.
+* The renewer renews the lease ``lease_renew_interval`` after its last write (``_keeping``).
+* A batch that keeps failing is retried, then taken apart and its failing changes set aside
+  (``_retries``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING, Any
+
+from cosmos_changefeed import _keeping
+from cosmos_changefeed._checkpoints import CheckpointPlan
+from cosmos_changefeed._checks import not_awaitable
+from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpoint
+from cosmos_changefeed._options import FailedBatch, LeaseContext
+from cosmos_changefeed._protocol import FeedRangeGoneError, LeaseLostError
+from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
+from cosmos_changefeed._retries import Attempts, apart
+
+if TYPE_CHECKING:
+    from cosmos_changefeed.aio._processor_async import ChangeFeedProcessor
+
+
+class LeaseWorker:
+    """One lease's renewer and feed processor (``PartitionSupervisorCore``)."""
+
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
+        self.processor = processor
+        manager = processor._manager
+        assert manager is not None
+        self.manager = manager
+        #: The lease as this instance last wrote it (renewals and checkpoints replace it).
+        self.lease = lease
+        self.start = start
+        self.task: asyncio.Task[None] | None = None
+        #: Set once the lease's start is fixed (see ``wait_until_listening``).
+        self.position_fixed = asyncio.Event()
+        self._writing = asyncio.Lock()
+        self._lost: LeaseLostError | None = None
+        #: Set when the lease is lost on renewal or given back: a pause ends at once.
+        self._wake = asyncio.Event()
+        self._halting = False
+        #: The checkpoint being written while the next batch is read, and its position.
+        self._checkpointing: asyncio.Task[None] | None = None
+        self._due: str | None = None
+        #: The next page, read while the handler handles this one.
+        self._ahead: asyncio.Task[Page] | None = None
+        self.attempts = Attempts()
+        self.plan = CheckpointPlan(processor.options.checkpoint)
+
+    async def run(self) -> None:
+        renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
+        feeder = asyncio.create_task(self._feed(), name=f"feed-{self.lease.lease_token}")
+        try:
+            await asyncio.wait({renewer, feeder}, return_when=asyncio.FIRST_COMPLETED)
+            if renewer.done() and not feeder.done():
+                error = renewer.exception()
+                if isinstance(error, LeaseLostError):
+                    # the batch in flight finishes; its checkpoint is refused, and no next read
+                    self._lost = error
+                    self._wake.set()
+                    with contextlib.suppress(LeaseLostError):
+                        await feeder
+                    raise error
+            await feeder
+        finally:
+            for task in (renewer, feeder):
+                task.cancel()
+            for task in (renewer, feeder):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    # -- keeping the lease ----------------------------------------------------------------------
+
+    async def _renew(self) -> None:
+        interval = self.processor.options.lease_renew_interval
+        failures = 0
+        while True:
+            now = self.manager.now()
+            await asyncio.sleep(_keeping.until_renewal(self.lease, now, interval, failures))
+            if not failures and _keeping.age(self.lease, self.manager.now()) < interval:
+                continue  # written since (a checkpoint stamps it too)
+            try:
+                async with self._writing:
+                    self.lease = await self.processor._run(self.manager.renew(self.lease))
+                failures = 0
+            except LeaseLostError:
+                raise
+            except Exception as exc:
+                failures += 1
+                self.processor._renewal_failed(self.lease.lease_token, exc)
+
+    async def _fresh(self) -> bool:
+        """Whether a batch may be handed over: this instance's last write of the lease within
+        the expiry bound, or a renewal now (False: it failed; the caller goes round again)."""
+        expiration = self.processor.options.lease_expiration_interval
+        if _keeping.fresh(self.lease, self.manager.now(), expiration):
+            return True
+        try:
+            async with self._writing:
+                if not _keeping.fresh(self.lease, self.manager.now(), expiration):
+                    self.lease = await self.processor._run(self.manager.renew(self.lease))
+        except LeaseLostError as lost:
+            self._lost = lost
+            raise
+        except Exception as exc:
+            self.processor._renewal_failed(self.lease.lease_token, exc)
+            await self._wait(self._retry_delay(1))
+            return False
+        return True
+
+    # -- reading and handing over -----------------------------------------------------------------
+
+    async def _feed(self) -> None:
+        processor = self.processor
+        position, start = first_read(self.lease, self.start)
+        if position or start != "Now":
+            self.position_fixed.set()
+        try:
+            while True:
+                self._check_lost()
+                if self._halting:
+                    await self._settle()
+                    return
+                page = await self._next(position, start)
+                if page is None:
+                    continue
+                if page.gone:
+                    await self._settle()
+                    raise FeedRangeGoneError(self.lease.lease_token, position)
+                self.position_fixed.set()
+                if not page.items:
+                    position = page.etag or position
+                    due = self.plan.caught_up()
+                    if due is not None:
+                        await self._settle()
+                        await self._checkpoint(due)
+                    await self._pause()
+                    continue
+                # the previous batch's checkpoint was written while this one was read; it is
+                # done before this one is handed over: at most the batch in flight is given again
+                await self._settle()
+                if not await self._fresh():
+                    continue  # the page is read again
+                if page.etag is not None:
+                    self._ahead = asyncio.create_task(self._read(page.etag, start))
+                if not await self._handle(page, position):
+                    self._drop_ahead()
+                    continue
+                if page.etag is None:
+                    processor._no_etag(self.lease.lease_token)
+                    await self._pause()
+                    continue
+                due = self.plan.handled(page.etag)
+                if due is not None:  # written while the next batch is read
+                    self._checkpointing = asyncio.create_task(self._checkpoint(due))
+                    self._due = due
+                position = page.etag
+        finally:
+            self._drop_ahead()
+            if self._checkpointing is not None and not self._checkpointing.done():
+                self._checkpointing.cancel()
+
+    async def _next(self, position: str | None, start: Start) -> Page | None:
+        """The page at ``position``: the one read ahead, or read now (None: the read failed,
+        and the poll delay was waited)."""
+        ahead, self._ahead = self._ahead, None
+        try:
+            return await (ahead if ahead is not None else self._read(position, start))
+        except Exception as exc:
+            self.processor._read_failed(self.lease.lease_token, exc)
+            await self._pause()
+            return None
+
+    async def _read(self, position: str | None, start: Start) -> Page:
+        opts = self.processor.options
+        return await self.processor._reader.read(
+            self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+        )
+
+    def _drop_ahead(self) -> None:
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None:
+            ahead.cancel()
+            ahead.add_done_callback(_retrieved)
+
+    def _context(self, page: Page) -> LeaseContext:
+        context = self.processor._context(self.lease, page)
+        if self.plan.manual:
+            number, etag = self.plan.handed(), page.etag
+            return with_checkpoint(
+                context, AsyncManualCheckpointContext, lambda: self._manual_checkpoint(number, etag)
+            )
+        return context
+
+    async def _call(self, context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        result = self.processor._handler(context, changes)
+        not_awaitable(result)
+        await result
+
+    async def _handle(self, page: Page, position: str | None) -> bool:
+        """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
+        False when it failed (and its retry delay is waited)."""
+        processor = self.processor
+        context = self._context(page)
+        try:
+            await self._call(context, page.items)
+        except Exception as exc:
+            if exc is self._lost:  # the handler's checkpoint() found the lease lost
+                raise
+            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
+            delay = processor._handler_failed(batch)
+            if processor._to_set_aside(batch) and await self._apart(batch):
+                self.attempts.passed()
+                return True
+            await self._pause(delay)
+            return False
+        self.attempts.passed()
+        return True
+
+    async def _apart(self, batch: FailedBatch) -> bool:
+        """Take a batch that failed its last attempt apart (``_retries.apart``): True when every
+        change was handled or set aside."""
+        processor, requested = self.processor, False
+
+        async def asked() -> None:
+            nonlocal requested
+            requested = True
+
+        context = batch.context
+        if isinstance(context, AsyncManualCheckpointContext):  # written once all is settled
+            context = with_checkpoint(context, AsyncManualCheckpointContext, asked)
+        if len(batch.changes) > 1:
+            processor._taking_apart(batch)
+        steps, outcome = apart(batch.changes), None
+        try:
+            kind, piece = next(steps)
+            while True:
+                if kind == "handle":
+                    outcome = await self._piece(context, piece, batch.attempt)
+                else:
+                    outcome = await self._set_aside(
+                        FailedBatch(context, piece, batch.attempt, batch.error)
+                    )
+                kind, piece = steps.send(outcome)
+        except StopIteration as done:
+            settled = bool(done.value)
+        if settled and requested and isinstance(batch.context, AsyncManualCheckpointContext):
+            await batch.context.checkpoint()
+        return settled
+
+    async def _piece(
+        self, context: LeaseContext, changes: list[dict[str, Any]], attempt: int
+    ) -> bool:
+        try:
+            await self._call(context, changes)
+        except Exception as exc:
+            if exc is self._lost:
+                raise
+            self.processor._piece_failed(FailedBatch(context, changes, attempt, exc))
+            return False
+        return True
+
+    async def _set_aside(self, batch: FailedBatch) -> bool:
+        processor = self.processor
+        assert processor._set_aside is not None
+        try:
+            await processor._set_aside(batch)
+        except Exception as failed:
+            processor._set_aside_failed(batch, failed)
+            return False
+        processor._set_aside_done(batch)
+        return True
+
+    # -- checkpoints ------------------------------------------------------------------------------
+
+    async def _checkpoint(self, etag: str) -> None:
+        async with self._writing:
+            try:
+                self.lease = await self.processor._run(self.manager.checkpoint(self.lease, etag))
+            except LeaseLostError as lost:
+                self._lost = lost
+                raise
+        self.plan.written(etag)
+
+    async def _manual_checkpoint(self, batch: int, etag: str | None) -> None:
+        """A handler's ``await context.checkpoint()`` of batch ``batch``, read up to ``etag``."""
+        if etag is not None and self.plan.manual_checkpoint(batch):
+            await self._checkpoint(etag)
+
+    async def flush(self) -> None:
+        """Before the lease is released: what was handled and not checkpointed (a policy's
+        batches, a write cut short by the stop), written if it can be."""
+        due = self.plan.stopping()
+        if due is not None and self._lost is None:
+            with contextlib.suppress(Exception):
+                await self._checkpoint(due)
+
+    async def _settle(self) -> None:
+        """Wait for the checkpoint being written, if any: one that failed (not lost) is written
+        again, after a back-off, until it is or the lease is lost (its ``LeaseLostError``
+        raises here) -- or the processing ends (the release's ``flush`` tries once more)."""
+        checkpointing, self._checkpointing = self._checkpointing, None
+        if checkpointing is None:
+            return
+        failures = 0
+        while True:
+            try:
+                await checkpointing
+                return
+            except LeaseLostError:
+                raise
+            except Exception as exc:
+                failures += 1
+                self.processor._checkpoint_failed(self.lease.lease_token, exc)
+                if self._halting:
+                    raise
+            await self._wait(self._retry_delay(failures))
+            self._check_lost()
+            assert self._due is not None
+            checkpointing = asyncio.create_task(self._checkpoint(self._due))
+
+    def _retry_delay(self, failures: int) -> float:
+        interval = self.processor.options.lease_renew_interval
+        return _keeping.write_retry_delay(failures, interval / 8, interval)
+
+    # -- waiting ---------------------------------------------------------------------------------
+
+    def _check_lost(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+
+    async def _wait(self, seconds: float) -> None:
+        """``seconds``, cut short when the lease is lost on renewal or given back."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
+    async def _pause(self, seconds: float | None = None) -> None:
+        """The poll delay (or ``seconds``), once the checkpoint being written is; cut short
+        when the lease is lost on renewal or given back."""
+        await self._settle()
+        await self._wait(self.processor.options.poll_delay if seconds is None else seconds)
+        self._check_lost()
+
+    def halt(self) -> None:
+        """End this lease's processing after the batch in flight (its lease is given back)."""
+        self._halting = True
+        self._wake.set()
+
+
+def _retrieved(task: asyncio.Task[Page]) -> None:
+    """A read ahead that is dropped: its outcome taken, so that asyncio does not report it."""
+    if not task.cancelled():
+        task.exception()
