@@ -17,7 +17,8 @@ a round an instance:
   order of its own (a hash of its name and the token), so that instances taking at once seldom
   try the same lease. When three leases in a row were taken by others since the listing
   (``LeaseLostError``), the listing is out of date: the round stops taking (at a cold start,
-  where no instance sees the others, every instance would otherwise try every lease);
+  where no instance sees the others, every instance would otherwise try every lease); so does
+  a lease the store refused to write (throttled: the next round comes after a back-off);
 * over its target: gives back its surplus (released as a stop releases a lease: the batch in
   flight finished and checkpointed), for the instances under theirs.
 
@@ -46,9 +47,13 @@ import hashlib
 import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
 
 from cosmos_changefeed._leases import Lease
 
+#: What came of an attempt to acquire a lease: taken; already this instance's (or it stops);
+#: taken by another instance since the listing; refused by the store (throttled, unreachable).
+Outcome: TypeAlias = Literal["acquired", "skipped", "lost", "failed"]
 #: Leases found taken since the listing, one after the other, after which a round stops taking:
 #: the listing is out of date (others take at the same time), the next round's is not.
 LOSSES_IN_A_ROW = 3
@@ -88,13 +93,15 @@ class Round:
                 return
             yield lease
 
-    def tried(self, lease: Lease, acquired: bool, lost: bool) -> None:
-        """The outcome of an attempt: ``acquired``, or ``lost`` to another instance."""
-        if acquired:
+    def tried(self, lease: Lease, outcome: Outcome) -> None:
+        """The outcome of an attempt to acquire ``lease``."""
+        if outcome == "acquired":
             self._taken += 1
             self._losses = 0
-        elif lost and self.stop_when_outdated:
+        elif outcome == "lost" and self.stop_when_outdated:
             self._losses += 1
+        elif outcome == "failed" and self.stop_when_outdated:
+            self._losses = LOSSES_IN_A_ROW  # the store refused (throttled): no more this round
 
 
 def plan_round(

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
+from cosmos_changefeed import _clock
 from cosmos_changefeed._balancing import Planner, Round, plan_round
 from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import (
@@ -23,6 +24,7 @@ from cosmos_changefeed._events import (
     start_label,
     where_it_starts,
 )
+from cosmos_changefeed._keeping import pressed_interval
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import (
     DEFAULT_SET_ASIDE_AFTER,
@@ -105,6 +107,8 @@ class ProcessorBase:
         self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
+        #: When the lease container last refused a write or a listing (``_clock.monotonic``).
+        self._refused_at: float | None = None
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -191,16 +195,55 @@ class ProcessorBase:
             stacklevel=2,
         )
 
-    def _balancing_failed(self, exc: Exception) -> None:
+    # -- a lease container that refuses (throttles) -------------------------------------------
+
+    def _refused(self) -> None:
+        """The lease container refused a request (not a conflict: throttled, unreachable)."""
+        self._refused_at = _clock.monotonic()
+
+    @property
+    def _pressed(self) -> bool:
+        """Whether the lease container refused a request within the expiration interval: the
+        instance then asks less of it (``_keeping``: renewals and listings less often)."""
+        at = self._refused_at
+        return at is not None and _clock.monotonic() - at < self.options.lease_expiration_interval
+
+    def _renew_interval(self) -> float:
+        """How long after its last write a lease is renewed (``_keeping.pressed_interval`` while
+        the lease container refuses requests)."""
+        opts = self.options
+        interval = opts.lease_renew_interval
+        if self._pressed:
+            return pressed_interval(interval, opts.lease_expiration_interval)
+        return interval
+
+    def _balance_delay(self, failures: int) -> float:
+        """The wait before the next balancing round: the acquire interval; after ``failures``
+        failed rounds in a row, doubled at each up to the expiration interval, and while the
+        lease container refuses requests at least half the expiration interval."""
+        opts = self.options
+        interval = opts.lease_acquire_interval
+        longest = max(interval, opts.lease_expiration_interval)
+        if failures:
+            return float(min(interval * 2.0 ** min(failures, 16), longest))
+        return max(interval, longest / 2) if self._pressed else interval
+
+    def _balancing_failed(self, exc: Exception, failures: int) -> float:
+        """Say that a round failed (the ``failures``-th in a row); the wait before the next."""
+        self._refused()
+        delay = self._balance_delay(failures)
         logger.warning(
             "processor '%s': lease balancing failed (%s); again in %gs",
             self.processor_name,
             error_text(exc),
-            self.options.lease_acquire_interval,
+            delay,
             stacklevel=2,
         )
+        return delay
 
     def _not_acquired(self, lease: Lease, exc: Exception) -> None:
+        if not isinstance(exc, LeaseLostError):
+            self._refused()
         if isinstance(exc, LeaseLostError):
             logger.info(
                 "processor '%s': %s not acquired (%s)",
@@ -269,6 +312,7 @@ class ProcessorBase:
         if isinstance(failure, LeaseLostError):
             failure = None
         if failure is not None:
+            self._refused()
             logger.warning(
                 "processor '%s': lease %s not released (%s); it expires after %gs",
                 self.processor_name,
@@ -332,6 +376,7 @@ class ProcessorBase:
         )
 
     def _renewal_failed(self, token: str, exc: Exception) -> None:
+        self._refused()
         self._again(token, "renewal", exc, self.options.lease_renew_interval)
         self._notify_error(token, exc, "renew")
 
@@ -397,6 +442,7 @@ class ProcessorBase:
         self._notify_error(batch.context.lease_token, batch.error, "handler", batch)
 
     def _checkpoint_failed(self, token: str, exc: Exception) -> None:
+        self._refused()
         self._again(token, "checkpoint", exc, self.options.lease_renew_interval / 8)
         self._notify_error(token, exc, "checkpoint")
 

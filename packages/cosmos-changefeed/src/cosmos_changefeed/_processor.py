@@ -19,6 +19,7 @@ from typing import Any
 
 from azure.cosmos import ContainerProxy
 
+from cosmos_changefeed._balancing import Outcome
 from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
@@ -226,7 +227,7 @@ class ChangeFeedProcessor(ProcessorBase):
         manager = self._manager
         assert manager is not None
         opts = self.options
-        first = True
+        first, failures = True, 0
         while not self._stopping.is_set():
             try:
                 leases = self._run(manager.all_leases())
@@ -235,7 +236,7 @@ class ChangeFeedProcessor(ProcessorBase):
                     if lease.lease_token not in self.owned_leases:
                         self._try_add(lease)
                 for lease in plan.to_try():
-                    plan.tried(lease, *self._try_add(lease))
+                    plan.tried(lease, self._try_add(lease))
                 for lease in plan.release:
                     self._give_back(lease.lease_token)
                 if first:
@@ -248,7 +249,10 @@ class ChangeFeedProcessor(ProcessorBase):
             except StoppedError:
                 return
             except Exception as exc:
-                self._balancing_failed(exc)
+                failures += 1
+                self._stopping.wait(self._balancing_failed(exc, failures))
+                continue
+            failures = 0
             self._stopping.wait(opts.lease_acquire_interval)
 
     def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
@@ -260,13 +264,13 @@ class ChangeFeedProcessor(ProcessorBase):
             self._listening.set()
             self._listening_now(w.lease.lease_token for w in workers)
 
-    def _try_add(self, lease: Lease) -> tuple[bool, bool]:
-        """Acquire ``lease`` and process it: (acquired, lost to another instance)."""
+    def _try_add(self, lease: Lease) -> Outcome:
+        """Acquire ``lease`` and process it."""
         try:
-            return self._add(lease), False
+            return "acquired" if self._add(lease) else "skipped"
         except Exception as exc:
             self._not_acquired(lease, exc)
-            return False, isinstance(exc, LeaseLostError)
+            return "lost" if isinstance(exc, LeaseLostError) else "failed"
 
     def _give_back(self, token: str) -> None:
         """End a lease's processing as a stop ends it (after its batch in flight, checkpointed)

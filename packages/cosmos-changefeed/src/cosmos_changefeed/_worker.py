@@ -91,10 +91,9 @@ class LeaseWorker:
     # -- keeping the lease ----------------------------------------------------------------------
 
     def _renew(self) -> None:
-        interval = self.processor.options.lease_renew_interval
         failures = 0
         while True:
-            now = self.manager.now()
+            interval, now = self.processor._renew_interval(), self.manager.now()
             if self.stop.wait(_keeping.until_renewal(self.lease, now, interval, failures)):
                 return
             if not failures and _keeping.age(self.lease, self.manager.now()) < interval:

@@ -38,6 +38,7 @@ from typing import Any
 from azure.cosmos.aio import ContainerProxy
 
 from cosmos_changefeed import _clock
+from cosmos_changefeed._balancing import Outcome
 from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing
 from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
@@ -245,7 +246,7 @@ class ChangeFeedProcessor(ProcessorBase):
         manager = self._manager
         assert manager is not None
         opts = self.options
-        first = True
+        first, failures = True, 0
         while True:
             try:
                 leases = await self._run(manager.all_leases())
@@ -254,7 +255,7 @@ class ChangeFeedProcessor(ProcessorBase):
                     if lease.lease_token not in self._workers:
                         await self._try_add(lease)
                 for lease in plan.to_try():
-                    plan.tried(lease, *await self._try_add(lease))
+                    plan.tried(lease, await self._try_add(lease))
                 for lease in plan.release:
                     self._give_back(lease.lease_token)
                 if first:
@@ -265,7 +266,10 @@ class ChangeFeedProcessor(ProcessorBase):
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._balancing_failed(exc)
+                failures += 1
+                await asyncio.sleep(self._balancing_failed(exc, failures))
+                continue
+            failures = 0
             await asyncio.sleep(opts.lease_acquire_interval)
 
     async def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
@@ -274,13 +278,13 @@ class ChangeFeedProcessor(ProcessorBase):
             self._listening.set()
             self._listening_now(w.lease.lease_token for w in workers)
 
-    async def _try_add(self, lease: Lease) -> tuple[bool, bool]:
-        """Acquire ``lease`` and process it: (acquired, lost to another instance)."""
+    async def _try_add(self, lease: Lease) -> Outcome:
+        """Acquire ``lease`` and process it."""
         try:
-            return await self._add(lease), False
+            return "acquired" if await self._add(lease) else "skipped"
         except Exception as exc:
             self._not_acquired(lease, exc)
-            return False, isinstance(exc, LeaseLostError)
+            return "lost" if isinstance(exc, LeaseLostError) else "failed"
 
     def _give_back(self, token: str) -> None:
         """End a lease's processing as a stop ends it (its batch in flight finished and

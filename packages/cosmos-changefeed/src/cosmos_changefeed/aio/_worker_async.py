@@ -86,10 +86,9 @@ class LeaseWorker:
     # -- keeping the lease ----------------------------------------------------------------------
 
     async def _renew(self) -> None:
-        interval = self.processor.options.lease_renew_interval
         failures = 0
         while True:
-            now = self.manager.now()
+            interval, now = self.processor._renew_interval(), self.manager.now()
             await asyncio.sleep(_keeping.until_renewal(self.lease, now, interval, failures))
             if not failures and _keeping.age(self.lease, self.manager.now()) < interval:
                 continue  # written since (a checkpoint stamps it too)

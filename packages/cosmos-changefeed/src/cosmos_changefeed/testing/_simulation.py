@@ -300,6 +300,7 @@ class SimulatedFleet:
         #: last write of their lease: (time, instance, lease token, seconds since that write).
         self.late_batches: list[tuple[float, str, str, float]] = []
         self.failures: list[tuple[str, str, str]] = []
+        self._written: list[str] = []
 
     @property
     def expiration(self) -> float:
@@ -402,3 +403,35 @@ class SimulatedFleet:
                 since = None
             await asyncio.sleep(step)
         return None
+
+    async def request_units(self, seconds: float) -> float:
+        """The request units per second the fleet uses over the next ``seconds``."""
+        used, began = self.container.units, self.clock.elapsed
+        await asyncio.sleep(seconds)
+        return (self.container.units - used) / (self.clock.elapsed - began)
+
+    async def write(self, per_second: float, seconds: float) -> list[str]:
+        """Write changes to the feed for ``seconds``, ``per_second`` of them (each a new
+        document, each under a partition key of its own): their ids."""
+        written: list[str] = []
+        end = self.clock.elapsed + seconds
+        while self.clock.elapsed < end:
+            number = len(self._written)
+            self.feed.upsert({"id": f"d{number}", "pk": f"k{number}"})
+            self._written.append(f"d{number}")
+            written.append(f"d{number}")
+            await asyncio.sleep(1 / per_second)
+        return written
+
+    def undelivered(self) -> list[str]:
+        """The changes written (``write``) that no instance was given."""
+        given = {change_id for change_id, _ in self.deliveries}
+        return [change_id for change_id in self._written if change_id not in given]
+
+    def throttled(self) -> int:
+        """The 429s the lease container answered."""
+        return sum(count for (_, kind), count in self.container.requests.items() if kind == "429")
+
+    async def clock_sleep(self, seconds: float) -> None:
+        """Let ``seconds`` of virtual time pass."""
+        await asyncio.sleep(seconds)
