@@ -375,9 +375,9 @@ class ProcessorBase:
             stacklevel=2,
         )
 
-    def _renewal_failed(self, token: str, exc: Exception) -> None:
+    def _renewal_failed(self, token: str, exc: Exception, again_in: float) -> None:
         self._refused()
-        self._again(token, "renewal", exc, self.options.lease_renew_interval)
+        self._again(token, "renewal", exc, again_in)
         self._notify_error(token, exc, "renew")
 
     def _read_failed(self, token: str, exc: Exception) -> None:
@@ -441,9 +441,9 @@ class ProcessorBase:
         )
         self._notify_error(batch.context.lease_token, batch.error, "handler", batch)
 
-    def _checkpoint_failed(self, token: str, exc: Exception) -> None:
+    def _checkpoint_failed(self, token: str, exc: Exception, again_in: float) -> None:
         self._refused()
-        self._again(token, "checkpoint", exc, self.options.lease_renew_interval / 8)
+        self._again(token, "checkpoint", exc, again_in)
         self._notify_error(token, exc, "checkpoint")
 
     def _to_set_aside(self, batch: FailedBatch) -> bool:

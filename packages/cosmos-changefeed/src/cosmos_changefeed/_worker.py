@@ -110,7 +110,10 @@ class LeaseWorker:
                 return
             except Exception as exc:
                 failures += 1
-                self.processor._renewal_failed(self.lease.lease_token, exc)
+                again_in = _keeping.until_renewal(
+                    self.lease, self.manager.now(), interval, failures
+                )
+                self.processor._renewal_failed(self.lease.lease_token, exc, again_in)
 
     def _fresh(self) -> bool:
         """Whether a batch may be handed over (``aio/_worker_async.LeaseWorker._fresh``)."""
@@ -125,7 +128,7 @@ class LeaseWorker:
             self._lost = lost
             raise
         except Exception as exc:
-            self.processor._renewal_failed(self.lease.lease_token, exc)
+            self.processor._renewal_failed(self.lease.lease_token, exc, self._retry_delay(1))
             self._wake.wait(self._retry_delay(1))
             return False
         return True
@@ -316,7 +319,8 @@ class LeaseWorker:
                 raise
             except Exception as exc:
                 failures += 1
-                self.processor._checkpoint_failed(self.lease.lease_token, exc)
+                token, again_in = self.lease.lease_token, self._retry_delay(failures)
+                self.processor._checkpoint_failed(token, exc, again_in)
                 if self.stop.is_set():
                     raise
             checkpointing = None

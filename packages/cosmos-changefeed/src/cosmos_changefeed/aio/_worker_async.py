@@ -100,7 +100,10 @@ class LeaseWorker:
                 raise
             except Exception as exc:
                 failures += 1
-                self.processor._renewal_failed(self.lease.lease_token, exc)
+                again_in = _keeping.until_renewal(
+                    self.lease, self.manager.now(), interval, failures
+                )
+                self.processor._renewal_failed(self.lease.lease_token, exc, again_in)
 
     async def _fresh(self) -> bool:
         """Whether a batch may be handed over: this instance's last write of the lease within
@@ -116,7 +119,7 @@ class LeaseWorker:
             self._lost = lost
             raise
         except Exception as exc:
-            self.processor._renewal_failed(self.lease.lease_token, exc)
+            self.processor._renewal_failed(self.lease.lease_token, exc, self._retry_delay(1))
             await self._wait(self._retry_delay(1))
             return False
         return True
@@ -324,7 +327,8 @@ class LeaseWorker:
                 raise
             except Exception as exc:
                 failures += 1
-                self.processor._checkpoint_failed(self.lease.lease_token, exc)
+                token, again_in = self.lease.lease_token, self._retry_delay(failures)
+                self.processor._checkpoint_failed(token, exc, again_in)
                 if self._halting:
                     raise
             await self._wait(self._retry_delay(failures))
