@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 from running import FLAVOURS, Flavour, leases, run
 
-from cosmos_changefeed import FailedBatch, Failure, InMemoryDocuments, LeaseContext
+from cosmos_changefeed import (
+    FailedBatch,
+    Failure,
+    InMemoryDocuments,
+    LeaseContext,
+    ManualCheckpointContext,
+)
 from cosmos_changefeed._retries import Attempts, retry_delay, to_set_aside
+from cosmos_changefeed.aio import ManualCheckpointContext as AsyncManualCheckpointContext
 from cosmos_changefeed.testing import InMemoryFeed
 
 
@@ -137,6 +144,58 @@ def test_set_aside_takes_a_batch_after_its_attempts_and_the_lease_moves_past_it(
     assert processor.batches_set_aside == 1
     [said] = [r for r in caplog.records if "set aside" in r.getMessage()]
     assert said.levelno == logging.WARNING and said.__dict__["attempt"] == 3
+    [lease] = leases(documents)
+    assert lease.continuation == f'"{feed.lsn("0")}"'
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+@pytest.mark.parametrize("checkpoint", ["per batch", "manual"])
+def test_only_the_change_that_fails_is_set_aside_the_nine_others_are_handled_and_checkpointed(
+    flavour: Flavour, checkpoint: str
+) -> None:
+    """A batch of 10 in which one change always fails: after ``set_aside_after`` attempts of
+    the whole batch, it is taken apart; the nine others are handled (once each), the one is set
+    aside alone, and the lease is checkpointed past the batch (under manual checkpoints, by the
+    handler's own ``checkpoint()``)."""
+    feed, documents, handler = InMemoryFeed(partitions=1), InMemoryDocuments(), Handler()
+    names = [f"c{n}" for n in range(10)]
+    names[6] = "poison"
+    for name in names:
+        feed.upsert({"id": name, "pk": "k"})
+    parked: list[FailedBatch] = []
+    manual = checkpoint == "manual"
+
+    def handle(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        handler(context, changes)
+        if manual:
+            assert isinstance(context, ManualCheckpointContext)
+            context.checkpoint()
+
+    async def handle_aio(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        handler(context, changes)
+        if manual:
+            assert isinstance(context, AsyncManualCheckpointContext)
+            await context.checkpoint()
+
+    async def park(batch: FailedBatch) -> None:
+        parked.append(batch)
+
+    run(
+        flavour,
+        feed,
+        documents,
+        lambda: bool(parked) and leases(documents)[0].continuation is not None,
+        wrap=False,
+        handler=handle if flavour == "sync" else handle_aio,
+        set_aside=parked.append if flavour == "sync" else park,
+        set_aside_after=3,
+        start_from="beginning",
+        max_items=10,
+        **({"checkpoint": "manual"} if manual else {}),
+    )
+    assert [[d["id"] for d in b.changes] for b in parked] == [["poison"]]
+    assert parked[0].attempt == 3 and isinstance(parked[0].error, ValueError)
+    assert handler.handled == [name for name in names if name != "poison"]  # in order, once
     [lease] = leases(documents)
     assert lease.continuation == f'"{feed.lsn("0")}"'
 
