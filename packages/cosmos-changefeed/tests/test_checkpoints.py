@@ -160,7 +160,9 @@ def test_a_manual_processor_stops_without_checkpointing_what_was_not(flavour: Fl
         again = f.processor("p", delivered, start_from="beginning", checkpoint="manual").start()
         eventually(lambda: all(delivered.count(item) == 2 for item in ids))
         again.stop()
-    assert all(lease.owner is None and lease.continuation is None for lease in stored.values())
+    # nothing the handler did not checkpoint is (a lease's start, found empty, is kept: "0")
+    assert all(lease.owner is None for lease in stored.values())
+    assert all(lease.continuation in (None, '"0"') for lease in stored.values())
 
 
 def test_a_manual_checkpoint_of_an_earlier_batch_after_a_later_one_is_a_no_op() -> None:

@@ -143,7 +143,8 @@ def test_a_failing_handler_is_retried_on_its_lease_while_the_others_flow(flavour
         eventually(lambda: "1" in delivered.tokens())
         eventually(lambda: len(failures) >= 2)
         assert "0" not in delivered.tokens()
-        assert f.stored()["0"].continuation is None, "a failed batch was checkpointed"
+        # at most its start, kept when its first read found nothing: not past the failed batch
+        assert f.stored()["0"].continuation in (None, '"0"'), "a failed batch was checkpointed"
         eventually(lambda: delivered.ids >= set(ids))
     assert len(failures) == 5
     assert [(e.lease_token, e.attempt) for e in errors] == [("0", n) for n in range(1, 6)]

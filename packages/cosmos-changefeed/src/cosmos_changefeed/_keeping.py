@@ -22,6 +22,13 @@ when it may hand a batch over, and how it waits after a failed write. Pure.
   of the expiration interval after it was given its batch excepted (a handler is not
   interrupted). .NET goes on processing a lease whose renewals fail until a checkpoint is
   refused.
+* **A lease's start, kept** (``_start_to_keep`` in the workers): a lease without a checkpoint
+  starts where this instance's ``start_from`` puts it -- "now" being this instance's start.
+  Once a read of it finds nothing, its position there (the read's etag) is written in the
+  lease, as a checkpoint: an instance that takes the lease later (a steal, a scale-out) starts
+  there, not at its own, later "now", which would skip what was written in between. .NET
+  writes nothing until a batch is handled (the same gap; a lease whose first read has changes
+  is checkpointed after that batch, here as there).
 * **A failed checkpoint** (not lost: refused or throttled) is written again, after
   ``write_retry_delay``, before the next batch is handed over, until it is written or the lease
   is lost: a handled batch is never given again because its checkpoint met a 429. (0.1 and 1.0

@@ -20,6 +20,7 @@ from typing import Any
 
 from cosmos_changefeed import _names
 from cosmos_changefeed._continuation import Continuation
+from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import ProcessorOptions
 from cosmos_changefeed._protocol import (
     LeaseManager,
@@ -67,15 +68,26 @@ def start_flow(
         partition_key_path=path,
         mode=options.mode,
     )
-    manager.check_mode((yield from manager.all_leases()))
     keda = _names.keda_prefix(options.processor_name, account_endpoint)
     foreign: list[str] = []
-    if keda is not None:
+    if keda is not None and manager.lease_prefix.startswith(keda):
+        # one listing for both: the processor's leases are under KEDA's prefix
         docs = yield ListDocuments(keda)
+        mine = [doc for doc in docs if str(doc["id"]).startswith(manager.lease_prefix)]
+        manager.check_mode([Lease.from_document(doc) for doc in mine])
         foreign = sorted(
             str(doc["id"])
             for doc in docs
             if doc.get("LeaseToken") and not str(doc["id"]).startswith(manager.lease_prefix)
         )
+    else:
+        manager.check_mode((yield from manager.all_leases()))
+        if keda is not None:
+            docs = yield ListDocuments(keda)
+            foreign = sorted(
+                str(doc["id"])
+                for doc in docs
+                if doc.get("LeaseToken") and not str(doc["id"]).startswith(manager.lease_prefix)
+            )
     created = yield from manager.initialize()
     return Started(manager, created, start, expires, keda, foreign)

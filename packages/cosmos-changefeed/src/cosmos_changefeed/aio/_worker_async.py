@@ -60,6 +60,8 @@ class LeaseWorker:
         self._ahead: asyncio.Task[Page] | None = None
         self.attempts = Attempts()
         self.plan = CheckpointPlan(processor.options.checkpoint)
+        #: Whether a batch was handed over (a lease's start is kept only before).
+        self._handed = False
 
     async def run(self) -> None:
         renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
@@ -146,10 +148,11 @@ class LeaseWorker:
                 self.position_fixed.set()
                 if not page.items:
                     position = page.etag or position
-                    due = self.plan.caught_up()
+                    due = self.plan.caught_up() or self._start_to_keep(page)
                     if due is not None:
                         await self._settle()
-                        await self._checkpoint(due)
+                        self._checkpointing = asyncio.create_task(self._checkpoint(due))
+                        self._due = due
                     await self._pause()
                     continue
                 # the previous batch's checkpoint was written while this one was read; it is
@@ -193,6 +196,13 @@ class LeaseWorker:
             self.lease, position, start, mode=opts.mode, max_items=opts.max_items
         )
 
+    def _start_to_keep(self, page: Page) -> str | None:
+        """A lease without a checkpoint whose read found nothing: the position its start is
+        at now, to keep in the lease (``_keeping``)."""
+        if self.lease.continuation is None and self._due is None and not self._handed:
+            return page.etag
+        return None
+
     def _drop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None
         if ahead is not None:
@@ -218,6 +228,7 @@ class LeaseWorker:
         False when it failed (and its retry delay is waited)."""
         processor = self.processor
         context = self._context(page)
+        self._handed = True
         try:
             await self._call(context, page.items)
         except Exception as exc:

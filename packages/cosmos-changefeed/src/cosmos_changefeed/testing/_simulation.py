@@ -50,6 +50,9 @@ READ_RU, WRITE_RU, QUERY_RU, QUERY_RU_PER_DOCUMENT = 1.0, 10.0, 3.0, 0.1
 #: azure-cosmos's default throttle retries: attempts after the first, and the wait in all.
 SDK_RETRIES, SDK_MAX_WAIT = 9, 30.0
 KINDS = ("list", "read", "create", "replace", "delete")
+#: A start that fails (the lease container throttles) is tried again, as an orchestrator
+#: restarts an instance: this many times, this many seconds apart.
+START_ATTEMPTS, START_RETRY = 20, 5.0
 
 
 class CrashedError(ConnectionError):
@@ -301,6 +304,8 @@ class SimulatedFleet:
         self.late_batches: list[tuple[float, str, str, float]] = []
         self.failures: list[tuple[str, str, str]] = []
         self._written: list[str] = []
+        #: (virtual time, the lease container's requests so far), each step of ``until_even``.
+        self.samples: list[tuple[float, int]] = []
 
     @property
     def expiration(self) -> float:
@@ -335,7 +340,14 @@ class SimulatedFleet:
             **self.options,
         )
         self.instances[name] = Instance(name, processor, store)
-        await processor.start()
+        for attempt in range(START_ATTEMPTS):  # as an orchestrator restarts a failed start
+            try:
+                await processor.start()
+                return
+            except Exception:
+                if attempt == START_ATTEMPTS - 1:
+                    raise
+                await asyncio.sleep(START_RETRY)
 
     def _handled(self, name: str, token: str, changes: list[dict[str, Any]]) -> None:
         now = self.clock.elapsed
@@ -394,6 +406,7 @@ class SimulatedFleet:
         began = self.clock.elapsed
         since: float | None = None
         while self.clock.elapsed - began < limit:
+            self.samples.append((self.clock.elapsed, self.container.total((*KINDS, "429"))))
             if self.even():
                 if since is None:
                     since = self.clock.elapsed
@@ -427,6 +440,13 @@ class SimulatedFleet:
         """The changes written (``write``) that no instance was given."""
         given = {change_id for change_id, _ in self.deliveries}
         return [change_id for change_id in self._written if change_id not in given]
+
+    def requests_between(self, began: float, ended: float) -> float:
+        """Requests per second between two virtual times (from the ``until_even`` samples)."""
+        inside = [(at, count) for at, count in self.samples if began <= at <= ended]
+        if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
+            return 0.0
+        return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
 
     def throttled(self) -> int:
         """The 429s the lease container answered."""

@@ -1,0 +1,381 @@
+"""cosmos-changefeed at scale (issue 90): hundreds to thousands of leases, tens to a hundred and
+fifty processor instances, in one process, in virtual time -- the real aio processor (its
+balancing, lease protocol, renewals, checkpoints, splits) over the in-memory feed and a lease
+container answering after 5 ms (+-50 %), and past a budget of request units with 429s
+(``cosmos_changefeed.testing._simulation``). Lease intervals are .NET's defaults (acquire 13 s,
+renew 17 s, expiry 60 s); a minute of the fleet's life takes a few seconds of CPU.
+
+Per size (leases x instances), from a cold start (every instance started within a second),
+each change awaited until the fleet is even -- every lease processed by the live instance the
+store names, the instances within one lease of each other -- and stays so for two acquire
+intervals:
+
+* **scale-out**: half as many instances more; **scale-in**: half of them stopped (they release
+  their leases); **crash**: a tenth killed (nothing more reaches the store: their leases expire);
+  **splits and merges**: 2 % of the partitions split, 1 % merged with their neighbour;
+* the time to even, in acquire intervals; the most and least leases an instance holds then;
+  the leases that changed hands (acquired) beside those that had to; the lease container's
+  requests per second while balancing (from the change to even, at least an acquire interval);
+* settled: requests per second over four renew intervals, beside the goal -- one renewal per
+  lease per renew interval and one listing per instance per acquire interval;
+* **under 429s**: a second fleet, settled, given half the request units it needs (its settled
+  use, plus the checkpoints of the changes then written: one per lease a minute), scaled out
+  and in meanwhile; then the budget lifted: 429s per second, the times to even, batches handed
+  over past the expiry bound (two owners), changes given twice (a checkpoint lost) or never;
+* the same changes under .NET's balancing (``EqualPartitionsBalancingStrategy``, one steal per
+  instance per interval), for comparison, at the two smaller sizes.
+
+``python -m bench.changefeed_scale`` prints the tables (``--sizes 100x10,500x50``,
+``--grid`` for every pair of 100/500/2,000 leases and 10/50/100 instances, ``--no-dotnet``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from cosmos_changefeed._balancing import dotnet_round
+from cosmos_changefeed._processing import ProcessorBase
+from cosmos_changefeed.testing._simulation import KINDS, WRITE_RU, SimulatedFleet, Throughput
+from cosmos_changefeed.testing._virtual import VirtualClock
+
+T = TypeVar("T")
+ACQUIRE, RENEW, EXPIRY = 13.0, 17.0, 60.0
+HOLD = 2 * ACQUIRE
+LIMIT = 40 * ACQUIRE
+SIZES = ((100, 10), (500, 50), (2000, 100))
+GRID = tuple((leases, instances) for leases in (100, 500, 2000) for instances in (10, 50, 100))
+
+
+@dataclass
+class Phase:
+    """One change and what followed."""
+
+    change: str
+    even_after: float | None
+    most: int
+    least: int
+    moved: int
+    needed: int
+    requests_per_s: float
+    instances: int
+
+    @property
+    def intervals(self) -> str:
+        if self.even_after is None:
+            return f"not within {LIMIT / ACQUIRE:.0f}"
+        return f"{self.even_after / ACQUIRE:.1f}"
+
+
+@dataclass
+class Figures:
+    leases: int
+    instances: int
+    strategy: str
+    phases: list[Phase] = field(default_factory=list)
+    settled_per_s: float = 0.0
+    settled_units_per_s: float = 0.0
+    goal_per_s: float = 0.0
+    cpu_s: float = 0.0
+
+
+def _requests(fleet: SimulatedFleet) -> int:
+    return fleet.container.total((*KINDS, "429"))
+
+
+class _Meter:
+    """Requests per second over a window of virtual time."""
+
+    def __init__(self, fleet: SimulatedFleet) -> None:
+        self.fleet = fleet
+        self.requests, self.began = _requests(fleet), fleet.clock.elapsed
+
+    def per_second(self) -> float:
+        spent = self.fleet.clock.elapsed - self.began
+        return (_requests(self.fleet) - self.requests) / spent if spent > 0 else 0.0
+
+
+async def _change(
+    fleet: SimulatedFleet, change: str, act: Callable[[], Coroutine[Any, Any, int]]
+) -> Phase:
+    """Make a change (``act``: the leases that must move) and watch the fleet settle: the
+    requests are counted from the change to even (at least an acquire interval)."""
+    moves = len(fleet.container.moves)
+    began = fleet.clock.elapsed
+    needed = await act()
+    even_after = await fleet.until_even(hold=HOLD, limit=LIMIT)
+    ended = began + max(even_after if even_after is not None else LIMIT, ACQUIRE)
+    spread = fleet.spread()
+    return Phase(
+        change,
+        even_after,
+        max(spread.values()),
+        min(spread.values()),
+        sum(1 for move in fleet.container.moves[moves:] if move.to is not None),
+        needed,
+        fleet.requests_between(began, ended),
+        len(spread),
+    )
+
+
+async def _scenario(fleet: SimulatedFleet, instances: int, figures: Figures) -> None:
+    leases = figures.leases
+
+    async def cold() -> int:
+        await fleet.add(instances)
+        return leases
+
+    async def crash() -> int:
+        names = sorted(fleet.instances)[: max(1, len(fleet.instances) // 10)]
+        owned = sum(len(fleet.instances[name].processor.owned_leases) for name in names)
+        await fleet.crash(names)
+        return owned
+
+    async def reshape() -> int:
+        return _reshape(fleet, leases)
+
+    figures.phases.append(await _change(fleet, "cold start", cold))
+    meter = _Meter(fleet)
+    figures.settled_units_per_s = await fleet.request_units(4 * RENEW)
+    figures.settled_per_s = meter.per_second()
+    figures.goal_per_s = leases / RENEW + instances / ACQUIRE
+    for change, act in (
+        (f"scale-out: +{instances // 2}", lambda: _join(fleet, instances)),
+        ("scale-in: -50 %", lambda: _leave(fleet)),
+        ("crash: -10 %", crash),
+        ("2 % split, 1 % merged", reshape),
+    ):
+        figures.phases.append(await _change(fleet, change, act))
+
+
+def _reshape(fleet: SimulatedFleet, leases: int) -> int:
+    """Split 2 % of the partitions and merge 1 % with their neighbours: the leases that must
+    be taken (a split's two children; a merge's leases, replaced in place)."""
+    feed = fleet.feed
+    ranges = feed.ranges()
+    step = max(len(ranges) // max(1, leases // 50), 2)
+    merged = 0
+    for first, second in zip(ranges[1::step], ranges[2::step], strict=False):
+        if merged >= max(1, leases // 100):
+            break
+        feed.merge(first.id, second.id)
+        merged += 1
+    split = 0
+    for partition in feed.ranges()[::step]:
+        if split >= max(1, leases // 50):
+            break
+        feed.split(partition.id)
+        split += 1
+    return 2 * split + 2 * merged
+
+
+def measure(leases: int, instances: int, *, dotnet: bool = False) -> Figures:
+    """The figures of one size (``dotnet``: under .NET's balancing)."""
+    figures = Figures(leases, instances, ".NET's balancing" if dotnet else "fair share")
+    clock = VirtualClock()
+    started = time.process_time()
+
+    async def main() -> None:
+        fleet = SimulatedFleet(clock, partitions=leases, seed=leases + instances)
+        try:
+            await _scenario(fleet, instances, figures)
+        finally:
+            await fleet.close()
+
+    planner = ProcessorBase._planner
+    if dotnet:
+        ProcessorBase._planner = staticmethod(dotnet_round)
+    try:
+        clock.run(main())
+    finally:
+        ProcessorBase._planner = planner
+    figures.cpu_s = time.process_time() - started
+    return figures
+
+
+@dataclass
+class Throttled:
+    leases: int
+    instances: int
+    budget: float
+    throttled_per_s: float
+    requests_per_s: float
+    phases: list[Phase]
+    late_batches: int
+    given_twice: int
+    undelivered: int
+    regressions: int
+    written: int
+    cpu_s: float
+
+
+def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> Throttled:
+    """A settled fleet given ``fraction`` of the request units it needs, scaled out and in
+    while changes are written (see the module)."""
+    clock = VirtualClock()
+    started = time.process_time()
+    result: dict[str, Any] = {}
+
+    async def main() -> None:
+        fleet = SimulatedFleet(clock, partitions=leases, seed=leases * 3 + instances)
+        try:
+            await fleet.add(instances)
+            await fleet.until_even(hold=HOLD, limit=LIMIT)
+            rate = leases / 60
+            needed = await fleet.request_units(4 * RENEW) + rate * WRITE_RU
+            fleet.container.throughput = Throughput(needed * fraction)
+            throttled, meter = fleet.throttled(), _Meter(fleet)
+            writer = asyncio.create_task(fleet.write(rate, 10 * EXPIRY))
+            out = f"scale-out: +{instances // 2}"
+            phases = [
+                await _change(fleet, out, lambda: _join(fleet, instances)),
+                await _change(fleet, "scale-in: -50 %", lambda: _leave(fleet)),
+            ]
+            await writer
+            spent = meter.per_second()
+            result.update(
+                budget=needed * fraction,
+                throttled_per_s=(fleet.throttled() - throttled) / (clock.elapsed - meter.began),
+                requests_per_s=spent,
+                phases=phases,
+            )
+            fleet.container.throughput = Throughput(None)
+            for _ in range(60):
+                if not fleet.undelivered():
+                    break
+                await asyncio.sleep(5)
+            await asyncio.sleep(2 * EXPIRY)
+            result.update(
+                late_batches=len(fleet.late_batches),
+                given_twice=fleet.duplicates(),
+                undelivered=len(fleet.undelivered()),
+                regressions=len(fleet.container.regressions),
+                written=len(fleet._written),
+            )
+        finally:
+            await fleet.close()
+
+    clock.run(main())
+    return Throttled(leases, instances, cpu_s=time.process_time() - started, **result)
+
+
+async def _join(fleet: SimulatedFleet, instances: int) -> int:
+    joined = await fleet.add(instances // 2)
+    return round(len(fleet.container.leases()) * len(joined) / len(fleet.instances))
+
+
+async def _leave(fleet: SimulatedFleet) -> int:
+    names = sorted(fleet.instances)[::2]
+    owned = sum(len(fleet.instances[name].processor.owned_leases) for name in names)
+    await fleet.stop(names)
+    return owned
+
+
+# -- the tables ----------------------------------------------------------------------------------
+
+
+def _size(leases: int, instances: int) -> str:
+    return f"{leases:,} x {instances}"
+
+
+def changes_table(runs: list[Figures]) -> str:
+    lines = [
+        "| leases x instances | balancing | change | even after (acquire intervals) | most / "
+        "least | leases moved (had to) | lease requests/s while balancing: all (per instance) |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        for phase in run.phases:
+            per = phase.requests_per_s / max(phase.instances, 1)
+            lines.append(
+                f"| {_size(run.leases, run.instances)} | {run.strategy} | {phase.change} | "
+                f"{phase.intervals} | {phase.most} / {phase.least} | {phase.moved:,} "
+                f"({phase.needed:,}) | {phase.requests_per_s:,.1f} ({per:.2f}) |"
+            )
+    return "\n".join(lines)
+
+
+def settled_table(runs: list[Figures]) -> str:
+    lines = [
+        "| leases x instances | balancing | lease requests/s, settled: all (per instance) | goal: "
+        "a renewal per lease per renew interval + a listing per instance per acquire interval |"
+        " request units/s |",
+        "|---|---|---|---|---|",
+    ]
+    for run in runs:
+        per = run.settled_per_s / run.instances
+        lines.append(
+            f"| {_size(run.leases, run.instances)} | {run.strategy} | {run.settled_per_s:,.1f} "
+            f"({per:.2f}) | {run.goal_per_s:,.1f} ({run.settled_per_s / run.goal_per_s:.2f}x) "
+            f"| {run.settled_units_per_s:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def throttled_table(runs: list[Throttled]) -> str:
+    lines = [
+        "| leases x instances | budget (RU/s: half the need) | 429s/s | lease requests/s | even"
+        " after scale-out / scale-in (acquire intervals) | batches past the expiry bound | "
+        "changes given twice / never (of written) | checkpoints moved back |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        out, back = run.phases
+        lines.append(
+            f"| {_size(run.leases, run.instances)} | {run.budget:,.0f} | "
+            f"{run.throttled_per_s:,.1f} | {run.requests_per_s:,.1f} | {out.intervals} / "
+            f"{back.intervals} | {run.late_batches} | {run.given_twice} / {run.undelivered} "
+            f"(of {run.written:,}) | {run.regressions} |"
+        )
+    return "\n".join(lines)
+
+
+def measure_all(
+    sizes: tuple[tuple[int, int], ...] = SIZES, *, dotnet: bool = True, throttled: bool = True
+) -> dict[str, Any]:
+    runs = [measure(leases, instances) for leases, instances in sizes]
+    if dotnet:
+        runs += [measure(leases, instances, dotnet=True) for leases, instances in sizes[:2]]
+    slow = (
+        [measure_throttled(leases, instances) for leases, instances in sizes] if throttled else []
+    )
+    return {"runs": runs, "throttled": slow}
+
+
+def report(figures: dict[str, Any]) -> str:
+    runs, slow = figures["runs"], figures["throttled"]
+    parts = [changes_table(runs), "", settled_table(runs)]
+    if slow:
+        parts += ["", throttled_table(slow)]
+    cpu = sum(run.cpu_s for run in runs) + sum(run.cpu_s for run in slow)
+    parts.append(f"\n(CPU: {cpu:,.0f} s)")
+    return "\n".join(parts)
+
+
+def _sizes(text: str) -> tuple[tuple[int, int], ...]:
+    pairs = (part.split("x") for part in text.split(",") if part.strip())
+    return tuple((int(leases), int(instances)) for leases, instances in pairs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.changefeed_scale")
+    parser.add_argument("--sizes", type=_sizes, default=SIZES, help="e.g. 100x10,500x50")
+    parser.add_argument(
+        "--grid", action="store_true", help="every pair of 100/500/2000 x 10/50/100"
+    )
+    parser.add_argument("--no-dotnet", action="store_true", help="without .NET's balancing")
+    parser.add_argument("--no-throttled", action="store_true", help="without the 429 runs")
+    args = parser.parse_args()
+    logging.getLogger("cosmos_changefeed").setLevel(logging.CRITICAL)
+    sizes = GRID if args.grid else args.sizes
+    figures = measure_all(sizes, dotnet=not args.no_dotnet, throttled=not args.no_throttled)
+    print(report(figures))
+
+
+if __name__ == "__main__":
+    main()
