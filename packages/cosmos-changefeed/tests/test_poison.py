@@ -14,6 +14,7 @@ import pytest
 from running import FLAVOURS, Flavour, leases, run
 
 from cosmos_changefeed import (
+    CheckpointPolicy,
     FailedBatch,
     Failure,
     InMemoryDocuments,
@@ -191,7 +192,7 @@ def test_only_the_change_that_fails_is_set_aside_the_nine_others_are_handled_and
         set_aside_after=3,
         start_from="beginning",
         max_items=10,
-        **({"checkpoint": "manual"} if manual else {}),
+        checkpoint="manual" if manual else CheckpointPolicy(),
     )
     assert [[d["id"] for d in b.changes] for b in parked] == [["poison"]]
     assert parked[0].attempt == 3 and isinstance(parked[0].error, ValueError)
