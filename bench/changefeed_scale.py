@@ -187,7 +187,7 @@ def measure(leases: int, instances: int, *, dotnet: bool = False) -> Figures:
         finally:
             await fleet.close()
 
-    planner = ProcessorBase._planner
+    planner = ProcessorBase.__dict__["_planner"]  # the staticmethod itself
     if dotnet:
         ProcessorBase._planner = staticmethod(dotnet_round)
     try:
@@ -208,6 +208,7 @@ class Throttled:
     phases: list[Phase]
     late_batches: int
     given_twice: int
+    lost_checkpoints: int
     undelivered: int
     regressions: int
     written: int
@@ -253,6 +254,7 @@ def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> 
             result.update(
                 late_batches=len(fleet.late_batches),
                 given_twice=fleet.duplicates(),
+                lost_checkpoints=fleet.lost_checkpoints(),
                 undelivered=len(fleet.undelivered()),
                 regressions=len(fleet.container.regressions),
                 written=len(fleet._written),
@@ -321,16 +323,18 @@ def throttled_table(runs: list[Throttled]) -> str:
     lines = [
         "| leases x instances | budget (RU/s: half the need) | 429s/s | lease requests/s | even"
         " after scale-out / scale-in (acquire intervals) | batches past the expiry bound | "
-        "changes given twice / never (of written) | checkpoints moved back |",
-        "|---|---|---|---|---|---|---|---|",
+        "changes given twice: all / a checkpoint lost | changes never given (of written) | "
+        "checkpoints moved back |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         out, back = run.phases
         lines.append(
             f"| {_size(run.leases, run.instances)} | {run.budget:,.0f} | "
             f"{run.throttled_per_s:,.1f} | {run.requests_per_s:,.1f} | {out.intervals} / "
-            f"{back.intervals} | {run.late_batches} | {run.given_twice} / {run.undelivered} "
-            f"(of {run.written:,}) | {run.regressions} |"
+            f"{back.intervals} | {run.late_batches} | {run.given_twice} / "
+            f"{run.lost_checkpoints} | {run.undelivered} (of {run.written:,}) | "
+            f"{run.regressions} |"
         )
     return "\n".join(lines)
 

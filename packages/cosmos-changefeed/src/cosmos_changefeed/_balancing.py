@@ -10,22 +10,27 @@ a round an instance:
 
 * takes the leases the store says are its own but that it does not process (a restart under
   the same name; a lease whose processing ended without its release);
-* under its target: takes available leases, then steals from the instances over theirs, up to
-  its target, in one round -- each instance's **surplus** is the same leases for everyone (its
-  leases ranked by a hash of their token), so that two instances stealing from it at once
-  contend for the same leases rather than take it below its target -- and tries them in an
-  order of its own (a hash of its name and the token), so that instances taking at once seldom
-  try the same lease. When three leases in a row were taken by others since the listing
-  (``LeaseLostError``), the listing is out of date: the round stops taking (at a cold start,
-  where no instance sees the others, every instance would otherwise try every lease); so does
-  a lease the store refused to write (throttled: the next round comes after a back-off);
+* under its target: takes available leases up to its target, in one round, in an order of its
+  own (a hash of its name and the token), so that instances taking at once seldom try the same
+  lease; an instance that holds none and finds none available steals **one** from an instance
+  over its target -- from its **surplus**, the same leases for everyone (its leases ranked by a
+  hash of their token), so that instances stealing from it at once contend for the same leases
+  rather than take it below its target -- to be counted by the others (the rest comes as they
+  give their surplus back: a lease given back has its batch in flight finished and checkpointed,
+  where a stolen one's is given again by its new owner). When three leases in a row were taken
+  by others since the listing (``LeaseLostError``), the listing is out of date: the round
+  stops taking (at a cold start, where no instance sees the others, every instance would
+  otherwise try every lease); so does a lease the store refused to write (throttled: the next
+  round comes after a back-off);
 * over its target: gives back its surplus (released as a stop releases a lease: the batch in
   flight finished and checkpointed), for the instances under theirs.
 
 An instance that joins holds nothing, so the others do not count it until it holds a lease; it
 counts itself, which lowers the others' targets below what they hold: their surplus is there
-for it to take at its first round. A round so brings a change of membership to an even spread
-(within one lease) in about two acquire intervals, moving about the leases that must move.
+for it to steal one lease of at its first round. At their next round they count it, give their
+surplus back, and it takes it at its next. A change of membership so comes to an even spread
+(within one lease) in one to three acquire intervals, moving about the leases that must move
+(docs/benchmarks.md).
 
 **.NET's** ``EqualPartitionsBalancingStrategy`` (``select_leases_to_take``), kept for
 comparison (the simulation's figures, docs/benchmarks.md): Azure/azure-cosmos-dotnet-v3,
@@ -74,11 +79,15 @@ class Round:
     mine: list[Lease]
     #: Leases to take, in the order to try them: available ones, then others' surplus.
     candidates: list[Lease]
+    #: How many of ``candidates`` are others' (at the end), and how many of those to take.
+    steals: int = 0
+    steal_limit: int = 0
     #: This instance's own surplus, to give back.
     release: list[Lease] = field(default_factory=list)
     #: Stop after ``LOSSES_IN_A_ROW`` leases found taken since the listing (.NET: go on).
     stop_when_outdated: bool = True
     _taken: int = 0
+    _stolen: int = 0
     _losses: int = 0
 
     @property
@@ -88,8 +97,11 @@ class Round:
 
     def to_try(self) -> Iterator[Lease]:
         """The candidates, as long as they are wanted."""
-        for lease in self.candidates:
+        first_steal = len(self.candidates) - self.steals
+        for place, lease in enumerate(self.candidates):
             if self.wanted <= 0 or self._losses >= LOSSES_IN_A_ROW:
+                return
+            if place >= first_steal and self._stolen >= self.steal_limit:
                 return
             yield lease
 
@@ -98,6 +110,8 @@ class Round:
         if outcome == "acquired":
             self._taken += 1
             self._losses = 0
+            if lease.owner and lease in self.candidates[len(self.candidates) - self.steals :]:
+                self._stolen += 1
         elif outcome == "lost" and self.stop_when_outdated:
             self._losses += 1
         elif outcome == "failed" and self.stop_when_outdated:
@@ -135,6 +149,8 @@ def plan_round(
         target=target,
         mine=mine,
         candidates=sorted(available, key=order) + sorted(surplus, key=order),
+        steals=len(surplus),
+        steal_limit=0 if mine else 1,
         release=_surplus(mine, len(mine) - target),
     )
 

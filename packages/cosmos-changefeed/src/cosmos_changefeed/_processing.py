@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
-from cosmos_changefeed import _clock
+from cosmos_changefeed import _clock, _keeping
 from cosmos_changefeed._balancing import Planner, Round, plan_round
 from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import (
@@ -38,6 +38,9 @@ from cosmos_changefeed._protocol import LeaseLostError, LeaseManager
 from cosmos_changefeed._reading import Page, ProcessorStart
 from cosmos_changefeed._retries import retry_delay, to_set_aside
 from cosmos_changefeed._starting import Started
+
+#: How many times a lease's release is tried (the lease expires if none is done).
+RELEASE_ATTEMPTS = 4
 
 
 class ProcessorBase:
@@ -219,14 +222,27 @@ class ProcessorBase:
 
     def _balance_delay(self, failures: int) -> float:
         """The wait before the next balancing round: the acquire interval; after ``failures``
-        failed rounds in a row, doubled at each up to the expiration interval, and while the
-        lease container refuses requests at least half the expiration interval."""
+        failed rounds in a row, doubled at each up to the expiration interval; while the lease
+        container refuses requests, the expiration interval."""
         opts = self.options
         interval = opts.lease_acquire_interval
         longest = max(interval, opts.lease_expiration_interval)
         if failures:
             return float(min(interval * 2.0 ** min(failures, 16), longest))
-        return max(interval, longest / 2) if self._pressed else interval
+        return longest if self._pressed else interval
+
+    def _release_again(self, lease: Lease, attempt: int) -> bool:
+        """Whether a release that failed (the ``attempt``-th time) is tried again: a few
+        times, while the lease is within its bound (``_keeping.fresh``)."""
+        opts = self.options
+        manager = self._manager
+        assert manager is not None
+        fresh = _keeping.fresh(lease, manager.now(), opts.lease_expiration_interval)
+        return attempt < RELEASE_ATTEMPTS and fresh
+
+    def _release_delay(self, attempt: int) -> float:
+        interval = self.options.lease_renew_interval
+        return _keeping.write_retry_delay(attempt, interval / 8, interval)
 
     def _balancing_failed(self, exc: Exception, failures: int) -> float:
         """Say that a round failed (the ``failures``-th in a row); the wait before the next."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -39,7 +40,7 @@ from cosmos_changefeed._options import (
     Mode,
     StartFrom,
 )
-from cosmos_changefeed._processing import ProcessorBase
+from cosmos_changefeed._processing import RELEASE_ATTEMPTS, ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Page, Start
 from cosmos_changefeed._source import FeedSource
@@ -339,13 +340,24 @@ class ChangeFeedProcessor(ProcessorBase):
                 del self._workers[worker.lease.lease_token]
 
     def _release(self, lease: Lease) -> None:
+        """Release ``lease`` -- tried again after a failure (``RELEASE_ATTEMPTS``), while it
+        is within its bound: else it expires."""
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
-        try:
-            drive(manager.release(lease), self._store, self._reader, no_sleep)
-        except Exception as exc:
-            failure = exc
+        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+            try:
+                drive(manager.release(lease), self._store, self._reader, no_sleep)
+                failure = None
+                break
+            except LeaseLostError as lost:
+                failure = lost
+                break
+            except Exception as exc:
+                failure = exc
+                if not self._release_again(lease, attempt):
+                    break
+                time.sleep(self._release_delay(attempt))
         self._released(lease, failure)
 
     def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:

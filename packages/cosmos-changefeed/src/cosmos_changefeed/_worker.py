@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
@@ -76,10 +77,27 @@ class LeaseWorker:
             self._drop_ahead()
             with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
                 self._settle()
-                due = self.plan.stopping()
-                if due is not None and self._lost is None:
-                    self._checkpoint(due)
+            self.flush()
             renewer.join(5.0)
+
+    def flush(self) -> None:
+        """Before the lease is released: what was handled and not checkpointed (a policy's
+        batches, a write cut short by the stop) written -- tried again after a failure while
+        the lease is within its bound (``_keeping.fresh``)."""
+        due, failures = self.plan.stopping(), 0
+        expiration = self.processor.options.lease_expiration_interval
+        while due is not None and self._lost is None:
+            try:
+                self._checkpoint(due)
+                return
+            except Exception as exc:
+                failures += 1
+                fresh = _keeping.fresh(self.lease, self.manager.now(), expiration)
+                if isinstance(exc, LeaseLostError) or not fresh:
+                    return
+                token, again_in = self.lease.lease_token, self._retry_delay(failures)
+                self.processor._checkpoint_failed(token, exc, again_in)
+            time.sleep(again_in)
 
     def halt(self) -> None:
         """End this lease's processing (at once when it waits, after the handler when one
@@ -313,7 +331,8 @@ class LeaseWorker:
     def _settle(self) -> None:
         """Wait for the checkpoint being written, if any: one that failed (not lost) is written
         again, after a back-off, until it is or the lease is lost (its ``LeaseLostError``
-        raises here) -- or the processing ends (its end tries once more)."""
+        raises here) -- a lease given back waits for it too; a stop does not (its end tries once
+        more)."""
         checkpointing, self._checkpointing = self._checkpointing, None
         if checkpointing is None:
             return
@@ -332,7 +351,7 @@ class LeaseWorker:
                 failures += 1
                 token, again_in = self.lease.lease_token, self._retry_delay(failures)
                 self.processor._checkpoint_failed(token, exc, again_in)
-                if self.stop.is_set():
+                if self.processor._stopping.is_set():
                     raise
             checkpointing = None
             self._wake.wait(self._retry_delay(failures))

@@ -55,7 +55,7 @@ from cosmos_changefeed._options import (
     Mode,
     StartFrom,
 )
-from cosmos_changefeed._processing import ProcessorBase
+from cosmos_changefeed._processing import RELEASE_ATTEMPTS, ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
@@ -350,13 +350,24 @@ class ChangeFeedProcessor(ProcessorBase):
             del self._workers[worker.lease.lease_token]
 
     async def _release(self, lease: Lease) -> None:
+        """Release ``lease`` -- tried again after a failure (``RELEASE_ATTEMPTS``), while it
+        is within its bound: else it expires."""
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
-        try:
-            await self._run(manager.release(lease))
-        except Exception as exc:
-            failure = exc
+        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+            try:
+                await self._run(manager.release(lease))
+                failure = None
+                break
+            except LeaseLostError as lost:
+                failure = lost
+                break
+            except Exception as exc:
+                failure = exc
+                if not self._release_again(lease, attempt):
+                    break
+                await asyncio.sleep(self._release_delay(attempt))
         self._released(lease, failure)
 
     async def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:

@@ -316,16 +316,29 @@ class LeaseWorker:
 
     async def flush(self) -> None:
         """Before the lease is released: what was handled and not checkpointed (a policy's
-        batches, a write cut short by the stop), written if it can be."""
-        due = self.plan.stopping()
-        if due is not None and self._lost is None:
-            with contextlib.suppress(Exception):
+        batches, a write cut short by the stop) written -- tried again after a failure while
+        the lease is within its bound (``_keeping.fresh``)."""
+        due, failures = self.plan.stopping(), 0
+        while due is not None and self._lost is None:
+            try:
                 await self._checkpoint(due)
+                return
+            except Exception as exc:
+                failures += 1
+                if isinstance(exc, LeaseLostError) or not self._in_bound():
+                    return
+                token, again_in = self.lease.lease_token, self._retry_delay(failures)
+                self.processor._checkpoint_failed(token, exc, again_in)
+            await asyncio.sleep(again_in)
+
+    def _in_bound(self) -> bool:
+        expiration = self.processor.options.lease_expiration_interval
+        return _keeping.fresh(self.lease, self.manager.now(), expiration)
 
     async def _settle(self) -> None:
         """Wait for the checkpoint being written, if any: one that failed (not lost) is written
         again, after a back-off, until it is or the lease is lost (its ``LeaseLostError``
-        raises here) -- or the processing ends (the release's ``flush`` tries once more)."""
+        raises here) -- a lease given back waits for it too; a stop cancels the wait."""
         checkpointing, self._checkpointing = self._checkpointing, None
         if checkpointing is None:
             return
@@ -340,8 +353,6 @@ class LeaseWorker:
                 failures += 1
                 token, again_in = self.lease.lease_token, self._retry_delay(failures)
                 self.processor._checkpoint_failed(token, exc, again_in)
-                if self._halting:
-                    raise
             await self._wait(self._retry_delay(failures))
             self._check_lost()
             assert self._due is not None

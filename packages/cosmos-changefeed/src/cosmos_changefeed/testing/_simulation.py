@@ -24,6 +24,7 @@ replace, delete) 10, a query 3 plus 0.1 per document returned.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
@@ -92,6 +93,14 @@ class Move:
     token: str
     was: str | None
     to: str | None
+    #: When ``was`` last wrote the lease (None: never, or no owner).
+    was_written: float | None = None
+
+    @property
+    def stolen(self) -> bool:
+        """Taken from an instance that wrote it within the expiration interval (60 s)."""
+        fresh = self.was_written is not None and self.at - self.was_written <= 60.0
+        return self.to is not None and self.was is not None and fresh
 
 
 @dataclass
@@ -137,9 +146,9 @@ class SimulatedLeaseContainer:
             return
         token = str(after["LeaseToken"])
         if before.get("Owner") != after.get("Owner"):
-            self.moves.append(
-                Move(self.clock.elapsed, token, before.get("Owner"), after.get("Owner"))
-            )
+            was = before.get("Owner")
+            written = self.written.get((was, token)) if was else None
+            self.moves.append(Move(self.clock.elapsed, token, was, after.get("Owner"), written))
         old, new = _lsn(before.get("ContinuationToken")), _lsn(after.get("ContinuationToken"))
         if old is not None and (new is None or new < old):
             self.regressions.append((token, str(old), str(new)))
@@ -304,6 +313,8 @@ class SimulatedFleet:
         self.late_batches: list[tuple[float, str, str, float]] = []
         self.failures: list[tuple[str, str, str]] = []
         self._written: list[str] = []
+        #: (instance, change id) -> (when it was first given it, the lease token).
+        self._given: dict[tuple[str, str], tuple[float, str]] = {}
         #: (virtual time, the lease container's requests so far), each step of ``until_even``.
         self.samples: list[tuple[float, int]] = []
 
@@ -356,6 +367,7 @@ class SimulatedFleet:
             self.late_batches.append((now, name, token, now - written))
         for change in changes:
             self.deliveries[(str(change["id"]), int(change.get("_lsn", 0)))].append(name)
+            self._given.setdefault((name, str(change["id"])), (now, token))
 
     async def stop(self, names: list[str]) -> None:
         """Stop these instances as a deployment scales in: each releases its leases."""
@@ -398,6 +410,30 @@ class SimulatedFleet:
     def duplicates(self) -> int:
         """Changes given more than once."""
         return sum(len(given) - 1 for given in self.deliveries.values() if len(given) > 1)
+
+    def lost_checkpoints(self) -> int:
+        """Changes given again after their first instance held on to the lease past the
+        expiry bound without writing their checkpoint (it was taken as expired, or released
+        unwritten) -- not those given again because one of the two instances took the lease
+        from the other while it was not expired (a steal: the batch the owner had in flight,
+        or read, which it hands over before it learns of the steal: the README's at-least-once
+        on a move)."""
+        lost = 0
+        for (change_id, _), given in self.deliveries.items():
+            for first, again in itertools.pairwise(given):
+                if first == again or not self._stolen_between(first, again, change_id):
+                    lost += 1
+        return lost
+
+    def _stolen_between(self, first: str, again: str, change_id: str) -> bool:
+        """Whether one of the two instances given ``change_id`` stole its lease from the
+        other (``Move.stolen``) around when they were given it."""
+        given_at, token = self._given[(first, change_id)]
+        return any(
+            move.stolen and abs(move.at - given_at) <= self.expiration
+            for move in self.container.moves
+            if move.token == token and {move.was, move.to} == {first, again}
+        )
 
     async def until_even(self, *, hold: float, limit: float, step: float = 1.0) -> float | None:
         """Watch the fleet (every ``step`` s) until it has been even for ``hold`` seconds, or
