@@ -227,7 +227,6 @@ class ChangeFeedProcessor(ProcessorBase):
     def _balance(self) -> None:
         manager = self._manager
         assert manager is not None
-        opts = self.options
         first, failures = True, 0
         while not self._stopping.is_set():
             try:
@@ -254,7 +253,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 self._stopping.wait(self._balancing_failed(exc, failures))
                 continue
             failures = 0
-            self._stopping.wait(opts.lease_acquire_interval)
+            self._stopping.wait(self._balance_delay(0))
 
     def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         for worker in workers:

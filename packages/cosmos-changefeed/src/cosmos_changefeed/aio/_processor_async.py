@@ -245,7 +245,6 @@ class ChangeFeedProcessor(ProcessorBase):
     async def _balance(self) -> None:
         manager = self._manager
         assert manager is not None
-        opts = self.options
         first, failures = True, 0
         while True:
             try:
@@ -270,7 +269,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 await asyncio.sleep(self._balancing_failed(exc, failures))
                 continue
             failures = 0
-            await asyncio.sleep(opts.lease_acquire_interval)
+            await asyncio.sleep(self._balance_delay(0))
 
     async def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         await asyncio.gather(*(worker.position_fixed.wait() for worker in workers))
