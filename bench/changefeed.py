@@ -12,6 +12,9 @@ endpoint (issues 64 and 71):
   figure, not the figure. Rows (each with its own aim, ``ROWS``):
 
   - pages of 1,000, a checkpoint per batch (the default): aim 0.9x;
+  - pages of 1,000, a handler that waits ``HANDLER_WAIT`` (5 ms) a batch, as one that writes
+    somewhere does, and a loop that waits as long after each page: aim 1.3x -- the processor
+    reads the next page while the handler waits (issue 90), the loop one after the other;
   - pages of 100 with the opt-in ``CheckpointPolicy(batches=100, seconds=1.0)``: aim 0.9x;
   - pages of 100, a checkpoint per batch, in **Azure's shape**: a round trip of
     ``ROUND_TRIP`` seconds on every request of both sides (an in-region gateway request is a
@@ -63,18 +66,46 @@ ROUND_TRIP = 0.004
 EXPIRATION, ACQUIRE = 2.0, 0.25
 PARTITIONS_HEADER = "x-funcstack-physical-partitions"
 POLICY = CheckpointPolicy(batches=100, seconds=1.0)
-#: (label, page size, the processor's checkpoint policy, with the round trip, aim).
-ROWS: tuple[tuple[str, int, CheckpointPolicy, bool, float | None], ...] = (
-    ("pages of 1,000, a checkpoint per batch (the default)", 1000, CheckpointPolicy(), False, 0.9),
-    ("pages of 100, CheckpointPolicy(batches=100, seconds=1.0)", 100, POLICY, False, 0.9),
+#: What a handler that does I/O waits per batch (the loop waits as long per page): the
+#: processor reads the next page meanwhile (issue 90).
+HANDLER_WAIT = 0.005
+#: (label, page size, the processor's checkpoint policy, with the round trip, aim, the wait of
+#: the handler -- and of the loop -- per batch).
+ROWS: tuple[tuple[str, int, CheckpointPolicy, bool, float | None, float], ...] = (
+    (
+        "pages of 1,000, a checkpoint per batch (the default)",
+        1000,
+        CheckpointPolicy(),
+        False,
+        0.9,
+        0.0,
+    ),
+    (
+        f"pages of 1,000, a handler that waits {HANDLER_WAIT * 1000:.0f} ms a batch (the loop "
+        "as long a page)",
+        1000,
+        CheckpointPolicy(),
+        False,
+        1.3,
+        HANDLER_WAIT,
+    ),
+    ("pages of 100, CheckpointPolicy(batches=100, seconds=1.0)", 100, POLICY, False, 0.9, 0.0),
     (
         f"pages of 100, a checkpoint per batch, a {ROUND_TRIP * 1000:.0f} ms round trip",
         100,
         CheckpointPolicy(),
         True,
         0.85,
+        0.0,
     ),
-    ("pages of 100, a checkpoint per batch, no round trip", 100, CheckpointPolicy(), False, None),
+    (
+        "pages of 100, a checkpoint per batch, no round trip",
+        100,
+        CheckpointPolicy(),
+        False,
+        None,
+        0.0,
+    ),
 )
 
 
@@ -102,9 +133,10 @@ def _warm(database: DatabaseProxy) -> None:
     assert list(container.query_items("SELECT * FROM c", enable_cross_partition_query=True))
 
 
-def _bare_loop(container: ContainerProxy, page_size: int, docs: int) -> float:
-    """The floor: the whole (one-partition) feed read page by page, from the beginning;
-    documents per second from its first request to its last page."""
+def _bare_loop(container: ContainerProxy, page_size: int, docs: int, wait: float = 0.0) -> float:
+    """The floor: the whole (one-partition) feed read page by page, from the beginning (and
+    ``wait`` seconds after each page, as a handler that does I/O would); documents per second
+    from its first request to its last page."""
     started = time.perf_counter()
     (feed_range,) = list(container.read_feed_ranges())
     read, continuation = 0, None
@@ -121,6 +153,8 @@ def _bare_loop(container: ContainerProxy, page_size: int, docs: int) -> float:
         if not items:
             break
         read += len(items)
+        if wait:
+            time.sleep(wait)
         last = time.perf_counter()
         continuation = pager.continuation_token  # type: ignore[attr-defined]
     assert read == docs, read
@@ -133,9 +167,10 @@ def _processor(
     page_size: int,
     checkpoint: CheckpointPolicy,
     docs: int,
+    wait: float = 0.0,
 ) -> float:
-    """The sync processor reading the same documents: documents per second from its
-    ``start()`` to its last batch."""
+    """The sync processor reading the same documents (its handler waits ``wait`` seconds a
+    batch): documents per second from its ``start()`` to its last batch."""
     leases = database.create_container(
         f"l{uuid.uuid4().hex[:8]}", partition_key=PartitionKey(path="/id"), default_ttl=-1
     )
@@ -145,6 +180,8 @@ def _processor(
 
     def handler(_context: LeaseContext, changes: list[dict[str, Any]]) -> None:
         nonlocal count, last
+        if wait:
+            time.sleep(wait)
         last = time.perf_counter()
         count += len(changes)
         if count >= docs:
@@ -171,7 +208,10 @@ def _processor(
 
 
 def _throughput(
-    local: CosmosEndpoint, database: DatabaseProxy, backlogs: dict[int, ContainerProxy]
+    local: CosmosEndpoint,
+    database: DatabaseProxy,
+    backlogs: dict[int, ContainerProxy],
+    only: tuple[int, ...] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each row of ``ROWS``: the loop and the processor, alternated, their medians."""
     far = CosmosClient(
@@ -180,14 +220,15 @@ def _throughput(
         raw_response_hook=lambda _response: time.sleep(ROUND_TRIP),
     ).get_database_client(database.id)
     rows: dict[str, dict[str, Any]] = {}
-    for label, page_size, checkpoint, round_trip, aim in ROWS:
+    chosen = [row for place, row in enumerate(ROWS) if only is None or place in only]
+    for label, page_size, checkpoint, round_trip, aim, wait in chosen:
         db = far if round_trip else database
         docs = LARGE if page_size == 1000 else DOCS
         container = db.get_container_client(backlogs[docs].id)
         loops, processors = [], []
         for _ in range(ROUNDS):
-            loops.append(_bare_loop(container, page_size, docs))
-            processors.append(_processor(container, db, page_size, checkpoint, docs))
+            loops.append(_bare_loop(container, page_size, docs, wait))
+            processors.append(_processor(container, db, page_size, checkpoint, docs, wait))
         loop, processor = statistics.median(loops), statistics.median(processors)
         rows[label] = {
             "loop_per_s": loop,
@@ -342,7 +383,11 @@ def _takeover_s(local: CosmosEndpoint, database: DatabaseProxy) -> float:
         )
 
 
-def measure() -> dict[str, Any]:
+def measure(
+    *, rows: tuple[int, ...] | None = None, throughput_only: bool = False
+) -> dict[str, Any]:
+    """The figures; ``rows``: only these of ``ROWS`` (by position); ``throughput_only``: no
+    takeover and no memory."""
     logging.getLogger("azure").setLevel(logging.WARNING)
     logging.getLogger("cosmos_changefeed").setLevel(logging.WARNING)
     local = start_cosmos()
@@ -353,7 +398,9 @@ def measure() -> dict[str, Any]:
         backlogs = {docs: _container(database, 1) for docs in (DOCS, LARGE)}
         for docs, container in backlogs.items():
             _load(container, docs)
-        throughput = _throughput(local, database, backlogs)
+        throughput = _throughput(local, database, backlogs, rows)
+        if throughput_only:
+            return {"docs": DOCS, "throughput": throughput}
         takeovers = [_takeover_s(local, database) for _ in range(2)]
         processor_kb = _memory_kb(local, database, _INSTANCE)
         bare_kb = _memory_kb(local, database, _BARE)
@@ -374,16 +421,22 @@ def measure() -> dict[str, Any]:
         local.stop()
 
 
+def _throughput_lines(figures: dict[str, Any]) -> list[str]:
+    return [
+        f"  throughput per lease, {row['docs']:,} documents start to end, {label}: "
+        f"processor {row['processor_per_s']:,.0f}/s, bare query_items_change_feed loop "
+        f"{row['loop_per_s']:,.0f}/s: {row['ratio']:.2f}x "
+        f"({'aim >= ' + format(row['aim'], 'g') + 'x' if row['aim'] else 'no aim'})"
+        for label, row in figures["throughput"].items()
+    ]
+
+
 def report(figures: dict[str, Any]) -> str:
+    if "takeover_s" not in figures:
+        return "\n".join(_throughput_lines(figures))
     return "\n".join(
         [
-            *(
-                f"  throughput per lease, {row['docs']:,} documents start to end, {label}: "
-                f"processor {row['processor_per_s']:,.0f}/s, bare query_items_change_feed loop "
-                f"{row['loop_per_s']:,.0f}/s: {row['ratio']:.2f}x "
-                f"({'aim >= ' + format(row['aim'], 'g') + 'x' if row['aim'] else 'no aim'})"
-                for label, row in figures["throughput"].items()
-            ),
+            *_throughput_lines(figures),
             f"  takeover after a SIGKILL (4 leases): {figures['takeover_s']:.2f} s, the bound "
             f"(expiry + acquire) {figures['takeover_bound_s']:.2f} s: "
             f"{figures['takeover_ratio']:.2f}x",
@@ -394,4 +447,8 @@ def report(figures: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    print(report(measure()))
+    import sys
+
+    # python -m bench.changefeed [row positions, e.g. 0,1: the throughput rows alone]
+    picked = tuple(int(n) for n in sys.argv[1].split(",")) if len(sys.argv) > 1 else None
+    print(report(measure(rows=picked, throughput_only=picked is not None)))

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from running import FAST, FLAVOURS, Flavour, leases, run, wait, wrapped
 
+import cosmos_changefeed
+import cosmos_changefeed.aio
 from cosmos_changefeed import (
     ChangeFeedEstimator,
     ChangeFeedProcessor,
@@ -189,6 +191,14 @@ def test_a_continuation_is_refused_when_it_is_not_one_or_not_of_the_whole_contai
         Continuation(base64.b64encode(json.dumps(whole).encode()).decode())
 
 
+def test_a_continuation_that_is_none_is_refused_saying_so() -> None:
+    """What a pull-model reader at "now" over an empty container is left with: refused, and
+    the message says it was None and what to start from instead."""
+    with pytest.raises(ValueError, match=r"Continuation\(None\): the token is None") as refused:
+        Continuation(None)  # type: ignore[arg-type]
+    assert "start_from=" in str(refused.value)
+
+
 def test_a_continuation_of_another_container_fails_the_start_before_any_lease() -> None:
     other, feed, documents = InMemoryFeed(), InMemoryFeed(), InMemoryDocuments()
     processor = ChangeFeedProcessor(
@@ -227,6 +237,45 @@ def test_the_lease_state_exported_and_restored_elsewhere_resumes_from_its_checkp
     assert restore(fresh, json.loads(text)) == 3
     run(flavour, feed, moved, lambda: len(again.ids) == 5, handler=again)
     assert sorted(again.ids) == [f"new{i}" for i in range(5)]  # none of the handled again
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_the_lease_state_is_exported_and_restored_without_a_processor(flavour: Flavour) -> None:
+    """``export_leases`` / ``restore_leases`` take the two containers and the processor's name:
+    a tool that moves or backs up the leases has no handler to give."""
+    feed, documents, seen = InMemoryFeed(partitions=2), InMemoryDocuments(), Seen()
+    write(feed, "handled", 6)
+    run(flavour, feed, documents, lambda: len(seen.ids) == 6, handler=seen, start_from="beginning")
+    moved = InMemoryDocuments()
+    if flavour == "sync":
+        state = cosmos_changefeed.export_leases(
+            InMemoryFeedSource(feed), InMemoryLeaseStore(documents=documents), processor_name="p"
+        )
+        created = cosmos_changefeed.restore_leases(
+            InMemoryFeedSource(feed),
+            InMemoryLeaseStore(documents=moved),
+            processor_name="p",
+            state=state,
+        )
+    else:
+
+        async def across() -> tuple[list[dict[str, Any]], int]:
+            source = AsyncInMemoryFeedSource(feed)
+            exported = await cosmos_changefeed.aio.export_leases(
+                source, AsyncInMemoryLeaseStore(documents=documents), processor_name="p"
+            )
+            count = await cosmos_changefeed.aio.restore_leases(
+                source, AsyncInMemoryLeaseStore(documents=moved), processor_name="p", state=exported
+            )
+            return exported, count
+
+        state, created = asyncio.run(across())
+    assert sorted(d["id"].rsplit(".", 1)[-1] for d in state) == ["0", "1", "info"]
+    assert created == 3
+    again = Seen()
+    write(feed, "new", 3)
+    run(flavour, feed, moved, lambda: len(again.ids) == 3, handler=again)
+    assert sorted(again.ids) == ["new0", "new1", "new2"]  # none of the handled again
 
 
 def test_a_restore_is_refused_into_a_store_in_use_or_from_another_container() -> None:

@@ -14,6 +14,7 @@ from cosmos_changefeed._checks import HandlerKindError
 from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._estimator import ChangeFeedEstimator
+from cosmos_changefeed._exporting import export_leases, restore_leases
 from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import ManualCheckpointContext
@@ -79,5 +80,7 @@ __all__ = [
     "PreconditionFailedError",
     "StartFrom",
     "__version__",
+    "export_leases",
     "lease_prefix",
+    "restore_leases",
 ]

@@ -159,6 +159,14 @@ class Continuation:
     state: SdkState = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if self.token is None:
+            raise ValueError(
+                "Continuation(None): the token is None -- azure-cosmos's pager leaves its "
+                "continuation_token None when its read found no change (a read from 'now', or "
+                "of an empty container): there is no position to start from. Start from the "
+                "time of that read instead (start_from=<a timezone-aware datetime>: nothing "
+                "written after it is skipped), or from 'now' (the processor's start)"
+            )
         state = sdk_state(self.token) if isinstance(self.token, str) else None
         if state is None or not state.entries:
             raise ValueError(

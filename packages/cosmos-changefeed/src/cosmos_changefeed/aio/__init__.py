@@ -8,6 +8,7 @@ from __future__ import annotations
 from cosmos_changefeed._manual import AsyncManualCheckpointContext as ManualCheckpointContext
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
 from cosmos_changefeed.aio._estimator_async import ChangeFeedEstimator
+from cosmos_changefeed.aio._exporting_async import export_leases, restore_leases
 from cosmos_changefeed.aio._feed_async import CosmosFeedSource, FeedSource
 from cosmos_changefeed.aio._processor_async import (
     ChangeFeedProcessor,
@@ -27,4 +28,6 @@ __all__ = [
     "LeaseStore",
     "ManualCheckpointContext",
     "ManualCheckpointHandler",
+    "export_leases",
+    "restore_leases",
 ]
