@@ -26,7 +26,9 @@ from cosmos_changefeed import (
     InMemoryDocuments,
     InMemoryLeaseStore,
     LeaseContext,
+    lease_prefix,
 )
+from cosmos_changefeed._names import legacy_prefix
 from cosmos_changefeed.aio import ChangeFeedEstimator as AsyncChangeFeedEstimator
 from cosmos_changefeed.aio import ChangeFeedProcessor as AsyncChangeFeedProcessor
 from cosmos_changefeed.aio import InMemoryLeaseStore as AsyncInMemoryLeaseStore
@@ -276,6 +278,37 @@ def test_the_lease_state_is_exported_and_restored_without_a_processor(flavour: F
     write(feed, "new", 3)
     run(flavour, feed, moved, lambda: len(again.ids) == 3, handler=again)
     assert sorted(again.ids) == ["new0", "new1", "new2"]  # none of the handled again
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_leases_written_by_1_0_on_an_ipv6_endpoint_go_on_under_dotnets_prefix(
+    flavour: Flavour,
+) -> None:
+    """1.0 wrote an IPv6 literal's host without .NET's brackets: the first start of a later
+    version adopts those leases (their checkpoints, under .NET's prefix) and leaves them."""
+    endpoint = "https://[::ffff:127.0.0.1]:8081/"
+    feed, seen = InMemoryFeed(partitions=2, account_endpoint=endpoint), Seen()
+    documents = InMemoryDocuments()
+    write(feed, "handled", 6)
+    run(flavour, feed, documents, lambda: len(seen.ids) == 6, handler=seen, start_from="beginning")
+    new = lease_prefix("p", endpoint, feed.container_rid)
+    old = legacy_prefix("p", endpoint, feed.container_rid)
+    assert old is not None and "[" not in old and new.startswith("p[::ffff:127.0.0.1]_")
+    left_by_1_0 = InMemoryDocuments()  # the same documents, under 1.0's spelling
+    left_by_1_0.restore([doc | {"id": doc["id"].replace(new, old)} for doc in documents.export()])
+    write(feed, "new", 3)
+    again = Seen()
+    run(
+        flavour,
+        feed,
+        left_by_1_0,
+        lambda: len(again.ids) == 3,
+        handler=again,
+        start_from="beginning",
+    )
+    assert sorted(again.ids) == ["new0", "new1", "new2"]  # none of the handled again
+    ids = {doc["id"] for doc in left_by_1_0.list_documents("")}
+    assert {f"{new}..0", f"{new}..1", f"{new}.info", f"{old}..0", f"{old}..1"} <= ids
 
 
 def test_a_restore_is_refused_into_a_store_in_use_or_from_another_container() -> None:

@@ -107,6 +107,28 @@ def test_ids_are_the_processor_name_the_account_host_and_the_resource_ids() -> N
     assert database_rid("ab-cAL9TABw=") == "ab-cAA=="
 
 
+@pytest.mark.parametrize(
+    ("endpoint", "host"),
+    [
+        ("https://[::ffff:127.0.0.1]:8081/", "[::ffff:127.0.0.1]"),  # funcstack's endpoint
+        ("https://[::FFFF:7F00:1]:8081/", "[::ffff:127.0.0.1]"),
+        ("https://[0:0:0:0:0:ffff:127.0.0.1]/", "[::ffff:127.0.0.1]"),
+        ("https://[::1]:8081/", "[::1]"),
+        ("https://[2001:DB8:0:0:1:0:0:1]/", "[2001:db8::1:0:0:1]"),  # the first run of zeros
+        ("https://[::ffff:0.0.0.1]/", "[::ffff:0:1]"),  # .NET dots only a nonzero 7th group
+        ("https://ACCT.documents.azure.com:443/", "acct.documents.azure.com"),
+        ("https://acct.documents.azure.com/", "acct.documents.azure.com"),
+        ("https://127.0.0.1:8081/", "127.0.0.1"),
+    ],
+)
+def test_the_host_in_a_lease_id_is_dotnets_uri_host_whatever_the_endpoints_spelling(
+    endpoint: str, host: str
+) -> None:
+    """``Uri.Host``: lower case, no port; an IPv6 literal in brackets, in dotnet/runtime's
+    canonical form (``IPv6AddressHelper.ParseCanonicalName``): one lease id for one account."""
+    assert lease_prefix("p", endpoint, "jTJ4AL9TABw=") == f"p{host}_jTJ4AA==_jTJ4AL9TABw="
+
+
 def test_times_are_written_as_newtonsoft_writes_a_utc_datetime() -> None:
     moment = dt.datetime(2026, 1, 1, 12, 0, 0, 123450, tzinfo=dt.UTC)
     assert format_time(moment) == "2026-01-01T12:00:00.12345Z"

@@ -58,6 +58,7 @@ def test_a_lease_container_without_ttl_is_warned_of(caplog: pytest.LogCaptureFix
     ("endpoint", "warned"),
     [
         ("https://localhost:8081/", True),
+        ("https://[::ffff:127.0.0.1]:8081/", True),
         ("https://127.0.0.1:8081/", False),  # "mailer127." starts "mailer127.0.0.1_..."
         ("https://shop.documents.azure.com:443/", False),
     ],
@@ -70,7 +71,7 @@ def test_an_account_host_without_a_dot_is_warned_of_for_keda(
     found = [w for w in warnings_of(caplog) if "KEDA" in w]
     assert bool(found) == warned, found
     if warned:
-        assert "has no dot" in found[0] and "never scale" in found[0]
+        assert "has no dot" in found[0] and "IPv6" in found[0] and "never scale" in found[0]
 
 
 def test_keda_finds_the_leases_by_the_name_and_the_host_up_to_its_first_dot() -> None:
@@ -78,6 +79,9 @@ def test_keda_finds_the_leases_by_the_name_and_the_host_up_to_its_first_dot() ->
     assert keda_prefix("mailer", "https://shop.documents.azure.com:443/") == "mailershop."
     assert keda_prefix("mailer", "https://127.0.0.1:8081/") == "mailer127."
     assert keda_prefix("mailer", "https://localhost:8081/") is None
+    # Go's url.Hostname() drops an IPv6 literal's brackets, the lease ids keep them (.NET's):
+    # KEDA's "mailer::ffff:127." never starts "mailer[::ffff:127.0.0.1]_..."
+    assert keda_prefix("mailer", "https://[::ffff:127.0.0.1]:8081/") is None
 
 
 def test_another_containers_leases_under_the_same_name_are_warned_of(

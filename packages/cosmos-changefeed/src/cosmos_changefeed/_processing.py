@@ -535,13 +535,21 @@ def start_warnings(facts: Started, processor_name: str) -> list[str]:
             "leases is then never removed, and every instance waits for it for ever; turn TTL "
             "on (default_ttl=-1: nothing else expires), as .NET's docs ask"
         )
+    if facts.adopted:
+        warnings.append(
+            f"{facts.adopted} lease(s) written by cosmos-changefeed 1.0 under "
+            f"'{facts.legacy_prefix}..' (the account's IPv6 host without the brackets .NET "
+            f"writes) adopted: they go on from their checkpoints under '{facts.prefix}..', as "
+            ".NET's; the old documents are left -- delete them once no instance of 1.0 runs"
+        )
     if facts.keda_prefix is None:
         warnings.append(
-            "the account's host has no dot (localhost): KEDA's azure-cosmosdb scaler finds "
-            f"leases by '{processor_name}' + the host up to its first dot + '.', which these "
-            f"leases' ids ('{facts.prefix}..') do not start with: it would find none and never "
-            "scale. Use an address with a dot (127.0.0.1, or a name such as cosmos.local) for "
-            "a KEDA rule to read these leases"
+            "the account's host has no dot (localhost) or is an IPv6 literal: KEDA's "
+            f"azure-cosmosdb scaler finds leases by '{processor_name}' + the host (without "
+            "brackets) up to its first dot + '.', which these leases' ids "
+            f"('{facts.prefix}..') do not start with: it would find none and never scale. Use "
+            "an address with a dot (127.0.0.1, or a name such as cosmos.local) for a KEDA rule "
+            "to read these leases"
         )
     elif facts.foreign_leases:
         warnings.append(

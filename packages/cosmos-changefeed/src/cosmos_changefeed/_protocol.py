@@ -202,6 +202,8 @@ class LeaseManager:
         self._by_partition_key = partition_key_path == PARTITION_KEY_PATH
         self._clock = clock
         self._lock_etag: str | None = None
+        #: Leases of 1.0's prefix this instance adopted when it initialised the store.
+        self.adopted = 0
 
     @property
     def lease_prefix(self) -> str:
@@ -361,9 +363,12 @@ class LeaseManager:
         doc = yield Create(lease.to_document(), self._pk(lease))
         return Lease.from_document(doc) if doc is not None else None
 
-    def initialize(self) -> Flow:
+    def initialize(self, adopt: str | None = None) -> Flow:
         """``BootstrapperCore.InitializeAsync``: the store initialised (by this instance or
-        another); returns the number of leases this instance created."""
+        another); returns the number of leases this instance created. ``adopt``: the prefix
+        cosmos-changefeed 1.0 wrote the leases under (``_names.legacy_prefix``): an instance
+        that initialises a store holding none of this prefix's copies those first (``adopted``:
+        how many), so that they go on from their checkpoints."""
         created = 0
         info = _names.info_id(self.prefix)
         while (yield Read(info, info)) is None:
@@ -380,6 +385,9 @@ class LeaseManager:
             try:
                 ranges = yield ReadRanges(force_refresh=False)
                 leases = yield from self.all_leases()
+                if adopt is not None and not leases:
+                    self.adopted = yield from self._adopt(adopt)
+                    leases = yield from self.all_leases()
                 for missing in missing_ranges(ranges, leases):
                     child = ChildLease(missing.range, missing.id)
                     if (yield from self.create_lease(child, None)) is not None:
@@ -398,6 +406,28 @@ class LeaseManager:
             yield from self._unlock(lock)
             break
         return created
+
+    def _adopt(self, old_prefix: str) -> Flow:
+        """Copy the leases under ``old_prefix`` to this prefix (owner cleared, the rest kept);
+        the number created. The old documents are left (an instance of 1.0 may still run)."""
+        docs = yield ListDocuments(f"{old_prefix}{_names.LEASE_SEPARATOR}")
+        count = 0
+        for doc in docs:
+            if not doc.get("LeaseToken") and not doc.get("PartitionId"):
+                continue
+            old = Lease.from_document(doc)
+            lease = old.evolve(
+                id=_names.lease_id(self.prefix, old.lease_token),
+                owner=None,
+                etag=None,
+                ts=0,
+                partition_key=None,
+            )
+            if self._by_partition_key:
+                lease = lease.evolve(partition_key=lease.id)
+            if (yield Create(lease.to_document(), self._pk(lease))) is not None:
+                count += 1
+        return count
 
     def _unlock(self, lock: str, error: Exception | None = None) -> Flow:
         """The initialisation lock deleted (``If-Match`` its etag). After ``error`` (the

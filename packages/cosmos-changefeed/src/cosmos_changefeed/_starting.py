@@ -47,6 +47,10 @@ class Started:
     #: Leases under KEDA's prefix that are not this processor's (another container's with the
     #: same processor name): KEDA would add their lag to this processor's.
     foreign_leases: list[str] = field(default_factory=list)
+    #: The prefix 1.0 wrote the leases under, where it differs (an IPv6 literal's host), and
+    #: how many of them this instance adopted.
+    legacy_prefix: str | None = None
+    adopted: int = 0
 
     @property
     def prefix(self) -> str:
@@ -89,5 +93,6 @@ def start_flow(
                 for doc in docs
                 if doc.get("LeaseToken") and not str(doc["id"]).startswith(manager.lease_prefix)
             )
-    created = yield from manager.initialize()
-    return Started(manager, created, start, expires, keda, foreign)
+    legacy = _names.legacy_prefix(options.processor_name, account_endpoint, rid)
+    created = yield from manager.initialize(adopt=legacy)
+    return Started(manager, created, start, expires, keda, foreign, legacy, manager.adopted)
