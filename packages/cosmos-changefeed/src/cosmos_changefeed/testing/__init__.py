@@ -2,7 +2,8 @@
 feed in memory, which a test writes, deletes, splits and merges; ``InMemoryFeedSource`` and
 ``AsyncInMemoryFeedSource`` give it to a processor or an estimator in place of a container),
 the feed source's contract suite (``FeedSourceContract``, ``FeedHarness``: ``_feed_contract``),
-and the lease store's, below.
+the lease store's, below, and ``VirtualClock`` (``_virtual``): asyncio in virtual time, for aio
+processors whose lease intervals pass in microseconds.
 
 The lease store's contract suite, shipped with the package (eventsourcing's habit): a store
 proves itself by subclassing it. Both stores here pass it (the package's tests run it against
@@ -44,6 +45,7 @@ from cosmos_changefeed._store import (
 from cosmos_changefeed.aio._memory_feed_async import InMemoryFeedSource as AsyncInMemoryFeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore as AsyncLeaseStore
 from cosmos_changefeed.testing._feed_contract import FeedHarness, FeedSourceContract, blocking
+from cosmos_changefeed.testing._virtual import VirtualClock
 
 __all__ = [
     "AsyncInMemoryFeedSource",
@@ -53,6 +55,7 @@ __all__ = [
     "InMemoryFeed",
     "InMemoryFeedSource",
     "LeaseStoreContract",
+    "VirtualClock",
     "blocking",
 ]
 
