@@ -16,6 +16,7 @@ from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._estimator import ChangeFeedEstimator
 from cosmos_changefeed._exporting import export_leases, restore_leases
 from cosmos_changefeed._feed import CosmosFeedSource
+from cosmos_changefeed._lease_state import LeaseState
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import ManualCheckpointContext
 from cosmos_changefeed._names import store_prefix as lease_prefix
@@ -32,6 +33,8 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processor import ChangeFeedProcessor, Handler, ManualCheckpointHandler
 from cosmos_changefeed._protocol import LeaseLostError
+from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
+from cosmos_changefeed._reading import Page, Start
 from cosmos_changefeed._resources import MissingResourceError
 from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import (
@@ -58,6 +61,7 @@ __all__ = [
     "CosmosFeedSource",
     "CosmosLeaseStore",
     "During",
+    "EpkRange",
     "EstimateFrom",
     "FailedBatch",
     "Failure",
@@ -69,6 +73,7 @@ __all__ = [
     "Lease",
     "LeaseContext",
     "LeaseLostError",
+    "LeaseState",
     "LeaseStore",
     "LeaseStoreError",
     "ManualCheckpointContext",
@@ -76,8 +81,11 @@ __all__ = [
     "MissingResourceError",
     "Mode",
     "NotFoundError",
+    "Page",
+    "PartitionKeyRange",
     "PendingChanges",
     "PreconditionFailedError",
+    "Start",
     "StartFrom",
     "__version__",
     "export_leases",
