@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -136,9 +137,10 @@ class Lease:
             doc["timestamp"] = stamp
         return doc
 
-    @property
+    @functools.cached_property
     def last_updated(self) -> dt.datetime:
-        """``DocumentServiceLease.Timestamp``: the explicit ``timestamp``, else ``_ts``."""
+        """``DocumentServiceLease.Timestamp``: the explicit ``timestamp``, else ``_ts`` (read
+        once: a lease is immutable)."""
         explicit = parse_time(self.timestamp)
         if explicit is not None:
             return explicit
@@ -153,6 +155,27 @@ class Lease:
 
     def __str__(self) -> str:
         return f"lease {self.lease_token} (owner {self.owner or '-'})"
+
+
+#: Leases parsed from their documents, by (id, ``_etag``): a document's etag changes at every
+#: write, so a version is parsed once in a process however many instances list it.
+_PARSED: dict[tuple[str, str], Lease] = {}
+_PARSED_MOST = 65_536
+
+
+def parsed(doc: Mapping[str, Any]) -> Lease:
+    """``Lease.from_document(doc)``, once per version of a document (its ``_etag``)."""
+    etag = doc.get("_etag")
+    if not etag:
+        return Lease.from_document(doc)
+    key = (str(doc.get("id")), str(etag))
+    lease = _PARSED.get(key)
+    if lease is None:
+        lease = Lease.from_document(doc)
+        if len(_PARSED) >= _PARSED_MOST:
+            _PARSED.clear()
+        _PARSED[key] = lease
+    return lease
 
 
 def new_range_lease(

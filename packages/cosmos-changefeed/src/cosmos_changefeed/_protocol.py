@@ -52,6 +52,7 @@ from cosmos_changefeed._leases import (
     format_time,
     new_epk_lease,
     new_range_lease,
+    parsed,
 )
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange, overlapping
 from cosmos_changefeed._reading import Start, is_gone
@@ -217,7 +218,7 @@ class LeaseManager:
     def all_leases(self) -> Flow:
         """``GetAllLeasesAsync``: every lease of the processor, in the store's order."""
         docs = yield ListDocuments(self.lease_prefix)
-        return [Lease.from_document(doc) for doc in docs]
+        return [parsed(doc) for doc in docs]
 
     def owned_leases(self) -> Flow:
         """``GetOwnedLeasesAsync``."""
