@@ -14,6 +14,7 @@ from bench import (
     api,
     breakdown,
     changefeed,
+    changefeed_scale,
     claim_check,
     cold_start,
     cosmos_queries,
@@ -54,6 +55,17 @@ def main() -> None:
         )
         results["changefeed"] = changefeed.measure()
         print(changefeed.report(results["changefeed"]))
+
+        print(
+            "\nThe change feed processor at scale (cosmos-changefeed, issue 90): 100-2,000 leases, "
+            "10-150 instances in virtual time, changes of membership, 429s at half the budget "
+            "...",
+            flush=True,
+        )
+        started = time.perf_counter()
+        scale = changefeed_scale.measure_all()
+        print(changefeed_scale.report(scale))
+        print(f"  ({time.perf_counter() - started:.0f} s)")
         print(
             f"\nCosmos DB endpoint at scale: creates with {cosmos_scale.DOCS:,} documents kept "
             "beside a fresh endpoint, the restart, the memory ...",

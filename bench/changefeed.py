@@ -15,6 +15,8 @@ endpoint (issues 64 and 71):
   - pages of 1,000, a handler that waits ``HANDLER_WAIT`` (5 ms) a batch, as one that writes
     somewhere does, and a loop that waits as long after each page: aim 1.3x -- the processor
     reads the next page while the handler waits (issue 90), the loop one after the other;
+  - the same two with the aio processor and a loop on azure-cosmos's aio client (the wait an
+    ``asyncio.sleep``): aims 0.9x and 1.3x;
   - pages of 100 with the opt-in ``CheckpointPolicy(batches=100, seconds=1.0)``: aim 0.9x;
   - pages of 100, a checkpoint per batch, in **Azure's shape**: a round trip of
     ``ROUND_TRIP`` seconds on every request of both sides (an in-region gateway request is a
@@ -40,6 +42,7 @@ endpoint (issues 64 and 71):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
@@ -50,12 +53,15 @@ import textwrap
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from cosmos_changefeed import ChangeFeedProcessor, CheckpointPolicy, Lease, LeaseContext
+from cosmos_changefeed.aio import ChangeFeedProcessor as AsyncChangeFeedProcessor
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
 
 DOCS = 60_000
@@ -69,18 +75,28 @@ POLICY = CheckpointPolicy(batches=100, seconds=1.0)
 #: What a handler that does I/O waits per batch (the loop waits as long per page): the
 #: processor reads the next page meanwhile (issue 90).
 HANDLER_WAIT = 0.005
-#: (label, page size, the processor's checkpoint policy, with the round trip, aim, the wait of
-#: the handler -- and of the loop -- per batch).
-ROWS: tuple[tuple[str, int, CheckpointPolicy, bool, float | None, float], ...] = (
-    (
-        "pages of 1,000, a checkpoint per batch (the default)",
-        1000,
-        CheckpointPolicy(),
-        False,
-        0.9,
-        0.0,
+
+
+@dataclass(frozen=True)
+class Row:
+    """One throughput row: the processor's page size and checkpoint policy, with the round trip
+    or not, its aim (None: none), the wait of its handler -- and of the loop -- per batch, and
+    the flavour (the processor's and the loop's client: sync or aio)."""
+
+    label: str
+    page_size: int
+    checkpoint: CheckpointPolicy
+    round_trip: bool
+    aim: float | None
+    wait: float = 0.0
+    flavour: str = "sync"
+
+
+ROWS: tuple[Row, ...] = (
+    Row(
+        "pages of 1,000, a checkpoint per batch (the default)", 1000, CheckpointPolicy(), False, 0.9
     ),
-    (
+    Row(
         f"pages of 1,000, a handler that waits {HANDLER_WAIT * 1000:.0f} ms a batch (the loop "
         "as long a page)",
         1000,
@@ -89,22 +105,33 @@ ROWS: tuple[tuple[str, int, CheckpointPolicy, bool, float | None, float], ...] =
         1.3,
         HANDLER_WAIT,
     ),
-    ("pages of 100, CheckpointPolicy(batches=100, seconds=1.0)", 100, POLICY, False, 0.9, 0.0),
-    (
+    Row("pages of 100, CheckpointPolicy(batches=100, seconds=1.0)", 100, POLICY, False, 0.9),
+    Row(
         f"pages of 100, a checkpoint per batch, a {ROUND_TRIP * 1000:.0f} ms round trip",
         100,
         CheckpointPolicy(),
         True,
         0.85,
-        0.0,
     ),
-    (
-        "pages of 100, a checkpoint per batch, no round trip",
-        100,
+    Row(
+        "pages of 100, a checkpoint per batch, no round trip", 100, CheckpointPolicy(), False, None
+    ),
+    Row(
+        "aio: pages of 1,000, a checkpoint per batch (the default)",
+        1000,
         CheckpointPolicy(),
         False,
-        None,
-        0.0,
+        0.9,
+        flavour="aio",
+    ),
+    Row(
+        f"aio: pages of 1,000, a handler that waits {HANDLER_WAIT * 1000:.0f} ms a batch",
+        1000,
+        CheckpointPolicy(),
+        False,
+        1.3,
+        HANDLER_WAIT,
+        flavour="aio",
     ),
 )
 
@@ -221,15 +248,23 @@ def _throughput(
     ).get_database_client(database.id)
     rows: dict[str, dict[str, Any]] = {}
     chosen = [row for place, row in enumerate(ROWS) if only is None or place in only]
-    for label, page_size, checkpoint, round_trip, aim, wait in chosen:
-        db = far if round_trip else database
-        docs = LARGE if page_size == 1000 else DOCS
+    for row in chosen:
+        db = far if row.round_trip else database
+        docs = LARGE if row.page_size == 1000 else DOCS
         container = db.get_container_client(backlogs[docs].id)
         loops, processors = [], []
         for _ in range(ROUNDS):
-            loops.append(_bare_loop(container, page_size, docs, wait))
-            processors.append(_processor(container, db, page_size, checkpoint, docs, wait))
+            if row.flavour == "aio":
+                names = (database.id, backlogs[docs].id)
+                loops.append(asyncio.run(_bare_loop_aio(local, names, row, docs)))
+                processors.append(asyncio.run(_processor_aio(local, names, row, docs)))
+                continue
+            loops.append(_bare_loop(container, row.page_size, docs, row.wait))
+            processors.append(
+                _processor(container, db, row.page_size, row.checkpoint, docs, row.wait)
+            )
         loop, processor = statistics.median(loops), statistics.median(processors)
+        aim, label = row.aim, row.label
         rows[label] = {
             "loop_per_s": loop,
             "processor_per_s": processor,
@@ -239,6 +274,77 @@ def _throughput(
             "rounds": {"loop": loops, "processor": processors},
         }
     return rows
+
+
+async def _bare_loop_aio(
+    local: CosmosEndpoint, names: tuple[str, str], row: Row, docs: int
+) -> float:
+    """``_bare_loop`` with azure-cosmos's aio client (the handler's wait an ``asyncio.sleep``)."""
+    async with AsyncCosmosClient(local.endpoint, local.key) as client:
+        container = client.get_database_client(names[0]).get_container_client(names[1])
+        started = time.perf_counter()
+        (feed_range,) = [r async for r in container.read_feed_ranges()]
+        read, continuation, last = 0, None, started
+        while True:
+            kwargs: dict[str, Any] = {"max_item_count": row.page_size}
+            if continuation:
+                kwargs["continuation"] = continuation
+            else:
+                kwargs.update(feed_range=feed_range, start_time="Beginning")
+            pager = container.query_items_change_feed(**kwargs).by_page()
+            items: list[dict[str, Any]] = []
+            async for page in pager:
+                items = [item async for item in page]
+                break
+            if not items:
+                break
+            read += len(items)
+            if row.wait:
+                await asyncio.sleep(row.wait)
+            last = time.perf_counter()
+            continuation = pager.continuation_token  # type: ignore[attr-defined]
+    assert read == docs, read
+    return docs / (last - started)
+
+
+async def _processor_aio(
+    local: CosmosEndpoint, names: tuple[str, str], row: Row, docs: int
+) -> float:
+    """``_processor`` with the aio processor (its handler awaits the wait)."""
+    async with AsyncCosmosClient(local.endpoint, local.key) as client:
+        database = client.get_database_client(names[0])
+        leases = await database.create_container(
+            f"l{uuid.uuid4().hex[:8]}", partition_key=PartitionKey(path="/id"), default_ttl=-1
+        )
+        done, count, last = asyncio.Event(), 0, 0.0
+
+        async def handler(_context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+            nonlocal count, last
+            if row.wait:
+                await asyncio.sleep(row.wait)
+            last = time.perf_counter()
+            count += len(changes)
+            if count >= docs:
+                done.set()
+
+        processor = AsyncChangeFeedProcessor(
+            database.get_container_client(names[1]),
+            leases,
+            processor_name="bench",
+            instance_name="one",
+            handler=handler,
+            start_from="beginning",
+            max_items=row.page_size,
+            poll_delay=0.05,
+            checkpoint=row.checkpoint,
+        )
+        started = time.perf_counter()
+        await processor.start()
+        try:
+            await asyncio.wait_for(done.wait(), 300)
+            return docs / (last - started)
+        finally:
+            await processor.stop()
 
 
 _INSTANCE = textwrap.dedent(
