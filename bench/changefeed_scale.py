@@ -23,7 +23,8 @@ intervals:
   and in meanwhile; then the budget lifted: 429s per second, the times to even, batches handed
   over past the expiry bound (two owners), changes given twice (a checkpoint lost) or never;
 * the same changes under .NET's balancing (``EqualPartitionsBalancingStrategy``, one steal per
-  instance per interval), for comparison, at the two smaller sizes.
+  instance per interval) and .NET's renewal (a read before each replace), for comparison, at
+  the two smaller sizes (the rest is this package's: the expiry bound, the checkpoints).
 
 ``python -m bench.changefeed_scale`` prints the tables (``--sizes 100x10,500x50``,
 ``--grid`` for every pair of 100/500/2,000 leases and 10/50/100 instances, ``--no-dotnet``).
@@ -41,6 +42,7 @@ from typing import Any, TypeVar
 
 from cosmos_changefeed._balancing import dotnet_round
 from cosmos_changefeed._processing import ProcessorBase
+from cosmos_changefeed._protocol import LeaseManager
 from cosmos_changefeed.testing._simulation import KINDS, WRITE_RU, SimulatedFleet, Throughput
 from cosmos_changefeed.testing._virtual import VirtualClock
 
@@ -188,12 +190,14 @@ def measure(leases: int, instances: int, *, dotnet: bool = False) -> Figures:
             await fleet.close()
 
     planner = ProcessorBase.__dict__["_planner"]  # the staticmethod itself
-    if dotnet:
+    if dotnet:  # .NET's balancing, and its renewal: a read, then the replace
         ProcessorBase._planner = staticmethod(dotnet_round)
+        LeaseManager.read_before_renew = True
     try:
         clock.run(main())
     finally:
         ProcessorBase._planner = planner
+        LeaseManager.read_before_renew = False
     figures.cpu_s = time.process_time() - started
     return figures
 

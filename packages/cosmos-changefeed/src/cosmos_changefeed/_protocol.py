@@ -41,7 +41,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import Any, ClassVar, TypeAlias
 
 from cosmos_changefeed import _clock, _names
 from cosmos_changefeed._continuation import LATEST_VERSION
@@ -188,6 +188,9 @@ def mode_value(mode: str) -> str:
 class LeaseManager:
     """One processor instance's view of its leases: the flows that read and change them."""
 
+    #: Read the lease before each renewal, as .NET does (the simulation's comparison only).
+    read_before_renew: ClassVar[bool] = False
+
     def __init__(
         self,
         prefix: str,
@@ -271,7 +274,8 @@ class LeaseManager:
                 raise LeaseLostError(lease.lease_token, f"taken over by owner '{server.owner}'")
             return server
 
-        return (yield from self._update(lease, stamp))
+        current = (yield from self._reread(lease)) if self.read_before_renew else lease
+        return (yield from self._update(current, stamp))
 
     def release(self, lease: Lease) -> Flow:
         """``ReleaseAsync``: ``Owner`` cleared, unless another instance owns it now
