@@ -2,7 +2,7 @@
 fifty processor instances, in one process, in virtual time -- the real aio processor (its
 balancing, lease protocol, renewals, checkpoints, splits) over the in-memory feed and a lease
 container answering after 5 ms (+-50 %), and past a budget of request units with 429s
-(``cosmos_changefeed.testing._simulation``). Lease intervals are .NET's defaults (acquire 13 s,
+(``cosmos_changefeed.testing.SimulatedFleet``). Lease intervals are .NET's defaults (acquire 13 s,
 renew 17 s, expiry 60 s); a minute of the fleet's life takes a few seconds of CPU.
 
 Per size (leases x instances), from a cold start (every instance started within a second),
@@ -40,11 +40,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from cosmos_changefeed._balancing import dotnet_round
-from cosmos_changefeed._processing import ProcessorBase
-from cosmos_changefeed._protocol import LeaseManager
-from cosmos_changefeed.testing._simulation import KINDS, WRITE_RU, SimulatedFleet, Throughput
-from cosmos_changefeed.testing._virtual import VirtualClock
+from cosmos_changefeed.testing import SimulatedFleet, SimulatedLeaseContainer, VirtualClock
 
 T = TypeVar("T")
 ACQUIRE, RENEW, EXPIRY = 13.0, 17.0, 60.0
@@ -87,7 +83,7 @@ class Figures:
 
 
 def _requests(fleet: SimulatedFleet) -> int:
-    return fleet.container.total((*KINDS, "429"))
+    return fleet.requests()
 
 
 class _Meter:
@@ -183,21 +179,14 @@ def measure(leases: int, instances: int, *, dotnet: bool = False) -> Figures:
     started = time.process_time()
 
     async def main() -> None:
-        fleet = SimulatedFleet(clock, partitions=leases, seed=leases + instances)
+        # dotnet: .NET's balancing, and its renewal (a read, then the replace)
+        fleet = SimulatedFleet(clock, partitions=leases, seed=leases + instances, dotnet=dotnet)
         try:
             await _scenario(fleet, instances, figures)
         finally:
             await fleet.close()
 
-    planner = ProcessorBase.__dict__["_planner"]  # the staticmethod itself
-    if dotnet:  # .NET's balancing, and its renewal: a read, then the replace
-        ProcessorBase._planner = staticmethod(dotnet_round)
-        LeaseManager.read_before_renew = True
-    try:
-        clock.run(main())
-    finally:
-        ProcessorBase._planner = planner
-        LeaseManager.read_before_renew = False
+    clock.run(main())
     figures.cpu_s = time.process_time() - started
     return figures
 
@@ -232,8 +221,9 @@ def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> 
             await fleet.add(instances)
             await fleet.until_even(hold=HOLD, limit=LIMIT)
             rate = leases / 60
-            needed = await fleet.request_units(4 * RENEW) + rate * WRITE_RU
-            fleet.container.throughput = Throughput(needed * fraction)
+            writes = rate * SimulatedLeaseContainer.WRITE_UNITS  # the checkpoints' units
+            needed = await fleet.request_units(4 * RENEW) + writes
+            fleet.set_budget(needed * fraction)
             throttled, meter = fleet.throttled(), _Meter(fleet)
             writer = asyncio.create_task(fleet.write(rate, 10 * EXPIRY))
             out = f"scale-out: +{instances // 2}"
@@ -249,7 +239,7 @@ def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> 
                 requests_per_s=spent,
                 phases=phases,
             )
-            fleet.container.throughput = Throughput(None)
+            fleet.set_budget(None)
             for _ in range(60):
                 if not fleet.undelivered():
                     break
@@ -261,7 +251,7 @@ def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> 
                 lost_checkpoints=fleet.lost_checkpoints(),
                 undelivered=len(fleet.undelivered()),
                 regressions=len(fleet.container.regressions),
-                written=len(fleet._written),
+                written=len(fleet.written),
             )
         finally:
             await fleet.close()

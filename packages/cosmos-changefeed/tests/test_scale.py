@@ -12,8 +12,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from cosmos_changefeed.testing._simulation import WRITE_RU, SimulatedFleet, Throughput
-from cosmos_changefeed.testing._virtual import VirtualClock
+from cosmos_changefeed.testing import SimulatedFleet, SimulatedLeaseContainer, VirtualClock
+
+WRITE_RU = SimulatedLeaseContainer.WRITE_UNITS
 
 T = TypeVar("T")
 ACQUIRE, RENEW, EXPIRY = 13.0, 17.0, 60.0  # .NET's defaults, the processor's
@@ -62,9 +63,9 @@ def throttled() -> SimulatedFleet:
         assert await fleet.until_even(hold=3 * ACQUIRE, limit=30 * ACQUIRE) is not None
         per_second = 40 / 60
         needed = await fleet.request_units(4 * RENEW) + per_second * WRITE_RU
-        fleet.container.throughput = Throughput(needed / 2)
+        fleet.set_budget(needed / 2)
         await fleet.write(per_second, 600)
-        fleet.container.throughput = Throughput(None)
+        fleet.set_budget(None)
         for _ in range(60):
             if not fleet.undelivered():
                 break

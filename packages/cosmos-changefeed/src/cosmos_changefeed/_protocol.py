@@ -41,7 +41,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeAlias
+from typing import Any, TypeAlias
 
 from cosmos_changefeed import _clock, _names
 from cosmos_changefeed._continuation import LATEST_VERSION
@@ -188,9 +188,6 @@ def mode_value(mode: str) -> str:
 class LeaseManager:
     """One processor instance's view of its leases: the flows that read and change them."""
 
-    #: Read the lease before each renewal, as .NET does (the simulation's comparison only).
-    read_before_renew: ClassVar[bool] = False
-
     def __init__(
         self,
         prefix: str,
@@ -206,6 +203,8 @@ class LeaseManager:
         self._by_partition_key = partition_key_path == PARTITION_KEY_PATH
         self._clock = clock
         self._lock_etag: str | None = None
+        #: Read the lease before each renewal, as .NET does (``SimulatedFleet(dotnet=True)``).
+        self.read_before_renew = False
         #: Leases of 1.0's prefix this instance adopted when it initialised the store.
         self.adopted = 0
 

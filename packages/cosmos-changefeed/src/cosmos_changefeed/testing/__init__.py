@@ -2,8 +2,10 @@
 feed in memory, which a test writes, deletes, splits and merges; ``InMemoryFeedSource`` and
 ``AsyncInMemoryFeedSource`` give it to a processor or an estimator in place of a container),
 the feed source's contract suite (``FeedSourceContract``, ``FeedHarness``: ``_feed_contract``),
-the lease store's, below, and ``VirtualClock`` (``_virtual``): asyncio in virtual time, for aio
-processors whose lease intervals pass in microseconds.
+the lease store's, below, ``VirtualClock`` (``_virtual``): asyncio in virtual time, for aio
+processors whose lease intervals pass in microseconds, and ``SimulatedFleet`` (``_simulation``):
+aio processors in one process, in virtual time, over a lease container with a latency and a
+budget of request units (what ``python -m bench.changefeed_scale`` measures).
 
 The lease store's contract suite, shipped with the package (eventsourcing's habit): a store
 proves itself by subclassing it. Both stores here pass it (the package's tests run it against
@@ -45,6 +47,11 @@ from cosmos_changefeed._store import (
 from cosmos_changefeed.aio._memory_feed_async import InMemoryFeedSource as AsyncInMemoryFeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore as AsyncLeaseStore
 from cosmos_changefeed.testing._feed_contract import FeedHarness, FeedSourceContract, blocking
+from cosmos_changefeed.testing._simulation import (
+    SimulatedFleet,
+    SimulatedLeaseContainer,
+    SimulatedLeaseStore,
+)
 from cosmos_changefeed.testing._virtual import VirtualClock
 
 __all__ = [
@@ -55,6 +62,9 @@ __all__ = [
     "InMemoryFeed",
     "InMemoryFeedSource",
     "LeaseStoreContract",
+    "SimulatedFleet",
+    "SimulatedLeaseContainer",
+    "SimulatedLeaseStore",
     "VirtualClock",
     "blocking",
 ]

@@ -29,10 +29,11 @@ import random
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
+from cosmos_changefeed._balancing import dotnet_round
 from cosmos_changefeed._leases import Lease, parse_time
 from cosmos_changefeed._memory_feed import InMemoryFeed
 from cosmos_changefeed._options import LeaseContext
@@ -106,6 +107,9 @@ class Move:
 @dataclass
 class SimulatedLeaseContainer:
     """The lease container the fleet shares (see the module)."""
+
+    #: The request units of a write (create, replace, delete): what a checkpoint costs.
+    WRITE_UNITS: ClassVar[float] = WRITE_RU
 
     clock: VirtualClock
     latency: float = 0.005
@@ -294,9 +298,12 @@ class SimulatedFleet:
         latency: float = 0.005,
         request_units: float | None = None,
         seed: int = 0,
+        dotnet: bool = False,
         **options: Any,
     ) -> None:
         self.clock = clock
+        #: The instances balance and renew as .NET's processor does (for comparison).
+        self.dotnet = dotnet
         self.feed = feed or InMemoryFeed(partitions, clock=clock.now)
         self.container = SimulatedLeaseContainer(
             clock, latency=latency, request_units=request_units, seed=seed
@@ -350,10 +357,14 @@ class SimulatedFleet:
             ),
             **self.options,
         )
+        if self.dotnet:  # .NET's EqualPartitionsBalancingStrategy
+            processor._planner = dotnet_round
         self.instances[name] = Instance(name, processor, store)
         for attempt in range(START_ATTEMPTS):  # as an orchestrator restarts a failed start
             try:
                 await processor.start()
+                if self.dotnet and processor._manager is not None:
+                    processor._manager.read_before_renew = True  # .NET's renewal: a read first
                 return
             except Exception:
                 if attempt == START_ATTEMPTS - 1:
@@ -483,6 +494,20 @@ class SimulatedFleet:
         if len(inside) < 2 or inside[-1][0] <= inside[0][0]:
             return 0.0
         return (inside[-1][1] - inside[0][1]) / (inside[-1][0] - inside[0][0])
+
+    def set_budget(self, request_units: float | None) -> None:
+        """Give the lease container this many request units a second from now (None: no
+        limit)."""
+        self.container.throughput = Throughput(request_units)
+
+    def requests(self) -> int:
+        """The lease container's requests so far, 429s included."""
+        return self.container.total((*KINDS, "429"))
+
+    @property
+    def written(self) -> list[str]:
+        """The ids of the changes ``write`` wrote."""
+        return list(self._written)
 
     def throttled(self) -> int:
         """The 429s the lease container answered."""
