@@ -4,7 +4,15 @@ from its source (kedacore/keda pkg/scalers/azure_cosmosdb_scaler.go, pull reques
 REST API as it does -- master-key auth, a prefix query over the lease container, a change feed
 read per lease scoped by ``x-ms-documentdb-partitionkeyrangeid: <LeaseToken>`` from
 ``If-None-Match: <ContinuationToken>`` -- and must find every lease the processor wrote and
-compute, lease by lease, the lag the package's estimator computes (as .NET's does)."""
+compute, lease by lease, the lag the package's estimator computes (as .NET's does).
+
+The scaler finds the leases by the processor's name and the account's short name (the host up to
+its first dot): on Azure a name with a dot. funcstack's endpoint is an IPv6 literal, which the
+lease ids hold in brackets (.NET's ``Uri.Host``) and the scaler does not (Go's ``Hostname()``):
+there it finds none (the processor warns). So the processor and the estimator here read
+funcstack's endpoint through a feed source that names the account as Azure would
+(``AzureNamed``), and the scaler is given that name for its prefix -- every request still goes
+to funcstack's endpoint."""
 
 from __future__ import annotations
 
@@ -25,7 +33,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from azure.cosmos import ContainerProxy
 
-from cosmos_changefeed import ChangeFeedEstimator, ChangeFeedProcessor, LeaseContext
+from cosmos_changefeed import (
+    ChangeFeedEstimator,
+    ChangeFeedProcessor,
+    CosmosFeedSource,
+    LeaseContext,
+)
 
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
@@ -33,6 +46,16 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.integration
 
 MakeContainer = Callable[..., ContainerProxy]
+#: The account the leases are named after, as an Azure account's endpoint is spelled.
+ACCOUNT = "https://relay-account.documents.azure.com:443/"
+
+
+class AzureNamed(CosmosFeedSource):
+    """The monitored container, its account named ``ACCOUNT`` (its lease prefix's host)."""
+
+    @property
+    def account_endpoint(self) -> str:
+        return ACCOUNT
 
 
 @dataclass
@@ -56,8 +79,11 @@ class KedaScaler:
         lease_container: str,
         processor_name: str,
         ca_file: str,
+        data_endpoint: str = ACCOUNT,
     ) -> None:
         self.endpoint, self.key = endpoint.rstrip("/"), key
+        #: The data account's endpoint as the scaler's settings name it (its prefix's host).
+        self.data_endpoint = data_endpoint
         self.database, self.container = database, container
         self.lease_database, self.lease_container = lease_database, lease_container
         self.processor_name = processor_name
@@ -94,7 +120,7 @@ class KedaScaler:
 
     def query_leases(self) -> list[KedaLease]:
         # processorName + the account's short name (the host up to its first dot) + "."
-        host = urllib.parse.urlsplit(self.endpoint).hostname or self.endpoint
+        host = urllib.parse.urlsplit(self.data_endpoint).hostname or self.data_endpoint
         prefix = self.processor_name + host.split(".", 1)[0] + "."
         body = json.dumps(
             {
@@ -176,7 +202,7 @@ def run_processor_until_all_checkpointed(monitored: ContainerProxy, leases: Cont
         seen.update(doc["id"] for doc in changes)
 
     with ChangeFeedProcessor(
-        monitored,
+        AzureNamed(monitored),
         leases,
         processor_name="relay",
         instance_name="one",
@@ -201,7 +227,7 @@ def test_keda_finds_every_lease_and_computes_the_estimators_lag(
     run_processor_until_all_checkpointed(monitored, leases)
     for i in range(30):  # a backlog, while no processor runs
         monitored.create_item({"id": f"late{i}", "pk": f"late{i}"})
-    estimator = ChangeFeedEstimator(monitored, leases, processor_name="relay")
+    estimator = ChangeFeedEstimator(AzureNamed(monitored), leases, processor_name="relay")
     estimates = {state.lease_token: state for state in estimator.get_estimates()}
     found = keda.query_leases()
     assert sorted(lease.lease_token for lease in found) == sorted(estimates) == ["0", "1", "2", "3"]
@@ -224,6 +250,6 @@ def test_a_split_lease_is_a_410_for_keda_and_counts_1_for_the_estimator_until_re
     cosmos.split(database, monitored.id, "0")
     lease_0 = next(lease for lease in keda.query_leases() if lease.lease_token == "0")
     assert keda.partition_lag(lease_0) == (0, True)
-    estimator = ChangeFeedEstimator(monitored, leases, processor_name="relay")
+    estimator = ChangeFeedEstimator(AzureNamed(monitored), leases, processor_name="relay")
     estimates = {state.lease_token: state.estimated_lag for state in estimator.get_estimates()}
     assert estimates["0"] == 1
