@@ -358,3 +358,10 @@ def test_event_loop_is_not_needed_to_make_an_aio_processor(
     with pytest.raises(RuntimeError):
         asyncio.get_running_loop()
     aio_processor(aio_orders, aio_leases)
+
+
+def test_keep_start_that_is_not_a_bool_is_refused_naming_it() -> None:
+    from cosmos_changefeed._options import ProcessorOptions
+
+    with pytest.raises(TypeError, match=r"keep_start is True or False, not 'no'"):
+        ProcessorOptions(processor_name="p", instance_name="i", keep_start="no")  # type: ignore[arg-type]

@@ -68,6 +68,9 @@ class ProcessorOptions:
     set_aside_after: int | None = None
     #: When a lease is checkpointed (``_checkpoints``): a policy, or "manual".
     checkpoint: Checkpointing = PER_BATCH
+    #: Whether a lease without a checkpoint keeps its start once a read of it finds nothing
+    #: (``_keeping``); False: as .NET, each new owner starts at its own ``start_from``.
+    keep_start: bool = True
 
     def __post_init__(self) -> None:
         check_processor_name(self.processor_name)
@@ -82,6 +85,8 @@ class ProcessorOptions:
                 f"mode: {LATEST_VERSION!r} or {ALL_VERSIONS_AND_DELETES!r}, not {self.mode!r}"
             )
         check_start(self.start_from, self.mode)
+        if not isinstance(self.keep_start, bool):
+            raise TypeError(f"keep_start is True or False, not {self.keep_start!r}")
         self._check_numbers()
         if self.lease_renew_interval >= self.lease_expiration_interval:
             raise ValueError(

@@ -230,6 +230,8 @@ class LeaseWorker:
     def _start_to_keep(self, page: Page) -> str | None:
         """A lease without a checkpoint whose read found nothing: the position its start is
         at now, to keep in the lease (``_keeping``)."""
+        if not self.processor.options.keep_start:
+            return None
         if self.lease.continuation is None and self._due is None and not self._handed:
             return page.etag
         return None

@@ -102,6 +102,7 @@ class ChangeFeedProcessor(ProcessorBase):
         set_aside: Callable[[FailedBatch], Awaitable[object]] | None = None,
         set_aside_after: int | None = None,
         checkpoint: Checkpointing = PER_BATCH,
+        keep_start: bool = True,
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[Failure], object] | None = None,
@@ -127,6 +128,7 @@ class ChangeFeedProcessor(ProcessorBase):
             min_retry_delay=min_retry_delay,
             max_retry_delay=max_retry_delay,
             checkpoint=checkpoint,
+            keep_start=keep_start,
         )
         self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (

@@ -223,6 +223,9 @@ class CosmosTriggerListener(TriggerListener):
             lease_renew_interval=opts.renew_interval,
             lease_acquire_interval=opts.acquire_interval,
             lease_expiration_interval=opts.expiration_interval,
+            # as the extension's .NET processor: a lease is written only by a checkpoint after
+            # changes, never with its start ("now" again at each new owner)
+            keep_start=False,
         )
 
     async def _close_clients(self) -> None:
