@@ -3,7 +3,8 @@ CHANGELOG as the release commit leaves it (`tools.release.changelog release`) pa
 check, its `###` subheadings and their entries in the release's notes; an entry left under
 `[Unreleased]` is refused at the tag, under a subheading or not, and only for the tagged
 distribution; the release order printed; every make command the docs show is one make takes,
-and one it refuses is named."""
+and one it refuses is named; an install line for fewer Pythons than its block, or than its
+document is tried on, is named; each README names the test commands the trials run."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tools.release import build, changelog, commands
+from tools.release import build, changelog, commands, installs, own_tests, trial
 from tools.release.dists import ROOT, Distribution, distributions, read
 
 DAY = datetime.date(2026, 12, 10)
@@ -142,3 +143,92 @@ def test_a_make_command_make_refuses_is_named(tmp_path: Path) -> None:
 def test_every_make_command_the_docs_show_is_one_make_takes() -> None:
     assert len(commands.documented()) > 100
     assert commands.refused() == []
+
+
+def test_an_install_line_for_fewer_pythons_than_its_block_is_named(tmp_path: Path) -> None:
+    dists = distributions()
+    doc = tmp_path / "guide.md"
+    doc.write_text(
+        "# A guide\n\n## Install\n\nIn its venv:\n\n```bash\npip install cosmos-outbox\n"
+        "pip install funcstack   # the local stack\n```\n"
+    )
+    everything = frozenset({"3.13"})
+    assert installs.conflicts(doc, "guide.md", dists, everything) == [
+        (
+            9,
+            "`pip install funcstack   # the local stack` (funcstack) installs on Python "
+            "3.13-3.14, its block's other lines on 3.11-3.14: a block of its own, after a "
+            "sentence naming its Python",
+        )
+    ]
+    doc.write_text(
+        "# A guide\n\n## Install\n\nIn its venv:\n\n```bash\npip install cosmos-outbox\n```\n\n"
+        "To run it locally:\n\n```bash\npip install funcstack\nfuncstack setup\n```\n"
+    )
+    assert installs.conflicts(doc, "guide.md", dists, everything) == [
+        (
+            13,
+            "a block for Python 3.13-3.14 (the document's other install lines: 3.11-3.14) "
+            "without a sentence before it naming its Python",
+        )
+    ]
+    doc.write_text(doc.read_text().replace("locally:", "locally, on Python 3.13:"))
+    assert installs.conflicts(doc, "guide.md", dists, everything) == []
+    assert installs.conflicts(doc, "guide.md", dists, frozenset({"3.11"})) == [
+        (
+            14,
+            "`pip install funcstack` (funcstack) installs on Python 3.13-3.14, and the "
+            "document is tried on 3.11",
+        ),
+        (
+            15,
+            "`funcstack setup` (funcstack) installs on Python 3.13-3.14, and the document is "
+            "tried on 3.11",
+        ),
+    ]
+
+
+def test_the_docs_the_trials_try_install_on_the_pythons_their_blocks_say() -> None:
+    problems = build.Problems()
+    installs.check(distributions(), problems)
+    assert problems.found == []
+
+
+def test_each_readme_names_the_test_commands_the_trials_run(tmp_path: Path) -> None:
+    assert {name: (spec.extras, spec.args) for name, spec in own_tests.own_tests().items()} == {
+        "cosmos-changefeed": ("aio,testing", {"*": ("-m", "not integration")}),
+        "cosmos-outbox": (
+            "test",
+            {"*": ("-m", "not integration and not e2e"), "3.11": ("-m", "not e2e")},
+        ),
+        "cosmos-outbox-operators": ("test", {"*": ("-m", "not integration and not e2e")}),
+        "funcstack": ("test", {"*": ("-m", "not integration and not e2e")}),
+    }
+    problems = build.Problems()
+    own_tests.check(distributions(), problems)
+    assert problems.found == []
+    [dist] = copies(tmp_path)[4:]
+    readme = dist.folder / "README.md"
+    readme.write_text("# funcstack\n\n## Tests\n\n```bash\npip install funcstack\npytest\n```\n")
+    problems = build.Problems()
+    own_tests.check([dist], problems)
+    assert problems.found == [
+        'funcstack README.md: no "## Tests" section with a `python -m pytest` line (a bare '
+        "`pytest` does not put the folder on the import path)",
+        'funcstack README.md: no `pip install "funcstack[<extra>]"` line in its "## Tests" section',
+    ]
+
+
+def test_a_guides_app_that_warns_on_its_first_run_is_named(tmp_path: Path) -> None:
+    log = tmp_path / "example.log"
+    log.write_text(
+        "<frozen runpy>:128: RuntimeWarning: 'funcstack.functions_host.__main__' found\n"
+        "2026-11-28 04:26:24,476 INFO cosmos_changefeed processor 'outbox.': listening\n"
+        "2026-11-28 04:26:24,477 WARNING cosmos_changefeed processor 'outbox.': the lease "
+        "container has TTL off\n"
+    )
+    assert trial.warnings(log) == [
+        "2026-11-28 04:26:24,477 WARNING cosmos_changefeed processor 'outbox.': the lease "
+        "container has TTL off"
+    ]
+    assert trial.warnings(tmp_path / "none.log") == []
