@@ -181,17 +181,48 @@ def envelope_and_data(
     found = fields(document, legacy=legacy)
     if found.data is None:
         return {}
-    envelope = {
-        "id": found.event_id,
-        f"{found.aggregate_type}Id": found.aggregate_id,
-        "version": found.version,
-        "createdAt": found.created_at,
-        "traceparent": found.traceparent,
-        "action": found.action,
-    }
-    if found.deliver_at is not None:
-        envelope["deliverAt"] = found.deliver_at
+    envelope = event_envelope(
+        event_id=found.event_id,
+        aggregate_type=found.aggregate_type,
+        aggregate_id=found.aggregate_id,
+        version=found.version,
+        action=found.action,
+        created_at=found.created_at,
+        traceparent=found.traceparent,
+        deliver_at=found.deliver_at,
+        stored=True,
+    )
     return {**envelope, **found.data}
+
+
+def event_envelope(
+    *,
+    event_id: object,
+    aggregate_type: object,
+    aggregate_id: object,
+    version: object,
+    action: object,
+    created_at: object = None,
+    traceparent: object = None,
+    deliver_at: object = None,
+    stored: bool = False,
+) -> dict[str, Any]:
+    """An event's envelope as one object, camelCase (`<aggregateType>Id` for the aggregate id),
+    as `Aggregate.parse_event` reads it beside the event's data: from a stored event
+    (`envelope_and_data`, `stored`: its time and trace context as read, None included) or from
+    a subscriber's (`IncomingEvent.envelope_and_data`: a time or trace context it lacks left
+    out). A due time only for a scheduled event."""
+    envelope: dict[str, Any] = {
+        "id": event_id,
+        f"{aggregate_type}Id": aggregate_id,
+        "version": version,
+        "action": action,
+    }
+    given = {"createdAt": created_at, "traceparent": traceparent}
+    envelope |= {name: value for name, value in given.items() if stored or value is not None}
+    if deliver_at is not None:
+        envelope["deliverAt"] = deliver_at
+    return envelope
 
 
 def read_feed(
@@ -332,11 +363,16 @@ def _enveloped(
         properties=properties,
         subject=subject,
         document=document,
+        partition_key=_text_of(document.get("partitionKey")),
         format=format,
         deliver_at=deliver_at,
         released_at=released_at,
         cancelled_at=cancelled_at,
     )
+
+
+def _text_of(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _schedule(
@@ -447,12 +483,26 @@ def _registered_source(aggregate_type: object) -> str | None:
     return known.source() if known is not None else None
 
 
+def created_at_of(document: Mapping[str, Any]) -> datetime | None:
+    """A stored event's creation time, if readable (as stored: naive when it was)."""
+    return parse_time(fields(document).created_at)
+
+
 def document_created_at(document: Mapping[str, Any]) -> float | None:
     """A stored event's creation time (epoch seconds), if readable; naive times are UTC."""
-    at = parse_time(fields(document).created_at)
+    at = created_at_of(document)
     if at is None:
         return None
     return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
+
+
+def named_aggregate(document: Mapping[str, Any]) -> str | None:
+    """The aggregate a document of the outbox's container names (an event's `aggregateId`, a
+    quarantine record's, or its event's), None when it names none."""
+    named = document.get("aggregateId")
+    if named is None and isinstance(document.get("data"), Mapping):
+        named = document["data"].get("aggregateId")
+    return named if isinstance(named, str) else None
 
 
 def selected(

@@ -303,7 +303,7 @@ class Relay:
             return
         now = clock.now()
         releases = [
-            Release(str(event.document.get("partitionKey")), event.event_id, step(due, now))
+            Release(str(event.partition_key), event.event_id, step(due, now))
             for event in waiting
             if (due := event.deliver_at) is not None
         ]
