@@ -181,43 +181,28 @@ def envelope_and_data(
     found = fields(document, legacy=legacy)
     if found.data is None:
         return {}
-    envelope = event_envelope(
-        event_id=found.event_id,
-        aggregate_type=found.aggregate_type,
-        aggregate_id=found.aggregate_id,
-        version=found.version,
-        action=found.action,
-        created_at=found.created_at,
-        traceparent=found.traceparent,
-        deliver_at=found.deliver_at,
-        stored=True,
-    )
+    identity = (found.event_id, found.aggregate_type, found.aggregate_id, found.version)
+    context = (found.created_at, found.traceparent, found.deliver_at)
+    envelope = event_envelope((*identity, found.action), context, stored=True)
     return {**envelope, **found.data}
 
 
 def event_envelope(
+    identity: tuple[object, object, object, object, object],
+    context: tuple[object, object, object] = (None, None, None),
     *,
-    event_id: object,
-    aggregate_type: object,
-    aggregate_id: object,
-    version: object,
-    action: object,
-    created_at: object = None,
-    traceparent: object = None,
-    deliver_at: object = None,
     stored: bool = False,
 ) -> dict[str, Any]:
-    """An event's envelope as one object, camelCase (`<aggregateType>Id` for the aggregate id),
-    as `Aggregate.parse_event` reads it beside the event's data: from a stored event
-    (`envelope_and_data`, `stored`: its time and trace context as read, None included) or from
-    a subscriber's (`IncomingEvent.envelope_and_data`: a time or trace context it lacks left
-    out). A due time only for a scheduled event."""
-    envelope: dict[str, Any] = {
-        "id": event_id,
-        f"{aggregate_type}Id": aggregate_id,
-        "version": version,
-        "action": action,
-    }
+    """An event's envelope as one object, camelCase, as `Aggregate.parse_event` reads it beside
+    the event's data: `identity` its id, aggregate type, aggregate id, version and action (the
+    aggregate id as `<aggregateType>Id`), `context` its time, trace context and due time. From a
+    stored event (`envelope_and_data`, `stored`: its time and trace context as read, None
+    included) or a subscriber's (`IncomingEvent.envelope_and_data`: one it lacks left out); a
+    due time only for a scheduled event."""
+    event_id, aggregate_type, aggregate_id, version, action = identity
+    created_at, traceparent, deliver_at = context
+    envelope: dict[str, Any] = {"id": event_id, f"{aggregate_type}Id": aggregate_id}
+    envelope |= {"version": version, "action": action}
     given = {"createdAt": created_at, "traceparent": traceparent}
     envelope |= {name: value for name, value in given.items() if stored or value is not None}
     if deliver_at is not None:

@@ -90,16 +90,10 @@ class IncomingEvent:
     def envelope_and_data(self) -> dict[str, Any]:
         """The event's data with its envelope, camelCase, as `Aggregate.parse_event` reads an
         event (`Order.parse_event(incoming.envelope_and_data())`)."""
-        envelope = event_envelope(
-            event_id=self.event_id,
-            aggregate_type=self.aggregate_type,
-            aggregate_id=self.aggregate_id,
-            version=self.version,
-            action=self.type,
-            created_at=self.time.isoformat() if self.time is not None else None,
-            traceparent=self.traceparent or None,
-            deliver_at=self.deliver_at.isoformat() if self.deliver_at is not None else None,
-        )
+        time = self.time.isoformat() if self.time is not None else None
+        due = self.deliver_at.isoformat() if self.deliver_at is not None else None
+        identity = (self.event_id, self.aggregate_type, self.aggregate_id, self.version, self.type)
+        envelope = event_envelope(identity, (time, self.traceparent or None, due))
         return {**self.data, **envelope}
 
 
