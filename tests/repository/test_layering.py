@@ -794,11 +794,11 @@ OTHER_VOCABULARIES: dict[str, tuple[str, set[str]]] = {
     ),
     # the subscriber's own documents beside its projections, written by its projector
     "packages/cosmos-outbox/src/cosmos_outbox/subscriber/_status.py": (
-        "the subscriber's bookkeeping documents (inbox, held, gaps: subscriber/_projector.py)",
+        "the subscriber's bookkeeping documents (inbox, held, gaps), its projector's",
         {"version", "aggregateType", "eventId", "action", "reason", "discardedBy", "subscription"},
     ),
     "packages/cosmos-outbox/src/cosmos_outbox/subscriber/_bookkeeping.py": (
-        "the subscriber's bookkeeping documents (inbox, held, gaps: subscriber/_projector.py)",
+        "the subscriber's bookkeeping documents (inbox, held, gaps), its projector's",
         {"version", "eventId", "reason"},
     ),
     # W3C Trace Context: the request's header
@@ -856,7 +856,7 @@ def test_a_stored_field_read_outside_the_mapper_is_found(tmp_path: Path) -> None
         "WAITING = 'SELECT VALUE c.id FROM c WHERE NOT IS_DEFINED(c[\"cancelledAt\"])'\n"
     )
     # a module that owns a form of its own with `version` reads it; another does not
-    owner = tmp_path / PACKAGE / "subscriber" / "own.py"
+    owner = tmp_path / PACKAGE / "_kept" / "own.py"
     owner.parent.mkdir(parents=True)
     owner.write_text(
         "def put(store, e):\n"
@@ -866,11 +866,11 @@ def test_a_stored_field_read_outside_the_mapper_is_found(tmp_path: Path) -> None
     )
     (owner.parent / "other.py").write_text("def get(d):\n    return d['version']\n")
     assert stored_field_literals(tmp_path) == [
+        f"{PACKAGE}/_kept/other.py:2 version",
         f"{PACKAGE}/_relay/m.py:2 deliverAt",
         f"{PACKAGE}/_relay/m.py:3 outboxTarget",
         f"{PACKAGE}/_relay/m.py:4 releasedAt",
         f"{PACKAGE}/_relay/m.py:5 cancelledAt (in SQL)",
-        f"{PACKAGE}/subscriber/other.py:2 version",
     ]
 
 
