@@ -743,9 +743,10 @@ def sql_fields(tree: ast.AST) -> list[tuple[int, str]]:
     or an f-string's literal parts)."""
     found: list[tuple[int, str]] = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if SQL_TEXT.search(node.value):
-                found += [(node.lineno, m[1] or m[2]) for m in SQL_FIELD.finditer(node.value)]
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+            continue
+        if SQL_TEXT.search(node.value):
+            found += [(node.lineno, m[1] or m[2]) for m in SQL_FIELD.finditer(node.value)]
     return found
 
 

@@ -1,8 +1,9 @@
 """In-memory fakes of the package's ports. Each is held to the same contract suite as the real
 adapter (`cosmos_outbox_testing.contracts`, run on both), so a test on a fake says something
-true of production. The store keeps documents as Cosmos DB does, on cosmos-changefeed's in-memory
-feed (JSON, etags, per-item TTL, atomic batches: one model of a container for both packages),
-and pages them with continuation tokens; the async API awaits these sync fakes as they are. The store runs an app's Cosmos DB SQL queries with the test kit's query engine
+true of production. The store keeps documents as Cosmos DB does, on cosmos-changefeed's
+in-memory feed (JSON, etags, per-item TTL, atomic batches: one model of a container for both
+packages), and pages them with continuation tokens; the async API awaits these sync fakes as
+they are. The store runs an app's Cosmos DB SQL queries with the test kit's query engine
 (`cosmos_outbox_testing._sql`), refusing by name what it does not serve."""
 
 from __future__ import annotations

@@ -510,9 +510,10 @@ class LocalServices:
     def stop(self) -> None:
         """Stop the hosts at once, then the endpoints at once; each part is killed if it has
         not exited within 1.5 s, and what is left of its process group with it (a host's
-        language worker), waited for until it has ended. The hosts first, while the endpoints still answer: a Cosmos DB
-        trigger releases its leases as it stops (the Azure host does at shutdown), which it
-        cannot do once Cosmos DB is gone; its next start would wait out their expiry."""
+        language worker), waited for until it has ended. The hosts first, while the endpoints
+        still answer: a Cosmos DB trigger releases its leases as it stops (the Azure host does
+        at shutdown), which it cannot do once Cosmos DB is gone; its next start would wait out
+        their expiry."""
         hosts = set(self.hosts)
         for group in (
             [(name, part) for name, part in self._parts() if name in hosts],
