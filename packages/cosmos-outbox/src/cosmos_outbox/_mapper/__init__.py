@@ -7,9 +7,9 @@
 One module per form (issue 65): `event` (the event, written: event -> event document),
 `document` (the stored event document, read: -> outbox record), `message` (record -> message,
 and a message's envelope read back, and the envelope a subscriber's event gives an aggregate),
-`notices` (the quarantine and discard notices), `release` (a scheduled event's release on the
-schedule queue), `properties` (the names a message carries beside its body) and `queries` (the
-SQL texts that read the stored documents). This package's face re-exports them.
+`notices` (the quarantine and discard notices), `release_message` (a scheduled event's release
+on the schedule queue), `properties` (the names a message carries beside its body) and
+`queries` (the SQL texts that read the stored documents). This package's face re-exports them.
 
 Written and read here and nowhere else: the write path makes event documents here
 (`event_document`, `aggregate_event_document`, `stamp`); the relay, the quarantine, the operators,
@@ -256,12 +256,12 @@ from cosmos_outbox._mapper.queries import (
 from cosmos_outbox._mapper.queries import (
     SCHEDULED_WAITING as SCHEDULED_WAITING,
 )
-from cosmos_outbox._mapper.release import (
+from cosmos_outbox._mapper.release_message import (
     RELEASE_SUBJECT as RELEASE_SUBJECT,
 )
-from cosmos_outbox._mapper.release import (
+from cosmos_outbox._mapper.release_message import (
     release_body as release_body,
 )
-from cosmos_outbox._mapper.release import (
+from cosmos_outbox._mapper.release_message import (
     release_of as release_of,
 )
