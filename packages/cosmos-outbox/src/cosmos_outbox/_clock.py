@@ -1,5 +1,5 @@
 """What time it is for the outbox's schedule: when a scheduled event is due (`deliver_after`),
-whether a release has come (`cosmos_outbox._relay.releases`), and the time an aggregate's event
+whether a release has come (`cosmos_outbox._relay.scheduled`), and the time an aggregate's event
 is recorded at. The wall clock (UTC, aware), unless the test kit's clock stands in for it
 (`cosmos_outbox.testing.in_memory`: `memory.clock.advance(...)` moves it on, so a test delivers
 an event due in 15 minutes without waiting for them).

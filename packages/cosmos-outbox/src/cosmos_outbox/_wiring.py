@@ -50,7 +50,7 @@ from cosmos_outbox.settings import (
 if TYPE_CHECKING:
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._relay.forwarding import Relay
-    from cosmos_outbox._relay.releases import Releases
+    from cosmos_outbox._relay.scheduled import Releases
     from cosmos_outbox.operations._operations import Operations
     from cosmos_outbox.settings import OutboxSettings
     from cosmos_outbox.telemetry import RelayTelemetry
@@ -477,7 +477,7 @@ class Wiring:
         """Scheduled events' releases at their due time (`release_due_events`)."""
         with self._lock:
             if self._releases is None:
-                from cosmos_outbox._relay.releases import Releases
+                from cosmos_outbox._relay.scheduled import Releases
 
                 self._releases = Releases(
                     self.store,

@@ -43,7 +43,7 @@ The event document (format 2):
 - A **scheduled** event (`deliverAt`: when it is due, UTC) has `version` 0: it takes no place in
   its stream's order (`cosmos_outbox._write.streams`), and its document is kept `ttl` = the
   event TTL counted from its due time. It is sent once released (`releasedAt`, written at its due
-  time by `cosmos_outbox._relay.releases`), never once cancelled (`cancelledAt`, written by the
+  time by `cosmos_outbox._relay.scheduled`), never once cancelled (`cancelledAt`, written by the
   app's `Transaction.cancel`): the relay reads which from the document (`OutboxRecord`).
 
 Documents of the format before (format 1: `data` = the envelope and the app's fields in one

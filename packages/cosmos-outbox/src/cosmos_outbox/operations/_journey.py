@@ -21,7 +21,7 @@ from cosmos_outbox._mapper import (
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarantined_event
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
-from cosmos_outbox._relay.releases import ScheduleState, schedule_state
+from cosmos_outbox._relay.scheduled import ScheduleState, schedule_state
 from cosmos_outbox._subscription_rules import Delivery
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._audit import what_event
