@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._mapper import claim_check, payload_name, quarantine_notice, to_message
 from cosmos_outbox._message_limits import unsendable
 from cosmos_outbox._quarantine import Quarantine

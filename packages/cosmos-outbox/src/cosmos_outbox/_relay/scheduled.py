@@ -39,7 +39,7 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._domain import utc_text
 from cosmos_outbox._mapper import (
     EVENT_TYPE,

@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._domain import due_time, new_id, utc_text
 from cosmos_outbox._mapper import (
     body_text,

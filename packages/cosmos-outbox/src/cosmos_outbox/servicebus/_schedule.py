@@ -21,7 +21,7 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._mapper import RELEASE_SUBJECT, due_text, release_body
 from cosmos_outbox._records import Release
 from cosmos_outbox.ports import AsyncScheduleQueue, ScheduleQueue
