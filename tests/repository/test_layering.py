@@ -470,12 +470,12 @@ def test_a_private_import_is_found(tmp_path: Path) -> None:
     module.write_text(
         "from cosmos_outbox._documents import read_feed\n"
         "from cosmos_outbox.http import _bounded\nimport cosmos_outbox_testing\n"
-        "def f() -> None:\n    import cosmos_outbox._sync_bridge\n"
+        "def f() -> None:\n    import cosmos_outbox._sync_over_async\n"
     )
     assert private_library_imports(module) == [
         "cosmos_outbox._documents.read_feed",
         "cosmos_outbox.http._bounded",
-        "cosmos_outbox._sync_bridge",
+        "cosmos_outbox._sync_over_async",
     ]
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from cosmos_outbox._mapper import outbox_record, parse_time, unreadable, without_system_keys
 from cosmos_outbox._records import LegacyEvents, OutboxRecord, PoisonEventError, Unreadable
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore, Page
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cosmos_outbox._records import LegacyEvents
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox._write.streams import Sequences
 from cosmos_outbox._write.transaction import Transaction
 from cosmos_outbox._write.unit_of_work import UnitOfWork

@@ -48,7 +48,7 @@ from cosmos_outbox._records import (
 )
 from cosmos_outbox._relay.health import RelayHealth
 from cosmos_outbox._relay.scheduled import step
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import PayloadStoreError, PublishFailedError, RelayNotReadyError
 from cosmos_outbox.ports import (
     AsyncMessagePublisher,
