@@ -124,17 +124,20 @@ class ShellLine:
     line: int
     heading: str
     text: str
+    #: The line of the fence that opens its block.
+    block: int = 0
 
 
 def shell_lines(doc: Path, name: str) -> list[ShellLine]:
     """Every command line of the document's shell blocks (a line continued with `\\` joined to
     the next), with the heading of the section it is in."""
     found: list[ShellLine] = []
-    heading, fence, pending, start = "", None, "", 0
+    heading, fence, pending, start, block = "", None, "", 0, 0
     for number, raw in enumerate(doc.read_text("utf-8").splitlines(), start=1):
         opened = FENCE.match(raw)
         if opened:
             fence = None if fence is not None else opened["info"].strip().split(" ", 1)[0]
+            block = number
             continue
         if fence is None:
             if raw.startswith("#"):
@@ -150,7 +153,7 @@ def shell_lines(doc: Path, name: str) -> list[ShellLine]:
             continue
         command, pending = (pending + text).strip(), ""
         if command and not command.startswith("#"):
-            found.append(ShellLine(name, start, heading, command))
+            found.append(ShellLine(name, start, heading, command, block))
     return found
 
 

@@ -22,7 +22,7 @@ APP = {"domain", "application", "infra", "entrypoints", "function_app"}
 PACKAGE = "packages/cosmos-outbox/src/cosmos_outbox"
 #: The package's domain core, and the namespaces an app's domain takes it from (they import
 #: nothing else until a name is used): what an app's domain may import of it.
-DOMAIN_CORE = {"cosmos_outbox._domain", "cosmos_outbox._clock", "cosmos_outbox.text"}
+DOMAIN_CORE = {"cosmos_outbox._domain", "cosmos_outbox.clock", "cosmos_outbox.text"}
 ROOT_MODULE = "cosmos_outbox"
 DOMAIN_NAMESPACES = {ROOT_MODULE, "cosmos_outbox.aggregates"}
 FUNCSTACK_SRC = "packages/funcstack/src/funcstack"
@@ -65,7 +65,7 @@ def test_domain_imports_only_the_standard_library_pydantic_and_the_domain_core()
     assert foreign_to_the_domain(imported_modules("domain"), "domain") == set()
 
 
-@pytest.mark.parametrize("core", ["_domain.py", "_clock.py", "text"])
+@pytest.mark.parametrize("core", ["_domain.py", "clock.py", "text"])
 def test_the_packages_domain_core_imports_only_the_standard_library_and_pydantic(
     core: str,
 ) -> None:
@@ -470,12 +470,12 @@ def test_a_private_import_is_found(tmp_path: Path) -> None:
     module.write_text(
         "from cosmos_outbox._documents import read_feed\n"
         "from cosmos_outbox.http import _bounded\nimport cosmos_outbox_testing\n"
-        "def f() -> None:\n    import cosmos_outbox._sync_bridge\n"
+        "def f() -> None:\n    import cosmos_outbox._sync_over_async\n"
     )
     assert private_library_imports(module) == [
         "cosmos_outbox._documents.read_feed",
         "cosmos_outbox.http._bounded",
-        "cosmos_outbox._sync_bridge",
+        "cosmos_outbox._sync_over_async",
     ]
 
 
@@ -641,16 +641,6 @@ MAPPER = f"{PACKAGE}/_mapper/"
 #: partition key's path and the `type` each stored form names itself with; the store adapter
 #: and every form's owner key on them.
 CONTAINER_KEYS = {"id", "partitionKey", "type", "ttl"}
-#: The same words in other vocabularies, each read where it says: not a stored form's field.
-NOT_A_STORED_FIELD = {
-    # W3C Trace Context: the request's header
-    ("packages/cosmos-outbox/src/cosmos_outbox/http/_call.py", "traceparent"),
-    # JSON Schema's keyword, in the models' schemas
-    ("packages/cosmos-outbox/src/cosmos_outbox/http/_models.py", "properties"),
-    # the OpenAPI document's `x-events` entries, which the kit's checks compare
-    ("packages/cosmos-outbox-testing/src/cosmos_outbox_testing/_checks.py", "subject"),
-    ("packages/cosmos-outbox-testing/src/cosmos_outbox_testing/_checks.py", "source"),
-}
 
 
 def mapper_field_names() -> set[str]:
@@ -742,23 +732,112 @@ def field_reads(tree: ast.AST) -> list[tuple[int, str]]:
     return found
 
 
+#: A string that is a query's text (Cosmos DB SQL), and the document fields it names:
+#: `c.deliverAt`, `c["deliverAt"]` (any alias of one letter).
+SQL_TEXT = re.compile(r"\b(?:SELECT|WHERE|ORDER BY)\b")
+SQL_FIELD = re.compile(r"\b[a-z]\.([A-Za-z_]\w*)|\b[a-z]\[\s*['\"]([^'\"]+)['\"]\s*\]")
+
+
+def sql_fields(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of each document field a SQL text of the module names (a string constant,
+    or an f-string's literal parts)."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Constant) or not isinstance(node.value, str):
+            continue
+        if SQL_TEXT.search(node.value):
+            found += [(node.lineno, m[1] or m[2]) for m in SQL_FIELD.finditer(node.value)]
+    return found
+
+
+#: Reads of the same words in another vocabulary than a stored form's, each declared for the
+#: module that reads it, with the vocabulary (not exempt anywhere else).
+OTHER_VOCABULARIES: dict[str, tuple[str, set[str]]] = {
+    # the operators' answers (JSON), as the command line prints them
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/cli/_commands.py": (
+        "the operators' API answers (JSON) it prints",
+        {
+            "eventId",
+            "aggregateId",
+            "aggregateType",
+            "action",
+            "reason",
+            "version",
+            "discardedBy",
+            "subscription",
+        },
+    ),
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/_routes/journey.py": (
+        "its route's path parameters",
+        {"eventId", "aggregateId", "aggregateType"},
+    ),
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/_routes/quarantine.py": (
+        "its routes' path parameters and request bodies",
+        {"eventId", "reason"},
+    ),
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/_routes/subscribers.py": (
+        "its route's path parameters",
+        {"subscription"},
+    ),
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/_console/chart.py": (
+        "the status's backlog readings (JSON)",
+        {"at"},
+    ),
+    # the OpenAPI document's `x-events` entries, which the kit's checks compare
+    "packages/cosmos-outbox-testing/src/cosmos_outbox_testing/_checks.py": (
+        "the OpenAPI document's x-events entries",
+        {"aggregateType", "action", "subject", "source"},
+    ),
+    # the event as an aggregate's `parse_event` reads it (camelCase, with its action)
+    "packages/cosmos-outbox/src/cosmos_outbox/_domain.py": (
+        "an event's data as `Aggregate.parse_event` reads it",
+        {"action"},
+    ),
+    # the subscriber's own documents beside its projections, written by its projector
+    "packages/cosmos-outbox/src/cosmos_outbox/subscriber/_status.py": (
+        "the subscriber's bookkeeping documents (inbox, held, gaps), its projector's",
+        {"version", "aggregateType", "eventId", "action", "reason", "discardedBy", "subscription"},
+    ),
+    "packages/cosmos-outbox/src/cosmos_outbox/subscriber/_bookkeeping.py": (
+        "the subscriber's bookkeeping documents (inbox, held, gaps), its projector's",
+        {"version", "eventId", "reason"},
+    ),
+    # W3C Trace Context: the request's header
+    "packages/cosmos-outbox/src/cosmos_outbox/http/_call.py": (
+        "the request's W3C trace context header",
+        {"traceparent"},
+    ),
+    # JSON Schema's keyword, in the models' schemas
+    "packages/cosmos-outbox/src/cosmos_outbox/http/_models.py": (
+        "JSON Schema's keywords",
+        {"properties"},
+    ),
+}
+
+
 def stored_field_literals(root: Path = ROOT) -> list[str]:
-    """`path:line name` of each read, outside the mapper, of a field name only the mapper's
-    forms have (`mapper_field_names`, less the names of the forms other modules own)."""
-    trees = {
-        str(path.relative_to(root)): syntax.tree(path)
-        for source in MAPPED_SOURCES
-        for path in sorted((root / source).rglob("*.py"))
-        if "/contracts/" not in str(path) and not str(path.relative_to(root)).startswith(MAPPER)
-    }
-    others = {name for tree in trees.values() for name in _keys_of_stored_forms(tree)}
-    names = mapper_field_names() - others
-    return [
-        f"{relative}:{line} {name}"
-        for relative, tree in trees.items()
-        for line, name in sorted(field_reads(tree))
-        if name in names and (relative, name) not in NOT_A_STORED_FIELD
-    ]
+    """`path:line name` of each read, outside the mapper, of a field name of the mapper's forms
+    (`mapper_field_names`): a mapping's key read in Python, or a field a SQL text names. A name
+    is exempt only in a module that owns a stored form of its own with that field (a document
+    it writes: `_keys_of_stored_forms`), or where its module reads it in another vocabulary,
+    declared (`OTHER_VOCABULARIES`)."""
+    names = mapper_field_names()
+    found = []
+    for source in MAPPED_SOURCES:
+        for path in sorted((root / source).rglob("*.py")):
+            relative = str(path.relative_to(root))
+            if "/contracts/" in relative or relative.startswith(MAPPER):
+                continue
+            tree = syntax.tree(path)
+            exempt = _keys_of_stored_forms(tree) | OTHER_VOCABULARIES.get(relative, ("", set()))[1]
+            reads = [(line, name, "") for line, name in field_reads(tree)]
+            reads += [(line, name, " (in SQL)") for line, name in sql_fields(tree)]
+            found += [
+                f"{relative}:{line} {name}{where}"
+                for line, name, where in sorted(set(reads))
+                if name in names and name not in exempt
+            ]
+    return found
 
 
 def test_the_mapper_knows_the_scheduled_state_and_the_message_properties() -> None:
@@ -775,11 +854,24 @@ def test_a_stored_field_read_outside_the_mapper_is_found(tmp_path: Path) -> None
         "    due = document.get('deliverAt')\n"
         "    if 'outboxTarget' in properties:\n"
         "        return document['releasedAt'], document['id']\n"
+        "WAITING = 'SELECT VALUE c.id FROM c WHERE NOT IS_DEFINED(c[\"cancelledAt\"])'\n"
     )
+    # a module that owns a form of its own with `version` reads it; another does not
+    owner = tmp_path / PACKAGE / "_kept" / "own.py"
+    owner.parent.mkdir(parents=True)
+    owner.write_text(
+        "def put(store, e):\n"
+        "    store.upsert({'id': e, 'partitionKey': e, 'version': 1})\n"
+        "def get(d):\n"
+        "    return d['version']\n"
+    )
+    (owner.parent / "other.py").write_text("def get(d):\n    return d['version']\n")
     assert stored_field_literals(tmp_path) == [
+        f"{PACKAGE}/_kept/other.py:2 version",
         f"{PACKAGE}/_relay/m.py:2 deliverAt",
         f"{PACKAGE}/_relay/m.py:3 outboxTarget",
         f"{PACKAGE}/_relay/m.py:4 releasedAt",
+        f"{PACKAGE}/_relay/m.py:5 cancelledAt (in SQL)",
     ]
 
 

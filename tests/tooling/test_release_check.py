@@ -174,7 +174,11 @@ def test_a_changelog_without_the_versions_dated_heading_is_named(tmp_path: Path)
     build.check_changelog(dist, problems, released=False)
     assert problems.found == []
     build.check_changelog(dist, problems, released=True)  # at a tag: the fix would be left out
-    assert problems.found == ["shop CHANGELOG.md: an [Unreleased] section holds entries"]
+    assert problems.found == [
+        "shop CHANGELOG.md: an [Unreleased] section holds entries (they would not be in the "
+        "release: python -m tools.release.changelog release <distribution> moves them)",
+        "shop CHANGELOG.md: the [1.0.0] section has no entries (the release's notes)",
+    ]
     changelog.write_text("# Changelog\n\n## [1.0.0] - unreleased\n")
     problems = build.Problems()
     build.check_changelog(dist, problems, released=False)

@@ -23,7 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tools.docblocks import install_lines
-from tools.release import build, index, requirements
+from tools.release import build, commands, index, installs, own_tests, requirements
 from tools.release.background import CosmosAccount
 from tools.release.dists import ROOT, Distribution, distributions
 from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial, command, machine_environment
@@ -81,10 +81,14 @@ def build_and_check(dists: list[Distribution], scratch: Path, tag: str | None) -
         build.compare_wheels(dist, DIST, scratch / "build" / dist.name, problems)
         build.check_sdist_files(dist, DIST, problems)
         build.check_metadata(dist, DIST, problems)
-        build.check_changelog(dist, problems, released=tag is not None)
+    build.check_changelogs(dists, problems, tag)
     build.run_tools(DIST, problems)
     requirements.check_between(dists, problems)
     requirements.check_docs(dists, problems)
+    for refused in commands.refused():
+        problems.add("make", refused)
+    installs.check(dists, problems)
+    own_tests.check(dists, problems)
     if tag is not None:
         named = [d for d in dists if tag == f"{d.name}-v{d.version}"]
         if not named:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from email.parser import Parser
 from pathlib import Path
 
+from tools.release import changelog
 from tools.release.dists import ROOT, Distribution
 
 #: Files an sdist may hold that git does not track: its metadata, and what a build hook puts in
@@ -170,19 +171,19 @@ def check_metadata(dist: Distribution, out: Path, problems: Problems) -> None:
 
 
 def check_changelog(dist: Distribution, problems: Problems, *, released: bool) -> None:
-    """The CHANGELOG names this version in a heading; dated, or, before a release only, marked
-    "Unreleased". With `released` (the release workflow, at the tag) it must be dated, and no
-    "Unreleased" section may hold entries that the release would leave out."""
+    """The CHANGELOG has a dated section for this version; with `released` (the distribution's
+    tag, in the release workflow) no entry waits under "Unreleased" (under a `###` subheading
+    or not) and the version's section has entries: `changelog.problems`."""
     text = (dist.folder / "CHANGELOG.md").read_text("utf-8")
-    version = re.escape(dist.version)
-    dated = re.search(rf"^## \[{version}\] - \d{{4}}-\d{{2}}-\d{{2}}$", text, re.MULTILINE)
-    if not dated:
-        problems.add(
-            f"{dist.name} CHANGELOG.md",
-            f"no heading '## [{dist.version}] - YYYY-MM-DD' for the version in pyproject.toml",
-        )
-    if released and re.search(r"^## \[Unreleased\]\n+- ", text, re.MULTILINE):
-        problems.add(f"{dist.name} CHANGELOG.md", "an [Unreleased] section holds entries")
+    for problem in changelog.problems(text, dist.version, released=released):
+        problems.add(f"{dist.name} CHANGELOG.md", problem)
+
+
+def check_changelogs(dists: list[Distribution], problems: Problems, tag: str | None) -> None:
+    """Every CHANGELOG (`check_changelog`); at a tag, its distribution's as released: its
+    entries must all be in the release, where the others may hold their next release's."""
+    for dist in dists:
+        check_changelog(dist, problems, released=tag == f"{dist.name}-v{dist.version}")
 
 
 def run_tools(out: Path, problems: Problems) -> None:

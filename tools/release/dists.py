@@ -90,3 +90,18 @@ def requirements_among(dist: Distribution, names: set[str], *, extras: bool = Fa
         lines += extra
     required = {normalise(Requirement(line).name) for line in lines}
     return sorted(n for n in names if normalise(n) in required and n != dist.name)
+
+
+def main() -> int:
+    """Print the release order, one distribution a line: its name, version and what of ours it
+    requires (RELEASING.md)."""
+    ordered = distributions()
+    names = {d.name for d in ordered}
+    for number, dist in enumerate(ordered, start=1):
+        required = ", ".join(requirements_among(dist, names)) or "nothing of ours"
+        print(f"{number}. {dist.name} {dist.version} (requires {required})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -40,11 +40,18 @@ from tools.docblocks import (
 from tools.release.background import Background, CosmosAccount
 from tools.release.build import uv
 from tools.release.dists import ROOT, Distribution
+from tools.release.own_tests import own_tests
 
 PYPI = "https://pypi.org/simple/"
-#: The guides a user installs from (besides the READMEs), and the Python they are tried on: they
-#: run on funcstack, which is 3.13.
-GUIDES = {"README.md": "3.12", "docs/quick-start.md": "3.13", "docs/your-own-app.md": "3.13"}
+#: The guides a user installs from (besides the READMEs), and the Python they are tried on: the
+#: ones that run on funcstack on 3.13, the others on one the outbox supports.
+GUIDES = {
+    "README.md": "3.12",
+    "docs/quick-start.md": "3.13",
+    "docs/your-own-app.md": "3.13",
+    # the consuming side: no funcstack, the outbox's oldest Python
+    "docs/subscribers.md": "3.11",
+}
 #: What is left of the environment in a trial: what the machine needs (certificates, locale),
 #: never a PIP_, UV_ or PYTHON variable or a venv of the caller's; and the file `make test`
 #: counts the servers it starts in (FUNCSTACK_STARTS, funcstack.starts: a trial's funcstack too).
@@ -62,35 +69,15 @@ def machine_environment() -> dict[str, str]:
     return {**kept, "PATH": SYSTEM_PATH}
 
 
-@dataclass(frozen=True)
-class OwnTests:
-    """What a distribution's own tests are, from its sdist: the extras that install what they
-    need, and pytest's arguments (by Python; "*" for the others)."""
-
-    extras: str
-    args: dict[str, tuple[str, ...]]
-    #: The Python on which the adapter suites also run, through its SDKs, against funcstack's
-    #: services started from the repository's 3.13 venv (FUNCSTACK, as make test-py3.11 did).
-    adapters_on: str | None = None
-
-    def arguments(self, python: str) -> tuple[str, ...]:
-        return self.args.get(python, self.args["*"])
-
-
-IN_PROCESS = ("-m", "not integration and not e2e")
-#: Each distribution's own tests from its sdist. The in-process ones (no server) run on every
-#: Python it supports; cosmos-outbox's adapter suites on the oldest too. funcstack's 675 tests
-#: nearly all start servers: from the sdist its in-process ones run (the config, the CLI's
-#: parsing, the plugin's options, the SQL and ranges) and the rest are collected (every module
-#: imports from the installed wheel); the whole suite runs from the tree in `make test`
-#: (test-funcstack), on the same source. cosmos-outbox-testing ships no tests: the core's
-#: tests/testing hold the kit, and run here with it installed from the index.
-OWN_TESTS = {
-    "cosmos-changefeed": OwnTests("testing,aio", {"*": ("-m", "not integration")}),
-    "cosmos-outbox": OwnTests("test", {"*": IN_PROCESS, "3.11": ("-m", "not e2e")}, "3.11"),
-    "cosmos-outbox-operators": OwnTests("test", {"*": IN_PROCESS}),
-    "funcstack": OwnTests("test", {"*": IN_PROCESS}),
-}
+#: Each distribution's own tests from its sdist, as its README's "Tests" section runs them
+#: (own_tests.py). The in-process ones (no server) run on every Python it supports;
+#: cosmos-outbox's adapter suites on the oldest too. funcstack's tests nearly all start servers:
+#: from the sdist its in-process ones run (the config, the CLI's parsing, the plugin's options,
+#: the SQL and ranges) and the rest are collected (every module imports from the installed
+#: wheel); the whole suite runs from the tree in `make test` (test-funcstack), on the same
+#: source. cosmos-outbox-testing ships no tests: the core's tests/testing hold the kit, and run
+#: here with it installed from the index.
+OWN_TESTS = own_tests()
 #: The example app's in-process tests, on the Pythons other than 3.13 (make test runs them on
 #: 3.13: example-tests), in cosmos-outbox's trial.
 EXAMPLE = ROOT / "examples" / "orders"
@@ -386,6 +373,23 @@ def _guide_steps(trial: Trial, project: Path, env: dict[str, str], outcome: Outc
             outcome.steps.append(f"funcstack run stopped ({stack.cpu:.1f} s of CPU)")
             if killed:
                 outcome.failures.append(f"funcstack run {killed}")
+            outcome.failures += [
+                f"{trial.doc}: its app warned on its first run: {line}"
+                for line in warnings(project / ".funcstack" / f"{project.name}.log")
+            ]
+
+
+#: A warning in an app's log (its own, the outbox's, the host's), as funcstack writes it.
+WARNING = re.compile(r"\bWARNING\b")
+
+
+def warnings(log: Path) -> list[str]:
+    """The warnings of an app's log: a guide's files, as written, warn of nothing (a lease
+    container without time to live, a subscription without the targeted-delivery rule)."""
+    if not log.exists():
+        return []
+    lines = log.read_text("utf-8", "replace").splitlines()
+    return [line.strip()[:300] for line in lines if WARNING.search(line)]
 
 
 def command(line: str) -> str:

@@ -95,8 +95,7 @@ class RecoveryWorld:
     def poison(self, event_id: str) -> None:
         """The stored event made larger than any message (no claim check: quarantined)."""
         [doc] = [d for d in self.memory.store.of_type(EVENT_TYPE) if d["id"] == event_id]
-        stored = self.memory.store.documents[(doc["partitionKey"], event_id)]
-        stored["body"] = json.dumps({"sku": "x" * 10_000})
+        self.memory.store.put({**doc, "body": json.dumps({"sku": "x" * 10_000})})
 
     def relay(self) -> None:
         """The documents written since the last call to the relay, as the change feed hands

@@ -21,7 +21,7 @@ from tickets import Ticket
 from cosmos_outbox._mapper import event_documents, read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.forwarding import Relay, RelayReport
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.telemetry import RelayTelemetry

@@ -33,7 +33,7 @@ from tickets import Ticket, ticket_routes
 from cosmos_outbox import Outbox
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._relay.forwarding import RelayReport
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox_testing import FunctionClient, InMemory, in_memory
 from cosmos_outbox_testing.contracts import EventLoop
 

@@ -40,11 +40,12 @@ import bisect
 import copy
 import datetime as dt
 import hashlib
+import heapq
 import json
 import math
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,6 +65,7 @@ from cosmos_changefeed._reading import (
     range_of,
 )
 from cosmos_changefeed._source import FeedSource
+from cosmos_changefeed._store import ConflictError, NotFoundError, PreconditionFailedError
 
 #: The page size when a read names none (the service's default is its own; 100 here).
 DEFAULT_PAGE = 100
@@ -155,6 +157,9 @@ class InMemoryFeed:
         self._buckets: dict[str, list[_Change]] = {p.id: [] for p in self._partitions}
         #: The live partitions by id and their EPK minimums, in order (None: to be made again).
         self._index: tuple[dict[str, _Partition], list[str]] | None = None
+        #: When each document with a positive ``ttl`` expires, soonest first (``expire``): an
+        #: entry whose change is no longer the document's latest is stale and skipped.
+        self._expiries: list[tuple[dt.datetime, int, tuple[str, str], _Change]] = []
 
     # -- writes ---------------------------------------------------------------------------------
 
@@ -178,6 +183,119 @@ class InMemoryFeed:
             if current is None or current.document is None:
                 raise KeyError(f"no document {item_id!r} in partition key {partition_key!r}")
             self._append(key, epk_of(partition_key), None, current, ttl_expired=ttl_expired)
+
+    # -- a container's documents: transactional batches, etags, time to live -----------------
+
+    def batch(
+        self, operations: Sequence[tuple[str, Any, str | None]], *, partition_key: Any = None
+    ) -> list[dict[str, Any] | None]:
+        """Write ``operations`` all or none, as a transactional batch of one partition key: one
+        change (one LSN) for them all. Each is ``(kind, document, if_match)``: ``kind``
+        ``create``, ``upsert``, ``replace`` or ``delete``; ``document`` the document (a delete's:
+        its id and partition key); ``if_match`` the etag it must still have (None: any). The stored
+        documents (None for a delete); else ``ConflictError`` (409), ``NotFoundError`` (404) or
+        ``PreconditionFailedError`` (412) with ``operation_index`` set, nothing written.
+        ``partition_key``: the batch's; an operation on a document of another is refused
+        (``ValueError``, the service's 400) when the operations before it pass."""
+        with self._lock:
+            staged: dict[tuple[str, str], dict[str, Any] | None] = {}
+            writes: list[tuple[tuple[str, str], str, dict[str, Any] | None]] = []
+            for index, (kind, document, if_match) in enumerate(operations):
+                key, epk, body = self._staged(kind, document, if_match, staged, index)
+                if partition_key is not None and key[0] != json.dumps(partition_key):
+                    raise ValueError("batch operations must share the partition key")
+                staged[key] = body
+                writes.append((key, epk, body))
+            lsn = None
+            stored: list[dict[str, Any] | None] = []
+            for key, epk, body in writes:
+                previous = self._latest.get(key)
+                if previous is not None and previous.document is None:
+                    previous = None
+                change = self._append(key, epk, body, previous, lsn=lsn)
+                lsn = change.lsn
+                stored.append(copy.deepcopy(change.document) if body is not None else None)
+            return stored
+
+    def _staged(
+        self,
+        kind: str,
+        document: Mapping[str, Any],
+        if_match: str | None,
+        staged: Mapping[tuple[str, str], dict[str, Any] | None],
+        index: int,
+    ) -> tuple[tuple[str, str], str, dict[str, Any] | None]:
+        """One operation of a batch checked against the documents as the batch left them."""
+        if kind not in ("create", "upsert", "replace", "delete"):
+            raise ValueError(f"operation {index}: {kind!r} is no write")
+        key = self._key_of(document)
+        current = staged[key] if key in staged else self._current(key)
+        failure: Exception | None = None
+        if kind == "create" and current is not None:
+            failure = ConflictError(f"document {key[1]!r} exists")
+        elif kind in ("replace", "delete") and current is None:
+            failure = NotFoundError(f"no document {key[1]!r}")
+        elif if_match is not None and current is not None and current.get("_etag") != if_match:
+            failure = PreconditionFailedError(f"document {key[1]!r} changed since {if_match}")
+        if failure is not None:
+            failure.operation_index = index  # type: ignore[attr-defined]
+            raise failure
+        epk = epk_of(json.loads(key[0]))
+        if kind == "delete":
+            return key, epk, None
+        return key, epk, {k: copy.deepcopy(v) for k, v in document.items() if not k.startswith("_")}
+
+    def _key_of(self, document: Mapping[str, Any]) -> tuple[str, str]:
+        if not isinstance(document.get("id"), str) or not document["id"]:
+            raise ValueError("a document needs an id (a non-empty string)")
+        return json.dumps(self.partition_key_of(document)), str(document["id"])
+
+    def _current(self, key: tuple[str, str]) -> dict[str, Any] | None:
+        change = self._latest.get(key)
+        return change.document if change is not None else None
+
+    def document(self, item_id: str, partition_key: Any) -> dict[str, Any] | None:
+        """The document of ``item_id`` and ``partition_key`` as stored (with ``_etag``,
+        ``_ts``), None when there is none."""
+        with self._lock:
+            found = self._current((json.dumps(partition_key), item_id))
+            return copy.deepcopy(found) if found is not None else None
+
+    def documents(self) -> list[dict[str, Any]]:
+        """Every document as stored, in the order they were first written."""
+        with self._lock:
+            return [
+                copy.deepcopy(change.document)
+                for change in self._latest.values()
+                if change.document is not None
+            ]
+
+    def expire(self) -> int:
+        """Delete, as Cosmos DB's time to live does (a delete with ``timeToLiveExpired``),
+        every document whose positive ``ttl`` ran out since it was last written, by
+        ``clock``; how many. (A container with TTL on and no default: ``defaultTtl -1``.)"""
+        gone = 0
+        with self._lock:
+            now = self.clock().astimezone(dt.UTC)
+            while self._expiries and self._expiries[0][0] <= now:
+                _, _, key, change = heapq.heappop(self._expiries)
+                if self._latest.get(key) is change:
+                    self._append(key, change.epk, None, change, ttl_expired=True)
+                    gone += 1
+        return gone
+
+    def latest_since(self, lsn: int = 0) -> list[dict[str, Any]]:
+        """The latest version of each document written after change ``lsn`` of its partition
+        (with ``_lsn``), in LSN order: a whole read of the feed from ``lsn`` (what an estimator
+        of a one-partition feed counts)."""
+        with self._lock:
+            changes = [
+                change
+                for partition in self._partitions
+                for change in self._changes(partition, partition.range, lsn, None, latest=True)
+            ]
+            changes.sort(key=lambda change: change.lsn)
+            return [self._item(change, LATEST_VERSION) for change in changes]
 
     def _write(self, document: Mapping[str, Any], *, must_exist: bool | None) -> dict[str, Any]:
         body = {k: copy.deepcopy(v) for k, v in document.items() if not k.startswith("_")}
@@ -204,9 +322,11 @@ class InMemoryFeed:
         previous: _Change | None,
         *,
         ttl_expired: bool = False,
+        lsn: int | None = None,
     ) -> _Change:
         partition = self._holding(epk)
-        partition.lsn += 1
+        if lsn is None:  # else a change of the transactional batch that took that LSN
+            partition.lsn += 1
         at = self.clock().astimezone(dt.UTC)
         if body is not None:
             body = body | {"_ts": int(at.timestamp()), "_etag": f'"{uuid.uuid4()}"'}
@@ -223,6 +343,11 @@ class InMemoryFeed:
         self._log.append(change)
         self._latest[key] = change
         self._buckets[partition.id].append(change)
+        ttl = body.get("ttl") if body is not None else None
+        if type(ttl) is int and ttl > 0:
+            heapq.heappush(
+                self._expiries, (at + dt.timedelta(seconds=ttl), len(self._log), key, change)
+            )
         return change
 
     def partition_key_of(self, document: Mapping[str, Any]) -> Any:

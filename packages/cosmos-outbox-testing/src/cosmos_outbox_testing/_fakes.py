@@ -1,8 +1,9 @@
 """In-memory fakes of the package's ports. Each is held to the same contract suite as the real
 adapter (`cosmos_outbox_testing.contracts`, run on both), so a test on a fake says something
-true of production. The store keeps documents as Cosmos DB does (JSON, etags, per-item TTL,
-atomic batches, pages with continuation tokens); the async API awaits these sync fakes as they
-are. The store runs an app's Cosmos DB SQL queries with the test kit's query engine
+true of production. The store keeps documents as Cosmos DB does, on cosmos-changefeed's
+in-memory feed (JSON, etags, per-item TTL, atomic batches: one model of a container for both
+packages), and pages them with continuation tokens; the async API awaits these sync fakes as
+they are. The store runs an app's Cosmos DB SQL queries with the test kit's query engine
 (`cosmos_outbox_testing._sql`), refusing by name what it does not serve."""
 
 from __future__ import annotations
@@ -13,10 +14,21 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterator,
+    Mapping,
+    MutableMapping,
+    Sequence,
+)
+from datetime import UTC, datetime
 from typing import Any
 
+from cosmos_changefeed import ConflictError
+from cosmos_changefeed import NotFoundError as MissingError
+from cosmos_changefeed import PreconditionFailedError as EtagError
+from cosmos_changefeed.testing import InMemoryFeed
 from cosmos_outbox.documents import EVENT_TYPE, document_created_at
 from cosmos_outbox.errors import (
     AlreadyExistsError,
@@ -47,45 +59,38 @@ from cosmos_outbox.ports import (
 
 
 class InMemoryStore(DocumentStore):
-    """Documents by (partition key, id) with etags; batches are atomic like Cosmos DB's. A
-    document with a positive `ttl` expires that many seconds after it was written, as with
-    Cosmos DB's per-item TTL (container `defaultTtl -1`): it is then gone for reads and writes.
-    Time is `clock()` plus what `elapse()` added. What it keeps and gives back is JSON, never a
-    caller's objects."""
+    """Documents by (partition key, id) on a container of cosmos-changefeed's in-memory feed
+    (`feed`: `cosmos_changefeed.testing.InMemoryFeed`, partitioned on `/partitionKey`), which
+    keeps them as Cosmos DB does: etags, transactional batches all or none (one change of its
+    feed each), 409/404/412, and per-item TTL (container `defaultTtl -1`: a document with a
+    positive `ttl` is gone that many seconds after it was last written). Time is `clock()`
+    (seconds) plus what `elapse()` added. What it keeps and gives back is JSON, never a caller's
+    objects. `documents` is its documents by (partition key, id), as a mapping (deleting from
+    it deletes)."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.documents: dict[tuple[str, str], dict[str, Any]] = {}
-        #: when each document with a TTL expires, and the same as a heap (soonest first; an
-        #: entry that no longer matches `_expiries` is stale and skipped)
-        self._expiries: dict[tuple[str, str], float] = {}
-        self._due: list[tuple[float, tuple[str, str]]] = []
+    def __init__(self, *, clock: Callable[[], float] = time.time) -> None:
         self._clock = clock
         self._elapsed = 0.0
-        self._etags = itertools.count(1)
+        self.feed = InMemoryFeed(partition_key_path="/partitionKey", clock=self._datetime)
+        self.documents = _Documents(self)
         self._lock = threading.RLock()
         #: raised by the next batch (then forgotten): a store failure for one write
         self.fail_next: OutboxError | None = None
         #: raised by every health check while set: a store that is down
         self.unavailable: OutboxError | None = None
         self.batches = 0
-        #: the change feed: each write's documents (a batch is one change), in order; the
-        #: change's number is its index + 1 (Cosmos DB's LSN)
-        self.changes: list[tuple[dict[str, Any], ...]] = []
 
     # -- tests' own access ----------------------------------------------------------------
 
     def put(self, document: Mapping[str, Any]) -> None:
         """Write outside any unit of work (tests plant documents this way)."""
-        with self._lock:
-            stored = _copy(document)
-            self._store(stored)
-            self.changes.append((stored,))
+        self._write([("upsert", _copy(document), None)])
 
     def elapse(self, seconds: float) -> None:
         """Move the store's time on: documents whose TTL ran out are deleted."""
         with self._lock:
             self._elapsed += seconds
-            self._expire()
+            self.feed.expire()
 
     def outlive(self, partition_key: str, doc_id: str) -> None:
         """Move the store's time on until the document's TTL has run out (it is then gone)."""
@@ -98,9 +103,7 @@ class InMemoryStore(DocumentStore):
         self.elapse(ttl)
 
     def in_partition(self, partition_key: str) -> list[dict[str, Any]]:
-        with self._lock:
-            self._expire()
-            return [_copy(d) for (pk, _), d in self.documents.items() if pk == partition_key]
+        return self._all(partition_key)
 
     # -- DocumentStore --------------------------------------------------------------------
 
@@ -111,112 +114,55 @@ class InMemoryStore(DocumentStore):
             if self.fail_next is not None:
                 injected, self.fail_next = self.fail_next, None
                 raise injected
-            self._expire()
-            staged = dict(self.documents)
-            written: list[tuple[str, dict[str, Any] | None]] = []
-            for index, op in enumerate(operations):
-                key = (partition_key, op.document_id)
-                current = staged.get(key)
-                if (
-                    op.document is not None
-                    and op.document.get("partitionKey", partition_key) != partition_key
-                ):
-                    raise ValueError("batch operations must share the partition key")
-                failure: OutboxError | None = None
-                if op.kind == "create" and current is not None:
-                    failure = AlreadyExistsError(f"document {op.document_id} exists")
-                elif op.kind in ("replace", "patch", "delete") and current is None:
-                    failure = NotFoundError("document", op.document_id)
-                elif op.kind in ("replace", "patch", "delete") and (
-                    op.if_match is not None
-                    and current is not None
-                    and current["_etag"] != op.if_match
-                ):
-                    failure = PreconditionFailedError("etag mismatch")
-                if failure is not None:
-                    failure.operation_index = index
-                    raise failure
+            self.feed.expire()
+            writes: list[tuple[str, dict[str, Any], str | None]] = []
+            for op in operations:
+                key = {"id": op.document_id, "partitionKey": partition_key}
                 if op.kind == "delete":
-                    staged.pop(key)
-                    written.append((op.document_id, None))
-                    continue
-                document = (
-                    _patched(current, op.patch)
-                    if op.kind == "patch" and current
-                    else _copy(op.document or {})
-                )
-                # as Cosmos DB's store: the batch's partition where a document has none
-                document.setdefault("partitionKey", partition_key)
-                staged[key] = document
-                written.append((op.document_id, document))
+                    writes.append(("delete", key, op.if_match))
+                elif op.kind == "patch":  # of the document as the batch left it, or stored
+                    staged = [w[1] for w in writes if w[1]["id"] == op.document_id]
+                    current = staged[-1] if staged else self.feed.document(key["id"], partition_key)
+                    patched = _patched(current, op.patch) if current is not None else key
+                    writes.append(("replace", patched, op.if_match))
+                else:  # as Cosmos DB's store: the batch's partition where a document has none
+                    writes.append(
+                        (
+                            op.kind,
+                            {"partitionKey": partition_key} | _copy(op.document or {}),
+                            op.if_match,
+                        )
+                    )
+            stored = self._write(writes, partition_key)
             self.batches += 1
-            etags: list[str | None] = []
-            for document_id, stored in written:
-                if stored is None:
-                    self._forget((partition_key, document_id))
-                    etags.append(None)
-                else:
-                    etags.append(self._store(stored))
-            self.changes.append(tuple(d for _, d in written if d is not None))
-            return etags
+            return [d["_etag"] if d is not None else None for d in stored]
 
     def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
         with self._lock:
-            self._expire()
-            doc = self.documents.get((partition_key, document_id))
-            return _copy(doc) if doc else None
+            self.feed.expire()
+            return self.feed.document(document_id, partition_key)
 
     def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
-        with self._lock:
-            self._expire()
-            stored = _copy(document)
-            self._store(stored)
-            self.changes.append((stored,))
-            return _copy(stored)
+        [stored] = self._write([("upsert", _copy(document), None)])
+        assert stored is not None
+        return stored
 
     def replace(
         self, document: Mapping[str, Any], *, if_match: str | None = None
     ) -> dict[str, Any]:
-        with self._lock:
-            self._expire()
-            key = (str(document["partitionKey"]), str(document["id"]))
-            current = self.documents.get(key)
-            if current is None:
-                raise NotFoundError("document", key[1])
-            if if_match is not None and current["_etag"] != if_match:
-                raise PreconditionFailedError("etag mismatch")
-            stored = _copy(document)
-            self._store(stored)
-            self.changes.append((stored,))
-            return _copy(stored)
+        [stored] = self._write([("replace", _copy(document), if_match)])
+        assert stored is not None
+        return stored
 
     def delete(self, partition_key: str, document_id: str) -> None:
-        with self._lock:
-            self._expire()
-            if (partition_key, document_id) not in self.documents:
-                raise NotFoundError("document", document_id)
-            self._forget((partition_key, document_id))
+        self._write([("delete", {"id": document_id, "partitionKey": partition_key}, None)])
 
     def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
-        with self._lock:
-            self._expire()
-            return next(
-                (
-                    _copy(d)
-                    for (_, doc_id), d in self.documents.items()
-                    if doc_id == document_id and d.get("type") == type_
-                ),
-                None,
-            )
+        found = (d for d in self._all() if d["id"] == document_id and d.get("type") == type_)
+        return next(found, None)
 
     def of_type(self, type_: str, *, partition_key: str | None = None) -> list[dict[str, Any]]:
-        with self._lock:
-            self._expire()
-            return [
-                _copy(d)
-                for (pk, _), d in self.documents.items()
-                if d.get("type") == type_ and partition_key in (None, pk)
-            ]
+        return [d for d in self._all(partition_key) if d.get("type") == type_]
 
     def page_of_type(
         self, type_: str, *, page_size: int, continuation: str | None
@@ -242,13 +188,7 @@ class InMemoryStore(DocumentStore):
         from cosmos_outbox_testing._sql import QueryUnsupported, run_query
 
         named = named_parameters(parameters)
-        with self._lock:
-            self._expire()
-            documents = [
-                _copy(d)
-                for (pk, _), d in self.documents.items()
-                if partition_key is None or pk == partition_key
-            ]
+        documents = self._all(partition_key)
         try:
             return run_query(query, named, documents, cross_partition=partition_key is None)
         except QueryUnsupported as refused:
@@ -290,32 +230,69 @@ class InMemoryStore(DocumentStore):
 
     # -- inside ---------------------------------------------------------------------------
 
-    def _now(self) -> float:
-        return self._clock() + self._elapsed
+    def _datetime(self) -> datetime:
+        return datetime.fromtimestamp(self._clock() + self._elapsed, UTC)
 
-    def _expire(self) -> None:
-        now = self._now()
-        while self._due and self._due[0][0] <= now:
-            at, key = heapq.heappop(self._due)
-            if self._expiries.get(key) == at:
-                del self._expiries[key]
-                self.documents.pop(key, None)
+    def _all(self, partition_key: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            self.feed.expire()
+            found = self.feed.documents()
+        return [d for d in found if partition_key in (None, d["partitionKey"])]
 
-    def _store(self, doc: dict[str, Any]) -> str:
-        doc["_etag"] = f'"{next(self._etags):08x}-0000-0000-0000-000000000000"'
-        key = (doc["partitionKey"], doc["id"])
-        self.documents[key] = doc
-        ttl = doc.get("ttl")
-        if type(ttl) is int and ttl > 0:
-            self._expiries[key] = at = self._now() + ttl
-            heapq.heappush(self._due, (at, key))
-        else:
-            self._expiries.pop(key, None)
-        return str(doc["_etag"])
+    def _write(
+        self,
+        writes: Sequence[tuple[str, Mapping[str, Any], str | None]],
+        partition_key: str | None = None,
+    ) -> list[dict[str, Any] | None]:
+        """The writes as one transactional batch of the feed (of `partition_key`, when given);
+        its refusals as the outbox's."""
+        with self._lock:
+            self.feed.expire()
+            try:
+                return self.feed.batch(writes, partition_key=partition_key)
+            except (ConflictError, MissingError, EtagError) as refused:
+                index = getattr(refused, "operation_index", 0)
+                document_id = str(writes[index][1]["id"])
+                failure: OutboxError = (
+                    AlreadyExistsError(f"document {document_id} exists")
+                    if isinstance(refused, ConflictError)
+                    else NotFoundError("document", document_id)
+                    if isinstance(refused, MissingError)
+                    else PreconditionFailedError("etag mismatch")
+                )
+                failure.operation_index = index
+                raise failure from None
 
-    def _forget(self, key: tuple[str, str]) -> None:
-        self._expiries.pop(key, None)
-        self.documents.pop(key, None)
+
+class _Documents(MutableMapping[tuple[str, str], dict[str, Any]]):
+    """An `InMemoryStore`'s documents by (partition key, id): read from its feed; a deletion
+    deletes the document, a setting writes it."""
+
+    def __init__(self, store: InMemoryStore) -> None:
+        self._store = store
+
+    def __getitem__(self, key: tuple[str, str]) -> dict[str, Any]:
+        found = self._store.read(*key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __setitem__(self, key: tuple[str, str], document: dict[str, Any]) -> None:
+        self._store.put({**document, "partitionKey": key[0], "id": key[1]})
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        if self._store.read(*key) is None:
+            raise KeyError(key)
+        self._store.delete(*key)
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter([(d["partitionKey"], d["id"]) for d in self._store._all()])
+
+    def __len__(self) -> int:
+        return len(self._store._all())
+
+    def items(self) -> ItemsView[tuple[str, str], dict[str, Any]]:  # one read, not one a key
+        return {(d["partitionKey"], d["id"]): d for d in self._store._all()}.items()
 
 
 def _copy(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -476,47 +453,32 @@ class InMemoryPayloadStore(PayloadStore):
 
 class InMemoryBacklogEstimator(BacklogEstimator):
     """The relay's backlog on an `InMemoryStore`, as the Cosmos DB estimator reads it from the
-    change feed: per lease, the changes after its checkpoint that carry an event document (a
-    change is a write: a batch is one), and the creation time of the first of them. One lease
-    (`"0"`: an in-memory store is one feed range), read from the start until `checkpoint()`
-    moves it, as the trigger does after an invocation."""
+    change feed (its feed's, read whole): per lease, the changes after its checkpoint (an LSN;
+    a batch is one change) that carry an event document, latest versions only, and the
+    creation time of the first of them. One lease (`"0"`: an in-memory store is one feed
+    range), read from the start until `checkpoint()` moves it, as the trigger does after an
+    invocation."""
 
     def __init__(self, store: InMemoryStore, *, lease: str = "0") -> None:
         self.store = store
-        #: each lease's checkpoint: the number of changes it has processed
+        #: each lease's checkpoint: the LSN of the last change it processed
         self.checkpoints: dict[str, int] = {lease: 0}
 
     def checkpoint(self, lease: str = "0", *, at: int | None = None) -> None:
         """`lease` checkpointed after change `at` (default: the latest)."""
-        with self.store._lock:
-            self.checkpoints[lease] = len(self.store.changes) if at is None else at
+        latest = self.store.feed.latest_since(0)
+        self.checkpoints[lease] = max((d["_lsn"] for d in latest), default=0) if at is None else at
 
     def estimate(self) -> list[LeaseBacklog]:
-        with self.store._lock:
-            changes = list(self.store.changes)
         found = []
         for lease, done in self.checkpoints.items():
-            pending = [
-                change
-                for change in changes[done:]
-                if any(d.get("type") == EVENT_TYPE for d in change)
-            ]
-            oldest = None
-            if pending:
-                first = next(d for d in pending[0] if d.get("type") == EVENT_TYPE)
-                oldest = document_created_at(first)
-            ids = tuple(
-                str(d.get("id"))
-                for change in pending
-                for d in change
-                if d.get("type") == EVENT_TYPE
-            )
+            events = [d for d in self.store.feed.latest_since(done) if d.get("type") == EVENT_TYPE]
             found.append(
                 LeaseBacklog(
                     lease=lease,
-                    pending=len(pending),
-                    oldest_created_at=oldest,
-                    pending_ids=ids,
+                    pending=len({d["_lsn"] for d in events}),
+                    oldest_created_at=document_created_at(events[0]) if events else None,
+                    pending_ids=tuple(str(d.get("id")) for d in events),
                     pending_ids_complete=True,
                 )
             )

@@ -5,7 +5,7 @@ due in 15 minutes is delivered without waiting for them:
         ...  # a transaction publishes an event with deliver_after=timedelta(minutes=15)
         memory.clock.advance(timedelta(minutes=15))  # due now: released
 
-Inside `with in_memory(...)` it is the outbox's time (`cosmos_outbox._clock`): the due time of
+Inside `with in_memory(...)` it is the outbox's time (`cosmos_outbox.clock`): the due time of
 `deliver_after`, whether a release has come, the time an aggregate's event is recorded at; the
 in-memory store's TTLs run by it too (`InMemoryStore.elapse`)."""
 

@@ -1,6 +1,6 @@
 """No coroutine is ever dropped: a coroutine function given where a plain function is called (the
 sync API's route helper and service) is refused when it is declared, naming it. (An awaitable a
-plain function returns is awaited: `cosmos_outbox._sync_bridge.resolved`; in a sync function,
+plain function returns is awaited: `cosmos_outbox._sync_over_async.resolved`; in a sync function,
 one that waits on I/O is refused and closed: `run_sync`.)"""
 
 from __future__ import annotations

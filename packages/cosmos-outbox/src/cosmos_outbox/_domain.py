@@ -38,7 +38,7 @@ from typing import Any, ClassVar, Literal, Self, TypeVar, overload
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic.alias_generators import to_camel
 
-from cosmos_outbox._clock import now as _now
+from cosmos_outbox.clock import now as _now
 
 A = TypeVar("A", bound="Aggregate")
 E = TypeVar("E", bound="Event")
@@ -103,7 +103,7 @@ def _aggregate_id() -> str:
 
 
 def utcnow() -> datetime:
-    """Now, UTC (the test kit's clock when one stands in: `cosmos_outbox._clock`)."""
+    """Now, UTC (the test kit's clock when one stands in: `cosmos_outbox.clock`)."""
     return _now()
 
 

@@ -1,6 +1,6 @@
 """A function the worker indexes, from its body written once as a coroutine: the body itself as
 an `async def` function (run on the worker's event loop), or a plain function that runs it in
-its thread (`cosmos_outbox._sync_bridge.run_sync`: over sync adapters it never suspends). The
+its thread (`cosmos_outbox._sync_over_async.run_sync`: over sync adapters it never suspends). The
 binding parameters are the body's (`functools.wraps`: the worker reads them from its signature)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import functools
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 
 P = ParamSpec("P")
 R = TypeVar("R")

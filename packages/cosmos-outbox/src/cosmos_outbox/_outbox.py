@@ -17,7 +17,7 @@ the same for both, once per process, on first use.
 `Outbox` is the sync API (sync functions, the SDKs' sync clients, run by the worker's thread
 pool); `cosmos_outbox.aio.Outbox` the async one (`async def` functions, the SDKs' `aio` clients,
 on the worker's event loop). The logic is the same coroutines for both
-(`cosmos_outbox._sync_bridge`).
+(`cosmos_outbox._sync_over_async`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._moved import OPERATORS, installed, moved_name
 from cosmos_outbox._records import LegacyEvents
 from cosmos_outbox._renamed import deprecated
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox._wiring import Services, Wiring, services_from_settings
 from cosmos_outbox._write.service import AggregateService as AsyncAggregateService
 from cosmos_outbox._write.sync import AggregateService, Transaction, UnitOfWork

@@ -8,14 +8,14 @@ quarantine record is, and how it is kept, is here: its document, the record read
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from cosmos_outbox._mapper import outbox_record, parse_time, unreadable, without_system_keys
 from cosmos_outbox._records import LegacyEvents, OutboxRecord, PoisonEventError, Unreadable
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore, Page
 
@@ -154,6 +154,11 @@ def quarantined_event(
         discard_reason=_text_or_none(document.get("discardReason")),
         partition_key=partition,
     )
+
+
+def discarded_event_ids(documents: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The ids of the events whose quarantine records say they were discarded."""
+    return {str(d.get("eventId")) for d in documents if d.get("status") == "discarded"}
 
 
 def _text_or_none(value: object) -> str | None:

@@ -67,6 +67,8 @@ class OutboxRecord:
     #: the message's Subject when not the action (a transaction's event may set one)
     subject: str | None = None
     document: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: the partition the event is stored in (where its release writes it; None: not a string)
+    partition_key: str | None = None
     #: the message format: 2, the body the app's data and the envelope in properties; 1, the
     #: format before (the body the event's data with its envelope), kept for stored events
     format: int = 2

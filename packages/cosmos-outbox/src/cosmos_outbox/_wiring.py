@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cosmos_outbox._records import LegacyEvents
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox._write.streams import Sequences
 from cosmos_outbox._write.transaction import Transaction
 from cosmos_outbox._write.unit_of_work import UnitOfWork
@@ -50,7 +50,7 @@ from cosmos_outbox.settings import (
 if TYPE_CHECKING:
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._relay.forwarding import Relay
-    from cosmos_outbox._relay.releases import Releases
+    from cosmos_outbox._relay.scheduled import Releases
     from cosmos_outbox.operations._operations import Operations
     from cosmos_outbox.settings import OutboxSettings
     from cosmos_outbox.telemetry import RelayTelemetry
@@ -477,7 +477,7 @@ class Wiring:
         """Scheduled events' releases at their due time (`release_due_events`)."""
         with self._lock:
             if self._releases is None:
-                from cosmos_outbox._relay.releases import Releases
+                from cosmos_outbox._relay.scheduled import Releases
 
                 self._releases = Releases(
                     self.store,

@@ -49,7 +49,7 @@ from cosmos_outbox._mapper import (
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
 from cosmos_outbox._relay.forwarding import Relay, RelayReport
-from cosmos_outbox._relay.releases import ReleaseOutcome, Releases
+from cosmos_outbox._relay.scheduled import ReleaseOutcome, Releases
 from cosmos_outbox.telemetry import RelayTelemetry
 
 if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`

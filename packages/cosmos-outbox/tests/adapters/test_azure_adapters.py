@@ -45,7 +45,7 @@ from cosmos_outbox._mapper import QUARANTINE_NOTICE_SUBJECT, notice_id, payload_
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox._relay.forwarding import Relay
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore

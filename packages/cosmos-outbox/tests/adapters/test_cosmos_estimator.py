@@ -34,7 +34,7 @@ from tickets import Ticket
 
 from cosmos_changefeed import lease_prefix
 from cosmos_outbox._relay.backlog import Backlog, report_backlog
-from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox._sync_over_async import as_async, run_sync
 from cosmos_outbox._write.idempotency import Answer, IdempotencyKey
 from cosmos_outbox.cosmos import CosmosBacklogEstimator
 from cosmos_outbox.cosmos._client import client_options

@@ -14,7 +14,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure_stack import TOPIC, properties
 
-from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox._sync_over_async import as_async, run_sync
 from cosmos_outbox.ports import DeadLetterEntity, Outgoing
 from cosmos_outbox.servicebus import ServiceBusDeadLetters
 from cosmos_outbox.servicebus.aio import ServiceBusDeadLetters as AsyncServiceBusDeadLetters

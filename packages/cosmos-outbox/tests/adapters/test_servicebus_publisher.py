@@ -44,7 +44,7 @@ from cloudevents.core.formats.json import JSONFormat
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._relay.forwarding import Relay, RelayReport
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 from cosmos_outbox.servicebus import ServiceBusPublisher

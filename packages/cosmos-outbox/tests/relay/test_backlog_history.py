@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox._relay.backlog_history import KEPT_READINGS, BacklogHistory
-from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox._sync_over_async import as_async, run_sync
 from cosmos_outbox_testing import InMemoryStore
 
 

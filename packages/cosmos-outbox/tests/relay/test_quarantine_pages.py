@@ -14,7 +14,7 @@ import pytest
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import STALLED_ANSWERS, Quarantine
 from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.ports import Page
 from cosmos_outbox_testing import InMemoryStore

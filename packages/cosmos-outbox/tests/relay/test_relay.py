@@ -27,7 +27,7 @@ from cosmos_outbox._mapper import (
 )
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._relay.forwarding import Relay, RelayReport
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox_testing import FakePublisher, InMemoryScheduleQueue, InMemoryStore
 

@@ -19,7 +19,7 @@ from cosmos_outbox import telemetry as names
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.forwarding import Relay
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox_testing import FakePublisher, InMemoryStore
 from relay.test_relay import TRACE, history

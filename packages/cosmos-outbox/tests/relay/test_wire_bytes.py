@@ -40,7 +40,7 @@ from azure.servicebus._pyamqp.message import BatchMessage
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.forwarding import Relay
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.ports import MessageBatch, MessagePublisher
 from cosmos_outbox.servicebus._messages import ServiceBusBatch
 from cosmos_outbox.settings import LegacyEvents

@@ -20,7 +20,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, CosmosWorld, cosmos_world
 
 from cosmos_outbox._mapper import release_of
-from cosmos_outbox._relay.releases import waiting
+from cosmos_outbox._relay.scheduled import waiting
 from cosmos_outbox.servicebus import ServiceBusPublisher, ServiceBusScheduleQueue
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
 from cosmos_outbox.servicebus.aio import ServiceBusScheduleQueue as AsyncServiceBusScheduleQueue

@@ -29,8 +29,8 @@ from cosmos_outbox._mapper import (
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._records import PoisonEventError, Release
 from cosmos_outbox._relay.forwarding import Relay
-from cosmos_outbox._relay.releases import HORIZON, ReleaseOutcome, Releases
-from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox._relay.scheduled import HORIZON, ReleaseOutcome, Releases
+from cosmos_outbox._sync_over_async import as_async, run_sync
 from cosmos_outbox._write.streams import SEQUENCE_TYPE
 from cosmos_outbox.errors import NotFoundError, TooLateToCancelError
 from cosmos_outbox.servicebus import application_properties

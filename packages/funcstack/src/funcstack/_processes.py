@@ -88,8 +88,61 @@ def owner_watch(stop: Callable[[], object]) -> None:
     threading.Thread(target=watch, name="owner-watch", daemon=True).start()
 
 
+#: How long a stop waits, once it has killed a part's process, for it and the rest of its process
+#: group to end (a killed process ends; only the news of it can be late on a loaded machine).
+KILLED_WAIT = 15.0
+
+
+def group_members(group: int) -> list[int]:
+    """The live (not zombie) processes of process group ``group``, from /proc (none elsewhere:
+    the platforms funcstack stops groups on are Linux's)."""
+    try:
+        os.killpg(group, 0)  # the common case, no process left: no listing of /proc
+    except (ProcessLookupError, PermissionError):
+        return []
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return []
+    found = []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[2]) == group:
+            found.append(int(entry.name))
+    return found
+
+
+def end_group(group: int, timeout: float = KILLED_WAIT) -> list[int]:
+    """Once a part's process, the leader of process group ``group`` (every part has a group of
+    its own: ``OWN_PROCESS_GROUP``), has ended: SIGKILL what is left of the group (a host's
+    language worker when the host was killed, a child a declared process started) and wait up
+    to ``timeout`` seconds for it to end; what still runs then (nothing, unless the kernel is
+    slower than that), for the caller to name.
+
+    The group's number is the ended leader's pid, which the kernel gives no other process while
+    a process of the group lives; a live process of that pid is one given the number after the
+    group emptied (it leads a group of its own of that number): nothing of ours, left alone."""
+    left = group_members(group)
+    if not left or group in left:
+        return []
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while left and time.monotonic() < deadline:
+        time.sleep(0.02)
+        left = [pid for pid in group_members(group) if pid != group]
+    return left
+
+
 def stop_child(process: ChildProcess, grace: float = 1.5) -> None:
-    """SIGTERM, then SIGKILL after `grace` seconds. For a child that is being given up."""
+    """SIGTERM, then SIGKILL after `grace` seconds (waited for up to ``KILLED_WAIT``), then
+    the rest of its process group (``end_group``). For a child that is being given up."""
     if process.poll() is None:
         with suppress(ProcessLookupError):
             process.terminate()
@@ -98,7 +151,9 @@ def stop_child(process: ChildProcess, grace: float = 1.5) -> None:
         except subprocess.TimeoutExpired:
             with suppress(ProcessLookupError):
                 process.kill()
-            process.wait(grace)
+            with suppress(subprocess.TimeoutExpired):
+                process.wait(KILLED_WAIT)
+    end_group(process.pid)
 
 
 def describe_exit(code: int | None) -> str:

@@ -72,6 +72,10 @@ logger = logging.getLogger("funcstack.scaleout")
 
 #: How often the supervisor looks at the instances' processes (seconds).
 _WATCH_EVERY = 0.2
+#: How long a stop waits for the supervisor to give up a restart under way: a start it cancels
+#: ends within the grace and the wait for a kill (``_processes.KILLED_WAIT``), a fork server's
+#: answer within its own bound (``_forkserver.ANSWER_TIMEOUT``).
+_SUPERVISOR_STOP = 90.0
 
 #: The HTTP functions' group (``function_group`` in the host).
 HTTP_GROUP = "http"
@@ -303,7 +307,9 @@ class AppInstances:
         so that the instances it stops are not taken for crashed ones."""
         self._stopping.set()
         if self._supervisor is not None:
-            self._supervisor.join(10)
+            self._supervisor.join(_SUPERVISOR_STOP)
+            if self._supervisor.is_alive():  # the host it starts is stopped once started
+                logger.warning("%s: a restart still under way after the stop", self.name)
             self._supervisor = None
 
     # -- the app's address --------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import logging
 import random
 import signal
 import socket
@@ -34,8 +35,10 @@ from funcstack._activation import (
 )
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import (
+    KILLED_WAIT,
     OWN_PROCESS_GROUP,
     describe_exit,
+    end_group,
     last_lines,
     node_server_environment,
     note,
@@ -71,6 +74,8 @@ __all__ = [
     "start_azurite",
     "stop_all",
 ]
+
+logger = logging.getLogger("funcstack")
 
 #: Seconds each part gets to exit on its own before it is killed (Ctrl-C within 3 s).
 STOP_TIMEOUT = 1.5
@@ -191,9 +196,11 @@ class Azurite:
             self.process.send_signal(signal.SIGINT)
             with suppress(subprocess.TimeoutExpired):
                 self.process.wait(grace)
-                return
-        self.process.kill()
-        self.process.wait(timeout)
+                break
+        else:
+            self.process.kill()
+            self.process.wait(max(timeout, KILLED_WAIT))
+        end_group(self.process.pid)
 
 
 #: How many times a lazy Azurite's free ports are chosen when one was taken before its bind.
@@ -502,9 +509,11 @@ class LocalServices:
 
     def stop(self) -> None:
         """Stop the hosts at once, then the endpoints at once; each part is killed if it has
-        not exited within 1.5 s. The hosts first, while the endpoints still answer: a Cosmos DB
-        trigger releases its leases as it stops (the Azure host does at shutdown), which it
-        cannot do once Cosmos DB is gone; its next start would wait out their expiry."""
+        not exited within 1.5 s, and what is left of its process group with it (a host's
+        language worker), waited for until it has ended. The hosts first, while the endpoints
+        still answer: a Cosmos DB trigger releases its leases as it stops (the Azure host does
+        at shutdown), which it cannot do once Cosmos DB is gone; its next start would wait out
+        their expiry."""
         hosts = set(self.hosts)
         for group in (
             [(name, part) for name, part in self._parts() if name in hosts],
@@ -547,9 +556,11 @@ def _starting(part: str) -> Iterator[None]:
 
 
 def stop_all(parts: list[tuple[str, Callable[[], None]]]) -> None:
-    """Stop the parts at once (in parallel); each kills its process if it lingers."""
+    """Stop the parts at once (in parallel); each kills its process if it lingers. A stop that
+    fails is logged, naming its part; the others go on."""
     threads = [
-        threading.Thread(target=_quietly, args=(stop,), name=f"stop-{name}") for name, stop in parts
+        threading.Thread(target=_logged, args=(name, stop), name=f"stop-{name}")
+        for name, stop in parts
     ]
     for t in threads:
         t.start()
@@ -557,9 +568,11 @@ def stop_all(parts: list[tuple[str, Callable[[], None]]]) -> None:
         t.join()
 
 
-def _quietly(stop: Callable[[], None]) -> None:
-    with suppress(Exception):
+def _logged(name: str, stop: Callable[[], None]) -> None:
+    try:
         stop()
+    except Exception as exc:
+        logger.warning("%s did not stop cleanly: %s: %s", name, type(exc).__name__, exc)
 
 
 # -- processes a stack started --------------------------------------------------------------------

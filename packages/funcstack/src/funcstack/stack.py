@@ -233,7 +233,13 @@ class LocalStack(LocalServices):
     part (``report`` says what it did).
     ``host_app()`` writes an app's ``local.settings.json`` and starts a host for it.
     ``stop()`` stops everything, the hosts before the endpoints; each part is killed if it
-    has not exited within 1.5 s.
+    has not exited within 1.5 s, and so is what is left of its process group (a host's
+    language worker, what a declared process started). When it returns, none of the processes
+    the stack started runs (a kill is waited for up to ``_processes.KILLED_WAIT``, 15 s; what
+    still runs then is named in the part's log), so a stack started again at once on the same
+    ports or state finds them free. It leaves the fork server its first host started
+    (``functions_host._forkserver``), which is the process's, not the stack's: it holds no
+    port and no state, forks the next stack's hosts, and ends with the process.
     """
 
     config: StackConfig | None = None

@@ -16,7 +16,7 @@ and the releases from the schedule queue), the topic, and the library's subscrib
   projection keeping its version.
 
 A world schedules `delay` ahead: minutes on the test kit's clock (moved on, not waited for), a
-second or two on a real broker (waited for). `cosmos_outbox._relay.releases` says how it works."""
+second or two on a real broker (waited for). `cosmos_outbox._relay.scheduled` says how it works."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The relay as a Functions blueprint, for any aggregate: the change-feed relay
 (`relay_events`), the backlog estimate on a timer (`outbox_backlog`), and, where a schedule queue
 is set (SERVICEBUS_SCHEDULE_QUEUE), the release of scheduled events at their due time
-(`release_due_events`, a Service Bus queue trigger: `cosmos_outbox._relay.releases`). It knows no
+(`release_due_events`, a Service Bus queue trigger: `cosmos_outbox._relay.scheduled`). It knows no
 aggregate:
 it relays every event document of the container, whatever its aggregate type. An app registers
 it beside its own functions (`Outbox.relay_blueprint()`, or `Outbox.function_app`).

@@ -6,9 +6,10 @@
 
 One module per form (issue 65): `event` (the event, written: event -> event document),
 `document` (the stored event document, read: -> outbox record), `message` (record -> message,
-and a message's envelope read back), `notices` (the quarantine and discard notices), `release`
-(a scheduled event's release on the schedule queue), and `properties` (the names a message
-carries beside its body). This package's face re-exports them.
+and a message's envelope read back, and the envelope a subscriber's event gives an aggregate),
+`notices` (the quarantine and discard notices), `release_message` (a scheduled event's release
+on the schedule queue), `properties` (the names a message carries beside its body) and
+`queries` (the SQL texts that read the stored documents). This package's face re-exports them.
 
 Written and read here and nowhere else: the write path makes event documents here
 (`event_document`, `aggregate_event_document`, `stamp`); the relay, the quarantine, the operators,
@@ -42,7 +43,7 @@ The event document (format 2):
 - A **scheduled** event (`deliverAt`: when it is due, UTC) has `version` 0: it takes no place in
   its stream's order (`cosmos_outbox._write.streams`), and its document is kept `ttl` = the
   event TTL counted from its due time. It is sent once released (`releasedAt`, written at its due
-  time by `cosmos_outbox._relay.releases`), never once cancelled (`cancelledAt`, written by the
+  time by `cosmos_outbox._relay.scheduled`), never once cancelled (`cancelledAt`, written by the
   app's `Transaction.cancel`): the relay reads which from the document (`OutboxRecord`).
 
 Documents of the format before (format 1: `data` = the envelope and the app's fields in one
@@ -91,13 +92,22 @@ from cosmos_outbox._mapper.document import (
     StoredFields as StoredFields,
 )
 from cosmos_outbox._mapper.document import (
+    created_at_of as created_at_of,
+)
+from cosmos_outbox._mapper.document import (
     document_created_at as document_created_at,
 )
 from cosmos_outbox._mapper.document import (
     envelope_and_data as envelope_and_data,
 )
 from cosmos_outbox._mapper.document import (
+    event_envelope as event_envelope,
+)
+from cosmos_outbox._mapper.document import (
     fields as fields,
+)
+from cosmos_outbox._mapper.document import (
+    named_aggregate as named_aggregate,
 )
 from cosmos_outbox._mapper.document import (
     outbox_record as outbox_record,
@@ -217,6 +227,9 @@ from cosmos_outbox._mapper.notices import (
     quarantine_notice as quarantine_notice,
 )
 from cosmos_outbox._mapper.properties import (
+    AGGREGATE_TYPE_PROPERTY as AGGREGATE_TYPE_PROPERTY,
+)
+from cosmos_outbox._mapper.properties import (
     DELIVER_AT_PROPERTY as DELIVER_AT_PROPERTY,
 )
 from cosmos_outbox._mapper.properties import (
@@ -234,12 +247,21 @@ from cosmos_outbox._mapper.properties import (
 from cosmos_outbox._mapper.properties import (
     TARGET_PROPERTY as TARGET_PROPERTY,
 )
-from cosmos_outbox._mapper.release import (
+from cosmos_outbox._mapper.properties import (
+    TRACEPARENT_PROPERTY as TRACEPARENT_PROPERTY,
+)
+from cosmos_outbox._mapper.queries import (
+    AGGREGATE_PARTITIONS as AGGREGATE_PARTITIONS,
+)
+from cosmos_outbox._mapper.queries import (
+    SCHEDULED_WAITING as SCHEDULED_WAITING,
+)
+from cosmos_outbox._mapper.release_message import (
     RELEASE_SUBJECT as RELEASE_SUBJECT,
 )
-from cosmos_outbox._mapper.release import (
+from cosmos_outbox._mapper.release_message import (
     release_body as release_body,
 )
-from cosmos_outbox._mapper.release import (
+from cosmos_outbox._mapper.release_message import (
     release_of as release_of,
 )

@@ -181,17 +181,33 @@ def envelope_and_data(
     found = fields(document, legacy=legacy)
     if found.data is None:
         return {}
-    envelope = {
-        "id": found.event_id,
-        f"{found.aggregate_type}Id": found.aggregate_id,
-        "version": found.version,
-        "createdAt": found.created_at,
-        "traceparent": found.traceparent,
-        "action": found.action,
-    }
-    if found.deliver_at is not None:
-        envelope["deliverAt"] = found.deliver_at
+    identity = (found.event_id, found.aggregate_type, found.aggregate_id, found.version)
+    context = (found.created_at, found.traceparent, found.deliver_at)
+    envelope = event_envelope((*identity, found.action), context, stored=True)
     return {**envelope, **found.data}
+
+
+def event_envelope(
+    identity: tuple[object, object, object, object, object],
+    context: tuple[object, object, object] = (None, None, None),
+    *,
+    stored: bool = False,
+) -> dict[str, Any]:
+    """An event's envelope as one object, camelCase, as `Aggregate.parse_event` reads it beside
+    the event's data: `identity` its id, aggregate type, aggregate id, version and action (the
+    aggregate id as `<aggregateType>Id`), `context` its time, trace context and due time. From a
+    stored event (`envelope_and_data`, `stored`: its time and trace context as read, None
+    included) or a subscriber's (`IncomingEvent.envelope_and_data`: one it lacks left out); a
+    due time only for a scheduled event."""
+    event_id, aggregate_type, aggregate_id, version, action = identity
+    created_at, traceparent, deliver_at = context
+    envelope: dict[str, Any] = {"id": event_id, f"{aggregate_type}Id": aggregate_id}
+    envelope |= {"version": version, "action": action}
+    given = {"createdAt": created_at, "traceparent": traceparent}
+    envelope |= {name: value for name, value in given.items() if stored or value is not None}
+    if deliver_at is not None:
+        envelope["deliverAt"] = deliver_at
+    return envelope
 
 
 def read_feed(
@@ -332,11 +348,16 @@ def _enveloped(
         properties=properties,
         subject=subject,
         document=document,
+        partition_key=_text_of(document.get("partitionKey")),
         format=format,
         deliver_at=deliver_at,
         released_at=released_at,
         cancelled_at=cancelled_at,
     )
+
+
+def _text_of(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _schedule(
@@ -447,12 +468,26 @@ def _registered_source(aggregate_type: object) -> str | None:
     return known.source() if known is not None else None
 
 
+def created_at_of(document: Mapping[str, Any]) -> datetime | None:
+    """A stored event's creation time, if readable (as stored: naive when it was)."""
+    return parse_time(fields(document).created_at)
+
+
 def document_created_at(document: Mapping[str, Any]) -> float | None:
     """A stored event's creation time (epoch seconds), if readable; naive times are UTC."""
-    at = parse_time(fields(document).created_at)
+    at = created_at_of(document)
     if at is None:
         return None
     return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
+
+
+def named_aggregate(document: Mapping[str, Any]) -> str | None:
+    """The aggregate a document of the outbox's container names (an event's `aggregateId`, a
+    quarantine record's, or its event's), None when it names none."""
+    named = document.get("aggregateId")
+    if named is None and isinstance(document.get("data"), Mapping):
+        named = document["data"].get("aggregateId")
+    return named if isinstance(named, str) else None
 
 
 def selected(

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._domain import Aggregate, Event
 from cosmos_outbox._mapper.document import EVENT_TYPE, parse_time, without_system_keys
 

@@ -24,3 +24,7 @@ RESUBMISSION_PROPERTY = "outboxResubmission"
 REDRIVE_PROPERTY = "outboxRedrive"
 #: The application property of a scheduled event's message: when it was due.
 DELIVER_AT_PROPERTY = "deliverAt"
+#: The application property naming the event's aggregate type (its id is `<aggregateType>Id`).
+AGGREGATE_TYPE_PROPERTY = "aggregateType"
+#: The application property of the W3C trace context the event was published in.
+TRACEPARENT_PROPERTY = "traceparent"

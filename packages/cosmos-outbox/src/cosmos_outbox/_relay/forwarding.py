@@ -16,7 +16,7 @@ sent. A failed upload raises like a failed send (nothing of the batch is sent, t
 retries; the retry writes the same bytes to the same name). Quarantined instead: a body above
 `max_payload_bytes` (0: no claim check), or a claim-check message that does not fit either.
 
-Scheduled events (`cosmos_outbox._relay.releases` says how): one not released yet is not sent;
+Scheduled events (`cosmos_outbox._relay.scheduled` says how): one not released yet is not sent;
 its release is scheduled for its due time on the schedule queue (without one, it is quarantined,
 the reason naming SERVICEBUS_SCHEDULE_QUEUE); a cancelled one is skipped (never sent); a released
 one is sent as any event, without a version (it takes no place in its session's order).
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._mapper import claim_check, payload_name, quarantine_notice, to_message
 from cosmos_outbox._message_limits import unsendable
 from cosmos_outbox._quarantine import Quarantine
@@ -47,8 +47,8 @@ from cosmos_outbox._records import (
     Unreadable,
 )
 from cosmos_outbox._relay.health import RelayHealth
-from cosmos_outbox._relay.releases import step
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._relay.scheduled import step
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import PayloadStoreError, PublishFailedError, RelayNotReadyError
 from cosmos_outbox.ports import (
     AsyncMessagePublisher,
@@ -303,7 +303,7 @@ class Relay:
             return
         now = clock.now()
         releases = [
-            Release(str(event.document.get("partitionKey")), event.event_id, step(due, now))
+            Release(str(event.partition_key), event.event_id, step(due, now))
             for event in waiting
             if (due := event.deliver_at) is not None
         ]

@@ -3,7 +3,7 @@
 processor, the backlog timer's work, scheduled events' releases), `state` (what it knows, as
 facts: `ProcessState`), `serve` (its probes over HTTP, SIGTERM), `local_settings` (a
 local.settings.json read as `func start` reads it), `exporters` (its OpenTelemetry exporter, as the
-Functions worker configures one), `releases` (the schedule queue's receiver).
+Functions worker configures one), `schedule_receiver` (the schedule queue's receiver).
 
 A composition, as the Functions blueprints are: it builds its relay from the app's settings with
 `cosmos_outbox._wiring`, which builds the relay of `cosmos_outbox._relay`; so it stands beside

@@ -20,7 +20,7 @@ processor is built:
   guard) on BACKLOG_ESTIMATE_SCHEDULE; the console's backlog history recorded by one instance
   (the owner of the first lease), as the Functions timer runs on one instance at a time;
 * scheduled events' releases received from SERVICEBUS_SCHEDULE_QUEUE when it is set
-  (`release_due_events`'s work: `releases.ReleaseReceiver`).
+  (`release_due_events`'s work: `schedule_receiver.ReleaseReceiver`).
 
 What it knows is `state()` (`ProcessState`: per lease its owner, continuation, when it last moved,
 its last error, the estimator's lag; configured, listening). `stop()` stops the processor,
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
     from cosmos_changefeed import LeaseContext
     from cosmos_changefeed.aio import ChangeFeedProcessor
     from cosmos_outbox._records import LegacyEvents
-    from cosmos_outbox._relay_process.releases import ReleaseReceiver
+    from cosmos_outbox._relay_process.schedule_receiver import ReleaseReceiver
     from cosmos_outbox._wiring import Services, Wiring
     from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator
     from cosmos_outbox.servicebus._target_rules import TargetRuleCheck
@@ -232,7 +232,7 @@ class RelayProcessor:
         self._tasks.append(asyncio.create_task(self._check_target_rules(), name="relay-rules"))
         queue = self.settings.schedule_queue
         if queue is not None:
-            from cosmos_outbox._relay_process.releases import ReleaseReceiver
+            from cosmos_outbox._relay_process.schedule_receiver import ReleaseReceiver
 
             self._receiver = ReleaseReceiver(
                 self._servicebus_client, queue, self._wiring.releases()

@@ -4,7 +4,7 @@ and how a batch refused at a cancel is read.
 
 A cancel is the event document rewritten with `cancelledAt`, on the condition of the etag it was
 read with; the event's release at its due time is written on the same condition
-(`cosmos_outbox._relay.releases`), so of the two exactly one commits: a committed cancel means
+(`cosmos_outbox._relay.scheduled`), so of the two exactly one commits: a committed cancel means
 the event is never sent; a release first means the cancel is refused (TooLateToCancelError),
 and nothing of its batch is written."""
 

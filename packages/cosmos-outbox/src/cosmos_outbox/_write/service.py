@@ -18,7 +18,7 @@ from typing import Generic, TypeAlias, TypeVar
 
 from cosmos_outbox._domain import Aggregate, DomainError, assigned_id
 from cosmos_outbox._mapper import aggregate_partition
-from cosmos_outbox._sync_bridge import resolved
+from cosmos_outbox._sync_over_async import resolved
 from cosmos_outbox._write.idempotency import (
     MAX_GENERATIONS,
     IdempotencyKey,

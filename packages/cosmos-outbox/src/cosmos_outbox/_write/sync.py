@@ -1,5 +1,5 @@
 """The sync API's write path: thin shells that run the async one (`unit_of_work`, `service`,
-`transaction`) over sync adapters (`cosmos_outbox._sync_bridge.run_sync`). No logic here: each
+`transaction`) over sync adapters (`cosmos_outbox._sync_over_async.run_sync`). No logic here: each
 method calls its coroutine and runs it to its end in the caller's thread. A shell's method is
 the async method itself where it can be (`_passed`: one that does no I/O; `_ran`: a coroutine,
 run to its end), so its parameters are written once, in the async API: an option added there is
@@ -14,7 +14,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, Ty
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._renamed import deprecated
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox._write import service, transaction, unit_of_work
 from cosmos_outbox._write.idempotency import IdempotencyKey, IdempotencyRecord, Recorded
 from cosmos_outbox._write.scope import Uncommitted

@@ -28,7 +28,7 @@ attributes, claim check, quarantine. Its parts, each with one job:
   delivered when due (it takes no number: `cosmos_outbox._write.streams`); `cancel(event_id)` in a
   later transaction of its partition cancels it with that transaction's commit: the event
   document is rewritten with `cancelledAt`, on the etag read, so that of the cancel and the
-  event's release at its due time (`cosmos_outbox._relay.releases`, on the same etag) exactly
+  event's release at its due time (`cosmos_outbox._relay.scheduled`, on the same etag) exactly
   one commits. A committed cancel means the event is never sent; a release first means
   `TooLateToCancelError`, and nothing of the transaction is written.
 
@@ -46,7 +46,7 @@ from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._domain import due_time, new_id, utc_text
 from cosmos_outbox._mapper import (
     body_text,

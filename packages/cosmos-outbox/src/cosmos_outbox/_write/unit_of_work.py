@@ -11,7 +11,7 @@ the etag and the other system properties stay here, never in the domain):
 
     {"id", "partitionKey": <aggregate id>, "type": <aggregate type>, "data": {...}, "ttl": -1}
 
-This is the async API's; the sync API runs it over a sync store (`cosmos_outbox._sync_bridge`).
+This is the async API's; the sync API runs it over a sync store (`cosmos_outbox._sync_over_async`).
 """
 
 from __future__ import annotations

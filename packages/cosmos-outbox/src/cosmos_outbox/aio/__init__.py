@@ -10,7 +10,7 @@ it: `cosmos_outbox.aggregates.aio`, `.cosmos.aio`, `.servicebus.aio`, `.blob.aio
     async with outbox.transaction(customer_id, entity="customer") as tx: ...
 
 The logic is the sync API's, written once: the sync API runs these same coroutines over sync
-adapters (`cosmos_outbox._sync_bridge`)."""
+adapters (`cosmos_outbox._sync_over_async`)."""
 
 from __future__ import annotations
 

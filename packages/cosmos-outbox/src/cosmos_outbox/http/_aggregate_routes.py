@@ -44,7 +44,7 @@ from pydantic import BaseModel
 
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
-from cosmos_outbox._sync_bridge import resolved
+from cosmos_outbox._sync_over_async import resolved
 from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, Recorded
 from cosmos_outbox._write.service import AggregateService, Versioned
 from cosmos_outbox.http._api import HttpApi

@@ -5,7 +5,7 @@ fault answers), the handler runs (bounded when declared so), and its `Reply` get
 status. Every error leaves as a problem document, never a stack trace.
 
 Written once, as a coroutine (`respond`): an `async def` function awaits it, a sync function
-runs it (`cosmos_outbox._sync_bridge.run_sync`: a sync handler completes without suspending)."""
+runs it (`cosmos_outbox._sync_over_async.run_sync`: a sync handler completes without suspending)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from typing import Any, cast
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
-from cosmos_outbox._sync_bridge import SuspendedError, resolved, run_sync
+from cosmos_outbox._sync_over_async import SuspendedError, resolved, run_sync
 from cosmos_outbox.http._call import Handler, HttpCall, Reply
 from cosmos_outbox.http._conditional import MalformedConditionError, Preconditions
 from cosmos_outbox.http._declaration import (

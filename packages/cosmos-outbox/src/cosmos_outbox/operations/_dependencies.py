@@ -16,7 +16,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar, cast
 
 from cosmos_outbox._model import Model
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.errors import DependencyUnavailableError
 from cosmos_outbox.http import bounded
 from cosmos_outbox.telemetry import error_type

@@ -11,11 +11,17 @@ from datetime import datetime
 from itertools import chain
 from typing import Any, TypeVar
 
-from cosmos_outbox._mapper import EVENT_TYPE, message_facts, read_feed, to_message
+from cosmos_outbox._mapper import (
+    EVENT_TYPE,
+    TRACEPARENT_PROPERTY,
+    message_facts,
+    read_feed,
+    to_message,
+)
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarantined_event
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
-from cosmos_outbox._relay.releases import ScheduleState, schedule_state
+from cosmos_outbox._relay.scheduled import ScheduleState, schedule_state
 from cosmos_outbox._subscription_rules import Delivery
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._audit import what_event
@@ -448,7 +454,7 @@ def _trace_of(source: object, letters: Sequence[tuple[str, Described]]) -> str |
     `traceparent` property (the relay sets it on every message)."""
     found = trace_id(getattr(source, "traceparent", None))
     for _, letter in letters:
-        found = found or trace_id(letter.letter.application_properties.get("traceparent"))
+        found = found or trace_id(letter.letter.application_properties.get(TRACEPARENT_PROPERTY))
     return found
 
 

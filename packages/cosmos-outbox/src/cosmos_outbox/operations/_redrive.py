@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY, message_facts, to_message
 from cosmos_outbox._model import Model, of_attributes
-from cosmos_outbox._quarantine import QUARANTINE_TYPE
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, discarded_event_ids
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
 from cosmos_outbox.errors import (
     DependencyUnavailableError,
@@ -223,13 +223,11 @@ class RedriveOperators:
     ) -> tuple[list[OutboxRecord | Unreadable], int]:
         """The stored events a re-drive of this scope sends, in its order, and how many
         discarded ones it leaves out."""
-        discarded = {
-            str(d.get("eventId"))
-            for d in await answered(
+        discarded = discarded_event_ids(
+            await answered(
                 COSMOS_DB, of_aggregate(self._parts.store, QUARANTINE_TYPE, aggregate_id)
             )
-            if d.get("status") == "discarded"
-        }
+        )
         found = await answered(
             COSMOS_DB,
             stored_events(

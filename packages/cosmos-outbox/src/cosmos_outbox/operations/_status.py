@@ -23,7 +23,7 @@ from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.backlog_history import Reading
 from cosmos_outbox._relay.health import RelayBlocked
-from cosmos_outbox._relay.releases import Waiting, waiting
+from cosmos_outbox._relay.scheduled import Waiting, waiting
 from cosmos_outbox.errors import DependencyUnavailableError, RelayNotReadyError
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._health import health_answer

@@ -16,20 +16,22 @@ path: deploy/indexing-policy.json)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from cosmos_outbox._mapper import EVENT_TYPE, aggregate_partition, read_feed, selected
+from cosmos_outbox._mapper import (
+    AGGREGATE_PARTITIONS,
+    EVENT_TYPE,
+    aggregate_partition,
+    named_aggregate,
+    read_feed,
+    selected,
+)
 from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.ports import AsyncDocumentStore, Page
 
 __all__ = ["aggregate_documents", "of_aggregate", "partitions_of", "stored_events"]
-
-#: The partitions where documents name an aggregate (its events; its quarantine records since
-#: 0.5): across partitions, on the indexed `aggregateId`.
-_PARTITIONS = "SELECT VALUE c.partitionKey FROM c WHERE c.aggregateId = @id"
 
 
 async def partitions_of(store: AsyncDocumentStore, aggregate_id: str) -> list[str]:
@@ -40,7 +42,7 @@ async def partitions_of(store: AsyncDocumentStore, aggregate_id: str) -> list[st
     every per-aggregate read of the operations asks (see the module)."""
     own = aggregate_partition(aggregate_id)
     found = [own]
-    for value in await store.query(_PARTITIONS, {"@id": aggregate_id}):
+    for value in await store.query(AGGREGATE_PARTITIONS, {"@id": aggregate_id}):
         if isinstance(value, str) and value not in found:
             found.append(value)
     return found
@@ -59,18 +61,9 @@ async def of_aggregate(
         documents += [
             d
             for d in await store.of_type(type_, partition_key=partition)
-            if _names(d) in (None, aggregate_id)
+            if named_aggregate(d) in (None, aggregate_id)
         ]
     return documents
-
-
-def _names(document: Mapping[str, Any]) -> str | None:
-    """The aggregate a document of the outbox's container names (an event's `aggregateId`, a
-    quarantine record's, or its event's), None when it names none."""
-    named = document.get("aggregateId")
-    if named is None and isinstance(document.get("data"), Mapping):
-        named = document["data"].get("aggregateId")
-    return named if isinstance(named, str) else None
 
 
 #: Every document of one partition, in the store's order (no index needed: one partition).

@@ -13,7 +13,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from cosmos_outbox._mapper import EVENT_TYPE, parse_time
+from cosmos_outbox._mapper import EVENT_TYPE, created_at_of
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._letters import Described, enqueued
@@ -208,7 +208,7 @@ class DeadLetterWatch:
             document = await answered(
                 COSMOS_DB, self._parts.store.find(EVENT_TYPE, record.event_id)
             )
-            created = parse_time(document.get("createdAt")) if document else None
+            created = created_at_of(document) if document else None
             found.append(
                 of_attributes(
                     VanishedLetter,

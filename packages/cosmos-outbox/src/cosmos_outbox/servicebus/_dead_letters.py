@@ -41,7 +41,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
-from cosmos_outbox._sync_bridge import _Awaitable, run_sync
+from cosmos_outbox._sync_over_async import _Awaitable, run_sync
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
     DeadLetter,

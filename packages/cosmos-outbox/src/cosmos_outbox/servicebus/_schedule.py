@@ -1,5 +1,5 @@
 """The schedule queue on azure-servicebus: where the relay schedules the release of each scheduled
-event for its due time (`cosmos_outbox._relay.releases` says why a release, and not the event
+event for its due time (`cosmos_outbox._relay.scheduled` says why a release, and not the event
 itself, waits on the broker). A release is a small message on a queue of the topic's namespace,
 sent with its `scheduled_enqueue_time_utc` (Service Bus keeps it invisible until then: the
 `x-opt-scheduled-enqueue-time` annotation), received at that time by the relay's
@@ -21,7 +21,7 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._mapper import RELEASE_SUBJECT, due_text, release_body
 from cosmos_outbox._records import Release
 from cosmos_outbox.ports import AsyncScheduleQueue, ScheduleQueue

@@ -40,7 +40,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import PayloadStoreError
 from cosmos_outbox.ports import AsyncPayloadStore, PayloadStore
 from cosmos_outbox.settings import SettingsError

@@ -15,10 +15,13 @@ from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._mapper import (
+    AGGREGATE_TYPE_PROPERTY,
     DELIVER_AT_PROPERTY,
     DISCARD_NOTICE_SUBJECT,
     QUARANTINE_NOTICE_SUBJECT,
     TARGET_PROPERTY,
+    TRACEPARENT_PROPERTY,
+    event_envelope,
     message_envelope,
 )
 
@@ -87,16 +90,11 @@ class IncomingEvent:
     def envelope_and_data(self) -> dict[str, Any]:
         """The event's data with its envelope, camelCase, as `Aggregate.parse_event` reads an
         event (`Order.parse_event(incoming.envelope_and_data())`)."""
-        return {
-            **self.data,
-            "id": self.event_id,
-            f"{self.aggregate_type}Id": self.aggregate_id,
-            "version": self.version,
-            "action": self.type,
-            **({"createdAt": self.time.isoformat()} if self.time is not None else {}),
-            **({"traceparent": self.traceparent} if self.traceparent else {}),
-            **({"deliverAt": self.deliver_at.isoformat()} if self.deliver_at is not None else {}),
-        }
+        time = self.time.isoformat() if self.time is not None else None
+        due = self.deliver_at.isoformat() if self.deliver_at is not None else None
+        identity = (self.event_id, self.aggregate_type, self.aggregate_id, self.version, self.type)
+        envelope = event_envelope(identity, (time, self.traceparent or None, due))
+        return {**self.data, **envelope}
 
 
 def _text(value: Any) -> Any:
@@ -153,7 +151,7 @@ def from_message(
                 "the event's data is in a payload store (dataref) and this reader has none"
             )
         body = payloads(dataref)
-    aggregate_type = properties.get("aggregateType", default_aggregate_type)
+    aggregate_type = properties.get(AGGREGATE_TYPE_PROPERTY, default_aggregate_type)
     if not isinstance(aggregate_type, str) or not aggregate_type:
         raise UnreadableEventError("the aggregateType property is not a name")
     event = _cloud_event(body, content_type, properties)
@@ -186,7 +184,7 @@ def from_message(
         raise UnreadableEventError(f"event {where} have no positive integer version")
     if not subject or aggregate_id != subject:
         raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its {where}")
-    traceparent = properties.get("traceparent")
+    traceparent = properties.get(TRACEPARENT_PROPERTY)
     target = properties.get(TARGET_PROPERTY)
     return IncomingEvent(
         event_id=str(event.get_id()),

@@ -57,7 +57,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import AlreadyExistsError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore
 from cosmos_outbox.subscriber import _telemetry as telemetry

@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from cosmos_outbox._mapper import parse_time
 from cosmos_outbox._model import Model
-from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore
 from cosmos_outbox.subscriber._bookkeeping import (
     ACCEPTED_GAP_TYPE,

@@ -9,7 +9,7 @@ from typing import Any
 
 import azure.functions as func
 
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.ports import DocumentStore, PayloadStore
 from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, settings_payloads
 from cosmos_outbox.subscriber._events import IncomingEvent

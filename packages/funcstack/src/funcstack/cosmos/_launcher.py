@@ -34,8 +34,10 @@ from funcstack._activation import (
 )
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import (
+    KILLED_WAIT,
     OWN_PROCESS_GROUP,
     describe_exit,
+    end_group,
     last_lines,
     node_server_environment,
     note,
@@ -167,7 +169,8 @@ class CosmosEndpoint:
         return self.tls.client_options()
 
     def stop(self, timeout: float = 10.0) -> None:
-        """Terminate (SIGTERM), wait, kill on timeout. Idempotent. Not one another process
+        """Terminate (SIGTERM), wait, kill on timeout (and wait for the kill, up to
+        ``KILLED_WAIT``); what is left of its process group too. Idempotent. Not one another process
         started (``funcstack.handoff``): that one stops it."""
         if self._lazy is not None and self._lazy.activation is not None:
             self._lazy.activation.close()
@@ -181,7 +184,8 @@ class CosmosEndpoint:
             except subprocess.TimeoutExpired:
                 logger.warning("cosmos endpoint pid %s did not stop, killing", process.pid)
                 process.kill()
-                process.wait(timeout=timeout)
+                process.wait(timeout=max(timeout, KILLED_WAIT))
+        end_group(process.pid)
         if process.stdout is not None and not process.stdout.closed:
             process.stdout.close()
         if self._log is not None and not self._log.closed:

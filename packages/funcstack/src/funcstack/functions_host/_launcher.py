@@ -20,7 +20,9 @@ from funcstack._processes import (
     OWN_PROCESS_GROUP,
     ChildProcess,
     describe_exit,
+    end_group,
     last_lines,
+    note,
     stop_child,
 )
 from funcstack.cosmos._tls import trusting_environment
@@ -66,7 +68,9 @@ class RunningRunner:
     def stop(self, timeout: float = 15.0) -> None:
         """SIGTERM, ``timeout`` seconds to exit, then SIGKILL. A killed host ends; only the news
         of it can be late (a forked host's exit is reported by the fork server, slower on a
-        loaded machine than the grace), so that wait is ``KILLED_REPORT_TIMEOUT``."""
+        loaded machine than the grace), so that wait is ``KILLED_REPORT_TIMEOUT``. Then what is
+        left of its process group is killed and waited for (``_end_group``): when this
+        returns, the host's language worker has ended too."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -74,13 +78,28 @@ class RunningRunner:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait(max(timeout, KILLED_REPORT_TIMEOUT))
+        self._end_group()
         self._close()
 
     def kill(self) -> None:
+        """SIGKILL, and the rest of its process group (its language worker) with it."""
         if self.process.poll() is None:
             self.process.kill()
-        self.process.wait(15)
+        self.process.wait(KILLED_REPORT_TIMEOUT)
+        self._end_group()
         self._close()
+
+    def _end_group(self) -> None:
+        """What is left of the process's group once it has ended (it leads one: a host's
+        language worker, which a killed host leaves running; what a declared process
+        started), killed and waited for; a process still there after ``KILLED_REPORT_TIMEOUT``
+        is named in its log."""
+        left = end_group(self.process.pid, KILLED_REPORT_TIMEOUT)
+        if left:
+            note(
+                self.log_path,
+                f"process group {self.process.pid} still runs {left} after SIGKILL",
+            )
 
     def _close(self) -> None:
         if self._drain is not None:

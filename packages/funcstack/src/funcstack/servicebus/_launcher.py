@@ -16,8 +16,10 @@ from typing import IO, Any
 
 from funcstack._activation import Activation, activated_stopped, listened_on
 from funcstack._processes import (
+    KILLED_WAIT,
     OWN_PROCESS_GROUP,
     describe_exit,
+    end_group,
     last_lines,
     owned_environment,
     stop_child,
@@ -79,7 +81,8 @@ class ServiceBusEndpoint:
                 self.process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 self.process.kill()
-                self.process.wait(timeout=timeout)
+                self.process.wait(timeout=max(timeout, KILLED_WAIT))
+        end_group(self.process.pid)
         if self.process.stdout is not None:
             self.process.stdout.close()
         if self._log is not None:

@@ -1,4 +1,4 @@
-"""A scheduled event's release, as the schedule queue carries it (`cosmos_outbox._relay.releases`
+"""A scheduled event's release, as the schedule queue carries it (`cosmos_outbox._relay.scheduled`
 says what a release is for): its message's Subject and body, both directions. The relay makes it
 (`release_body`), the schedule queue's adapter sends it (`cosmos_outbox.servicebus`), and the
 release trigger and the relay process read it back (`release_of`)."""

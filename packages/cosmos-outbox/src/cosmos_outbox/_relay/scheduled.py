@@ -39,9 +39,15 @@ from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
 
-from cosmos_outbox import _clock as clock
+from cosmos_outbox import clock
 from cosmos_outbox._domain import utc_text
-from cosmos_outbox._mapper import EVENT_TYPE, parse_time, released, schedule_of
+from cosmos_outbox._mapper import (
+    EVENT_TYPE,
+    SCHEDULED_WAITING,
+    parse_time,
+    released,
+    schedule_of,
+)
 from cosmos_outbox._model import Model
 from cosmos_outbox._records import Release
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
@@ -71,11 +77,6 @@ _ATTEMPTS = 5
 #: How long after its due time a scheduled event not released yet is overdue: its release has not
 #: come (the release trigger not running, or its release dead-lettered at the schedule queue).
 OVERDUE_AFTER = timedelta(minutes=1)
-#: The due times of the scheduled events not released and not cancelled, across partitions.
-_WAITING = (
-    "SELECT VALUE c.deliverAt FROM c WHERE c.type = @type AND IS_DEFINED(c.deliverAt) "
-    "AND NOT IS_DEFINED(c.releasedAt) AND NOT IS_DEFINED(c.cancelledAt)"
-)
 
 
 class ScheduleState(Model):
@@ -125,7 +126,7 @@ async def waiting(store: AsyncDocumentStore) -> Waiting:
     now = clock.now()
     due = [
         at
-        for value in await store.query(_WAITING, {"@type": EVENT_TYPE})
+        for value in await store.query(SCHEDULED_WAITING, {"@type": EVENT_TYPE})
         if (at := parse_time(value)) is not None and at.tzinfo is not None
     ]
     late = [at for at in due if now - at > OVERDUE_AFTER]

@@ -1,10 +1,10 @@
-"""The sync bridge: async beside sync, written once. The outbox's logic is written once, as
-coroutines over the async ports (`cosmos_outbox.ports.Async*`): that is the async API
-(`cosmos_outbox.aio`). The sync API runs the same coroutines with `run_sync` over sync
-adapters made awaitable by `as_async`: a sync adapter's calls complete without suspending, so a
-coroutine over them runs to its end in the caller's thread, with no event loop. Only I/O
-differs. A port method declared `stays_sync` (`cosmos_outbox.ports`) is handed on as it is.
-"""
+"""The sync API over the async one (the public face: `cosmos_outbox.bridge`): async beside sync,
+written once. The outbox's logic is written once, as coroutines over the async ports
+(`cosmos_outbox.ports.Async*`): that is the async API (`cosmos_outbox.aio`). The sync API runs
+the same coroutines with `run_sync` over sync adapters made awaitable by `as_async`: a sync
+adapter's calls complete without suspending, so a coroutine over them runs to its end in the
+caller's thread, with no event loop. Only I/O differs. A port method declared `stays_sync`
+(`cosmos_outbox.ports`) is handed on as it is."""
 
 from __future__ import annotations
 

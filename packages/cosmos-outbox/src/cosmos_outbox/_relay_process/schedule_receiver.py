@@ -19,7 +19,7 @@ from typing import Any
 from azure.servicebus.aio import ServiceBusClient
 
 from cosmos_outbox._mapper import release_of
-from cosmos_outbox._relay.releases import Releases
+from cosmos_outbox._relay.scheduled import Releases
 
 logger = logging.getLogger("cosmos_outbox.relay")
 
