@@ -138,3 +138,29 @@ def test_the_consoles_groups_panel_offers_each_groups_retry_and_discard(
         assert "message of &lt;n&gt; bytes" in html and 'name="reason" required' in html
     finally:
         world.client.close()
+
+
+def test_a_group_discard_of_unreadable_events_says_no_notice_is_sent_as_none_is() -> None:
+    """Issue 92 item 4 (M1): a group discard of quarantined events whose version cannot be read
+    promised "a discard notice (OutboxEventDiscarded) each in its session to every
+    subscription", and none was sent. What the dialog shows (the preview) says exactly what is
+    sent: no notice, and why; and nothing is sent."""
+    world = TicketWorld(max_payload_bytes=0)
+    try:
+        two_causes(world, 4)
+        groups = body(world.client.request("GET", "outbox/groups"))["groups"]
+        unreadable = next(g for g in groups if g["cause"].startswith("event version"))
+        sent_before = len(world.memory.publisher.messages)
+        preview = body(
+            world.client.request(
+                "POST",
+                f"outbox/groups/{unreadable['id']}/preview",
+                body={"action": "discard", "reason": "malformed by an old writer"},
+            )
+        )
+        said = preview["subscribersWillSee"]
+        assert "OutboxEventDiscarded) each in its session" not in said, said
+        assert "2 quarantined event(s) given up with no notice sent" in said, said
+        assert len(world.memory.publisher.messages) == sent_before
+    finally:
+        world.client.close()

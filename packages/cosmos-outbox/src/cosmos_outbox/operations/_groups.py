@@ -27,9 +27,12 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
-from cosmos_outbox.operations._giving_up import notice_of_event
 from cosmos_outbox.operations._letters import Described, Selection, enqueued
-from cosmos_outbox.operations._quarantined import QuarantineOperators
+from cosmos_outbox.operations._quarantined import (
+    QuarantineOperators,
+    notice_of,
+    quarantine_will_see,
+)
 from cosmos_outbox.ports import TargetRuleCheck
 
 __all__ = [
@@ -294,34 +297,27 @@ class GroupOperators:
     ) -> GroupOutcome:
         records = [m for m in members if isinstance(m, QuarantinedEvent)]
         by = str(current_actor())
-        sent = [
-            to_message(r.event) if action == "retry" else notice_of_event(r.event, reason="", by=by)
-            for r in records
-            if isinstance(r.event, OutboxRecord)
-        ]
+        if action == "retry":
+            sent = [to_message(r.event) for r in records if isinstance(r.event, OutboxRecord)]
+        else:
+            sent = [notice_of(r, reason="", by=by) for r in records]
         facts = [message_facts(m, base=self._base) for m in sent if m is not None]
         names = [e.name for e in self._letters.watched if e.kind == "subscription"]
         deliveries = received(await self._rules(), facts, names)
         failed = (
             [] if preview else [why for r in records if (why := await self._one(r, action, reason))]
         )
-        done = 0 if preview else len(records) - len(failed)
-        what = (
-            "sent again through the relay, each in its session under its own MessageId: a "
-            "subscriber that received its quarantine notice applies it and what it held after it"
-            if action == "retry"
-            else "given up: a discard notice (OutboxEventDiscarded) each in its session to every "
-            "subscription, whose subscriber records an accepted gap and applies what it held after"
-        )
+        done = len(records) if preview else len(records) - len(failed)
+        notices = sum(1 for m in sent if m is not None) if action == "discard" else 0
         return GroupOutcome(
             group=group,
             action=action,
             previewed=preview,
             matching=len(records),
-            done=done,
+            done=0 if preview else done,
             failed=failed,
-            subscribers_will_see=f"{len(records) if preview else done} quarantined event(s) "
-            f"{what}. As each subscription's rules decide: "
+            subscribers_will_see=quarantine_will_see(action, done=done, notices=notices)
+            + ". As each subscription's rules decide: "
             + ("; ".join(d.text() for d in deliveries) or "-"),
             deliveries=deliveries,
         )
