@@ -14,7 +14,7 @@ from typing import Any, Literal
 from cosmos_outbox._mapper import message_facts, to_message
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QuarantinedEvent
-from cosmos_outbox._records import OutboxRecord
+from cosmos_outbox._records import OutboxMessage, OutboxRecord
 from cosmos_outbox.errors import DependencyUnavailableError, NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
@@ -42,6 +42,7 @@ __all__ = [
     "GroupOutcome",
     "cause_of",
     "failure_text",
+    "letter_text",
 ]
 
 #: Quarantine records read to group them, at most (beyond: the counts are "at least").
@@ -77,6 +78,9 @@ def failure_text(reason: str | None, description: str | None) -> str:
     if not reason or description.startswith(reason):
         return description
     return f"{reason}: {description}"
+def letter_text(described: Described) -> str:
+    """A dead letter's failure, as grouped: its reason and description."""
+    return failure_text(described.letter.reason, described.letter.description)
 
 
 class FailureGroup(Model):
@@ -219,12 +223,18 @@ class GroupOperators:
                 continue
             at_least = at_least or more
             items = [
-                (failure_text(d.letter.reason, d.letter.description),
-                 d.aggregate_type, d.action, enqueued(d.letter), d)
-                for d in letters
-            ]  # fmt: skip
+                (letter_text(d), d.aggregate_type, d.action, enqueued(d.letter), d) for d in letters
+            ]
             found |= _grouped("dead letters", entity.name, items)
         return found, at_least, missing
+
+    async def find(self, group_id: str) -> FailureGroup:
+        """The failure group of that id as it is now (NotFoundError: none)."""
+        found = (await self._read())[0].get(group_id)
+        if found is None:
+            raise NotFoundError("failure group", group_id)
+        group: FailureGroup = found[0]
+        return group
 
     async def act(
         self,
@@ -297,6 +307,7 @@ class GroupOperators:
     ) -> GroupOutcome:
         records = [m for m in members if isinstance(m, QuarantinedEvent)]
         by = str(current_actor())
+        sent: list[OutboxMessage | None]
         if action == "retry":
             sent = [to_message(r.event) for r in records if isinstance(r.event, OutboxRecord)]
         else:
