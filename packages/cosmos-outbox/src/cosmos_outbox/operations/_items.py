@@ -58,7 +58,7 @@ class Picked:
 @dataclass(frozen=True)
 class ItemOutcome:
     """What acting on an item did: done (`sent`: a message went out for it), failed (`why`),
-    gone (not there any more), or later (not now: locked by another receiver, a dependency
+    gone (not there any more; `sent`: had it been done, a message went out for it), or later (not now: locked by another receiver, a dependency
     that did not answer; tried again at the next tick)."""
 
     key: str
@@ -203,7 +203,12 @@ class LetterItems(_Watching, Items):
         present = {
             d.letter.sequence_number: d for d in letters if d.letter.sequence_number in wanted
         }
-        outcomes = [ItemOutcome(str(n), "gone") for n in numbers if n not in present]
+        # one gone from its queue was moved by an attempt that died (when it was in flight):
+        # a resubmit always sent its resubmission first
+        resubmits = self._action == "resubmit"
+        outcomes = [
+            ItemOutcome(str(n), "gone", sent=resubmits) for n in numbers if n not in present
+        ]
         if not present:
             return outcomes
         try:

@@ -227,7 +227,8 @@ class OperationWorker:
                 + (gone if resumed else 0),
                 failed=counts.failed + len(failures),
                 skipped=counts.skipped + (0 if resumed else gone),
-                sent=counts.sent + sum(1 for o in outcomes if o.sent),
+                sent=counts.sent
+                + sum(1 for o in outcomes if o.sent and (o.state == "done" or resumed)),
             )
             canary_sent = current.state == "canary" and current.canary_sent_at is None
             return dataclasses.replace(
