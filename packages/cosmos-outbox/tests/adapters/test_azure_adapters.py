@@ -60,6 +60,7 @@ from cosmos_outbox_testing.contracts import (
     BacklogWorld,
     DocumentWritesContract,
     EventLoop,
+    OperationStoreContract,
     PayloadStoreContract,
     PayloadWorld,
     PublisherContract,
@@ -93,6 +94,10 @@ class TestCosmosQueries(OnCosmos, QueryContract):
 
 
 class TestCosmosDocumentWrites(OnCosmos, DocumentWritesContract):
+    pass
+
+
+class TestCosmosOperationStore(OnCosmos, OperationStoreContract):
     pass
 
 

@@ -58,8 +58,9 @@ class Picked:
 @dataclass(frozen=True)
 class ItemOutcome:
     """What acting on an item did: done (`sent`: a message went out for it), failed (`why`),
-    gone (not there any more; `sent`: had it been done, a message went out for it), or later (not now: locked by another receiver, a dependency
-    that did not answer; tried again at the next tick)."""
+    gone (not there any more; `sent`: had it been done, a message went out for it), or later
+    (not now: locked by another receiver, a dependency that did not answer; tried again at the
+    next tick)."""
 
     key: str
     state: Literal["done", "failed", "gone", "later"]
