@@ -240,7 +240,7 @@ def test_failure_groups_are_listed_and_retried_by_group(served: RecoveryWorld, c
     code, out, err = run(world, "groups", "preview", group["id"], "retry", capsys=capsys)
     assert code == 0 and f"group {group['id']}" in out and "2 would touch" in out, err
     code, out, err = run(world, "groups", "retry", group["id"], capsys=capsys)
-    assert code == 0 and "created: 0 of 2 (counting) done" in out, err  # started, not followed
+    assert code == 0 and "created: 0 of ? (counting) done" in out, err  # started, not followed
     operation = out.split()[1]
     code, out, err = run(world, "operations", capsys=capsys)
     assert code == 0 and out.splitlines()[0] == "1 operation(s)" and operation in out

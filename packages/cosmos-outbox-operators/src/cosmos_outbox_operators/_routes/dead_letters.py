@@ -157,6 +157,11 @@ class DeadLetterBulk(DeadLetterSelection, CanaryOptions):
         return self
 
 
+class DeadLetterResubmitPreview(DeadLetterSelection, CanaryOptions):
+    """A selection whose resubmit is previewed: as the resubmit (or its bulk operation, with
+    its canary, which the preview does not change) names it."""
+
+
 class DeadLetterBulkDiscard(DeadLetterBulk):
     """The dead letters a bulk discard gives up (a filter, or all), and why."""
 
@@ -295,7 +300,7 @@ def _previews(routes: Routes, at: Any) -> None:
         return Reply(await letters.preview(entity, call.body.selection, action=action))
 
     @routes.post(
-        "deadletters/{entity}/resubmit/preview", LetterPreview, request=DeadLetterSelection
+        "deadletters/{entity}/resubmit/preview", LetterPreview, request=DeadLetterResubmitPreview
     )
     async def preview_resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
         """Operators: what a resubmit of this selection would touch, before it is confirmed: how

@@ -58,8 +58,8 @@ def declare(routes: Routes) -> None:
         confirmed: how many of its events, what subscribers will see and what each subscription
         receives; nothing is sent or removed"""
         body = call.body
-        outcome = await operations().groups.act(
-            call.path["groupId"], body.action, reason=body.reason, preview=True
+        outcome = await operations().groups.preview(
+            call.path["groupId"], body.action, reason=body.reason
         )
         return Reply(outcome)
 

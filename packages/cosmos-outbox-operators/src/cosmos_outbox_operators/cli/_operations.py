@@ -27,7 +27,7 @@ def canary_of(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _operation_line(o: Any) -> str:
-    items = f"{o['items']}{'' if o['itemsKnown'] else ' (counting)'}"
+    items = o["items"] if o["itemsKnown"] else "? (counting)"
     return (
         f"operation {o['id']} {o['state']}: {o['done']} of {items} done, {o['failed']} failed, "
         f"{o['skipped']} skipped ({o['summary']})"

@@ -97,10 +97,7 @@ class BulkOperators:
             action=group.action,
         )
         record = self._new(f"groups.{action}", scope, reason, canary, canary_wait_seconds)
-        record = dataclasses.replace(
-            record, counts=dataclasses.replace(record.counts, items=group.count)
-        )
-        return view(await self._store.create(record))
+        return view(await self._store.create(record))  # its items: counted by a worker
 
     async def start_letters(
         self,

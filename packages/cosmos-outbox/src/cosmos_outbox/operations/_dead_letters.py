@@ -264,7 +264,8 @@ class DeadLetterOperators:
             letters, more = await self.scan(entity)
             return [d for d in letters if selection.filter.matches(d)], more
         wanted = set(selection.sequence_numbers)
-        letters, _ = await self.scan(entity, after=min(wanted) - 1)
+        span = max(wanted) - min(wanted) + 1  # sequence numbers are unique: no more in between
+        letters, _ = await self.scan(entity, after=min(wanted) - 1, limit=min(span, COUNT_LIMIT))
         found = [d for d in letters if d.letter.sequence_number in wanted]
         missing = wanted - {d.letter.sequence_number for d in found}
         if missing:
