@@ -86,8 +86,8 @@ def test_a_group_retry_sends_its_canary_then_the_rest_once_the_canary_is_applied
     work(world)
     assert shown(world, operation)["state"] == "canary"  # waits (an hour at most)
 
-    for sent in canary:  # the subscriber applies the canary
-        world.deliver(sent)
+    for each in canary:  # the subscriber applies the canary
+        world.deliver(each)
     work(world)
     operation = shown(world, operation)
     assert (operation["state"], operation["done"], operation["failed"]) == ("done", 24, 0)
@@ -161,12 +161,14 @@ def dying_move(
     moved = [0]
 
     def move(entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]) -> Any:
-        outcomes = {}
+        if moved[0] < 0:  # the next process's move is the broker's own
+            return real(entity, moves)
+        outcomes: dict[int, str | None] = {}
         for number, outgoing in moves.items():
             if moved[0] == after:
                 if sent_not_removed and outgoing is not None:
                     fake.sent.append((entity, outgoing))
-                fake.move = real  # the next process's move is the broker's own
+                moved[0] = -1
                 raise Killed
             outcomes |= real(entity, {number: outgoing})
             moved[0] += 1
@@ -177,14 +179,16 @@ def dying_move(
 
 @pytest.mark.parametrize("sent_not_removed", [False, True], ids=["between", "sent-not-removed"])
 def test_a_worker_killed_mid_batch_is_taken_over_and_acts_on_each_item_once(
-    world: RecoveryWorld, caplog: pytest.LogCaptureFixture, sent_not_removed: bool
+    world: RecoveryWorld,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+    sent_not_removed: bool,
 ) -> None:
     caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
     ids = dead_lettered(world, 60)
     operation = start(world, the_group(world), action="retry", canary=0)
-    world.memory.dead_letters.move = dying_move(  # type: ignore[method-assign]
-        world, after=70, sent_not_removed=sent_not_removed
-    )
+    dying = dying_move(world, after=70, sent_not_removed=sent_not_removed)
+    monkeypatch.setattr(world.memory.dead_letters, "move", dying)
     bulk = world.outbox.wiring().operations().bulk
     store = OperationStore(world.outbox.wiring().store)
 
@@ -215,14 +219,13 @@ def test_a_worker_killed_mid_batch_is_taken_over_and_acts_on_each_item_once(
 
 
 def test_a_cancel_stops_an_operation_after_its_batch_in_flight(
-    world: RecoveryWorld, caplog: pytest.LogCaptureFixture
+    world: RecoveryWorld, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
     dead_lettered(world, 60)
     operation = start(world, the_group(world), action="retry", canary=0)
-    world.memory.dead_letters.move = dying_move(  # type: ignore[method-assign]
-        world, after=70, sent_not_removed=False
-    )
+    dying = dying_move(world, after=70, sent_not_removed=False)
+    monkeypatch.setattr(world.memory.dead_letters, "move", dying)
     with pytest.raises(Killed):
         work(world)
     cancelled = body(world.call("POST", f"outbox/operations/{operation['id']}/cancel"))
