@@ -1,7 +1,8 @@
 """A bulk operation's stored form (`outboxOperation`): one document per operation in the outbox's
 container, in a partition of its own (`outbox-operations`), so that whoever runs the relay finds
 the operations to work with one query in one partition (`ACTIVE_QUERY`: the indexed `active`
-flag), and the operators' panel lists them the same way. Written and read here only
+flag, tested on the documents the indexed `type` selects), and the operators' panel lists
+them the same way (sorted by the app). Written and read here only
 (`operation_document`, `operation_record`); `cosmos_outbox.operations._bulk` keeps them.
 
     {"id": <operation id>, "partitionKey": "outbox-operations", "type": "outboxOperation",
@@ -47,10 +48,13 @@ OPERATION_TYPE = "outboxOperation"
 OPERATIONS_PARTITION = "outbox-operations"
 #: A finished operation is kept this long (30 days), then expires.
 FINISHED_TTL_SECONDS = 30 * 24 * 3600
-#: The operations to work, in their partition: one query on the indexed `type` and `active`.
+#: The operations to work, in their partition: one query selecting by the indexed `type` (the
+#: one path every container of the outbox indexes: docs/indexing.md), `active` tested on what
+#: it selects (a few documents).
 ACTIVE_QUERY = "SELECT * FROM c WHERE c.type = @type AND c.active = true"
-#: The newest operations (`@top` of them), in their partition.
-RECENT_QUERY = "SELECT TOP @top * FROM c WHERE c.type = @type ORDER BY c.createdAt DESC"
+#: Every operation kept (finished ones for 30 days), in their partition: sorted by the app, as
+#: a container may index nothing but `type` (an ORDER BY on an excluded path is refused).
+RECENT_QUERY = "SELECT * FROM c WHERE c.type = @type"
 
 
 @dataclass(frozen=True)

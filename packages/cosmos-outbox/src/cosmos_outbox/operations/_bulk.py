@@ -264,16 +264,18 @@ class OperationStore:
         return sorted(records, key=lambda r: (r.created_at, r.id))
 
     async def recent(self, *, limit: int = 20) -> list[OperationRecord]:
-        """The newest `limit` operations (and every one not finished), the newest first."""
+        """Every operation not finished, and the newest of the others (`limit` in all at
+        least), the newest first: one query in their partition, sorted here (a container may
+        index nothing but `type`)."""
         found = await self._store.query(
-            RECENT_QUERY,
-            {"@type": OPERATION_TYPE, "@top": int(limit)},
-            partition_key=OPERATIONS_PARTITION,
+            RECENT_QUERY, {"@type": OPERATION_TYPE}, partition_key=OPERATIONS_PARTITION
         )
-        records = {r.id: r for r in (operation_record(d) for d in found if isinstance(d, dict))}
-        for record in await self.active():
-            records.setdefault(record.id, record)
-        return sorted(records.values(), key=lambda r: (r.created_at, r.id), reverse=True)
+        records = sorted(
+            (operation_record(d) for d in found if isinstance(d, dict)),
+            key=lambda r: (r.created_at, r.id),
+            reverse=True,
+        )
+        return [r for n, r in enumerate(records) if n < limit or r.active]
 
     async def write(self, record: OperationRecord) -> OperationRecord:
         """Replace the stored operation with `record` if it is still the one `record` was read
