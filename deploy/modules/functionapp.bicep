@@ -171,6 +171,7 @@ var contactHttpFunctions = [
 var relayFunctions = [
   'relay_events'
   'outbox_backlog'
+  'outbox_operations'
 ]
 // The operators' routes (auth level ADMIN: the host's master key). They publish through the
 // relay path and read the leases, so they run where the relay runs: in the relay app when it is
@@ -199,6 +200,12 @@ var adminHttpFunctions = [
   'list_groups'
   'preview_group'
   'act_on_group'
+  'resubmit_dead_letters_operation'
+  'discard_dead_letters_operation'
+  'list_operations'
+  'show_operation'
+  'cancel_operation'
+  'continue_operation'
 ]
 // The same routes for a signed-in operator (outbox/console/..., admitted by App Service
 // Authentication and the operator app role: operators-signin.bicep) and the console page.
@@ -226,6 +233,12 @@ var consoleHttpFunctions = [
   'console_list_groups'
   'console_preview_group'
   'console_act_on_group'
+  'console_resubmit_dead_letters_operation'
+  'console_discard_dead_letters_operation'
+  'console_list_operations'
+  'console_show_operation'
+  'console_cancel_operation'
+  'console_continue_operation'
   'console_page'
   'console_static'
 ]
@@ -233,6 +246,7 @@ var consoleHttpFunctions = [
 var relayAndAdminFunctions = [
   'relay_events'
   'outbox_backlog'
+  'outbox_operations'
   'outbox_status'
   'backlog_history'
   'list_quarantine'
@@ -256,6 +270,12 @@ var relayAndAdminFunctions = [
   'list_groups'
   'preview_group'
   'act_on_group'
+  'resubmit_dead_letters_operation'
+  'discard_dead_letters_operation'
+  'list_operations'
+  'show_operation'
+  'cancel_operation'
+  'continue_operation'
   'console_outbox_status'
   'console_backlog_history'
   'console_list_quarantine'
@@ -279,6 +299,12 @@ var relayAndAdminFunctions = [
   'console_list_groups'
   'console_preview_group'
   'console_act_on_group'
+  'console_resubmit_dead_letters_operation'
+  'console_discard_dead_letters_operation'
+  'console_list_operations'
+  'console_show_operation'
+  'console_cancel_operation'
+  'console_continue_operation'
   'console_page'
   'console_static'
 ]
@@ -291,6 +317,7 @@ var disabledByRole = {
 var relayElsewhere = [
   'relay_events'
   'outbox_backlog'
+  'outbox_operations'
 ]
 var disabledFunctions = relayHere ? disabledByRole[appRole] : union(disabledByRole[appRole], relayElsewhere)
 var disabledFunctionSettings = [for functionName in disabledFunctions: {
@@ -476,6 +503,12 @@ var appSettings = [
   {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'
     value: backlogEstimateSchedule
+  }
+  {
+    // When the relay's hosts look for bulk operations to work (one query in the operations'
+    // partition each time; nothing else is read while none is open).
+    name: 'OUTBOX_OPERATIONS_SCHEDULE'
+    value: '*/5 * * * * *'
   }
   {
     // Healthy means moving: a pending event may wait the poll delay and this long before the

@@ -271,6 +271,12 @@ var relaySettings = [
     value: backlogEstimateSchedule
   }
   {
+    // When the relay's hosts look for bulk operations to work (one query in the operations'
+    // partition each time; nothing else is read while none is open).
+    name: 'OUTBOX_OPERATIONS_SCHEDULE'
+    value: '*/5 * * * * *'
+  }
+  {
     name: 'OUTBOX_PROCESSOR_NAME'
     value: processorName
   }

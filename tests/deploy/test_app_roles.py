@@ -31,6 +31,7 @@ def test_all_role_disables_nothing_api_disables_the_relay_relay_keeps_only_healt
     assert "health" not in roles["relay"]
     assert "relay_events" not in roles["relay"]
     assert "outbox_backlog" not in roles["relay"]  # the estimate runs beside the relay
+    assert "outbox_operations" not in roles["relay"]  # so do the bulk operations
 
 
 def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
@@ -60,6 +61,12 @@ def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
         "list_groups",
         "preview_group",
         "act_on_group",
+        "resubmit_dead_letters_operation",
+        "discard_dead_letters_operation",
+        "list_operations",
+        "show_operation",
+        "cancel_operation",
+        "continue_operation",
     }
     console = functions.console_functions()
     assert console == {f"console_{name}" for name in admin} | {"console_page", "console_static"}

@@ -59,6 +59,7 @@ def test_the_function_apps_relay_is_off_when_the_relay_runs_in_containers() -> N
     assert t.string_list(FUNCTION_APP_MODULE, "relayElsewhere") == [
         "relay_events",
         "outbox_backlog",
+        "outbox_operations",
     ]
 
 

@@ -78,6 +78,22 @@ def body(response: func.HttpResponse) -> Any:
     return json.loads(response.get_body())
 
 
+def worked(
+    outbox: Outbox, client: FunctionClient, started: func.HttpResponse, *, ticks: int = 20
+) -> dict[str, Any]:
+    """The bulk operation a route started (answered 202), worked by the relay's worker (its
+    ticks, as the relay's hosts run them) until it stops: done, paused or cancelled; its
+    answer then."""
+    assert started.status_code == 202, started.get_body()
+    operation: dict[str, Any] = body(started)
+    for _ in range(ticks):
+        run_sync(outbox.wiring().operations().bulk.work(budget_seconds=60))
+        operation = body(client.request("GET", f"outbox/operations/{operation['id']}"))
+        if operation["state"] in ("done", "paused", "cancelled") and not operation["inFlight"]:
+            return operation
+    raise AssertionError(f"the operation did not stop within {ticks} ticks: {operation}")
+
+
 def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
     """A response's problem+json document, checked to be one with `status`."""
     assert response.status_code == status, response.get_body()

@@ -29,6 +29,12 @@ KEYED = {
     "list_groups",
     "preview_group",
     "act_on_group",
+    "resubmit_dead_letters_operation",
+    "discard_dead_letters_operation",
+    "list_operations",
+    "show_operation",
+    "cancel_operation",
+    "continue_operation",
 }
 #: The same operations through the signed-in operator's door (`outbox/console/...`).
 SIGNED_IN = {f"console_{name}" for name in KEYED}
@@ -37,4 +43,4 @@ HEALTH = {"outbox_health"}
 #: The console's page and its files.
 PAGES = {"console_page", "console_static"}
 OPERATORS = KEYED | SIGNED_IN | PAGES | HEALTH
-RELAY = {"relay_events", "outbox_backlog"}
+RELAY = {"relay_events", "outbox_backlog", "outbox_operations"}

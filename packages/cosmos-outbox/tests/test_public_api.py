@@ -325,6 +325,8 @@ OPERATIONS_EXPORTS = {
     "RedrivePreview",
     "FailureGroups",
     "GroupOutcome",
+    "Operation",
+    "OperationList",
     "LetterFilter",
     "Selection",
     "MAX_PER_CALL",

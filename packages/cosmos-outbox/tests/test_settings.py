@@ -117,6 +117,7 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "LEASE_EXPIRATION_INTERVAL_MS",
         "LEASE_RENEW_INTERVAL_MS",
         "BACKLOG_ESTIMATE_SCHEDULE",
+        "OUTBOX_OPERATIONS_SCHEDULE",
         "CLOUDEVENTS_SOURCE_BASE",
         "CLOUDEVENTS_SOURCE",
         "SERVICEBUS_MAX_MESSAGE_BYTES",

@@ -237,7 +237,9 @@ def test_a_dead_letter_resubmitted_inside_the_duplicate_window_is_applied_once(
     finally:
         api.close()
 
-    resubmitted = cli(stack, "deadletters", "resubmit", SUBSCRIPTION, "--aggregate-id", contact)
+    [letter] = cli(stack, "deadletters", "list", SUBSCRIPTION, "--aggregate-id", contact)["items"]
+    number = str(letter["sequenceNumber"])  # named: one request acts on it (a filter: an operation)
+    resubmitted = cli(stack, "deadletters", "resubmit", SUBSCRIPTION, number)
     done = wait_for(
         lambda: (p := projection(stack, contact)) is not None and p["version"] == 2 and p,
         "the resubmitted event and the one held behind it to be applied",

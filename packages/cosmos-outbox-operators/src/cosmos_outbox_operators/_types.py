@@ -98,6 +98,12 @@ PARAMETERS = {
         PathParameter(
             "groupId", "the failure group's id", pattern=r"^[0-9a-f]{12}$", max_length=12
         ),
+        PathParameter(
+            "operationId",
+            "the operation's id",
+            pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+            max_length=36,
+        ),
     )
 }
 #: The problems an operation over one named thing may answer with.

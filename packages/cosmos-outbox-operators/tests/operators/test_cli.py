@@ -109,11 +109,15 @@ def test_dead_letters_from_the_command_line_counted_listed_resubmitted(
         "resubmit",
         SUBSCRIPTION,
         "--all",
+        "--canary",
+        "0",
+        "--wait",
         capsys=capsys,
     )
     assert code == 0, err
-    assert "resubmit: 1 done, 0 not, 0 remaining" in err  # progress on stderr
-    assert "1 dead letter(s) resubmitted at projections" in out
+    # a bulk operation: started, followed (progress on stderr) until done
+    assert "started: operation " in err and "done: 1 of 1 done" in err
+    assert out.startswith("operation ") and " done: 1 of 1 done, 0 failed" in out, out
     [(_, resubmitted)] = world.memory.dead_letters.sent
     result = world.deliver(resubmitted)
     assert result is not None and result.applied == [2, 3]
@@ -236,7 +240,16 @@ def test_failure_groups_are_listed_and_retried_by_group(served: RecoveryWorld, c
     code, out, err = run(world, "groups", "preview", group["id"], "retry", capsys=capsys)
     assert code == 0 and f"group {group['id']}" in out and "2 would touch" in out, err
     code, out, err = run(world, "groups", "retry", group["id"], capsys=capsys)
-    assert code == 0 and "2 done" in out, err
+    assert code == 0 and "created: 0 of ? (counting) done" in out, err  # started, not followed
+    operation = out.split()[1]
+    code, out, err = run(world, "operations", capsys=capsys)
+    assert code == 0 and out.splitlines()[0] == "1 operation(s)" and operation in out
+    # its canary (5 by default, 2 here: all of it) sent, then it is followed to its end
+    code, out, err = run(world, "operations", "show", operation, "--wait", capsys=capsys)
+    assert code == 0 and f"operation {operation} done: 2 of 2 done" in out, (out, err)
+    assert "the canary held every item (2)" in out
+    code, _, err = run(world, "operations", "cancel", operation, capsys=capsys)
+    assert code == 1 and "409" in err and "nothing to cancel" in err
     with pytest.raises(SystemExit) as refused:  # a discard names its reason
         run(world, "groups", "discard", group["id"], capsys=capsys)
     assert refused.value.code == 2 and "--reason" in capsys.readouterr().err

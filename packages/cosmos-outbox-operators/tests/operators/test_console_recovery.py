@@ -22,10 +22,9 @@ import pytest
 from conftest import body, problem
 from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld
 
-from cosmos_outbox.operations import _dead_letters as dead_letters
 from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.subscriber import Outcome
-from cosmos_outbox_testing import delivered
+from cosmos_outbox_testing import delivered, run_sync
 
 CONSOLE = "/api/outbox/console"
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -187,11 +186,8 @@ def test_the_dead_letters_panel_is_the_routes_counts_list_and_peek(world: Recove
 def test_a_dead_letter_resubmitted_from_its_row_is_applied_once(world: RecoveryWorld) -> None:
     ids = dead_lettered(world)
     listed = page(world, f"deadletters/{SUBSCRIPTION}")
-    [(button, _), (every, _)] = elements(
-        listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/resubmit"
-    )
+    [(button, _)] = elements(listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/resubmit")
     assert json.loads(button["data-json"]) == {"sequenceNumbers": [1]}
-    assert json.loads(every["data-json"]) == {"all": True}
     assert "to projections only" in button["hx-confirm"]  # asked first, saying what they see
     assert "applies it once" in button["hx-confirm"]
     # from another origin: refused, nothing moved
@@ -218,7 +214,7 @@ def test_a_dead_letter_resubmitted_from_its_row_is_applied_once(world: RecoveryW
 
 
 def test_a_selection_and_all_matching_the_filter_name_the_dead_letters_as_the_routes_do(
-    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+    world: RecoveryWorld,
 ) -> None:
     for warehouse in ("w1", "w2", "w3"):
         dead_lettered(world, warehouse)
@@ -230,30 +226,35 @@ def test_a_selection_and_all_matching_the_filter_name_the_dead_letters_as_the_ro
     }
     assert bulk["data-entity"] == SUBSCRIPTION
     # no filter: "all" of them; a filter: the filter, as the list route was asked
-    [(every, _)] = elements(listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/resubmit")[-1:]
+    operation = f"{CONSOLE}/deadletters/{SUBSCRIPTION}/{{}}/operation"
+    [(every, _)] = elements(listed, hx_post=operation.format("resubmit"))
     assert json.loads(every["data-json"]) == {"all": True}
     one = page(world, f"deadletters/{SUBSCRIPTION}", params={"aggregateId": "w2"})
-    [(discard_all, _)] = elements(one, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/discard")[-1:]
+    [(discard_all, _)] = elements(one, hx_post=operation.format("discard"))
     assert json.loads(discard_all["data-json"]) == {"aggregateId": "w2"}
     assert "given up at projections only" in discard_all["hx-confirm"]
-    answer = act(world, discard_all, reason="the warehouse was closed")
-    [(outcome, text)] = elements(answer, data_outcome="discard-letters")
-    assert outcome["data-done"] == "1" and "the warehouse was closed" in text
+    # a bulk operation: answered at once, its progress asked for again until it stops
+    started = act(world, discard_all, reason="the warehouse was closed")
+    [(outcome, text)] = elements(started, data_outcome="discard-letters")
+    assert (outcome["data-state"], outcome["data-done"]) == ("created", "0")
+    assert outcome["hx-get"] == f"{CONSOLE}/operations/{outcome['data-operation-id']}"
+    assert "the warehouse was closed" in text
+    run_sync(world.outbox.wiring().operations().bulk.work())
+    later = world.call("GET", outcome["hx-get"].removeprefix("/api/"), headers=PAGE)
+    [(outcome, text)] = elements(later.get_body().decode(), data_outcome="discard-letters")
+    assert (outcome["data-state"], outcome["data-done"]) == ("done", "1")
+    assert "hx-get" not in outcome  # finished: no longer asked for
     assert "OutboxEventDiscarded notice(s)" in text  # what subscribers see
     left = {d.session_id for d in world.memory.dead_letters.letters(SUBSCRIPTION)}
     assert left == {"w1", "w3"}
 
-    # all that match, a call at a time: the answer continues while more match
-    monkeypatch.setattr(dead_letters, "MAX_PER_CALL", 1)
-    first = act(world, every)
-    [(outcome, _)] = elements(first, data_outcome="resubmit-letters")
-    assert (outcome["data-done"], outcome["data-remaining"]) == ("1", "1")
-    [(more, text)] = elements(first, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/resubmit")
-    assert json.loads(more["data-json"]) == {"all": True} and "the 1 more" in text
-    last = act(world, more)
-    [(outcome, _)] = elements(last, data_outcome="resubmit-letters")
-    assert (outcome["data-done"], outcome["data-remaining"]) == ("1", "0")
-    assert not elements(last, hx_post="*")  # nothing left to continue
+    # all of them: resubmitted, the canary given (all of it here: nothing to wait for)
+    started = act(world, every, canary="5")
+    [(outcome, _)] = elements(started, data_outcome="resubmit-letters")
+    run_sync(world.outbox.wiring().operations().bulk.work())
+    operations = page(world, "operations")
+    [(row, text)] = elements(operations, data_operation_id=outcome["data-operation-id"])
+    assert (row["data-state"], row["data-done"], row["data-items"]) == ("done", "2", "2")
     assert world.memory.dead_letters.letters(SUBSCRIPTION) == []
 
 
@@ -261,7 +262,7 @@ def preview(world: RecoveryWorld, attrs: dict[str, str], **fields: Any) -> Any:
     """What console.js asks before an action with a preview (`data-preview`): the action's own
     body posted to that route, through the signed-in door, as HTML (the dialog shows it)."""
     route = attrs["data-preview"]
-    assert route == f"{attrs['hx-post']}/preview", route
+    assert route == f"{attrs['hx-post'].removesuffix('/operation')}/preview", route
     sent = {**json.loads(attrs.get("data-json") or "{}"), **fields}
     return world.call("POST", route.removeprefix("/api/"), headers=PAGE, body=sent)
 
@@ -273,7 +274,9 @@ def test_a_resubmit_all_and_a_discard_all_show_their_preview_first(world: Recove
     a = dead_lettered(world, "w1")
     b = dead_lettered(world, "w2")
     listed = page(world, f"deadletters/{SUBSCRIPTION}")
-    [(every, _)] = elements(listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/resubmit")[-1:]
+    [(every, _)] = elements(
+        listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/resubmit/operation"
+    )
     reply = preview(world, every)
     assert reply.status_code == 200 and reply.mimetype == "text/html"
     shown = reply.get_body().decode()
@@ -284,9 +287,9 @@ def test_a_resubmit_all_and_a_discard_all_show_their_preview_first(world: Recove
     assert firsts == [a[1], b[1]]
     assert "StockAdded v2 of warehouse w1" in text and "What subscribers see:" in text
 
-    [(discard_all, _)] = elements(listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/discard")[
-        -1:
-    ]
+    [(discard_all, _)] = elements(
+        listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/discard/operation"
+    )
     refused = preview(world, discard_all)  # no reason: refused at the preview
     assert refused.status_code == 400
     assert elements(refused.get_body().decode(), role="alert", data_status="400")

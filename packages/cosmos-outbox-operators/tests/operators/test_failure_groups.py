@@ -10,7 +10,7 @@ import json
 import logging
 
 import pytest
-from conftest import TicketWorld, body, problem
+from conftest import TicketWorld, body, problem, worked
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import EVENT_TYPE
@@ -66,10 +66,16 @@ def test_quarantined_events_are_grouped_by_cause_and_acted_on_a_group_at_a_time(
         assert (preview["previewed"], preview["matching"], preview["done"]) == (True, 3, 0)
         assert "3 quarantined event(s) sent again" in preview["subscribersWillSee"]
         assert audit_lines(caplog) == []
-        done = body(
-            world.client.request("POST", url.format(large["id"], "act"), body={"action": "retry"})
+        started = world.client.request(
+            "POST", url.format(large["id"], "act"), body={"action": "retry", "canary": 0}
         )
-        assert (done["done"], done["failed"], done["remaining"]) == (3, [], 0)
+        done = worked(world.outbox, world.client, started)
+        assert (done["state"], done["done"], done["failed"], done["remaining"]) == (
+            "done",
+            3,
+            0,
+            0,
+        )
         # a discard needs its reason; then the other group is given up
         refused = problem(
             world.client.request(
@@ -79,17 +85,16 @@ def test_quarantined_events_are_grouped_by_cause_and_acted_on_a_group_at_a_time(
         )
         assert "reason" in json.dumps(refused)
         caplog.clear()
-        given_up = body(
-            world.client.request(
-                "POST",
-                url.format(unreadable["id"], "act"),
-                body={"action": "discard", "reason": "malformed by an old writer"},
-            )
+        started = world.client.request(
+            "POST",
+            url.format(unreadable["id"], "act"),
+            body={"action": "discard", "reason": "malformed by an old writer"},
         )
-        assert given_up["done"] == 3
+        given_up = worked(world.outbox, world.client, started)
+        assert (given_up["state"], given_up["done"]) == ("done", 3)
         lines = audit_lines(caplog)
         assert len([line for line in lines if "quarantine.discard" in line]) == 3
-        [group_line] = [line for line in lines if "groups.discard" in line]
+        [group_line] = [line for line in lines if "operations.groups.discard" in line]
         assert unreadable["id"] in group_line and "3 of 3 done" in group_line
         # nothing left to group; a group that is gone is a 404
         assert body(world.client.request("GET", "outbox/groups"))["groups"] == []
@@ -116,10 +121,11 @@ def test_dead_letters_are_grouped_per_subscription_and_resubmitted_by_group() ->
         # what varies from one event to the next (a quoted value, numbers, ids) is a placeholder
         assert group["cause"] == "MaxDeliveryCountExceeded: handler failed: KeyError '…'"
         assert group["errorType"] == "MaxDeliveryCountExceeded"
-        done = body(
-            world.call("POST", f"outbox/groups/{group['id']}/act", body={"action": "retry"})
+        started = world.call(
+            "POST", f"outbox/groups/{group['id']}/act", body={"action": "retry", "canary": 0}
         )
-        assert done["done"] == 2 and done["deliveries"]
+        done = worked(world.outbox, world.client, started)
+        assert (done["state"], done["done"], done["sent"]) == ("done", 2, 2)
         assert body(world.call("GET", "outbox/groups"))["groups"] == []
     finally:
         world.close()
@@ -136,5 +142,38 @@ def test_the_consoles_groups_panel_offers_each_groups_retry_and_discard(
         html = console_fragment(world.client, "groups", monkeypatch)
         assert html.count("data-group-id=") == 2 and html.count('"action": "retry"') == 2
         assert "message of &lt;n&gt; bytes" in html and 'name="reason" required' in html
+    finally:
+        world.client.close()
+
+
+def test_a_group_discard_of_unreadable_events_says_no_notice_is_sent_as_none_is(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 92 item 4 (M1): a group discard of quarantined events whose version cannot be read
+    promised "a discard notice (OutboxEventDiscarded) each in its session to every
+    subscription", and none was sent. The dialog (the preview), the result (the operation) and
+    the audit line say one sentence, of what is sent: no notice, and why; and none is sent."""
+    world = TicketWorld(max_payload_bytes=0)
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    try:
+        two_causes(world, 4)
+        groups = body(world.client.request("GET", "outbox/groups"))["groups"]
+        unreadable = next(g for g in groups if g["cause"].startswith("event version"))
+        sent_before = len(world.memory.publisher.messages)
+        request = {"action": "discard", "reason": "malformed by an old writer"}
+        url = f"outbox/groups/{unreadable['id']}"
+        preview = body(world.client.request("POST", f"{url}/preview", body=request))
+        said = preview["subscribersWillSee"]
+        assert "OutboxEventDiscarded) each in its session" not in said, said
+        no_notice = "2 quarantined event(s) given up with no notice sent"
+        assert no_notice in said, said
+        done = worked(
+            world.outbox, world.client, world.client.request("POST", f"{url}/act", body=request)
+        )
+        assert (done["state"], done["done"], done["sent"]) == ("done", 2, 0)
+        assert done["subscribersWillSee"].startswith(no_notice), done
+        [line] = [line for line in audit_lines(caplog) if "operations.groups.discard" in line]
+        assert f"subscribers will see: {done['subscribersWillSee']}" in line
+        assert len(world.memory.publisher.messages) == sent_before
     finally:
         world.client.close()

@@ -201,7 +201,9 @@ def test_a_resubmission_gets_through_duplicate_detection_to_its_subscription_onl
     [letter] = world.memory.dead_letters.letters(SUBSCRIPTION)
     with caplog.at_level(logging.INFO, logger="cosmos_outbox.operators"):
         reply = world.call(
-            "POST", f"outbox/deadletters/{SUBSCRIPTION}/resubmit", body={"aggregateId": "w1"}
+            "POST",
+            f"outbox/deadletters/{SUBSCRIPTION}/resubmit",
+            body={"sequenceNumbers": [letter.sequence_number]},
         )
     answer = body(reply)
     assert (answer["done"], answer["failed"], answer["remaining"]) == (1, 0, 0)
@@ -238,9 +240,14 @@ def test_a_dead_letter_leaves_its_queue_only_once_its_resubmission_was_accepted(
     world: RecoveryWorld,
 ) -> None:
     dead_lettered_v2(world)
+    [letter] = world.memory.dead_letters.letters(SUBSCRIPTION)
     world.memory.dead_letters.fail_sends = True
     answer = body(
-        world.call("POST", f"outbox/deadletters/{SUBSCRIPTION}/resubmit", body={"all": True})
+        world.call(
+            "POST",
+            f"outbox/deadletters/{SUBSCRIPTION}/resubmit",
+            body={"sequenceNumbers": [letter.sequence_number]},
+        )
     )
     assert (answer["done"], answer["failed"]) == (0, 1)
     assert "it stays" in answer["handled"][0]["failure"]
@@ -278,14 +285,15 @@ def test_discarding_a_dead_letter_gives_its_version_up_at_that_subscription_only
     world: RecoveryWorld,
 ) -> None:
     ids = dead_lettered_v2(world)
-    problem(
-        world.call("POST", f"outbox/deadletters/{SUBSCRIPTION}/discard", body={"all": True}), 400
-    )  # no reason
+    [letter] = world.memory.dead_letters.letters(SUBSCRIPTION)
+    numbers = [letter.sequence_number]
+    path = f"outbox/deadletters/{SUBSCRIPTION}/discard"
+    problem(world.call("POST", path, body={"sequenceNumbers": numbers}), 400)  # no reason
     answer = body(
         world.call(
             "POST",
-            f"outbox/deadletters/{SUBSCRIPTION}/discard",
-            body={"all": True, "reason": "the order was cancelled by phone"},
+            path,
+            body={"sequenceNumbers": numbers, "reason": "the order was cancelled by phone"},
         )
     )
     assert answer["done"] == 1 and world.memory.dead_letters.letters(SUBSCRIPTION) == []
@@ -305,6 +313,12 @@ def test_a_selection_names_its_dead_letters_one_way(world: RecoveryWorld) -> Non
     problem(world.call("POST", path, body={}), 400)
     problem(world.call("POST", path, body={"all": True, "aggregateId": "w1"}), 400)
     problem(world.call("POST", path, body={"sequenceNumbers": [5]}), 404)
+    # a filter, or all of them, is a bulk operation: refused here, naming its route
+    refused = problem(world.call("POST", path, body={"all": True}), 400)
+    assert "resubmit/operation" in json.dumps(refused)
+    operation = f"{path}/operation"
+    problem(world.call("POST", operation, body={"sequenceNumbers": [1]}), 400)
+    problem(world.call("POST", operation, body={"all": True, "aggregateId": "w1"}), 400)
 
 
 # -- re-drive ---------------------------------------------------------------------------------

@@ -27,6 +27,11 @@ _UNRESOLVED = (
     "SELECT VALUE COUNT(1) FROM c WHERE c.type = @type "
     "AND (NOT IS_DEFINED(c.status) OR NOT (c.status IN ('resolved', 'discarded')))"
 )
+#: The records not resolved whose event id sorts after @after (a bulk operation's next batch).
+_UNRESOLVED_AFTER = (
+    "SELECT * FROM c WHERE c.type = @type AND c.eventId > @after "
+    "AND (NOT IS_DEFINED(c.status) OR NOT (c.status IN ('resolved', 'discarded')))"
+)
 #: The kind named in a 404 for a quarantine record ("no such quarantined event").
 QUARANTINED_EVENT = "quarantined event"
 
@@ -290,6 +295,16 @@ class Quarantine:
         store (no record is sent back), which reads the quarantine's records only."""
         found = await self._store.query(_UNRESOLVED, {"@type": QUARANTINE_TYPE})
         return int(found[0]) if found else 0
+
+    async def unresolved_after(self, event_id: str) -> list[QuarantinedEvent]:
+        """The records neither resolved nor discarded whose event id sorts after `event_id`
+        ("": every one), in event id order: one query, which reads the quarantine's records
+        only (a bulk operation's items, `cosmos_outbox.operations._items`)."""
+        found = await self._store.query(
+            _UNRESOLVED_AFTER, {"@type": QUARANTINE_TYPE, "@after": event_id}
+        )
+        records = [quarantined_event(d, legacy=self._legacy) for d in found]
+        return sorted(records, key=lambda r: r.event_id)
 
     async def replayed(
         self, entry: QuarantinedEvent, *, resolved: bool, reason: str, ttl_seconds: int

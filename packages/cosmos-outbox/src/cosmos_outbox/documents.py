@@ -7,7 +7,9 @@ read them: an aggregate's document and its events' (`aggregate_document`,
 `envelope_and_data`). What a stored event says, whatever its format (`event_fields`: an
 `EventFields`; `scheduled`, whether it is a scheduled event's; `schedule_of`, its
 `Schedule`: due, released, cancelled; `parse_time`, a stored time;
-`document_created_at`, its creation time); where an event set aside is kept (`quarantine_id`).
+`document_created_at`, its creation time); where an event set aside is kept (`quarantine_id`);
+the operators' bulk operations (`OPERATION_TYPE`, in their partition `OPERATIONS_PARTITION`:
+`operation_document`, `operation_record`, kept by `OperationStore`).
 For tools, test kits and stores of your own that look at what the outbox wrote. An event's forms
 are the mapper's (`cosmos_outbox._mapper`), the other documents the write path's
 (`cosmos_outbox._write`): each shape is written and read in one module."""
@@ -17,12 +19,16 @@ from __future__ import annotations
 from cosmos_outbox._domain import new_id, utc_text
 from cosmos_outbox._mapper import (
     EVENT_TYPE,
+    OPERATION_TYPE,
+    OPERATIONS_PARTITION,
     EventFields,
     Schedule,
     aggregate_event_document,
     document_created_at,
     envelope_and_data,
     event_documents,
+    operation_document,
+    operation_record,
     outbox_record,
     parse_time,
     read_feed,
@@ -35,13 +41,17 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantine_id
 from cosmos_outbox._write.idempotency import IDEMPOTENCY_TYPE
 from cosmos_outbox._write.streams import SEQUENCE_TYPE
 from cosmos_outbox._write.unit_of_work import aggregate_document, commit_operations
+from cosmos_outbox.operations._bulk import OperationStore
 
 __all__ = [
     "EVENT_TYPE",
     "IDEMPOTENCY_TYPE",
+    "OPERATIONS_PARTITION",
+    "OPERATION_TYPE",
     "QUARANTINE_TYPE",
     "SEQUENCE_TYPE",
     "EventFields",
+    "OperationStore",
     "Schedule",
     "aggregate_document",
     "aggregate_event_document",
@@ -51,6 +61,8 @@ __all__ = [
     "event_documents",
     "event_fields",
     "new_id",
+    "operation_document",
+    "operation_record",
     "outbox_record",
     "parse_time",
     "quarantine_id",

@@ -31,6 +31,7 @@ pytest.importorskip(
     reason="funcstack in this interpreter (Python 3.13+) runs these tests: its services",
 )
 
+import deadlines
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure_stack import DATABASE, CosmosWorld, received, verified
 from opentelemetry.sdk.metrics import MeterProvider
@@ -144,6 +145,44 @@ def test_it_relays_what_was_committed_and_says_what_it_holds(
     # stopped: its leases released (owner cleared), their checkpoints kept
     [lease] = lease_documents(funcstack_services, leases)
     assert lease["Owner"] is None and lease["ContinuationToken"]
+
+
+def test_it_works_the_bulk_operations_as_the_functions_apps_timer_does(
+    funcstack_services: LocalStack, fresh: str, leases: str
+) -> None:
+    """Issue 92 item 1: a bulk operation started by a request (a failure group's discard) is
+    worked by `cosmos-outbox relay`'s own loop (OUTBOX_OPERATIONS_SCHEDULE), with no Functions
+    host: done, its events given up."""
+    values = app_settings(funcstack_services, fresh, leases)
+    settings = outbox_settings({**values, "OUTBOX_OPERATIONS_SCHEDULE": "* * * * * *"})
+    container = funcstack_services.container_client(DATABASE, fresh)
+    open_tickets(funcstack_services, fresh, 2)
+    for document in list(
+        container.query_items(
+            "SELECT * FROM c WHERE c.type = 'domainEvent'", enable_cross_partition_query=True
+        )
+    ):
+        unreadable = {k: v for k, v in document.items() if not k.startswith("_")}
+        container.upsert_item({**unreadable, "id": str(uuid.uuid4()), "version": "seven"})
+    outbox = Outbox(services=lambda: services_from_settings(settings))
+
+    async def run() -> None:
+        async with RelayProcessor(settings, instance_name="relay-ops", **FAST) as relay:
+            async with asyncio.timeout(deadlines.SHORT):
+                await relay.wait_until_listening()
+                while not (groups := (await outbox.operations().groups.groups()).groups):  # noqa: ASYNC110
+                    await asyncio.sleep(0.2)  # the relay quarantines the two unreadable events
+            [group] = groups
+            started = await outbox.operations().bulk.start_group(
+                group.id, "discard", reason="written by a broken importer"
+            )
+            async with asyncio.timeout(deadlines.SHORT):
+                while (found := await outbox.operations().bulk.get(started.id)).state != "done":  # noqa: ASYNC110
+                    await asyncio.sleep(0.2)
+            assert (found.done, found.failed, found.sent) == (2, 0, 0)
+            assert "given up with no notice sent" in found.subscribers_will_see
+
+    asyncio.run(run())
 
 
 class RefusingPublisher(FakePublisher):

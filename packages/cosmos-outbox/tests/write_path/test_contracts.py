@@ -24,6 +24,7 @@ from cosmos_outbox_testing.contracts import (
     InMemoryScheduleWorld,
     InMemoryStoreWorld,
     InMemoryTargetRulesWorld,
+    OperationStoreContract,
     PayloadStoreContract,
     PayloadWorld,
     PublisherContract,
@@ -74,6 +75,10 @@ class TestInMemoryWritePath(InMemory, WritePathContract):
 
 class TestInMemoryQuarantine(InMemory, QuarantineContract):
     example = examples(TICKET)
+
+
+class TestInMemoryOperationStore(InMemory, OperationStoreContract):
+    pass
 
 
 class TestInMemoryPayloadStore(PayloadStoreContract):

@@ -27,7 +27,18 @@ TRACE_URL_SETTING = "OUTBOX_CONSOLE_TRACE_URL"
 BODY_SHOWN_CHARACTERS = 4000
 #: The operations whose answers share a fragment (an action and its preview, two actions).
 _SHARED = {
-    **dict.fromkeys(("act_on_group", "preview_group"), "_group_outcome"),
+    "preview_group": "_group_outcome",
+    **dict.fromkeys(
+        (
+            "act_on_group",
+            "resubmit_dead_letters_operation",
+            "discard_dead_letters_operation",
+            "show_operation",
+            "cancel_operation",
+            "continue_operation",
+        ),
+        "_operation",
+    ),
     **dict.fromkeys(("resubmit_dead_letters", "discard_dead_letters"), "_dead_letter_action"),
     **dict.fromkeys(
         ("preview_resubmit_dead_letters", "preview_discard_dead_letters"), "_letter_preview"

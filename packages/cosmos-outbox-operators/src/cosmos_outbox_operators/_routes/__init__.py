@@ -1,9 +1,10 @@
 """The operators' routes (`/outbox/...` by default, auth level ADMIN: the host's master key), one
 module per resource (`status` with the anonymous `outbox/health`, `quarantine`, `redrive`,
-`dead_letters`, `groups`, `journey`, `subscribers`), each declaring its routes over the core's
-operations and answering with their results; the models an app extends are `models`'. Each
-route but `outbox/health` is also served to a signed-in operator under `/outbox/console/...`
-(`cosmos_outbox_operators._console`: two doors, one implementation)."""
+`dead_letters`, `groups`, `operations`: the bulk operations, `journey`, `subscribers`), each
+declaring its routes over the core's operations and answering with their results; the models
+an app extends are `models`'. Each route but `outbox/health` is also served to a signed-in
+operator under `/outbox/console/...` (`cosmos_outbox_operators._console`: two doors, one
+implementation)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from cosmos_outbox_operators._routes import (
     dead_letters,
     groups,
     journey,
+    operations,
     quarantine,
     redrive,
     status,
@@ -20,4 +22,13 @@ from cosmos_outbox_operators._routes import (
 __all__ = ["RESOURCES"]
 
 #: The route modules, in the order their routes are declared.
-RESOURCES = (status, quarantine, redrive, dead_letters, groups, journey, subscribers)
+RESOURCES = (
+    status,
+    quarantine,
+    redrive,
+    dead_letters,
+    groups,
+    operations,
+    journey,
+    subscribers,
+)

@@ -6,7 +6,7 @@ Their answers are the core's (`cosmos_outbox.operations`); what a request names 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Self, get_args
+from typing import Annotated, Any, Literal, Self, get_args
 
 from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
@@ -29,9 +29,11 @@ from cosmos_outbox.operations import (
     LetterFilter,
     LetterPreview,
     LetterSummary,
+    Operation,
     Selection,
 )
 from cosmos_outbox_operators._routes._context import Routes
+from cosmos_outbox_operators._routes.operations import CanaryOptions
 from cosmos_outbox_operators._types import (
     WHOLE,
     AggregateType,
@@ -108,6 +110,64 @@ class DeadLetterDiscard(DeadLetterSelection):
     reason: OperatorReason
 
 
+#: The dead letters one request acts on: named by their sequence numbers (a filter, or all of
+#: them, is a bulk operation: `deadletters/{entity}/resubmit/operation`, `.../discard/...`).
+_NUMBERS_ONLY: dict[str, Any] = {
+    "required": ["sequenceNumbers"],
+    "properties": {"sequenceNumbers": {"minItems": 1}, "all": {"const": False}, **_NO_FILTER},
+}
+BULK = (
+    "a filter, or all: true, names a bulk operation: POST deadletters/{entity}/resubmit/"
+    "operation or .../discard/operation (answered at once, worked in batches)"
+)
+
+
+class DeadLetterNumbers(DeadLetterSelection):
+    """Dead letters named by their `sequenceNumbers` (at most 100), acted on by this request."""
+
+    model_config = ConfigDict(json_schema_extra=omit_null_defaults(_NUMBERS_ONLY))
+
+    @model_validator(mode="after")
+    def _numbers(self) -> Self:
+        if not self.sequence_numbers:
+            raise ValueError(f"name the dead letters by their sequenceNumbers; {BULK}")
+        return self
+
+
+class DeadLetterNumbersDiscard(DeadLetterNumbers):
+    """Dead letters named by their sequence numbers to give up, and why."""
+
+    reason: OperatorReason
+
+
+class DeadLetterBulk(DeadLetterSelection, CanaryOptions):
+    """The dead letters of one watched subscription (or queue) a bulk resubmit acts on: those
+    matching a filter (an aggregate type and id, an action, text in the dead-letter reason or
+    description, enqueued since / until), or `all: true` of them; `canary` of them first."""
+
+    model_config = ConfigDict(json_schema_extra=omit_null_defaults({"oneOf": _ONE_WAY[1:]}))
+
+    @model_validator(mode="after")
+    def _not_numbers(self) -> Self:
+        if self.sequence_numbers:
+            raise ValueError(
+                "sequenceNumbers name dead letters one request acts on (resubmit, discard); "
+                "a bulk operation takes a filter, or all: true"
+            )
+        return self
+
+
+class DeadLetterResubmitPreview(DeadLetterSelection, CanaryOptions):
+    """A selection whose resubmit is previewed: as the resubmit (or its bulk operation, with
+    its canary, which the preview does not change) names it."""
+
+
+class DeadLetterBulkDiscard(DeadLetterBulk):
+    """The dead letters a bulk discard gives up (a filter, or all), and why."""
+
+    reason: OperatorReason
+
+
 class DeadLetterPage(PageView):
     items: list[LetterSummary]
 
@@ -168,31 +228,70 @@ def declare(routes: Routes) -> None:
     @routes.post(
         "deadletters/{entity}/resubmit",
         ActionReport,
-        request=DeadLetterSelection,
+        request=DeadLetterNumbers,
         summary_values=counted,
     )
     async def resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
-        """Operators: send dead letters again, each with a MessageId of its own that the topic's
-        duplicate detection cannot drop, to that subscription only (at most {MAX_PER_CALL} a
-        call: `remaining` says how many more match); a dead letter leaves its queue only once
-        its resubmission was accepted"""
+        """Operators: send dead letters named by their sequence numbers (at most {MAX_PER_CALL})
+        again, each with a MessageId of its own that the topic's duplicate detection cannot
+        drop, to that subscription only; a dead letter leaves its queue only once its
+        resubmission was accepted (a filter, or all of them: a bulk operation)"""
         letters, entity = at(call)
         return Reply(await letters.resubmit(entity, call.body.selection))
 
     @routes.post(
         "deadletters/{entity}/discard",
         ActionReport,
-        request=DeadLetterDiscard,
+        request=DeadLetterNumbersDiscard,
         summary_values=counted,
     )
     async def discard_dead_letters(call: HttpCall[Any]) -> Reply:
-        """Operators: give dead letters up at that subscription: each one's version given up
-        there by a discard notice in its session, then the dead letter removed (at most
-        {MAX_PER_CALL} a call)"""
+        """Operators: give dead letters named by their sequence numbers (at most {MAX_PER_CALL})
+        up at that subscription: each one's version given up there by a discard notice in its
+        session, then the dead letter removed"""
         letters, entity = at(call)
         return Reply(await letters.discard(entity, call.body.selection, reason=call.body.reason))
 
+    _bulk_operations(routes)
     _previews(routes, at)
+
+
+def _bulk_operations(routes: Routes) -> None:
+    operations = routes.operations
+
+    async def start(call: HttpCall[Any], action: Literal["resubmit", "discard"]) -> Reply:
+        body = call.body
+        operation = await operations().bulk.start_letters(
+            call.path["entity"],
+            action,
+            body.filter,
+            every=body.all,
+            reason=getattr(body, "reason", None),
+            canary=body.canary,
+            canary_wait_seconds=body.canary_wait_seconds,
+        )
+        return Reply(operation)
+
+    @routes.post(
+        "deadletters/{entity}/resubmit/operation", Operation, status=202, request=DeadLetterBulk
+    )
+    async def resubmit_dead_letters_operation(call: HttpCall[Any]) -> Reply:
+        """Operators: resubmit the dead letters of a watched subscription (or queue) matching a
+        filter, or all of them, as a bulk operation (answered at once; whoever runs the relay
+        works it in batches: GET operations/{operationId}); `canary` of them first (default
+        5), the rest only once those are not seen failing again"""
+        return await start(call, "resubmit")
+
+    @routes.post(
+        "deadletters/{entity}/discard/operation",
+        Operation,
+        status=202,
+        request=DeadLetterBulkDiscard,
+    )
+    async def discard_dead_letters_operation(call: HttpCall[Any]) -> Reply:
+        """Operators: give up the dead letters of a watched subscription (or queue) matching a
+        filter, or all of them, as a bulk operation (answered at once, worked in batches)"""
+        return await start(call, "discard")
 
 
 def _previews(routes: Routes, at: Any) -> None:
@@ -201,7 +300,7 @@ def _previews(routes: Routes, at: Any) -> None:
         return Reply(await letters.preview(entity, call.body.selection, action=action))
 
     @routes.post(
-        "deadletters/{entity}/resubmit/preview", LetterPreview, request=DeadLetterSelection
+        "deadletters/{entity}/resubmit/preview", LetterPreview, request=DeadLetterResubmitPreview
     )
     async def preview_resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
         """Operators: what a resubmit of this selection would touch, before it is confirmed: how

@@ -4,8 +4,9 @@ operations' JSON with `--json` (for scripts); progress on stderr (`--quiet`: non
 
 Exit codes: 0 done; 1 an operation answered an error (its problem in one line on stderr; with
 `--json`, the problem document, on one line) or the settings are wrong; 2 the command line is
-wrong; 3 done in part (dead letters or a group's events not handled, a re-drive that quarantined
-events): the output says which."""
+wrong; 3 done in part (dead letters not handled, a re-drive that quarantined events, a bulk
+operation that failed items, paused after its canary or was cancelled): the output says
+which."""
 
 from __future__ import annotations
 
@@ -15,12 +16,21 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TextIO, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from cosmos_outbox.errors import OutboxError
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
+from cosmos_outbox_operators.cli._operations import (
+    bulk_flags,
+    canary_of,
+    operation_commands,
+    operations,
+    started,
+)
+from cosmos_outbox_operators.cli._output import DONE, FAILED, PARTLY, USAGE, Output
+from cosmos_outbox_operators.cli._output import will_see as _will_see
 from cosmos_outbox_operators.cli._trust import TRUST_HINT, untrusted_endpoint
 
 if TYPE_CHECKING:
@@ -30,26 +40,6 @@ __all__ = ["main", "parser"]
 
 TIMEOUT_VARIABLE = "COSMOS_OUTBOX_TIMEOUT"
 DEFAULT_TIMEOUT = 60.0
-DONE, FAILED, USAGE, PARTLY = 0, 1, 2, 3
-#: What a command prints for a person, of the operations' answer.
-Lines: TypeAlias = Callable[[Any], Iterable[str]]
-
-
-class Output:
-    """Where a command writes: its result on stdout, progress on stderr (unless quiet)."""
-
-    def __init__(self, *, as_json: bool, quiet: bool, out: TextIO, err: TextIO) -> None:
-        self.as_json, self.quiet, self.out, self.err = as_json, quiet, out, err
-
-    def result(self, body: Any, lines: Lines, code: int = DONE) -> int:
-        shown = [json.dumps(body, indent=2, ensure_ascii=False)] if self.as_json else lines(body)
-        for line in shown:
-            print(line, file=self.out)
-        return code
-
-    def progress(self, text: str) -> None:
-        if not self.quiet:
-            print(text, file=self.err, flush=True)
 
 
 def _version(version: Any) -> str:
@@ -64,10 +54,6 @@ def _what(item: Any, *, action: bool = True) -> str:
         return "aggregate unknown" + named
     kind = item.get("aggregateType") or "aggregate"
     return f"{kind} {item['aggregateId']} {_version(item.get('version'))}{named}"
-
-
-def _will_see(body: Any) -> str:
-    return f"subscribers will see: {body['subscribersWillSee']}"
 
 
 # -- the commands ---------------------------------------------------------------------------
@@ -233,31 +219,19 @@ def _repeated(
 
 
 def _letters_acted(api: DirectApi, args: argparse.Namespace, out: Output, action: str) -> int:
-    """A resubmit or a discard, called again while matching dead letters remain."""
+    """A resubmit or a discard: of dead letters named by their numbers, by this call; of those
+    matching a filter (or all of them), a bulk operation (`_started`)."""
     numbers = args.sequence_numbers
-    request = ({"sequenceNumbers": numbers} if numbers else {}) | _filter(args)
-    request |= ({"all": True} if args.all else {}) | (
+    if not numbers:
+        request = _filter(args) | ({"all": True} if args.all else {})
+        request |= {"reason": args.reason} if action == "discard" else canary_of(args)
+        begun = api.call(f"{action}_dead_letters_operation", request, entity=args.entity)
+        return started(api, args, out, begun)
+    request = {"sequenceNumbers": numbers} | (
         {"reason": args.reason} if action == "discard" else {}
     )
-    answers = _repeated(
-        out,
-        lambda _: api.call(f"{action}_dead_letters", request, entity=args.entity),
-        lambda a: (
-            f"{action}: {a['done']} done, {a['failed']} not, {a['remaining']} remaining "
-            f"at {args.entity}"
-        ),
-        lambda a: a["remaining"] and a["done"] and not numbers,
-    )
-    failed = sum(a["failed"] for a in answers)
-    summary = {
-        "action": action,
-        "entity": args.entity,
-        "done": sum(a["done"] for a in answers),
-        "failed": failed,
-        "remaining": answers[-1]["remaining"],
-        "handled": [h for a in answers for h in a["handled"]],
-        "subscribersWillSee": [a["subscribersWillSee"] for a in answers],
-    }
+    answer = api.call(f"{action}_dead_letters", request, entity=args.entity)
+    out.progress(f"{action}: {answer['done']} done, {answer['failed']} not at {args.entity}")
 
     def acted(b: Any) -> Iterable[str]:
         verb = "resubmitted" if action == "resubmit" else "discarded"
@@ -265,9 +239,9 @@ def _letters_acted(api: DirectApi, args: argparse.Namespace, out: Output, action
         for h in b["handled"]:
             if h.get("failure"):
                 yield f"  #{h['sequenceNumber']} ({h.get('eventId')}): {h['failure']}"
-        yield from (f"subscribers will see: {t}" for t in dict.fromkeys(b["subscribersWillSee"]))
+        yield _will_see(b)
 
-    return out.result(summary, acted, PARTLY if failed else DONE)
+    return out.result(answer, acted, PARTLY if answer["failed"] else DONE)
 
 
 def _subscribers(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
@@ -355,28 +329,19 @@ def _groups(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
                 yield f"  not grouped: {gap['part']} ({gap['dependency']}: {gap['error']})"
 
         return out.result(api.call("list_groups"), listed)
-    preview = args.action == "preview"
-    request = {"action": args.verb if preview else args.action}
-    request |= {"reason": args.reason} if args.reason else {}
-    operation = "preview_group" if preview else "act_on_group"
-    answers = _repeated(
-        out,
-        lambda _: api.call(operation, request, groupId=args.group_id),
-        lambda a: f"{request['action']}: {a['done']} done, {a['remaining']} left",
-        lambda a: not preview and a["remaining"] and a["done"],
-    )
+    if args.action != "preview":
+        request = {"action": args.action} | ({"reason": args.reason} if args.reason else {})
+        request |= canary_of(args) if args.action == "retry" else {}
+        begun = api.call("act_on_group", request, groupId=args.group_id)
+        return started(api, args, out, begun)
+    request = {"action": args.verb} | ({"reason": args.reason} if args.reason else {})
+    preview = api.call("preview_group", request, groupId=args.group_id)
 
-    def acted(b: Any) -> Iterable[str]:
-        count, verb = (b["matching"], "would touch") if b["previewed"] else (b["done"], "done")
-        yield f"group {b['group']['id']} ({b['group']['cause']}): {count} {verb}"
-        yield from (f"  failed: {f}" for f in b["failed"])
+    def previewed(b: Any) -> Iterable[str]:
+        yield f"group {b['group']['id']} ({b['group']['cause']}): {b['matching']} would touch"
         yield _will_see(b)
 
-    failed = [f for a in answers for f in a["failed"]]
-    done = sum(a["done"] for a in answers)
-    return out.result(
-        dict(answers[-1], done=done, failed=failed), acted, PARTLY if failed else DONE
-    )
+    return out.result(preview, previewed)
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -473,14 +438,18 @@ def _dead_letter_commands(commands: Commands, flags: argparse.ArgumentParser) ->
         acting = verbs.add_parser(verb, parents=[flags], help=text)
         acting.add_argument("entity")
         acting.add_argument("sequence_numbers", nargs="*", type=int, help="these (or a filter)")
-        acting.add_argument("--all", action="store_true", help="every one of them")
+        acting.add_argument(
+            "--all", action="store_true", help="every one of them (a bulk operation)"
+        )
         _filters(acting)
+        bulk_flags(acting, canary=verb == "resubmit")
         if verb == "discard":
             acting.add_argument("--reason", required=True, help="why (audit line, notices)")
 
 
 def _more_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
-    """`subscribers` (status, release), `groups` (list, preview, retry, discard), `redrive`."""
+    """`subscribers` (status, release), `groups` (list, preview, retry, discard), `operations`,
+    `redrive`."""
     subscribers = commands.add_parser("subscribers", parents=[flags], help="what they hold")
     subs = subscribers.add_subparsers(dest="action")
     subs.add_parser("status", parents=[flags], help="per watched subscription (the default)")
@@ -496,9 +465,11 @@ def _more_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     preview.add_argument("verb", choices=("retry", "discard"))
     preview.add_argument("--reason", help="why (a discard needs one)")
     for verb, text in (("retry", "replay or resubmit them"), ("discard", "give them up")):
-        acting = verbs.add_parser(verb, parents=[flags], help=text)
+        acting = verbs.add_parser(verb, parents=[flags], help=f"{text} (a bulk operation)")
         acting.add_argument("group_id")
         acting.add_argument("--reason", required=verb == "discard", help="why (audit line)")
+        bulk_flags(acting, canary=verb == "retry")
+    operation_commands(commands, flags)
     redrive = commands.add_parser("redrive", parents=[flags], help="send stored events again")
     redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")
     redrive.add_argument("--aggregate-type", dest="aggregateType", help="of this type only")
@@ -517,6 +488,7 @@ _RUN: dict[str, Callable[[DirectApi, argparse.Namespace, Output], int]] = {
     "subscribers": _subscribers,
     "redrive": _redrive,
     "groups": _groups,
+    "operations": operations,
 }
 
 

@@ -60,6 +60,7 @@ class DirectApi:
     def __init__(self, outbox: Outbox) -> None:
         from cosmos_outbox_operators._part import Operators, routes_blueprint
 
+        self._outbox = outbox
         app = func.FunctionApp()
         app.register_functions(
             routes_blueprint(
@@ -72,6 +73,18 @@ class DirectApi:
         indexed = app.get_functions()
         functions = {f.get_function_name(): f.get_user_function() for f in indexed}
         self._routes = {r.function: (r, functions[r.function]) for r in http_routes(indexed)}
+
+    def work(self, budget_seconds: float) -> int:
+        """One tick of the bulk operations' worker in this process (as a relay host runs it,
+        holding an operation no other host holds), as the command line; the steps taken."""
+        from cosmos_outbox.bridge import run_sync
+        from cosmos_outbox.operations import acting_as
+
+        with acting_as(command_line_actor()):
+            steps: int = run_sync(
+                self._outbox.operations().bulk.work(budget_seconds=budget_seconds)
+            )
+        return steps
 
     def call(self, operation: str, body: Any = None, **parameters: Any) -> Any:
         """The JSON answer of `operation` (its handler's name: `outbox_status`, ...) given

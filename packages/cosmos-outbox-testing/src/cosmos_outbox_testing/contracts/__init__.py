@@ -19,8 +19,9 @@ The container's suites follow its roles (`cosmos_outbox.ports`): the write side'
 (`BatchStore`) is the write path's suite, `WritePathContract` (the transaction's, the unit of
 work's and the Idempotency-Key's parts in one; each can be run alone), run over the store seen
 through that role alone (`WriteSide`); one document at a time (`DocumentWrites`):
-`DocumentWritesContract`; the queries (`DocumentQueries`): `QueryContract`; and the quarantine,
-which the relay keeps with all three, `QuarantineContract`. Each needs a `world` fixture (a
+`DocumentWritesContract`; the queries (`DocumentQueries`): `QueryContract`; the quarantine,
+which the relay keeps with all three, `QuarantineContract`; and the operators' bulk operations,
+kept with single writes and one query, `OperationStoreContract`. Each needs a `world` fixture (a
 `StoreWorld`: the document store, sync or async, and how to read a partition and let a document
 expire), and the aggregate suites an `example` fixture (the aggregates they drive,
 `examples(...)`). The transaction, the unit of work, the service and the quarantine they drive
@@ -40,6 +41,7 @@ from cosmos_outbox_testing.contracts._dead_letters import (
     InMemoryDeadLetterWorld,
 )
 from cosmos_outbox_testing.contracts._idempotency import IdempotencyContract
+from cosmos_outbox_testing.contracts._operations import OperationStoreContract
 from cosmos_outbox_testing.contracts._payloads import PayloadStoreContract
 from cosmos_outbox_testing.contracts._publisher import PublisherContract
 from cosmos_outbox_testing.contracts._quarantine import QuarantineContract
@@ -97,6 +99,7 @@ __all__ = [
     "InMemoryScheduleWorld",
     "InMemoryStoreWorld",
     "InMemoryTargetRulesWorld",
+    "OperationStoreContract",
     "PayloadStoreContract",
     "PayloadWorld",
     "PublisherContract",

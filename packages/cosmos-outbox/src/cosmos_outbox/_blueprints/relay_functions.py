@@ -1,5 +1,6 @@
 """The relay as a Functions blueprint, for any aggregate: the change-feed relay
-(`relay_events`), the backlog estimate on a timer (`outbox_backlog`), and, where a schedule queue
+(`relay_events`), the backlog estimate on a timer (`outbox_backlog`), the bulk operations'
+worker on a timer (`outbox_operations`, OUTBOX_OPERATIONS_SCHEDULE), and, where a schedule queue
 is set (SERVICEBUS_SCHEDULE_QUEUE), the release of scheduled events at their due time
 (`release_due_events`, a Service Bus queue trigger: `cosmos_outbox._relay.scheduled`). It knows no
 aggregate:
@@ -11,7 +12,7 @@ a setting with a default (COSMOS_DATABASE: `outbox`, COSMOS_LEASE_CONTAINER: `le
 not set: the trigger then binds the default's name, since the host cannot resolve an expression
 whose setting is missing (`TriggerSettings.binding_name`). The host cannot resolve %NAME% in int
 binding properties either, but the worker indexes the app with the app settings in its
-environment, so these, the poll delay, batch size and backlog schedule are read (and validated)
+environment, so these, the poll delay, batch size and the timers' schedules are read (and validated)
 from the app settings when the blueprint is built, at indexing; nothing else is read or opened
 until a function runs.
 """
@@ -31,6 +32,9 @@ from cosmos_outbox.settings._base import LEASE_INTERVAL_SETTINGS
 if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)
     from cosmos_outbox._wiring import Wiring
 
+#: How long one tick of the operations' timer works at most (then the next tick goes on).
+OPERATIONS_TICK_SECONDS = 25.0
+
 
 def relay_blueprint(
     wiring: Callable[[], Wiring],
@@ -38,11 +42,12 @@ def relay_blueprint(
     asynchronous: bool,
     triggers: TriggerSettings | None = None,
 ) -> func.Blueprint:
-    """The relay (`relay_events`), the backlog timer (`outbox_backlog`) and, with a schedule
-    queue, the releases (`release_due_events`), served by `wiring()` (the outbox's objects,
-    built once per process on first use). `asynchronous`: `async def` functions on the worker's
-    event loop (an `aio` outbox's adapters), else sync ones. `triggers` default to the app
-    settings (read now, at indexing)."""
+    """The relay (`relay_events`), the backlog timer (`outbox_backlog`), the operations' timer
+    (`outbox_operations`) and, with a schedule queue, the releases (`release_due_events`),
+    served by `wiring()` (the outbox's objects, built once per process on first use).
+    `asynchronous`: `async def` functions on the worker's event loop (an `aio` outbox's
+    adapters), else sync ones. `triggers` default to the app settings (read now, at
+    indexing)."""
     settings = triggers if triggers is not None else load_trigger_settings()
     bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
 
@@ -83,6 +88,8 @@ def relay_blueprint(
         being applied (`outbox.dead_letters.vanished`)."""
         await backlog_tick(wiring())
 
+    _operations_timer(bp, wiring, settings, asynchronous)
+
     if settings.schedule_queue is not None:
 
         @bp.service_bus_queue_trigger(
@@ -101,6 +108,30 @@ def relay_blueprint(
             await wiring().releases().release(release_of(message.get_body()))
 
     return bp
+
+
+def _operations_timer(
+    bp: func.Blueprint,
+    wiring: Callable[[], Wiring],
+    settings: TriggerSettings,
+    asynchronous: bool,
+) -> None:
+    """The operations' timer (`outbox_operations`) on `bp`."""
+
+    @bp.timer_trigger(
+        arg_name="timer",
+        schedule=settings.operations_schedule,
+        run_on_startup=False,
+        use_monitor=False,
+    )
+    @shell(asynchronous)
+    async def outbox_operations(timer: func.TimerRequest) -> None:
+        """One tick of the bulk operations' worker (`cosmos_outbox.operations._worker`): the
+        open operations found by one query in their partition, and worked in batches for up
+        to OPERATIONS_TICK_SECONDS (a batch begun is finished): a group's retry or discard, a
+        subscription's dead letters resubmitted or discarded. Nothing open: nothing else is
+        read."""
+        await wiring().operations().bulk.work(budget_seconds=OPERATIONS_TICK_SECONDS)
 
 
 async def backlog_tick(wired: Wiring) -> None:

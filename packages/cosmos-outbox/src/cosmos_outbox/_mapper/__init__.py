@@ -8,8 +8,10 @@ One module per form (issue 65): `event` (the event, written: event -> event docu
 `document` (the stored event document, read: -> outbox record), `message` (record -> message,
 and a message's envelope read back, and the envelope a subscriber's event gives an aggregate),
 `notices` (the quarantine and discard notices), `release_message` (a scheduled event's release
-on the schedule queue), `properties` (the names a message carries beside its body) and
-`queries` (the SQL texts that read the stored documents). This package's face re-exports them.
+on the schedule queue), `properties` (the names a message carries beside its body), `queries`
+(the SQL texts that read the stored documents) and `operation` (an operators' bulk operation's
+document: not an event's form, but a stored form all the same). This package's face re-exports
+them.
 
 Written and read here and nowhere else: the write path makes event documents here
 (`event_document`, `aggregate_event_document`, `stamp`); the relay, the quarantine, the operators,
@@ -225,6 +227,36 @@ from cosmos_outbox._mapper.notices import (
 )
 from cosmos_outbox._mapper.notices import (
     quarantine_notice as quarantine_notice,
+)
+from cosmos_outbox._mapper.operation import (
+    ACTIVE_QUERY as ACTIVE_QUERY,
+)
+from cosmos_outbox._mapper.operation import (
+    OPERATION_TYPE as OPERATION_TYPE,
+)
+from cosmos_outbox._mapper.operation import (
+    OPERATIONS_PARTITION as OPERATIONS_PARTITION,
+)
+from cosmos_outbox._mapper.operation import (
+    RECENT_QUERY as RECENT_QUERY,
+)
+from cosmos_outbox._mapper.operation import (
+    CanaryItem as CanaryItem,
+)
+from cosmos_outbox._mapper.operation import (
+    OperationCounts as OperationCounts,
+)
+from cosmos_outbox._mapper.operation import (
+    OperationRecord as OperationRecord,
+)
+from cosmos_outbox._mapper.operation import (
+    OperationScope as OperationScope,
+)
+from cosmos_outbox._mapper.operation import (
+    operation_document as operation_document,
+)
+from cosmos_outbox._mapper.operation import (
+    operation_record as operation_record,
 )
 from cosmos_outbox._mapper.properties import (
     AGGREGATE_TYPE_PROPERTY as AGGREGATE_TYPE_PROPERTY,

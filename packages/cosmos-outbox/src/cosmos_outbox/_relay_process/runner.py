@@ -214,8 +214,8 @@ class RelayProcessor:
 
     async def start(self) -> None:
         """Build the relay (a settings error raises here: SettingsError naming it) and start the
-        processor, the backlog timer and the releases' receiver; returns at once (the processor
-        starts, and retries, in the background: `wait_until_listening`)."""
+        processor, the backlog timer, the operations' timer and the releases' receiver; returns
+        at once (the processor starts, and retries, in the background: `wait_until_listening`)."""
         from cosmos_outbox._wiring import Wiring
 
         services = self._services if self._services is not None else self._services_from_settings()
@@ -229,6 +229,7 @@ class RelayProcessor:
         self._wiring.relay()  # the publisher the settings name, or SettingsError now
         self._tasks.append(asyncio.create_task(self._run_processor(), name="relay-processor"))
         self._tasks.append(asyncio.create_task(self._backlog_timer(), name="relay-backlog"))
+        self._tasks.append(asyncio.create_task(self._operations_timer(), name="relay-operations"))
         self._tasks.append(asyncio.create_task(self._check_target_rules(), name="relay-rules"))
         queue = self.settings.schedule_queue
         if queue is not None:
@@ -484,6 +485,29 @@ class RelayProcessor:
                 logger.warning("relay process: the backlog tick failed", exc_info=True)
             wait = (schedule.get_next(dt.datetime) - dt.datetime.now(dt.UTC)).total_seconds()
             await asyncio.sleep(max(0.0, wait))
+
+    async def _operations_timer(self) -> None:
+        """The bulk operations' worker (the Functions app's `outbox_operations`), on
+        OUTBOX_OPERATIONS_SCHEDULE: each tick works the open operations for up to
+        OPERATIONS_TICK_SECONDS (`cosmos_outbox.operations._worker`)."""
+        from croniter import croniter
+
+        from cosmos_outbox._blueprints.relay_functions import OPERATIONS_TICK_SECONDS
+
+        expression = self.settings.operations_schedule
+        while True:  # the next occurrence after now (a long tick skips those it overran)
+            now = dt.datetime.now(dt.UTC)
+            due = croniter(expression, now, second_at_beginning=True).get_next(dt.datetime)
+            wait = (due - dt.datetime.now(dt.UTC)).total_seconds()
+            await asyncio.sleep(max(0.0, wait))
+            if self._wiring is None:
+                continue
+            try:
+                await self._wiring.operations().bulk.work(budget_seconds=OPERATIONS_TICK_SECONDS)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("relay process: the operations' tick failed", exc_info=True)
 
     async def tick(self) -> None:
         """One tick: the relay's check, the leases read (the state's owners, continuations and

@@ -19,6 +19,8 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._actor import NO_KEY as NO_KEY
     from cosmos_outbox.operations._actor import Actor as Actor
     from cosmos_outbox.operations._actor import acting_as as acting_as
+    from cosmos_outbox.operations._bulk import Operation as Operation
+    from cosmos_outbox.operations._bulk import OperationList as OperationList
     from cosmos_outbox.operations._dead_letters import MAX_PER_CALL as MAX_PER_CALL
     from cosmos_outbox.operations._groups import FailureGroups as FailureGroups
     from cosmos_outbox.operations._groups import GroupOutcome as GroupOutcome
@@ -68,6 +70,8 @@ _EXPORTS = {
     "RedrivePreview": "cosmos_outbox.operations._redrive",
     "FailureGroups": "cosmos_outbox.operations._groups",
     "GroupOutcome": "cosmos_outbox.operations._groups",
+    "Operation": "cosmos_outbox.operations._bulk",
+    "OperationList": "cosmos_outbox.operations._bulk",
     # what a way in asks (which dead letters; how many one call handles)
     "LetterFilter": "cosmos_outbox.operations._letters",
     "Selection": "cosmos_outbox.operations._letters",

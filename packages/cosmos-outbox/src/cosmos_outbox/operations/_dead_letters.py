@@ -173,7 +173,7 @@ class DeadLetterOperators:
             raise NotFoundError(WATCHED, "(none: set OUTBOX_SUBSCRIPTIONS)")
         return queues
 
-    async def _peeks(self, entity: DeadLetterEntity, after: int) -> AsyncIterator[list[Described]]:
+    async def pages(self, entity: DeadLetterEntity, after: int) -> AsyncIterator[list[Described]]:
         """The dead letters after sequence number `after`, in order, a peek (PEEK_BATCH) at a
         time, until one comes back short."""
         port = self._port()
@@ -193,7 +193,7 @@ class DeadLetterOperators:
         """The dead letters after sequence number `after`, in order, at most `limit`; and
         whether there are more."""
         found: list[Described] = []
-        async for page in self._peeks(entity, after):
+        async for page in self.pages(entity, after):
             found += page
             if len(found) >= limit and len(page) == PEEK_BATCH:
                 return found[:limit], True
@@ -234,7 +234,7 @@ class DeadLetterOperators:
         at most: fewer items, and a number to go on after."""
         found: list[LetterSummary] = []
         scanned = 0
-        async for page in self._peeks(entity, after):
+        async for page in self.pages(entity, after):
             for described in page:
                 if selected.matches(described):
                     found.append(LetterSummary.of(described))
@@ -264,7 +264,8 @@ class DeadLetterOperators:
             letters, more = await self.scan(entity)
             return [d for d in letters if selection.filter.matches(d)], more
         wanted = set(selection.sequence_numbers)
-        letters, _ = await self.scan(entity, after=min(wanted) - 1)
+        span = max(wanted) - min(wanted) + 1  # sequence numbers are unique: no more in between
+        letters, _ = await self.scan(entity, after=min(wanted) - 1, limit=min(span, COUNT_LIMIT))
         found = [d for d in letters if d.letter.sequence_number in wanted]
         missing = wanted - {d.letter.sequence_number for d in found}
         if missing:
@@ -320,17 +321,34 @@ class DeadLetterOperators:
         *,
         reason: str | None,
     ) -> ActionReport:
-        """At most MAX_PER_CALL of the selection: the watch told, each moved (its resubmission
-        or notice sent, then removed), the report audited."""
+        """At most MAX_PER_CALL of the selection, within half the operators' bound (`act_on`)."""
         matching, _ = await self._matching(entity, selection)
         letters, remaining = matching[:MAX_PER_CALL], max(0, len(matching) - MAX_PER_CALL)
+        budget = bounded_budget()
+        return await self.act_on(
+            action, entity, letters, reason=reason, remaining=remaining, budget=budget
+        )
+
+    async def act_on(
+        self,
+        action: Literal["resubmit", "discard"],
+        entity: DeadLetterEntity,
+        letters: list[Described],
+        *,
+        reason: str | None,
+        remaining: int = 0,
+        budget: float | None = None,
+    ) -> ActionReport:
+        """`letters` (as peeked): the watch told, each moved (its resubmission or notice sent,
+        then removed), in chunks while `budget` seconds last (None: all of them; a bulk
+        operation's worker), the report audited (`remaining`: how many more match)."""
         by = str(current_actor())
         plan = {
             d.letter.sequence_number: (d, _sent(action, d, entity, reason=reason or "", by=by))
             for d in letters
         }
         await self._record(entity, letters, "resubmitted" if action == "resubmit" else "discarded")
-        handled = await self._move(entity, plan)
+        handled = await self._move(entity, plan, budget)
         deliveries = await self.deliveries(entity, [h.sent for h in handled if h.outcome is None])
         will_see = _will_see(action, entity, handled) + _as_rules_decide(deliveries)
         _audit(action, entity, handled, remaining, will_see, reason=reason)
@@ -365,20 +383,18 @@ class DeadLetterOperators:
         self,
         entity: DeadLetterEntity,
         plan: dict[int, tuple[Described, Outgoing | None]],
+        budget: float | None,
     ) -> list[Handled]:
-        """Move the planned dead letters, in chunks while the time budget lasts (half the
-        operators' bound); those left when it ran out are reported as not handled (call
-        again)."""
-        from cosmos_outbox.http import bounded
-
+        """Move the planned dead letters, in chunks while the time budget lasts (None: no
+        limit); those left when it ran out are reported as not handled (call again)."""
         port = self._port()
         handled: list[Handled] = []
         numbers = sorted(plan)
-        deadline = time.monotonic() + bounded.BOUND_SECONDS / 2
+        deadline = None if budget is None else time.monotonic() + budget
         chunk = 10
         for start in range(0, len(numbers), chunk):
             part = numbers[start : start + chunk]
-            if start and time.monotonic() > deadline:
+            if start and deadline is not None and time.monotonic() > deadline:
                 handled += [
                     Handled(plan[n][0], None, "not handled in this call: call again")
                     for n in numbers[start:]
@@ -387,6 +403,13 @@ class DeadLetterOperators:
             outcomes = await answered(SERVICE_BUS, port.move(entity, {n: plan[n][1] for n in part}))
             handled += [Handled(plan[n][0], plan[n][1], outcomes.get(n)) for n in part]
         return handled
+
+
+def bounded_budget() -> float:
+    """What one request may spend moving dead letters: half the operators' bound."""
+    from cosmos_outbox.http import bounded
+
+    return bounded.BOUND_SECONDS / 2
 
 
 def _sent(
@@ -409,18 +432,33 @@ def _will_see(action: str, entity: DeadLetterEntity, handled: list[Handled]) -> 
     """What subscribers will see of what `action` did (or, previewed, would do) to `handled`."""
     done = [h for h in handled if h.outcome is None]
     notices = [h for h in done if h.sent is not None]
+    first = notices[0].described if notices else None
+    return letters_will_see(action, entity, done=len(done), notices=len(notices), first=first)
+
+
+def letters_will_see(
+    action: str,
+    entity: DeadLetterEntity,
+    *,
+    done: int,
+    notices: int,
+    first: Described | None = None,
+) -> str:
+    """What subscribers will see of `done` dead letters resubmitted or discarded at `entity`
+    (`notices` of the discarded ones with a discard notice; `first`: the first of those): the
+    one sentence a preview, a report, an operation and their audit lines say."""
     if not done:
         return (
             f"nothing: no dead letter was {'resubmitted' if action == 'resubmit' else 'discarded'}"
         )
     if action == "resubmit" and entity.kind == "queue":
         return (
-            f"{len(done)} message(s) back on queue {entity.name}, each with a MessageId of its "
+            f"{done} message(s) back on queue {entity.name}, each with a MessageId of its "
             "own (outboxResubmission = its number), everything else as it was sent"
         )
     if action == "resubmit":
         return (
-            f"{len(done)} message(s) at subscription {entity.name} only (outboxTarget), each in "
+            f"{done} message(s) at subscription {entity.name} only (outboxTarget), each in "
             "its session with a new MessageId that the topic's duplicate detection cannot drop "
             "and the event id unchanged (cloudEvents_id): a subscriber that deduplicates on the "
             "event id (the library's inbox) applies each once, and drops one it applied already; "
@@ -430,14 +468,18 @@ def _will_see(action: str, entity: DeadLetterEntity, handled: list[Handled]) -> 
         )
     parts = []
     if notices:
-        first = notices[0].described
-        parts.append(
-            f"{len(notices)} {DISCARD_NOTICE_SUBJECT} notice(s), each in its aggregate's "
-            f"session at subscription {entity.name} only (the first: {first.aggregate_type} "
-            f"{first.aggregate_id} version {first.version}): the library's subscriber there "
-            "records an accepted gap for each version and applies the versions it held after it"
+        example = (
+            f" (the first: {first.aggregate_type} {first.aggregate_id} version {first.version})"
+            if first is not None
+            else ""
         )
-    if silent := len(done) - len(notices):
+        parts.append(
+            f"{notices} {DISCARD_NOTICE_SUBJECT} notice(s), each in its aggregate's "
+            f"session at subscription {entity.name} only{example}: the library's subscriber "
+            "there records an accepted gap for each version and applies the versions it held "
+            "after it"
+        )
+    if silent := done - notices:
         parts.append(
             f"{silent} dead letter(s) removed with no notice (not outbox events: no aggregate "
             "or version to give up)"

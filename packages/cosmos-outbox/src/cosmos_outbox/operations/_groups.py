@@ -1,7 +1,8 @@
 """Failures grouped by cause (ServicePulse's failure groups): the quarantined events and every
 watched subscription's dead letters, grouped by where they are, their cause (`cause_of`: what
 varies made a placeholder) and their event type, with an id derived from that key; a group
-retried or discarded through the same use cases as one row, at most MAX_PER_CALL a call."""
+previewed through the same use cases as one row (its first MAX_PER_CALL events), and retried or
+discarded whole by a bulk operation (`cosmos_outbox.operations._bulk_operators`)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,9 @@ from typing import Any, Literal
 from cosmos_outbox._mapper import message_facts, to_message
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QuarantinedEvent
-from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox.errors import DependencyUnavailableError, NotFoundError
+from cosmos_outbox._records import OutboxMessage, OutboxRecord
+from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._actor import current_actor
-from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import MAX_PER_CALL, DeadLetterOperators
 from cosmos_outbox.operations._deliveries import Received, received
 from cosmos_outbox.operations._dependencies import (
@@ -27,9 +27,12 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
-from cosmos_outbox.operations._giving_up import notice_of_event
 from cosmos_outbox.operations._letters import Described, Selection, enqueued
-from cosmos_outbox.operations._quarantined import QuarantineOperators
+from cosmos_outbox.operations._quarantined import (
+    QuarantineOperators,
+    notice_of,
+    quarantine_will_see,
+)
 from cosmos_outbox.ports import TargetRuleCheck
 
 __all__ = [
@@ -39,6 +42,7 @@ __all__ = [
     "GroupOutcome",
     "cause_of",
     "failure_text",
+    "letter_text",
 ]
 
 #: Quarantine records read to group them, at most (beyond: the counts are "at least").
@@ -76,6 +80,11 @@ def failure_text(reason: str | None, description: str | None) -> str:
     return f"{reason}: {description}"
 
 
+def letter_text(described: Described) -> str:
+    """A dead letter's failure, as grouped: its reason and description."""
+    return failure_text(described.letter.reason, described.letter.description)
+
+
 class FailureGroup(Model):
     """Failures of one cause: where (the quarantine, or `entity`'s dead letters), the exception
     type when the text names one, the cause, the event type, how many, first and last seen
@@ -109,9 +118,10 @@ class FailureGroups(Model):
 
 
 class GroupOutcome(Model):
-    """A group's retry or discard, previewed or done: the events this call handles (`matching`)
-    and handled (`done`, `failed` with why), those left for the next call, what subscribers will
-    see and what each subscription receives as its rules decide."""
+    """A group's retry or discard, previewed (`previewed`: always, since the group's operation
+    does it): the events the preview looked at (`matching`: its first MAX_PER_CALL), what
+    subscribers will see and what each subscription receives as its rules decide (`done`,
+    `failed`, `remaining`: kept for the clients that read them, 0 and empty)."""
 
     group: FailureGroup
     action: Literal["retry", "discard"]
@@ -136,11 +146,10 @@ def _grouped(source: str, entity: str | None, items: list[_Item]) -> dict[str, A
         found.setdefault((cause_of(item[0]), item[1], item[2]), []).append(item)
     groups = {}
     for (cause, aggregate_type, action), members in found.items():
-        key = f"{source}\n{entity}\n{cause}\n{aggregate_type}\n{action}"
         times = [m[3] for m in members if m[3] is not None]
         kind = _ERROR_TYPE.match(cause)
         group = FailureGroup(
-            id=hashlib.sha256(key.encode()).hexdigest()[:12],
+            id=_group_id(source, entity, cause, aggregate_type, action),
             source=source,
             entity=entity,
             error_type=kind.group(1) if kind else None,
@@ -216,126 +225,114 @@ class GroupOperators:
                 continue
             at_least = at_least or more
             items = [
-                (failure_text(d.letter.reason, d.letter.description),
-                 d.aggregate_type, d.action, enqueued(d.letter), d)
-                for d in letters
-            ]  # fmt: skip
+                (letter_text(d), d.aggregate_type, d.action, enqueued(d.letter), d) for d in letters
+            ]
             found |= _grouped("dead letters", entity.name, items)
         return found, at_least, missing
 
-    async def act(
-        self,
-        group_id: str,
-        action: Literal["retry", "discard"],
-        *,
-        reason: str | None = None,
-        preview: bool = False,
-    ) -> GroupOutcome:
-        """Retry (replay; for dead letters, resubmit) or discard the group's events, at most
-        MAX_PER_CALL of them; with `preview`, what that would do, nothing done."""
-        groups, _, missing = await self._read()
-        found = groups.get(group_id)
-        if found is None and missing:  # it may be among what could not be read
-            raise DependencyUnavailableError(
-                missing[0].dependency, f"did not answer ({missing[0].part}): {missing[0].error}"
+    async def _members(self, group_id: str, limit: int) -> tuple[FailureGroup, list[Member]]:
+        """The group of that id as far as its first `limit` members (their count, first and
+        last seen), read until they are found: the quarantine a page at a time, then each
+        watched subscription's dead letters (NotFoundError: no such group now; a source that
+        does not answer: DependencyUnavailableError naming it, never a 404 for a group that
+        may be there)."""
+        found: list[_Item] = []
+        where: tuple[str, str | None] = ("quarantine", None)
+        token: str | None = None
+        read = 0
+        while len(found) < limit and read < QUARANTINE_LIMIT:
+            page = await answered(
+                COSMOS_DB, self._quarantine.page(page_size=100, continuation=token)
             )
-        if found is None:
+            read += len(page.items)
+            found += [
+                (r.reason, r.aggregate_type, r.action, r.quarantined_at, r)
+                for r in page.items
+                if not r.resolved and not r.discarded and _id_of("quarantine", None, r) == group_id
+            ]
+            if (token := page.continuation_token) is None:
+                break
+        for entity in self._letters.watched:
+            if found:
+                break
+            where = ("dead letters", entity.name)
+            async for letters in self._letters.pages(entity, 0):
+                found += [
+                    (letter_text(d), d.aggregate_type, d.action, enqueued(d.letter), d)
+                    for d in letters
+                    if _id_of("dead letters", entity.name, d) == group_id
+                ]
+                if len(found) >= limit:
+                    break
+        if not found:
             raise NotFoundError("failure group", group_id)
-        group, members = found
-        act = self._letters_act if group.source == "dead letters" else self._quarantine_act
-        outcome = await act(group, members[:MAX_PER_CALL], action, reason or "", preview)
-        left = outcome.remaining + max(0, len(members) - MAX_PER_CALL)
-        outcome = outcome.model_copy(update={"remaining": left})
-        if not preview:
-            audit(
-                f"groups.{action}",
-                f"failure group {group.id} ({group.source}"
-                f"{f' at {group.entity}' if group.entity else ''}: {group.cause}): "
-                f"{outcome.done} of {outcome.matching} done, {len(outcome.failed)} failed, "
-                f"{left} remaining" + (f"; reason: {reason}" if reason else ""),
-                will_see=outcome.subscribers_will_see,
-                group=group.id,
-                done=outcome.done,
-                remaining=left,
-            )
-        return outcome
+        [(group, members)] = _grouped(*where, found[:limit]).values()
+        return group, members
 
-    async def _letters_act(
-        self, group: FailureGroup, members: list[Member], action: str, reason: str, preview: bool
+    async def find(self, group_id: str) -> FailureGroup:
+        """The failure group of that id, found by its first member (its count is that far:
+        a bulk operation counts its items itself; NotFoundError: no such group now)."""
+        return (await self._members(group_id, 1))[0]
+
+    async def preview(
+        self, group_id: str, action: Literal["retry", "discard"], *, reason: str | None = None
+    ) -> GroupOutcome:
+        """What a retry (replay; for dead letters, resubmit) or a discard of the group would do
+        to its first MAX_PER_CALL events, nothing done: what subscribers will see, what each
+        subscription receives (the group's operation does the rest alike)."""
+        group, members = await self._members(group_id, MAX_PER_CALL)
+        if group.source == "dead letters":
+            return await self._letters_preview(group, members, action)
+        return await self._quarantine_preview(group, members, action)
+
+    async def _letters_preview(
+        self, group: FailureGroup, members: list[Member], action: str
     ) -> GroupOutcome:
         entity = self._letters.entity(group.entity or "")
         numbers = tuple(m.letter.sequence_number for m in members if isinstance(m, Described))
-        selection = Selection(sequence_numbers=numbers)
-        shown: dict[str, Any] = {"group": group, "action": action, "previewed": preview}
-        if preview:
-            verb = "resubmit" if action == "retry" else "discard"
-            seen = await self._letters.preview(entity, selection, action=verb)
-            return GroupOutcome(**shown, matching=seen.matching, **_told(seen))
-        report = (
-            await self._letters.resubmit(entity, selection)
-            if action == "retry"
-            else await self._letters.discard(entity, selection, reason=reason)
-        )
+        verb = "resubmit" if action == "retry" else "discard"
+        seen = await self._letters.preview(entity, Selection(sequence_numbers=numbers), action=verb)
         return GroupOutcome(
-            **shown,
-            matching=len(numbers),
-            done=report.done,
-            failed=[
-                f"{h.event_id or h.sequence_number}: {h.failure}"
-                for h in report.handled
-                if h.failure
-            ],
-            remaining=report.remaining,
-            **_told(report),
+            group=group, action=action, previewed=True, matching=seen.matching, **_told(seen)
         )
 
-    async def _quarantine_act(
-        self, group: FailureGroup, members: list[Member], action: str, reason: str, preview: bool
+    async def _quarantine_preview(
+        self, group: FailureGroup, members: list[Member], action: str
     ) -> GroupOutcome:
         records = [m for m in members if isinstance(m, QuarantinedEvent)]
         by = str(current_actor())
-        sent = [
-            to_message(r.event) if action == "retry" else notice_of_event(r.event, reason="", by=by)
-            for r in records
-            if isinstance(r.event, OutboxRecord)
-        ]
+        sent: list[OutboxMessage | None]
+        if action == "retry":
+            sent = [to_message(r.event) for r in records if isinstance(r.event, OutboxRecord)]
+        else:
+            sent = [notice_of(r, reason="", by=by) for r in records]
         facts = [message_facts(m, base=self._base) for m in sent if m is not None]
         names = [e.name for e in self._letters.watched if e.kind == "subscription"]
         deliveries = received(await self._rules(), facts, names)
-        failed = (
-            [] if preview else [why for r in records if (why := await self._one(r, action, reason))]
-        )
-        done = 0 if preview else len(records) - len(failed)
-        what = (
-            "sent again through the relay, each in its session under its own MessageId: a "
-            "subscriber that received its quarantine notice applies it and what it held after it"
-            if action == "retry"
-            else "given up: a discard notice (OutboxEventDiscarded) each in its session to every "
-            "subscription, whose subscriber records an accepted gap and applies what it held after"
-        )
+        notices = sum(1 for m in sent if m is not None) if action == "discard" else 0
         return GroupOutcome(
             group=group,
             action=action,
-            previewed=preview,
+            previewed=True,
             matching=len(records),
-            done=done,
-            failed=failed,
-            subscribers_will_see=f"{len(records) if preview else done} quarantined event(s) "
-            f"{what}. As each subscription's rules decide: "
+            subscribers_will_see=quarantine_will_see(action, done=len(records), notices=notices)
+            + ". As each subscription's rules decide: "
             + ("; ".join(d.text() for d in deliveries) or "-"),
             deliveries=deliveries,
         )
 
-    async def _one(self, record: QuarantinedEvent, action: str, reason: str) -> str | None:
-        """One quarantined event replayed or discarded; why not (None: done)."""
-        try:
-            if action == "discard":
-                await self._quarantine.discard(record.event_id, reason)
-                return None
-            result = await self._quarantine.replay(record.event_id)
-        except Exception as exc:
-            return f"{record.event_id}: {type(exc).__name__}: {exc!s:.200}"
-        return None if result.resolved else f"{record.event_id}: still quarantined: {result.reason}"
+
+def _id_of(source: str, entity: str | None, member: Member) -> str:
+    """The id of the group `member` belongs to."""
+    text = member.reason if isinstance(member, QuarantinedEvent) else letter_text(member)
+    return _group_id(source, entity, cause_of(text), member.aggregate_type, member.action)
+
+
+def _group_id(
+    source: str, entity: str | None, cause: str, aggregate_type: str | None, action: str | None
+) -> str:
+    key = f"{source}\n{entity}\n{cause}\n{aggregate_type}\n{action}"
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 def _told(answer: Any) -> dict[str, Any]:

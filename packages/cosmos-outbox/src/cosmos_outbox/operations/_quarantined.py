@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from cosmos_outbox._domain import DomainError
+from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxMessage
@@ -115,7 +116,7 @@ class QuarantineOperators:
                 f"{entry.discarded_by}, and its notice sent then",
             )
         by = str(current_actor())
-        notice = notice_of_event(entry.event, reason=reason, by=by)
+        notice = notice_of(entry, reason=reason, by=by)
         if notice is not None:
             try:
                 await self._parts.relay().send([notice])
@@ -130,6 +131,42 @@ class QuarantineOperators:
         )
         _audit("quarantine.discard", discarded, reason, will_see=will_see)
         return Discarded.of(discarded, notice, will_see)
+
+
+def notice_of(entry: QuarantinedEvent, *, reason: str, by: str) -> OutboxMessage | None:
+    """The discard notice a discard of `entry` sends (None: its aggregate or version cannot be
+    read from its document: none is sent)."""
+    return notice_of_event(entry.event, reason=reason, by=by)
+
+
+def quarantine_will_see(action: str, *, done: int, notices: int) -> str:
+    """What subscribers will see of `done` quarantined events replayed (`retry`) or discarded
+    (`notices` of them with a discard notice, `notice_of`): the one sentence a group's preview,
+    its operation and their audit lines say (a discard of events whose aggregate or version
+    cannot be read sends nothing, and says so)."""
+    if action == "retry":
+        return (
+            f"{done} quarantined event(s) sent again through the relay, each in its session "
+            "under its own MessageId: a subscriber that received its quarantine notice applies "
+            "it and what it held after it"
+        )
+    if not done:
+        return "nothing: no quarantined event was given up"
+    parts = []
+    if notices:
+        parts.append(
+            f"{notices} quarantined event(s) given up, each with a discard notice "
+            f"({DISCARD_NOTICE_SUBJECT}) in its session to every subscription, whose "
+            "subscriber records an accepted gap and applies what it held after it"
+        )
+    if silent := done - notices:
+        parts.append(
+            f"{silent} quarantined event(s) given up with no notice sent: their aggregate or "
+            "version cannot be read from the stored document, so there is no session (or no "
+            "place in it) to tell; a subscriber holding later versions of them keeps holding "
+            "them until an operator releases them there (cosmos-outbox subscribers release)"
+        )
+    return "; ".join(parts)
 
 
 def _audit(

@@ -33,6 +33,9 @@ from cosmos_outbox.settings._base import (
     DEFAULT_MAX_ITEMS_PER_INVOCATION as DEFAULT_MAX_ITEMS_PER_INVOCATION,
 )
 from cosmos_outbox.settings._base import (
+    DEFAULT_OPERATIONS_SCHEDULE as DEFAULT_OPERATIONS_SCHEDULE,
+)
+from cosmos_outbox.settings._base import (
     DEFAULT_PAYLOAD_CONTAINER as DEFAULT_PAYLOAD_CONTAINER,
 )
 from cosmos_outbox.settings._base import (

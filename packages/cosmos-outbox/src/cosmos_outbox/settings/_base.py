@@ -18,6 +18,9 @@ DEFAULT_FEED_POLL_DELAY_MS = 1000
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
 # NCRONTAB with seconds, as the timer trigger wants it: every minute.
 DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
+#: When the relay's hosts look for bulk operations to work (`outbox_operations`): every 5 s
+#: (one query in the operations' partition each time; a tick works up to 25 s).
+DEFAULT_OPERATIONS_SCHEDULE = "*/5 * * * * *"
 #: The relay's change feed processor's name (OUTBOX_PROCESSOR_NAME): what its lease documents
 #: start with (the Functions trigger's `leaseContainerPrefix`, which the host passes to the
 #: processor as its name; cosmos-changefeed's `processor_name`). A trigger of the app's own on
@@ -97,6 +100,11 @@ class TriggerSettings(BaseModel):
     backlog_estimate_schedule: str = Field(
         default=DEFAULT_BACKLOG_ESTIMATE_SCHEDULE,
         alias="BACKLOG_ESTIMATE_SCHEDULE",
+        pattern=r"^\s*\S+(\s+\S+){5}\s*$",  # six NCRONTAB fields
+    )
+    operations_schedule: str = Field(
+        default=DEFAULT_OPERATIONS_SCHEDULE,
+        alias="OUTBOX_OPERATIONS_SCHEDULE",
         pattern=r"^\s*\S+(\s+\S+){5}\s*$",  # six NCRONTAB fields
     )
     #: The relay's processor's name (`DEFAULT_PROCESSOR_NAME` says what it is); "" keeps the
@@ -221,6 +229,7 @@ def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSe
         "FEED_POLL_DELAY_MS",
         "MAX_ITEMS_PER_INVOCATION",
         "BACKLOG_ESTIMATE_SCHEDULE",
+        "OUTBOX_OPERATIONS_SCHEDULE",
         "COSMOS_DATABASE",
         "COSMOS_LEASE_CONTAINER",
         *LEASE_INTERVAL_SETTINGS.values(),

@@ -12,7 +12,8 @@
 // - turns the journey's search (an event id, or an aggregate type and id) and the journey
 //   links of the other panels into the journey's route, and into the page's URL (shareable;
 //   Back returns to the previous search),
-// - follows a re-drive's pages to the end when asked,
+// - follows a re-drive's pages to the end when asked, and keeps a bulk operation's card (its
+//   progress, asked for every 2 s) as it was when an ask fails,
 // - refreshes the lists when the relay's count of quarantined events changes or an action was
 //   taken, and pauses the periodic refresh of a panel while an operator is choosing in it,
 // - keeps a panel's last good state, marked stale, when its refresh fails, its actions disabled
@@ -429,7 +430,19 @@
     );
   }
 
+  // a bulk operation's card asking for itself (its progress): a failed ask (the app restarting)
+  // keeps the card as it was, and it asks again at its next turn
+  function operationCard(detail) {
+    var elt = detail.elt;
+    return !!(elt && elt.hasAttribute && elt.hasAttribute("data-operation-id") &&
+              elt === detail.target);
+  }
+
   document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (evt.detail.isError && operationCard(evt.detail)) {
+      evt.detail.shouldSwap = false;
+      return;
+    }
     if (evt.detail.isError && keepsLast(evt.detail)) {
       evt.detail.shouldSwap = false;
       markStale(evt.detail.target, nodes(evt.detail.serverResponse || ""));
@@ -486,6 +499,17 @@
         changed(false);
       }
       quarantined = count;
+    }
+  });
+
+  // a bulk operation's card shown stopped (done, paused, cancelled): what it acted on changed,
+  // so the lists are refreshed (its start's refresh came before its worker acted)
+  document.addEventListener("htmx:load", function (evt) {
+    var card = evt.detail.elt;
+    var state = card && card.getAttribute && card.hasAttribute("data-operation-id") &&
+      card.classList.contains("operation") && card.getAttribute("data-state");
+    if (state === "done" || state === "paused" || state === "cancelled") {
+      changed();
     }
   });
 

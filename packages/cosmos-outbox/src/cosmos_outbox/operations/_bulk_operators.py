@@ -1,0 +1,271 @@
+"""The bulk operations' use cases (`Operations.bulk`): start one (a failure group's retry or
+discard; the dead letters of a subscription matching a filter, or every one, resubmitted or
+discarded), read them, cancel one, continue one paused after its canary -- each a request's
+worth of work: one read of what it names, one write -- and `work`, the worker's tick
+(`cosmos_outbox.operations._worker`), which whoever runs the relay calls."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Literal
+
+from cosmos_outbox._domain import DomainError
+from cosmos_outbox._mapper import OperationRecord, OperationScope
+from cosmos_outbox.operations._actor import current_actor
+from cosmos_outbox.operations._bulk import (
+    Kind,
+    Operation,
+    OperationList,
+    OperationStore,
+    new_record,
+    now_text,
+    view,
+)
+from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._groups import GroupOperators, cause_of, letter_text
+from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems
+from cosmos_outbox.operations._letters import Described, LetterFilter
+from cosmos_outbox.operations._parts import Parts
+from cosmos_outbox.operations._quarantined import QuarantineOperators
+from cosmos_outbox.operations._worker import OperationWorker, audited, worker_name
+
+__all__ = [
+    "DEFAULT_CANARY",
+    "DEFAULT_CANARY_WAIT_SECONDS",
+    "MAX_CANARY",
+    "MAX_CANARY_WAIT_SECONDS",
+    "BulkOperators",
+]
+
+#: A retry's or resubmit's canary by default: a few items first.
+DEFAULT_CANARY = 5
+MAX_CANARY = 100
+#: How long a canary waits to be seen applied or failed again, by default and at most.
+DEFAULT_CANARY_WAIT_SECONDS = 60.0
+MAX_CANARY_WAIT_SECONDS = 3600.0
+
+
+@functools.cache
+def _owner() -> str:
+    """This process's name as a worker (one per process)."""
+    return worker_name()
+
+
+class BulkOperators:
+    """The bulk operations' use cases (see the module), over the outbox's container and the
+    quarantine's and dead letters' use cases."""
+
+    def __init__(
+        self,
+        parts: Parts,
+        quarantine: QuarantineOperators,
+        letters: DeadLetterOperators,
+        groups: GroupOperators,
+    ) -> None:
+        self._parts, self._quarantine, self._letters, self._groups = (
+            parts,
+            quarantine,
+            letters,
+            groups,
+        )
+        self._store = OperationStore(parts.store, clock=parts.clock)
+
+    # -- starting one ----------------------------------------------------------------------------
+
+    async def start_group(
+        self,
+        group_id: str,
+        action: Literal["retry", "discard"],
+        *,
+        reason: str | None = None,
+        canary: int | None = None,
+        canary_wait_seconds: float | None = None,
+    ) -> Operation:
+        """A failure group's retry (a quarantined event replayed, a dead letter resubmitted;
+        `canary` items first, DEFAULT_CANARY unless said) or discard (`reason` required), as an
+        operation (NotFoundError: no such group now)."""
+        group = await self._groups.find(group_id)
+        scope = OperationScope(
+            group=group.id,
+            source=group.source,
+            entity=group.entity,
+            cause=group.cause,
+            aggregate_type=group.aggregate_type,
+            action=group.action,
+        )
+        record = self._new(f"groups.{action}", scope, reason, canary, canary_wait_seconds)
+        return view(await self._store.create(record))  # its items: counted by a worker
+
+    async def start_letters(
+        self,
+        entity: str,
+        action: Literal["resubmit", "discard"],
+        selected: LetterFilter,
+        *,
+        every: bool = False,
+        reason: str | None = None,
+        canary: int | None = None,
+        canary_wait_seconds: float | None = None,
+    ) -> Operation:
+        """Every dead letter of a watched subscription (or queue) matching `selected` (or
+        `every` one) resubmitted (`canary` first) or discarded (`reason` required), as an
+        operation (NotFoundError: not watched)."""
+        watched = self._letters.entity(entity)
+        if every == (not selected.empty):
+            raise ValueError("name the dead letters one way: a filter, or every one")
+        scope = OperationScope(
+            entity=watched.name,
+            aggregate_type=selected.aggregate_type,
+            aggregate_id=selected.aggregate_id,
+            action=selected.action,
+            text=selected.reason,
+            since=selected.since.isoformat() if selected.since else None,
+            until=selected.until.isoformat() if selected.until else None,
+            every=every,
+        )
+        record = self._new(f"deadletters.{action}", scope, reason, canary, canary_wait_seconds)
+        return view(await self._store.create(record))
+
+    def _new(
+        self,
+        kind: str,
+        scope: OperationScope,
+        reason: str | None,
+        canary: int | None,
+        wait: float | None,
+    ) -> OperationRecord:
+        retry = kind in ("groups.retry", "deadletters.resubmit")
+        if not retry and not reason:
+            raise ValueError("a discard needs a reason")
+        size = (DEFAULT_CANARY if canary is None else canary) if retry else 0
+        if not 0 <= size <= MAX_CANARY:
+            raise ValueError(f"a canary is 0 to {MAX_CANARY} items")
+        waits = DEFAULT_CANARY_WAIT_SECONDS if wait is None else wait
+        if not 0 <= waits <= MAX_CANARY_WAIT_SECONDS:
+            raise ValueError(f"a canary waits 0 to {MAX_CANARY_WAIT_SECONDS:g} s")
+        kinds: dict[str, Kind] = {
+            "groups.retry": "groups.retry",
+            "groups.discard": "groups.discard",
+            "deadletters.resubmit": "deadletters.resubmit",
+            "deadletters.discard": "deadletters.discard",
+        }
+        return new_record(
+            kinds[kind],
+            scope,
+            who=current_actor(),
+            reason=reason,
+            canary=size,
+            canary_wait_seconds=waits if size else 0.0,
+            clock=self._parts.clock,
+        )
+
+    # -- reading, cancelling, continuing ---------------------------------------------------------
+
+    async def get(self, operation_id: str) -> Operation:
+        """One operation and its progress (NotFoundError: none, or expired)."""
+        return view(await self._store.get(operation_id))
+
+    async def list(self, *, limit: int = 20) -> OperationList:
+        """Every open operation, and the newest finished ones (`limit` in all, at least)."""
+        return OperationList(operations=[view(r) for r in await self._store.recent(limit=limit)])
+
+    async def cancel(self, operation_id: str) -> Operation:
+        """Stop the operation: no batch is begun after this; one in flight is finished by its
+        worker, which then closes it (its audit line); with none, closed now. DomainError: it
+        is finished already."""
+        by = str(current_actor())
+        now = now_text(self._parts.clock)
+
+        def cancelled(current: OperationRecord) -> OperationRecord:
+            if current.state in ("done", "cancelled"):
+                raise DomainError(f"operation {current.id} is {current.state}: nothing to cancel")
+            closed = not current.batch
+            return dataclasses.replace(
+                current,
+                state="cancelled",
+                note=f"cancelled by {by} at {now}"
+                + (f" (before: {current.note})" if current.note else ""),
+                audited=closed,
+                finished_at=now if closed else None,
+            )
+
+        record = await self._store.change(operation_id, cancelled)
+        if record.audited:
+            audited(record)
+        return view(record)
+
+    async def resume(self, operation_id: str) -> Operation:
+        """Continue an operation paused after its canary: its other items acted on, as
+        though the canary had succeeded. DomainError: it is not paused."""
+        by = str(current_actor())
+
+        def resumed(current: OperationRecord) -> OperationRecord:
+            if current.state != "paused":
+                raise DomainError(f"operation {current.id} is {current.state}, not paused")
+            return dataclasses.replace(
+                current, state="running", note=f"continued by {by} after: {current.note}"
+            )
+
+        return view(await self._store.change(operation_id, resumed))
+
+    # -- working them ----------------------------------------------------------------------------
+
+    async def work(self, *, budget_seconds: float = 25.0, owner: str | None = None) -> int:
+        """Work the open operations for up to `budget_seconds` (a step begun is finished), as
+        `owner` (default: this process); the steps taken. What the relay's hosts call
+        (the Functions app's timer, `cosmos-outbox relay`)."""
+        worker = OperationWorker(
+            self._store, self.items_of, owner=owner or _owner(), clock=self._parts.clock
+        )
+        return await worker.tick(budget_seconds=budget_seconds)
+
+    def items_of(self, record: OperationRecord) -> Items:
+        """The items `record` acts on (see `cosmos_outbox.operations._items`)."""
+        scope = record.scope
+        kind = record.kind
+        if kind.startswith("groups.") and scope.source == "quarantine":
+            return QuarantineItems(
+                self._parts.quarantine,
+                self._quarantine,
+                "retry" if kind == "groups.retry" else "discard",
+                lambda r: (
+                    (cause_of(r.reason), r.aggregate_type, r.action)
+                    == (scope.cause, scope.aggregate_type, scope.action)
+                ),
+                reason=record.reason,
+                letters=self._letters,
+                clock=lambda: datetime.fromtimestamp(self._parts.clock(), UTC),
+            )
+        action: Literal["resubmit", "discard"] = (
+            "resubmit" if kind in ("groups.retry", "deadletters.resubmit") else "discard"
+        )
+        return LetterItems(
+            self._letters,
+            self._letters.entity(scope.entity or ""),
+            action,
+            _matcher(record),
+            reason=record.reason,
+            subscribers=self._parts.subscribers,
+        )
+
+
+def _matcher(record: OperationRecord) -> Callable[[Described], bool]:
+    """Which dead letters a dead-letter operation holds (its group's, or its filter's)."""
+    scope = record.scope
+    if record.kind.startswith("groups."):
+        key = (scope.cause, scope.aggregate_type, scope.action)
+        return lambda d: (cause_of(letter_text(d)), d.aggregate_type, d.action) == key
+    if scope.every:
+        return lambda d: True
+    selected = LetterFilter(
+        aggregate_type=scope.aggregate_type,
+        aggregate_id=scope.aggregate_id,
+        action=scope.action,
+        reason=scope.text,
+        since=datetime.fromisoformat(scope.since) if scope.since else None,
+        until=datetime.fromisoformat(scope.until) if scope.until else None,
+    )
+    return selected.matches
