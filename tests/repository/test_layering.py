@@ -767,6 +767,10 @@ OTHER_VOCABULARIES: dict[str, tuple[str, set[str]]] = {
             "subscription",
         },
     ),
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/cli/_operations.py": (
+        "the operations' API answers (JSON) it prints",
+        {"createdAt", "reason"},
+    ),
     "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/_routes/journey.py": (
         "its route's path parameters",
         {"eventId", "aggregateId", "aggregateType"},

@@ -5,7 +5,7 @@ last delivery (the subscription's MaxDeliveryCount), or at once for a message th
 outbox event. Either shape of the means: a Functions app's message actions (`deadletter`), an
 azure-servicebus receiver (`dead_letter_message`). Without them, nothing changes: the error
 propagates. funcstack's Service Bus holds the same with the SDK's receiver
-(cosmos-outbox-operators' tests/operators/test_dead_letters_by_cause.py)."""
+(packages/cosmos-outbox-operators/tests/operators/test_dead_letters_by_cause.py)."""
 
 from __future__ import annotations
 
