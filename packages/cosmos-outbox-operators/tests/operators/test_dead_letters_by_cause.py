@@ -75,8 +75,8 @@ class CauseWorld:
         self.client = ServiceBusClient.from_connection_string(connection)
         self.dispatcher = Dispatcher(
             "ticket",
-            FailingProjector,
-            max_delivery_count=MAX_DELIVERIES,  # type: ignore[arg-type]
+            FailingProjector,  # type: ignore[arg-type]
+            max_delivery_count=MAX_DELIVERIES,
         )
 
     def publish_and_relay(self) -> None:

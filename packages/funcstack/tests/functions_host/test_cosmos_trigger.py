@@ -244,7 +244,7 @@ def test_failed_invocation_is_retried_with_the_same_batch_and_lease_stays(
     runner = trigger_env.start()
     try:
         docs = write_docs(trigger_env.container, ["a"], per_pk=3)
-        wait_for(lambda: trigger_env.records(), "a first failed attempt")
+        wait_for(lambda: bool(trigger_env.records()), "a first failed attempt")
         # the lease's position once the batch failed (none, or the start it was read from,
         # which the processor keeps in the lease): the failures must not move it
         at_first_failure = [lease.get("ContinuationToken") for lease in trigger_env.leases()]
