@@ -17,9 +17,10 @@ from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey
 from azure.cosmos.exceptions import CosmosBatchOperationError
 
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import wait_for
 
 from .conftest import PK_PATH, doc, unique
-from .test_cosmos_partitions import four_ranges, raw, wait_until
+from .test_cosmos_partitions import four_ranges, raw
 
 pytestmark = [
     pytest.mark.integration,
@@ -129,7 +130,7 @@ def test_a_time_to_live_expiry_reaches_the_feed_as_a_delete(
         changes[:] = found
         return len(found) == 2
 
-    wait_until(expired, timeout=30)  # the sweep runs every second
+    wait_for(expired, "the expiry of 'short' (its 1 s time to live) in the feed")
     assert [summary(c) for c in changes] == [("create", "short"), ("delete", "short")]
     assert changes[1]["metadata"]["timeToLiveExpired"] is True
     assert changes[1]["metadata"]["previousImageLSN"] == changes[0]["metadata"]["lsn"]
