@@ -21,6 +21,7 @@ and queues of their own names, and their hosts receipts and locks of their own h
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from hypothesis import settings
 from servicebus.conftest import Target, start_shared
 
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
+from funcstack.deadlines import SCALE
 from funcstack.handoff import azurite_from, cosmos_from, hand_over, handed, servicebus_from
 from funcstack.services import Azurite, start_azurite
 
@@ -40,6 +42,24 @@ pytest_plugins = ["pytester"]
 # `make test`'s parallel jobs (or a release check's trial) an example may wait for a core.
 settings.register_profile("no-deadline", deadline=None)
 settings.load_profile("no-deadline")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """pytest-timeout's bound on a test (the ini's ``timeout``) grows with the deadlines the
+    test waits under (``TEST_DEADLINE_SCALE``): on a machine slow enough to need a scale, a
+    LONG wait is not cut short by it. A bound given on the command line or in PYTEST_TIMEOUT
+    is the caller's, left as it is."""
+    if SCALE == 1.0 or config.getoption("timeout", None) is not None:
+        return
+    if os.environ.get("PYTEST_TIMEOUT"):
+        return
+    try:
+        ini = config.getini("timeout")
+    except ValueError:  # pytest-timeout not installed
+        return
+    if ini:
+        config.option.timeout = float(ini) * SCALE
 
 
 #: The key of the endpoints the xdist controller hands its workers (`pytest_configure_node`).

@@ -17,6 +17,7 @@ from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
 from funcstack.cosmos import start_cosmos
+from funcstack.deadlines import SHORT
 from funcstack.servicebus._launcher import start_servicebus
 from funcstack.services import Azurite, port_in_use, start_azurite
 from funcstack.starts import ENV_VAR, read_starts
@@ -24,6 +25,9 @@ from funcstack.starts import ENV_VAR, read_starts
 pytestmark = pytest.mark.integration
 CONFIG = Path(__file__).resolve().parent / "servicebus" / "config.json"
 QUEUE = "conformance-queue"
+#: A non-event's window: nothing starts a lazy endpoint but a connection (only a start would
+#: fail the check, so a slow machine makes it no flakier).
+NOTHING_STARTS = 0.3
 
 
 def listening(port: int) -> bool:
@@ -51,7 +55,7 @@ def test_a_lazy_azurite_starts_at_its_first_connection_and_answers_it(
     azurite = start_azurite(tmp_path / "data", tmp_path / "azurite.log", lazy=True)
     try:
         assert [listening(port) for port in azurite.ports] == [True, True, True]
-        time.sleep(0.3)  # nothing starts it but a connection
+        time.sleep(NOTHING_STARTS)  # a non-event: nothing starts it but a connection
         assert pid_of(azurite) is None and read_starts(starts) == []
         connection = azurite.connection_string
         with BlobServiceClient.from_connection_string(connection) as blobs:
@@ -100,13 +104,13 @@ def test_a_lazy_service_bus_endpoint_starts_at_its_first_connection_and_answers_
     endpoint = start_servicebus(config=CONFIG, log_path=tmp_path / "sb.log", lazy=True)
     try:
         assert (listening(endpoint.port), endpoint.stopped) == (True, False)
-        time.sleep(0.3)
+        time.sleep(NOTHING_STARTS)  # a non-event
         assert endpoint.process is None and read_starts(starts) == []
         with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
             with client.get_queue_sender(QUEUE) as sender:
                 sender.send_messages(ServiceBusMessage("first", message_id="m-1"))
-            with client.get_queue_receiver(QUEUE, max_wait_time=5) as receiver:
-                [got] = receiver.receive_messages(max_wait_time=5)
+            with client.get_queue_receiver(QUEUE, max_wait_time=SHORT) as receiver:
+                [got] = receiver.receive_messages(max_wait_time=SHORT)  # at its arrival
                 receiver.complete_message(got)
         assert str(got) == "first"
         pid = endpoint.started().pid
@@ -138,7 +142,7 @@ def test_a_lazy_cosmos_endpoint_starts_at_its_first_connection_and_answers_it_ve
     endpoint = start_cosmos(log_path=tmp_path / "cosmos.log", lazy=True)
     try:
         assert (listening(endpoint.port), endpoint.stopped) == (True, False)
-        time.sleep(0.3)
+        time.sleep(NOTHING_STARTS)  # a non-event
         assert endpoint.process is None and read_starts(starts) == []
         with CosmosClient(endpoint.endpoint, endpoint.key, **endpoint.client_options()) as client:
             client.create_database("first")

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from funcstack._cache import node_executable, node_modules
+from funcstack.deadlines import SHORT
 from funcstack.services import _AZURITE_PRELOAD, port_in_use, start_azurite
 
 pytestmark = pytest.mark.integration
@@ -62,7 +63,7 @@ def _probe(*node_args: str) -> dict[str, dict[str, bool]]:
         cwd=main.parent,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,
         check=True,
     )
     result: dict[str, dict[str, bool]] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -80,7 +81,7 @@ def test_the_preload_stands_in_for_the_modules_named_here() -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,
         check=True,
     )
     assert [entry["request"] for entry in json.loads(listed.stdout)] == list(REQUIRED_BY)

@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -27,6 +26,8 @@ from typing import IO
 
 import pytest
 from azure.servicebus import ServiceBusClient
+
+from funcstack.deadlines import LONG, LOOPBACK, SHORT, DeadlineError, wait_for
 
 pytestmark = pytest.mark.integration
 HELLO = Path(__file__).resolve().parent / "apps" / "hello"
@@ -46,6 +47,7 @@ class Cli:
     #: Keep stderr apart (in ``errors``) instead of with stdout in ``output``.
     apart: bool = False
     errors: list[str] = field(default_factory=list)
+    readers: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> Cli:
         env = {**os.environ, **self.env, "FUNCSTACK_TEST_MARK": self.mark}
@@ -58,13 +60,19 @@ class Cli:
             text=True,
             process_group=0,
         )
-        threading.Thread(
-            target=self._read, args=(self.process.stdout, self.output), daemon=True
-        ).start()
-        if self.apart:
+        self.readers.append(
             threading.Thread(
-                target=self._read, args=(self.process.stderr, self.errors), daemon=True
-            ).start()
+                target=self._read, args=(self.process.stdout, self.output), daemon=True
+            )
+        )
+        if self.apart:
+            self.readers.append(
+                threading.Thread(
+                    target=self._read, args=(self.process.stderr, self.errors), daemon=True
+                )
+            )
+        for reader in self.readers:
+            reader.start()
         return self
 
     @staticmethod
@@ -75,27 +83,54 @@ class Cli:
             for line in stream:
                 into.append(line.rstrip("\n"))
 
-    def wait_for(self, text: str, timeout: float = 180.0, *, errors: bool = False) -> str:
-        """The first line holding ``text`` (of stderr with ``errors``, when kept apart)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            found = [line for line in (self.errors if errors else self.output) if text in line]
-            if found:
-                return found[0]
+    def wait_for(self, text: str, deadline: float = LONG, *, errors: bool = False) -> str:
+        """The first line holding ``text`` (of stderr with ``errors``, when kept apart), once
+        the command prints it (LONG: a stack started with its apps); failing at once, with all
+        it printed, when the command ends without it."""
+
+        def found() -> str | None:
+            lines = [line for line in (self.errors if errors else self.output) if text in line]
+            if lines:
+                return lines[0]
             assert self.process is not None
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"no {text!r} in:\n{self.text}")
-            time.sleep(0.05)
+            if self.process.poll() is not None:
+                for reader in self.readers:  # what it printed last, read to the end
+                    reader.join(LOOPBACK)
+                lines = [line for line in (self.errors if errors else self.output) if text in line]
+                if not lines:
+                    raise AssertionError(
+                        f"funcstack ended ({self.process.returncode}) without printing "
+                        f"{text!r}:\n{self.text}"
+                    )
+                return lines[0]
+            return None
+
+        try:
+            return wait_for(found, f"funcstack printing a line holding {text!r}", deadline)
+        except DeadlineError as exc:
+            raise DeadlineError(f"{exc}; it printed:\n{self.text}") from None
+
+    def drained(self) -> None:
+        """Once the command has ended: its output read to the end (its pipes closed by every
+        process that held them; one still held is a process left running)."""
+        for reader in self.readers:
+            reader.join(LOOPBACK)
+            assert not reader.is_alive(), (
+                f"funcstack's output still open {LOOPBACK:g} s after it ended: a process it "
+                f"started holds it ({self.leftovers()})"
+            )
 
     def interrupt(self) -> int:
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGINT)
         return self.exit_code()
 
-    def exit_code(self) -> int:
+    def exit_code(self, deadline: float = SHORT) -> int:
+        """Its exit status, once it ends (SHORT: a stack stopped, its hosts, instances and
+        services; LONG for a command that runs suites)."""
         assert self.process is not None
-        code = self.process.wait(60)
-        time.sleep(0.2)
+        code = self.process.wait(deadline)
+        self.drained()  # its last lines (e.g. "stopped in") read before the test reads them
         return code
 
     @property
@@ -137,7 +172,7 @@ class Cli:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(30)
+                self.process.wait(SHORT)
             except subprocess.TimeoutExpired:
                 self.process.kill()
 
@@ -167,7 +202,8 @@ def post(url: str, body: object) -> tuple[int, dict[str, object]]:
         headers={"content-type": "application/json"},
     )
     try:
-        with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+        # SHORT: a function's answer, its first call importing the SDKs it writes through
+        with urllib.request.urlopen(request, timeout=SHORT) as reply:  # noqa: S310
             return reply.status, json.loads(reply.read())
     except urllib.error.HTTPError as exc:
         return exc.code, {}
@@ -188,9 +224,9 @@ def test_an_app_copied_out_runs_with_one_command_and_ctrl_c_stops_it_under_load(
     assert status == 201, cli.text
     with (
         ServiceBusClient.from_connection_string(servicebus) as client,
-        client.get_subscription_receiver("greetings", "all", max_wait_time=30) as receiver,
+        client.get_subscription_receiver("greetings", "all", max_wait_time=SHORT) as receiver,
     ):
-        [message] = receiver.receive_messages(max_wait_time=30)
+        [message] = receiver.receive_messages(max_wait_time=SHORT)  # at its arrival
         receiver.complete_message(message)
     assert message.message_id == greeting["id"]
     assert json.loads(str(message)) == greeting
@@ -212,14 +248,13 @@ def test_an_app_copied_out_runs_with_one_command_and_ctrl_c_stops_it_under_load(
     clients = [threading.Thread(target=keep_posting, daemon=True) for _ in range(4)]
     for client_thread in clients:
         client_thread.start()
-    while answers.count(201) < 20:
-        time.sleep(0.05)
+    wait_for(lambda: answers.count(201) >= 20, "20 greetings created by the posting clients")
     try:
         assert cli.interrupt() == 0, cli.text
     finally:
         posting.set()
         for client_thread in clients:
-            client_thread.join(30)
+            client_thread.join(SHORT)  # its last post answered or refused
     assert "stopped in" in cli.text
     assert "Traceback" not in cli.text
     assert cli.leftovers() == []
@@ -261,7 +296,7 @@ def run_once(
         env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=LONG,  # a refusal said at once, or after a stack and its apps started
         check=False,
     )
 
@@ -427,7 +462,7 @@ def test_run_with_enforce_keys_prints_each_apps_keys_and_requires_them(
     def status(target: str, headers: dict[str, str] | None = None) -> int:
         request = urllib.request.Request(target, headers=headers or {})  # noqa: S310
         try:
-            with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=SHORT) as reply:  # noqa: S310
                 return int(reply.status)
         except urllib.error.HTTPError as exc:
             return exc.code
@@ -495,7 +530,7 @@ def shop(tmp_path: Path) -> Path:
 def request(method: str, url: str) -> int:
     call = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)  # noqa: S310
     try:
-        with urllib.request.urlopen(call, timeout=30) as reply:  # noqa: S310
+        with urllib.request.urlopen(call, timeout=SHORT) as reply:  # noqa: S310
             return int(reply.status)
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -581,10 +616,7 @@ def test_run_quiet_keeps_the_terminal_to_the_banner(shop: Path, clis: list[Cli])
     url = app_url(cli, "shop")
     assert request("POST", f"{url}/greet/Ada") == 201
     log = shop / ".funcstack" / "shop.log"
-    deadline = time.monotonic() + 60
-    while "Executed 'Functions.greet'" not in log.read_text():
-        assert time.monotonic() < deadline, log.read_text()
-        time.sleep(0.1)
+    wait_for(lambda: "Executed 'Functions.greet'" in log.read_text(), "the invocation in shop.log")
     assert cli.interrupt() == 0
     assert "greeting Ada" in log.read_text()
     assert not [line for line in cli.output if "greet" in line or "singleton" in line], cli.text
@@ -618,21 +650,21 @@ def test_run_with_instances_lists_them_each_with_its_log_behind_the_apps_url(
     # Azurite, which starts at its first connection (the app uses no storage), started first
     blob = re.search(r"BlobEndpoint=http://[^;]*:([0-9]+)/", ready["storage"])
     assert blob is not None, ready["storage"]
-    socket.create_connection(("127.0.0.1", int(blob.group(1))), timeout=10).close()
-    deadline = time.monotonic() + 30
+    socket.create_connection(("127.0.0.1", int(blob.group(1))), timeout=LOOPBACK).close()
     started = ("cosmos/server.js", "funcstack.servicebus", "azurite", "_forkserver_server")
-    while not all(any(s in line for line in cli.leftovers()) for s in started):
-        assert time.monotonic() < deadline, cli.leftovers()
-        time.sleep(0.1)
+    wait_for(
+        lambda: all(any(s in line for line in cli.leftovers()) for s in started),
+        f"every endpoint and the fork server running ({', '.join(started)})",
+    )
     assert cli.process is not None
     os.killpg(cli.process.pid, signal.SIGKILL)
-    cli.process.wait(10)
-    deadline = time.monotonic() + 15
-    while cli.leftovers() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = cli.leftovers()
-    cli.kill_leftovers()  # the test's own clean-up: the guarantee is the assertion below
-    assert left == []
+    cli.process.wait(LOOPBACK)
+    try:
+        wait_for(lambda: not cli.leftovers(), "every process of the killed stack gone")
+    except DeadlineError as exc:
+        raise DeadlineError(f"{exc}; still running: {cli.leftovers()}") from None
+    finally:
+        cli.kill_leftovers()  # the test's own clean-up: the guarantee is the wait above
 
 
 def test_a_bad_instances_value_is_one_line_naming_it(project: Path) -> None:

@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,6 +26,8 @@ from azure.cosmos import CosmosClient, PartitionKey
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure.cosmos.documents import SSLConfiguration
 from azure.cosmos.exceptions import CosmosHttpResponseError
+
+from funcstack.deadlines import LOOPBACK, SHORT, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -47,19 +48,21 @@ def endpoint(folder: Path) -> Iterator[dict[str, Any]]:
     stdout = process.stdout
     reader = threading.Thread(target=lambda: lines.extend(stdout), daemon=True)
     reader.start()
+
+    def started() -> bool:
+        assert process.poll() is None, f"funcstack cosmos ended ({process.returncode})"
+        return bool(lines)
+
     try:
-        deadline = time.monotonic() + 120
-        while not lines:
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.05)
+        wait_for(started, "funcstack cosmos's ready line")
         ready = json.loads(lines[0])
         assert ready["ready"] is True
         yield ready
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
-            process.wait(60)
-        reader.join(10)
+            process.wait(SHORT)
+        reader.join(LOOPBACK)
         if not reader.is_alive():  # its pipe closed here, not by a collection in a later test
             stdout.close()
 
@@ -70,7 +73,7 @@ def funcstack(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
         cwd=folder,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,
         check=False,
     )
 

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +18,7 @@ import pytest
 from azure.cosmos import CosmosClient
 
 from funcstack.cosmos import local_tls
+from funcstack.deadlines import LONG, SHORT, DeadlineError, wait_for
 
 pytestmark = pytest.mark.integration
 CONFIG = """{
@@ -33,7 +33,7 @@ def funcstack(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
         cwd=cwd,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=SHORT,  # one command against the running stack (or a refusal)
         check=False,
     )
 
@@ -64,16 +64,21 @@ def stack(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
         output.extend(line.rstrip("\n") for line in process.stdout)
 
     threading.Thread(target=read, daemon=True).start()
+
+    def ready() -> bool:
+        assert process.poll() is None, "funcstack up ended:\n" + "\n".join(output)
+        return any(line.startswith('{"ready": true') for line in output)
+
     try:
-        deadline = time.monotonic() + 180
-        while not any(line.startswith('{"ready": true') for line in output):
-            assert process.poll() is None and time.monotonic() < deadline, "\n".join(output)
-            time.sleep(0.05)
+        try:
+            wait_for(ready, "funcstack up's ready line", LONG)
+        except DeadlineError as exc:
+            raise DeadlineError(f"{exc}:\n" + "\n".join(output)) from None
         yield tmp_path, output
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGINT)
-            process.wait(60)
+            process.wait(SHORT)
 
 
 def test_split_a_physical_partition_of_the_stack_running_from_this_folder(

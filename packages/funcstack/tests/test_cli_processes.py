@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ import pytest
 from test_cli import Cli, one_line, run_once
 
 from funcstack.cli import main
+from funcstack.deadlines import LOOPBACK, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -48,6 +49,7 @@ SETTINGS = {
 #: The process: answers /ready with what it was given; on SIGTERM, says so in a file and exits.
 WORKER = """
 import json, os, signal, socket, sys, time
+from funcstack.deadlines import LOOPBACK
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from urllib.parse import urlsplit
 
@@ -62,7 +64,7 @@ def on_term(signum, frame):
     time.sleep(0.8)
     endpoint = urlsplit(os.environ["CosmosConnection"].split("AccountEndpoint=")[1].split(";")[0])
     try:
-        socket.create_connection((endpoint.hostname, endpoint.port), timeout=5).close()
+        socket.create_connection((endpoint.hostname, endpoint.port), timeout=LOOPBACK).close()
         cosmos = "cosmos-up"
     except OSError:
         cosmos = "cosmos-gone"
@@ -108,14 +110,16 @@ class Running:
         return sorted(marks.read_text().split()) if marks.exists() else []
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
+#: A non-event's window: an instance killed with --no-restart is still down after the restart
+#: policy's delay (1 s) and a look of its supervisor (every 0.2 s). A wrong restart would show
+#: as "restarting" from that look on, however slow the machine.
+PAST_THE_RESTART_DELAY = 1.5
+#: A non-event's window: a paused instance (SIGSTOP) answers nothing (its connection accepted by
+#: the kernel, no reply), however long one waits.
+PAUSED_SILENCE = 1.0
 
 
-def said(port: int, timeout: float = 10) -> dict[str, Any] | None:
+def said(port: int, timeout: float = LOOPBACK) -> dict[str, Any] | None:
     """What the instance on ``port`` answers on /ready (None: no answer)."""
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=timeout) as reply:
@@ -206,7 +210,7 @@ def test_a_killed_instance_comes_back_on_its_port_unless_asked_not_to(running: R
 
     done = running.instances("kill", "worker-2", "--no-restart")
     assert done.returncode == 0, done.stderr
-    time.sleep(1.5)  # past the restart policy's delay: it stays down
+    time.sleep(PAST_THE_RESTART_DELAY)  # a non-event: it stays down
     assert running.listed()["worker-2"]["state"] == "stopped"
     assert "not running" in one_line(running.instances("pause", "worker-2"))
 
@@ -215,7 +219,7 @@ def test_pause_and_resume(running: Running) -> None:
     port = running.listed()["worker-1"]["port"]
     assert running.instances("pause", "worker-1").returncode == 0
     assert running.listed()["worker-1"]["state"] == "paused"
-    assert said(port, timeout=1) is None  # stopped: it answers nothing
+    assert said(port, timeout=PAUSED_SILENCE) is None  # stopped: it answers nothing
     assert running.instances("resume", "worker-1").returncode == 0
     assert running.listed()["worker-1"]["state"] == "running"
     assert said(port) is not None

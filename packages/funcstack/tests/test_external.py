@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 import funcstack.external
+from funcstack.deadlines import LONG
 from funcstack.external import ExternalStackError, external_services
 
 pytestmark = pytest.mark.integration
@@ -82,7 +83,7 @@ def test_a_suite_on_another_python_gets_the_services_and_they_stop_after(tmp_pat
         env={**os.environ, "FUNCSTACK": str(FUNCSTACK)},
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=LONG,  # a suite run in a subprocess
         check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from test_cli import Cli
 
 from funcstack._cache import CACHE_ENV, cache_root
+from funcstack.deadlines import LONG, SHORT, wait_for
 
 pytestmark = pytest.mark.integration
 HELLO = Path(__file__).resolve().parent / "apps" / "hello"
@@ -33,6 +33,7 @@ import urllib.request
 
 from azure.cosmos import CosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from funcstack.deadlines import LOOPBACK, SHORT
 
 HELLO = {str(HELLO)!r}
 
@@ -47,8 +48,8 @@ def test_the_services(funcstack_services):
     with ServiceBusClient.from_connection_string(connection) as client:
         with client.get_topic_sender("greetings") as sender:
             sender.send_messages(ServiceBusMessage("hi", message_id="m-1"))
-        with client.get_subscription_receiver("greetings", "all", max_wait_time=10) as receiver:
-            [message] = receiver.receive_messages(max_wait_time=10)
+        with client.get_subscription_receiver("greetings", "all", max_wait_time=SHORT) as receiver:
+            [message] = receiver.receive_messages(max_wait_time=SHORT)  # at its arrival
             receiver.complete_message(message)
     assert message.message_id == "m-1"
     assert funcstack_services.storage_connection_string
@@ -59,10 +60,10 @@ def test_an_app(funcstack_app):
     assert app.url.endswith("/api")
     request = urllib.request.Request(app.url + "/greetings", data=b'{{"name": "Ada"}}',
                                      method="POST", headers={{"content-type": "application/json"}})
-    with urllib.request.urlopen(request, timeout=30) as reply:
+    with urllib.request.urlopen(request, timeout=SHORT) as reply:
         assert reply.status == 201
         created = json.loads(reply.read())
-    with urllib.request.urlopen(app.url + "/greetings/" + created["id"], timeout=30) as reply:
+    with urllib.request.urlopen(app.url + "/greetings/" + created["id"], timeout=SHORT) as reply:
         assert json.loads(reply.read())["text"] == "Hello, Ada!"
 
 
@@ -86,7 +87,7 @@ def operators(req: func.HttpRequest) -> func.HttpResponse:
 def status(url, key=None):
     request = urllib.request.Request(url, headers={{"x-functions-key": key}} if key else {{}})
     try:
-        with urllib.request.urlopen(request, timeout=30) as reply:
+        with urllib.request.urlopen(request, timeout=SHORT) as reply:
             return reply.status
     except urllib.error.HTTPError as error:
         return error.code
@@ -110,7 +111,7 @@ def test_an_app_on_two_instances(funcstack_module_app):
         request = urllib.request.Request(app.url + "/greetings", method="POST",
                                          data=json.dumps({{"name": str(i)}}).encode(),
                                          headers={{"content-type": "application/json"}})
-        with urllib.request.urlopen(request, timeout=30) as reply:
+        with urllib.request.urlopen(request, timeout=SHORT) as reply:
             assert reply.status == 201
     assert sorted(app.instances.front.forwarded.values()) == [2, 2]
 
@@ -126,7 +127,7 @@ def test_one_host_per_module_the_same_host_and_stop_start(funcstack_module_app):
     assert app is FIRST[0]  # the same host: no second start
     app.stop()  # one app taken down while the services run
     try:
-        urllib.request.urlopen(app.url + "/greetings/none", timeout=5)
+        urllib.request.urlopen(app.url + "/greetings/none", timeout=LOOPBACK)
         raise AssertionError("the stopped app answered")
     except urllib.error.URLError as error:
         assert not isinstance(error, urllib.error.HTTPError), error
@@ -178,7 +179,7 @@ def test_a_test_file_with_only_the_plugins_fixtures(
     pytester.makepyfile(test_user=USER_TESTS)
     pytester.makeini(f"[pytest]\nfuncstack_config = {HELLO / 'funcstack.json'}\n")
     result = pytester.runpytest_subprocess(
-        "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", timeout=600
+        "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", timeout=LONG
     )
     result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines(["*fails on purpose*"])
@@ -228,18 +229,20 @@ def test_waits(funcstack_services):
     finally:
         signal.signal(signal.SIGINT, previous)
     try:
-        deadline = time.monotonic() + 180
-        while not started.exists():
-            assert process.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
+
+        def waiting() -> bool:
+            assert process.poll() is None, "the user's pytest ended before its test waited"
+            return started.exists()
+
+        wait_for(waiting, "the user's test running with the services", LONG)
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in its terminal
         try:
-            output, _ = process.communicate(timeout=120)
+            output, _ = process.communicate(timeout=SHORT)  # everything stopped
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
             output, _ = process.communicate()
-            pytest.fail(f"pytest still ran 120 s after Ctrl-C; its output:\n{output[-8000:]}")
+            pytest.fail(f"pytest still ran {SHORT:g} s after Ctrl-C; its output:\n{output[-8000:]}")
     finally:
         if process.poll() is None:
             process.kill()

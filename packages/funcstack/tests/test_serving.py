@@ -10,14 +10,20 @@ import sys
 import textwrap
 from pathlib import Path
 
+from funcstack.deadlines import SHORT
+
 SCRIPT = textwrap.dedent(
     """
     import os, signal, sys, threading
     from pathlib import Path
+    from funcstack import serving
+    from funcstack.deadlines import LOOPBACK
     from funcstack.serving import serve
 
     folder = Path(sys.argv[1])
     ENDED = sys.argv[2] == "ended"
+    if ENDED:  # the grace the SIGINT has to reach it in: a timer's on a slow machine too
+        serving._SIGNAL_GRACE_SECONDS = LOOPBACK
 
     class Parts:
         def start(self): return self
@@ -45,7 +51,7 @@ def serve_exit(tmp_path: Path, case: str) -> subprocess.CompletedProcess[str]:
         [sys.executable, "-c", SCRIPT, str(tmp_path), case],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,
     )
 
 

@@ -29,6 +29,7 @@ from test_pytest_plugin import SHARED_CACHE
 from funcstack._activation import listened_on
 from funcstack.config import ContainerSpec, CosmosSpec, DatabaseSpec, StackConfig
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import LONG, SHORT
 from funcstack.handoff import SERVICES_VARIABLE
 from funcstack.services import PartStartError, free_port
 from funcstack.stack import LocalStack
@@ -80,9 +81,9 @@ def test_declared_entities_are_made_once_kept_and_a_clash_is_named(
     ).start_servicebus()
     with (
         ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
-        client.get_subscription_receiver(topic, "audit", max_wait_time=5) as receiver,
+        client.get_subscription_receiver(topic, "audit", max_wait_time=SHORT) as receiver,
     ):
-        [message] = receiver.receive_messages(max_wait_time=5)
+        [message] = receiver.receive_messages(max_wait_time=SHORT)  # at its arrival
         receiver.complete_message(message)
     assert message.message_id == "m-1"
     clashes = {
@@ -147,6 +148,7 @@ import json
 import pathlib
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from funcstack.deadlines import SHORT
 
 
 def test_its_topic_on_the_services(funcstack_services):
@@ -158,8 +160,8 @@ def test_its_topic_on_the_services(funcstack_services):
     with ServiceBusClient.from_connection_string(connection) as client:
         with client.get_topic_sender({name!r}) as sender:
             sender.send_messages(ServiceBusMessage("hi", message_id="m-1"))
-        with client.get_subscription_receiver({name!r}, "audit", max_wait_time=10) as receiver:
-            [message] = receiver.receive_messages(max_wait_time=10)
+        with client.get_subscription_receiver({name!r}, "audit", max_wait_time=SHORT) as receiver:
+            [message] = receiver.receive_messages(max_wait_time=SHORT)
             receiver.complete_message(message)
     assert message.message_id == "m-1"
 """
@@ -216,7 +218,7 @@ def test_several_suites_share_one_set_of_services_under_funcstack_exec(
         ["exec", "--workdir", str(work), "--", "bash", "-c", script + "; exit 7"],
         env={**SHARED_CACHE, ENV_VAR: str(starts)},
     ).start()
-    assert cli.exit_code() == 7, cli.text  # the command's
+    assert cli.exit_code(LONG) == 7, cli.text  # the command's: three suites run
     outputs = {n: (pytester.path / f"{n}.out").read_text() for n in ("a", "b", "c")}
     codes = {n: int((pytester.path / f"{n}.rc").read_text()) for n in ("a", "b", "c")}
     assert codes == {"a": 0, "b": 0, "c": 1}, outputs

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from azure.cosmos import CosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
+from servicebus.conftest import receive_all
 
 from funcstack.config import (
     ConfigError,
@@ -29,6 +29,7 @@ from funcstack.config import (
     read_json,
 )
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import LOOPBACK, SHORT, wait_for
 from funcstack.provision import ProvisionError, provision_cosmos
 from funcstack.services import Azurite
 from funcstack.stack import LocalStack, ServicePorts
@@ -55,11 +56,11 @@ def official(
         yield stack
 
 
-def receive(client: ServiceBusClient, topic: str, subscription: str) -> list[str]:
-    with client.get_subscription_receiver(topic, subscription, max_wait_time=2) as receiver:
-        got = receiver.receive_messages(max_message_count=10, max_wait_time=2)
-        for message in got:
-            receiver.complete_message(message)
+def receive(client: ServiceBusClient, topic: str, subscription: str, count: int) -> list[str]:
+    """The ids of the `count` messages expected on the subscription and of any more that come
+    (`receive_all`)."""
+    with client.get_subscription_receiver(topic, subscription) as receiver:
+        got = receive_all(receiver, count, f"{count} message(s) on {topic}/{subscription}")
         return [str(m.message_id) for m in got]
 
 
@@ -71,8 +72,8 @@ def test_the_official_sample_config_provisions_unchanged_with_its_queue_topic_an
     with ServiceBusClient.from_connection_string(official.servicebus_connection_string) as sb:
         with sb.get_queue_sender("queue.1") as sender:
             sender.send_messages(ServiceBusMessage("q", message_id="q-1"))
-        with sb.get_queue_receiver("queue.1", max_wait_time=5) as receiver:
-            [message] = receiver.receive_messages(max_wait_time=5)
+        with sb.get_queue_receiver("queue.1", max_wait_time=SHORT) as receiver:
+            [message] = receiver.receive_messages(max_wait_time=SHORT)  # at its arrival
             receiver.complete_message(message)
             assert message.message_id == "q-1"
         with sb.get_topic_sender("topic.1") as sender:
@@ -91,12 +92,12 @@ def test_the_official_sample_config_provisions_unchanged_with_its_queue_topic_an
         # subscription.1: Correlation on ContentType; .2: Correlation on a user property;
         # .3: no rules (everything); .4: SQL on sys.MessageId and a user property (its rule's
         # Action is taken, not applied)
-        assert receive(sb, "topic.1", "subscription.1") == ["json"]
-        assert receive(sb, "topic.1", "subscription.2") == ["prop"]
-        assert sorted(receive(sb, "topic.1", "subscription.3")) == sorted(
+        assert receive(sb, "topic.1", "subscription.1", 1) == ["json"]
+        assert receive(sb, "topic.1", "subscription.2", 1) == ["prop"]
+        assert sorted(receive(sb, "topic.1", "subscription.3", 4)) == sorted(
             ["json", "prop", "123456", "none"]
         )
-        assert receive(sb, "topic.1", "subscription.4") == ["123456"]
+        assert receive(sb, "topic.1", "subscription.4", 1) == ["123456"]
     log = official.log_path("servicebus").read_text()
     assert "rule 'sql-filter-1': rule action \"SET sys.To = 'Entity'\" is not applied" in log
 
@@ -237,7 +238,7 @@ def test_the_apps_folder_is_the_only_entry_added_to_its_workers_import_path(
     opted = official.run_host("opted", app, settings={}, extra_import_paths=[leak])
     try:
         for host, expected in ((plain, b"0"), (opted, b"1")):
-            with urllib.request.urlopen(f"{host.url}/path", timeout=30) as reply:  # noqa: S310
+            with urllib.request.urlopen(f"{host.url}/path", timeout=SHORT) as reply:  # noqa: S310
                 assert reply.read() == expected
     finally:
         official.stop_part("plain")
@@ -509,16 +510,15 @@ def test_an_unreadable_local_settings_file_is_named_and_left_as_it_is(
 
 
 def environment_of(process: subprocess.Popen[Any]) -> list[bytes]:
-    """A running process's environment as /proc shows it. Read again for a moment while it
-    shows none (seen once under make test's load); a process that ended is said, with its
-    status, rather than read as an empty environment."""
-    deadline = time.monotonic() + 2.0
-    while True:
+    """A running process's environment as /proc shows it, once it shows one (it shows none
+    for a moment after its start: seen once under make test's load); a process that ended is
+    said, with its status, rather than read as an empty environment."""
+
+    def shown() -> bytes:
         assert process.poll() is None, f"pid {process.pid} ended: {process.returncode}"
-        environ = Path(f"/proc/{process.pid}/environ").read_bytes()
-        if environ or time.monotonic() > deadline:
-            return environ.split(b"\0")
-        time.sleep(0.05)
+        return Path(f"/proc/{process.pid}/environ").read_bytes()
+
+    return wait_for(shown, f"pid {process.pid}'s environment in /proc", LOOPBACK).split(b"\0")
 
 
 def test_the_node_stand_ins_start_without_extra_ca_certificates_and_azurite_without_telemetry(

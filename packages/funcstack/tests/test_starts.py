@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from funcstack.deadlines import SHORT
 from funcstack.stack import LocalStack, ServicePorts
 from funcstack.starts import ENV_VAR, Start, read_starts, record_start
 
@@ -76,7 +77,7 @@ def test_lines_written_at_once_by_several_processes_stay_whole(
         subprocess.Popen([sys.executable, "-c", WRITER, str(i)], env=os.environ.copy())
         for i in range(4)
     ]
-    assert [w.wait(60) for w in writers] == [0, 0, 0, 0]
+    assert [w.wait(SHORT) for w in writers] == [0, 0, 0, 0]
     recorded = read_starts(starts)
     assert sorted(s.pid for s in recorded) == [i * 1000 + n for i in range(4) for n in range(200)]
     assert {s.module for s in recorded} == {None}

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -18,6 +17,7 @@ from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey, exceptions
 from azure.cosmos.partition_key import NonePartitionKeyValue
 
 from funcstack.cosmos._control import control
+from funcstack.deadlines import SHORT, wait_for
 
 from .conftest import PK_PATH, UNCHANGED, Target, doc, unique
 
@@ -29,15 +29,6 @@ pytestmark = [
 
 def ids(items: Any) -> list[str]:
     return [str(i["id"]) for i in items]
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.25)
-    return predicate()
 
 
 def change_feed_etag(container: ContainerProxy) -> str:
@@ -304,7 +295,7 @@ def test_change_feed_from_now(container: ContainerProxy) -> None:
 
 def test_change_feed_from_point_in_time(container: ContainerProxy) -> None:
     container.create_item(doc("old", "p1"))
-    time.sleep(1.2)  # the start time travels with one-second precision
+    time.sleep(1.2)  # time passing: the start time travels with one-second precision
     start = datetime.now(UTC)
     container.create_item(doc("new", "p1"))
     assert ids(container.query_items_change_feed(start_time=start)) == ["new"]
@@ -435,7 +426,7 @@ def test_item_ttl_expires_from_reads_queries_and_change_feed(container: Containe
             return True
         return False
 
-    assert wait_until(expired)
+    wait_for(expired, "'short' gone once its 1 s time to live ran out", every=0.25)
     assert sorted(ids(container.query_items("SELECT * FROM c", partition_key="p1"))) == [
         "default",
         "forever",
@@ -452,7 +443,11 @@ def test_container_default_ttl_applies_to_items(database: DatabaseProxy) -> None
     )
     container.create_item(doc("x", "p1"))
     container.create_item(doc("keep", "p1", ttl=-1))
-    assert wait_until(lambda: ids(container.read_all_items()) == ["keep"])
+    wait_for(
+        lambda: ids(container.read_all_items()) == ["keep"],
+        "'x' gone once the container's 1 s time to live ran out",
+        every=0.25,
+    )
 
 
 def test_replace_container_changes_ttl_and_keeps_items(database: DatabaseProxy) -> None:
@@ -472,7 +467,7 @@ def test_item_ttl_ignored_without_container_ttl(database: DatabaseProxy) -> None
         unique("c"), partition_key=PartitionKey(path=PK_PATH)
     )
     container.create_item(doc("x", "p1", ttl=1))
-    time.sleep(2.2)
+    time.sleep(2.2)  # a non-event: past its time to live and a sweep, it is still there
     assert container.read_item("x", partition_key="p1")["id"] == "x"
 
 
@@ -507,7 +502,7 @@ def test_a_where_of_nested_groups_is_answered(container: ContainerProxy) -> None
         " AND ((c.s = 'b') OR (NOT (c.n > 3))))"
     )
     # a bound, so that a parse which does not end fails the test instead of hanging the suite
-    found = container.query_items(query, partition_key="p1", timeout=60)
+    found = container.query_items(query, partition_key="p1", timeout=SHORT)
     assert list(cast(Any, found)) == ["g1"]
 
 

@@ -9,7 +9,6 @@ continuation; nothing of a failed batch; across a split of a range."""
 
 from __future__ import annotations
 
-import time
 from typing import Any, Final
 
 import pytest
@@ -17,9 +16,10 @@ from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey
 from azure.cosmos.exceptions import CosmosBatchOperationError
 
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import wait_for
 
 from .conftest import PK_PATH, doc, unique
-from .test_cosmos_partitions import four_ranges, raw, wait_until
+from .test_cosmos_partitions import four_ranges, raw
 
 pytestmark = [
     pytest.mark.integration,
@@ -129,7 +129,7 @@ def test_a_time_to_live_expiry_reaches_the_feed_as_a_delete(
         changes[:] = found
         return len(found) == 2
 
-    wait_until(expired, timeout=30)  # the sweep runs every second
+    wait_for(expired, "the expiry of 'short' (its 1 s time to live) in the feed")
     assert [summary(c) for c in changes] == [("create", "short"), ("delete", "short")]
     assert changes[1]["metadata"]["timeToLiveExpired"] is True
     assert changes[1]["metadata"]["previousImageLSN"] == changes[0]["metadata"]["lsn"]
@@ -190,7 +190,6 @@ def test_a_continuation_reads_on_across_a_split(
     local.split(database.id, container.id, None)
     for key in keys:
         container.delete_item(f"{key}-a", partition_key=key)
-    time.sleep(0.1)
     after, _ = since(container, token)
     assert sorted(summary(c) for c in before) == sorted(("replace", f"{k}-a") for k in keys)
     assert sorted(summary(c) for c in after) == sorted(("delete", f"{k}-a") for k in keys)

@@ -14,6 +14,7 @@ from azure.cosmos import PartitionKey
 
 from funcstack._cache import node_executable, node_modules
 from funcstack.cosmos._launcher import COSMOS_DIR
+from funcstack.deadlines import SHORT
 
 INTERNALS = (COSMOS_DIR / "internals.js").as_posix()
 SQLPARSER = (COSMOS_DIR / "sqlparser.js").as_posix()
@@ -25,7 +26,7 @@ def node(script: str, *args: str) -> subprocess.CompletedProcess[str]:
         env={**os.environ, "NODE_PATH": str(node_modules())},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,
         check=False,
     )
 

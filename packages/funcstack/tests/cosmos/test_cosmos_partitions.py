@@ -19,7 +19,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,6 +26,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionK
 
 from funcstack.cosmos import CosmosControlError, CosmosEndpoint
 from funcstack.cosmos._tls import local_tls
+from funcstack.deadlines import LOOPBACK, SHORT
 
 from .conftest import PK_PATH, doc, unique
 
@@ -73,13 +73,6 @@ def continuation_ranges(token: str | None) -> int:
     assert token is not None
     state = json.loads(base64.b64decode(token))
     return len(state["continuation"]["continuation"])
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
 
 
 def read_change_feed(
@@ -130,7 +123,7 @@ def raw(
     )
     context = ssl.create_default_context(cafile=str(local_tls().ca_file))  # verified
     try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as response:  # noqa: S310
+        with urllib.request.urlopen(request, context=context, timeout=LOOPBACK) as response:  # noqa: S310
             answer = response.read()
             return response.status, json.loads(answer) if answer else None, response.headers
     except urllib.error.HTTPError as exc:
@@ -250,10 +243,10 @@ def test_the_change_feed_resumed_from_before_a_split_loses_and_repeats_nothing(
     threads = [threading.Thread(target=writer), threading.Thread(target=reader, daemon=True)]
     for t in threads:
         t.start()
-    assert halfway.wait(60)
+    assert halfway.wait(SHORT), f"half the documents written: {len(written)} in {SHORT:g} s"
     children = local.split(database.id, container.id)  # the range holding the most documents
-    threads[0].join(60)
-    threads[1].join(60)
+    threads[0].join(SHORT)
+    threads[1].join(SHORT)
     writing.close()
     assert not failed, f"the reader failed: {failed[0]!r}"
     assert not threads[1].is_alive(), f"the reader saw {len(seen)} of {len(written)}"

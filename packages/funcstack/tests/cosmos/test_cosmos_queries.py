@@ -10,6 +10,7 @@ out."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import threading
@@ -25,6 +26,7 @@ from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosHttpRespons
 from funcstack._cache import node_executable, node_modules
 from funcstack.cosmos._control import control
 from funcstack.cosmos._launcher import COSMOS_DIR
+from funcstack.deadlines import LOOPBACK, SHORT, wait_for
 
 from .conftest import PK_PATH, Target, doc, unique
 
@@ -231,8 +233,7 @@ def test_a_whole_containers_count_is_exactly_what_it_holds(container: ContainerP
     for i in range(3):
         container.create_item(doc(f"short{i}", "p2", ttl=1))
     assert count_all(container) == 18
-    time.sleep(1.2)  # past their time to live
-    assert count_all(container) == 15
+    wait_for(lambda: count_all(container) == 15, "the three gone past their 1 s time to live")
     assert query(container, "SELECT VALUE COUNT(1) FROM c", partition_key="p2") == [5]
 
 
@@ -253,7 +254,7 @@ def in_process(script: str) -> Any:
         env={**os.environ, "NODE_PATH": str(node_modules())},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,
         check=False,
     )
     assert ran.returncode == 0, ran.stderr
@@ -388,8 +389,7 @@ def test_the_indexes_follow_every_kind_of_write(container: ContainerProxy) -> No
     container.create_item(doc("gone", "p1", kind="x", ttl=1))
     container.delete_all_items_by_partition_key("p2")
     assert kind_x() == ["b0", "gone"]
-    time.sleep(1.5)  # past its time to live: expired, and swept
-    assert kind_x() == ["b0"]
+    wait_for(lambda: kind_x() == ["b0"], "'gone' expired and swept past its 1 s time to live")
 
 
 def test_a_policy_change_drops_what_it_no_longer_indexes(
@@ -467,10 +467,12 @@ def test_the_stats_route_says_what_the_endpoint_holds(
     assert cosmos.local.stats(database=unique("none"))["documents"] == 0
 
 
-#: A UDF that holds the thread evaluating it for 100 ms a call, without using the CPU.
+#: A UDF that holds the thread evaluating it for a twentieth of LOOPBACK a call, without using
+#: the CPU: a chunk of 20 documents, LOOPBACK in all (the read's time to be answered in).
+SLOW_MS = math.ceil(LOOPBACK * 1000 / 20)
 SLOW = (
     "function (x) {"
-    " Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100); return true; }"
+    f" Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, {SLOW_MS}); return true; }}"
 )
 
 
@@ -478,7 +480,7 @@ def test_a_point_read_is_answered_while_a_long_query_runs(
     cosmos: Target, container: ContainerProxy
 ) -> None:
     """The engine evaluates a query in the endpoint's query threads, not in the one that
-    answers requests: a point read sent while a query spends two seconds in one chunk of its
+    answers requests: a point read sent while a query spends LOOPBACK in one chunk of its
     documents (a UDF that waits) is answered before the query (in the main thread it would
     wait for that chunk)."""
     if cosmos.local is None:
@@ -502,11 +504,11 @@ def test_a_point_read_is_answered_while_a_long_query_runs(
     query_thread = threading.Thread(target=long_query)
     query_thread.start()
     try:
-        time.sleep(0.5)  # the query's request is under way (its chunk takes 2 s)
+        time.sleep(0.5)  # the query's request under way (its chunk takes LOOPBACK)
         container.read_item("target", "p2")
         answered.append("read")
     finally:
-        query_thread.join(timeout=60)
+        query_thread.join(timeout=LOOPBACK + SHORT)
     assert answered == ["read", "query [20]"]
 
 

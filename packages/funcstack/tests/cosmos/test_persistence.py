@@ -43,6 +43,7 @@ from funcstack.cosmos import (
     split_partition,
     start_cosmos,
 )
+from funcstack.deadlines import LONG, LOOPBACK, SHORT, wait_for
 
 from .conftest import PK_PATH, unique
 from .test_cosmos_partitions import KEYS, PARTITIONS_HEADER, ranges, raw, read_change_feed
@@ -80,7 +81,7 @@ def kill(cosmos: CosmosEndpoint) -> None:
     process = cosmos.started()
     if process.poll() is None:
         os.kill(process.pid, signal.SIGKILL)
-        process.wait(timeout=10)
+        process.wait(timeout=LOOPBACK)
     cosmos.stop()  # closes its pipes; the process is gone
 
 
@@ -514,13 +515,13 @@ def test_nothing_acknowledged_is_lost_while_compactions_run(tmp_path: Path) -> N
         threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
         for t in threads:
             t.start()
-        assert enough.wait(timeout=120), "no compactions while writing"
+        assert enough.wait(timeout=LONG), "no 120 writes and 3 compactions while writing"
         with lock:
             kill(cosmos)
             expected = dict(acknowledged)
             unanswered = dict(in_flight)
         for t in threads:
-            t.join(timeout=30)
+            t.join(timeout=SHORT)
         assert container is not None
     with endpoint(state) as cosmos:
         kept = items_of(client_of(cosmos))
@@ -556,13 +557,6 @@ def settled(state: Path) -> bool:
 WIDE = "naïve café, \u2018quoted\u2019 \U0001f600 \u65e5\u672c\u8a9e " * 3
 
 
-def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
-
-
 #: A snapshot after each write: the documents are read back from a snapshot, not the journal.
 COMPACT = ["--state-compact-bytes", "1"]
 #: The two snapshot tests' databases on their shared state.
@@ -590,9 +584,9 @@ def snapshotted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Snapshotte
     with endpoint(state, extra_args=COMPACT) as cosmos:
         indexes_before(client_of(cosmos))
         before, feed = snapshot_before(client_of(cosmos))
-        wait_for(lambda: settled(state))
+        wait_for(lambda: settled(state), "a snapshot holding every write")
         cosmos.stop()
-    time.sleep(1.1)  # "short" expires while the endpoint is down
+    time.sleep(1.1)  # time passing: "short" expires while the endpoint is down
     with endpoint(state, extra_args=COMPACT) as cosmos:
         shared = Snapshotted(state, cosmos, before, feed)
         try:
@@ -669,7 +663,8 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(
     container.replace_item("d0", {"id": "d0", "pk": "p0", "n": 100, "email": "0@x"})
     container.patch_item("d1", "p1", [{"op": "incr", "path": "/n", "value": 10}])
     container.delete_item("d2", "p0")
-    wait_for(lambda: settled(state))  # a snapshot again: d3..d5 as they were read
+    # a snapshot again: d3..d5 as they were read
+    wait_for(lambda: settled(state), "a snapshot holding every write")
     cosmos.stop()
 
     snapshotted.cosmos = cosmos = start_cosmos(

@@ -21,6 +21,7 @@ import pytest
 
 from funcstack.cosmos._launcher import _named
 from funcstack.cosmos._tls import ADDRESS, local_tls, trusting_environment
+from funcstack.deadlines import SHORT
 from funcstack.services import free_port
 
 from .conftest import Target
@@ -52,7 +53,7 @@ def app(environment: dict[str, str], connection: str) -> subprocess.CompletedPro
         env={**environment, "COSMOS": connection},
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=SHORT,  # an app's few requests
         check=False,
     )
 

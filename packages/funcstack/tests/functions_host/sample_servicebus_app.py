@@ -25,6 +25,8 @@ from typing import Any
 import azure.functions as func
 from azure.functions.decorators.function_app import FunctionBuilder
 
+from funcstack.deadlines import SHORT
+
 app = func.FunctionApp()
 
 
@@ -77,11 +79,11 @@ def _handle(msg: func.ServiceBusMessage, topic: str) -> None:
 
 
 def _together(folder: str, n: int, msg: func.ServiceBusMessage) -> bool:
-    """Say this invocation started; wait until ``n`` have (True), or 30 s (False)."""
+    """Say this invocation started; wait until ``n`` have (True), or SHORT (False)."""
     here = Path(folder)
     here.mkdir(parents=True, exist_ok=True)
     (here / str(msg.message_id)).touch()
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + SHORT
     while len(list(here.iterdir())) < n:
         if time.monotonic() > deadline:
             return False

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from funcstack.deadlines import SHORT
 from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
 from funcstack.functions_host.testing import Reply, call
 
@@ -57,7 +58,7 @@ def exchange(
     key: bool = True,
 ) -> tuple[int, list[tuple[str, str]], bytes]:
     """One request with repeated headers allowed; the answer's headers as sent (repeats kept)."""
-    conn = http.client.HTTPConnection("127.0.0.1", runner.port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", runner.port, timeout=SHORT)
     try:
         conn.putrequest(method, target, skip_accept_encoding=True)
         if key:

@@ -27,7 +27,9 @@ from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 from servicebus.conftest import Target, entities
 
+import funcstack.deadlines as deadlines
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import SHORT
 from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
 from funcstack.functions_host.testing import call
 from funcstack.services import Azurite
@@ -108,14 +110,9 @@ class Stack:
         return [base64.b64decode(m.content).decode("utf-8") for m in messages]
 
 
-def wait_for[T](probe: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = probe()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for[T](probe: Callable[[], T | None], what: str, deadline: float = SHORT) -> T:
+    """`funcstack.deadlines.wait_for`, looking at the storage five times a second."""
+    return deadlines.wait_for(probe, what, deadline, every=0.2)
 
 
 @pytest.fixture(scope="module")
@@ -359,9 +356,9 @@ def test_a_service_bus_topic_output(stack: Stack) -> None:
     assert stack.http.post("bus/topic", content=body.encode()).text == "OK"
     with (
         ServiceBusClient.from_connection_string(stack.bus) as client,
-        client.get_subscription_receiver(SB_TOPIC, "all", max_wait_time=10) as receiver,
+        client.get_subscription_receiver(SB_TOPIC, "all", max_wait_time=SHORT) as receiver,
     ):
-        received = receiver.receive_messages(max_message_count=1, max_wait_time=10)
+        received = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
         assert [str(m) for m in received] == [body]
         assert received[0].content_type == "text/plain"
         receiver.complete_message(received[0])
@@ -417,12 +414,12 @@ def test_a_cosmos_output_or_input_that_fails_fails_the_invocation(stack: Stack) 
 
 def test_the_cosmos_trigger_hands_its_documents_to_a_blob_output(stack: Stack) -> None:
     """test_cosmosdb_trigger: the document with ``_etag``, ``_lsn``, ``_rid``, ``_self``,
-    ``_ts``, through a ``$return`` blob named with ``{rand-guid}``. A lease without a
-    checkpoint starts at "now", when it is first read: a document written before that is not
-    delivered (as in Azure), so a new one is written until one arrives. The monitored
-    container did not exist when the host started (the output creates it): the host was ready
-    all the same, saying that this trigger did not listen and why, as Azure's host starts with
-    a listener that could not start and retries it."""
+    ``_ts``, through a ``$return`` blob named with ``{rand-guid}``. The monitored container did
+    not exist when the host started (the output creates it): the host was ready all the same,
+    saying that this trigger did not listen and why, as Azure's host starts with a listener
+    that could not start and retries it; it says when it listens. A lease without a checkpoint
+    starts at "now", when it is first read: a document written before that is not delivered
+    (as in Azure), so one is written once the trigger listens."""
     assert list(stack.runner.not_listening) == ["on_documents"]
     assert "NotFound" in stack.runner.not_listening["on_documents"]
     assert "; not listening (each keeps trying, and says when it listens): on_documents (" in (
@@ -438,15 +435,18 @@ def test_the_cosmos_trigger_hands_its_documents_to_a_blob_output(stack: Stack) -
                     return dict(found)
         return None
 
-    found = None
-    for _ in range(6):
+    def put() -> None:
         doc = {"id": f"trigger-{uuid.uuid4().hex[:6]}", "data": "d"}
         assert stack.http.post("cosmos/put", content=json.dumps(doc)).text == "OK"
         written.add(doc["id"])
-        with contextlib.suppress(AssertionError):
-            found = wait_for(triggered, "the cosmos trigger", 10)
-            break
-    assert found is not None, "the cosmos trigger delivered none of the documents"
+
+    put()  # the output creates the monitored container
+    wait_for(
+        lambda: " on_documents: listening (it could not start" in stack.log.read_text(),
+        "the Cosmos DB trigger listening once its container exists",
+    )
+    put()  # written after it listens: delivered
+    found = wait_for(triggered, "a document written after it listens, through the trigger")
     for key in ("_etag", "_lsn", "_rid", "_self", "_ts"):
         assert key in found
 

@@ -19,6 +19,8 @@ from contextlib import contextmanager
 
 import pytest
 
+from funcstack.deadlines import SHORT
+
 from .test_cosmos_leases import Scaled, scaled
 from .test_cosmos_trigger import Cosmos, assert_in_order_per_pk, cosmos, wait_for
 
@@ -60,7 +62,7 @@ class Writer:
 
     def stop(self) -> list[str]:
         self._stop.set()
-        self._thread.join(timeout=30)
+        self._thread.join(timeout=SHORT)  # its last write answered
         self._client.close()
         return list(self.written)
 

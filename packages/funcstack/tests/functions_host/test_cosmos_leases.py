@@ -24,6 +24,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from funcstack.cosmos import PhysicalPartition, physical_partitions
+from funcstack.deadlines import LOOPBACK, SHORT
 from funcstack.scaleout import AppInstances, RestartPolicy
 from funcstack.stack import LocalStack, ServicePorts
 
@@ -222,10 +223,11 @@ def test_two_instances_share_the_leases_evenly_and_a_third_steals_its_share(
 
 
 #: Lease intervals of the kill test (ms: acquire, renew, expiry), and the restart delay it
-#: gives the killed instance: past the expiry and an acquire pass, so that the survivor's
-#: takeover comes first, as when an instance takes longer to come back than its leases live.
+#: gives the killed instance: past the expiry and LOOPBACK more (an acquire pass, its queries
+#: answered on a slow machine too), so that the survivor's takeover comes first, as when an
+#: instance takes longer to come back than its leases live.
 KILL_INTERVALS_MS = "1000,1000,5000"
-KILL_RESTART = RestartPolicy(delay=9.0)
+KILL_RESTART = RestartPolicy(delay=5.0 + LOOPBACK)
 
 
 @FOUR_PARTITIONS
@@ -257,7 +259,7 @@ def test_a_killed_instance_comes_back_and_its_leases_move_as_documented(scaled: 
     assert victim.state == "restarting" and victim.last_exit == "killed by SIGKILL"
     log = app.instance("app-2").log_path.read_text()
     assert log.count(f"expired, was app-1:{killed_pid}:") == 2  # taken once expired, not stolen
-    wait_for(lambda: victim.state == "running", "app-1 back", timeout=60)
+    wait_for(lambda: victim.state == "running", "app-1 back", KILL_RESTART.delay + SHORT)
     back = time.monotonic() - killed_at
     assert victim.pid != killed_pid and victim.restarts == 1
     wait_for(
@@ -277,7 +279,7 @@ def test_a_killed_instance_comes_back_and_its_leases_move_as_documented(scaled: 
     assert "app-1" in {inst for inst, doc in scaled.delivered() if doc.startswith("r")}
     print(
         f"after SIGKILL: takeover {takeover:.1f} s (expiry 5 s, acquire 1 s), back "
-        f"{back:.1f} s (restart delay 9 s), balanced {balanced:.1f} s"
+        f"{back:.1f} s (restart delay {KILL_RESTART.delay:g} s), balanced {balanced:.1f} s"
     )
 
 

@@ -14,6 +14,7 @@ from typing import Any, cast
 
 import pytest
 
+from funcstack.deadlines import LOOPBACK
 from funcstack.functions_host._config import HostJson
 from funcstack.functions_host._cosmos_trigger.listener import CosmosTriggerListener
 from funcstack.functions_host._cosmos_trigger.mode import change_feed_mode_refusal
@@ -105,7 +106,7 @@ def test_a_listener_that_refuses_to_start_says_why_and_the_host_goes_on(
         "StartFromBeginning or StartFromTime can be used"
     ]
     # the host is ready without it, naming it as not listening
-    why = asyncio.run(asyncio.wait_for(listener.wait_listening(), 5))
+    why = asyncio.run(asyncio.wait_for(listener.wait_listening(), LOOPBACK))
     assert why == "Only one of StartFromBeginning or StartFromTime can be used"
     assert not listener.is_listening
 

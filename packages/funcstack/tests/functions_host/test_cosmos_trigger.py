@@ -22,6 +22,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from funcstack.cosmos import CosmosEndpoint, split_partition
+from funcstack.deadlines import SHORT, DeadlineError
 from funcstack.functions_host._cosmos_trigger.listener import VERIFY_TLS_SETTING
 from funcstack.functions_host._launcher import RunningRunner, start_runner
 from funcstack.services import free_port
@@ -33,7 +34,10 @@ HERE = Path(__file__).resolve().parent
 EMULATOR_KEY = (
     "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU9DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 )
-WAIT_SECONDS = 60.0
+#: A non-event's window: a host that has watched its leases this long (its polls every 0.1 s)
+#: delivered nothing again. Only a delivery fails the check, so a slow machine makes it no
+#: flakier (it polls less meanwhile).
+POLLED = 2.0
 
 
 @dataclass
@@ -178,17 +182,17 @@ def trigger_env(cosmos: Cosmos, tmp_path: Path) -> Iterator[TriggerEnv]:
             client.close()
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
-    """Until ``condition()`` holds, checked every 0.05 s for a second, then every 0.25 s: most
-    conditions query the lease container (the endpoint's work and the test's), and the long
-    waits are for lease intervals of seconds (an expiry, an acquire pass)."""
+def wait_for(condition: Callable[[], bool], what: str, deadline: float = SHORT) -> None:
+    """`funcstack.deadlines.wait_for`, checking every 0.05 s for a second, then every 0.25 s:
+    most conditions query the lease container (the endpoint's work and the test's), and the
+    long waits are for lease intervals of seconds (an expiry, an acquire pass)."""
     start = time.monotonic()
-    deadline = start + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05 if time.monotonic() - start < 1.0 else 0.25)
-    raise AssertionError(f"timed out waiting for {what}")
+    end = start + deadline
+    while not condition():
+        now = time.monotonic()
+        if now >= end:
+            raise DeadlineError(f"{what}: not within {deadline:g} s (waited {now - start:.1f} s)")
+        time.sleep(0.05 if now - start < 1.0 else 0.25)
 
 
 def write_docs(container: ContainerProxy, pks: list[str], per_pk: int) -> list[dict[str, Any]]:
@@ -369,7 +373,7 @@ def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
     (funcstack before: the ready line came before the lease was even acquired, and such a
     document was never delivered)."""
     before = write_docs(trigger_env.container, ["old"], per_pk=3)
-    time.sleep(2.5)  # older than "now" can reach back (see the gap below)
+    time.sleep(2.5)  # time passing: older than "now" can reach back (see the gap below)
     trigger_env.start(SAMPLE_FROM_BEGINNING="false").stop()  # ready: its processor listening
     assert "listening, lease(s) 0" in trigger_env.log_path.read_text()
     [lease] = trigger_env.leases()
@@ -379,7 +383,7 @@ def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
     # "now" is the processor's start less a second, read by the service at a second's
     # granularity: what was written in the two seconds before a start may be in it. The gap
     # is made older than that, so only the restart can deliver it (a fast host start on a
-    # loaded machine delivered it in CI).
+    # loaded machine delivered it in CI). Time passing, not a verdict.
     time.sleep(2.5)
     runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
     try:
@@ -406,7 +410,6 @@ def test_a_document_written_as_soon_as_the_host_is_ready_is_delivered(
         wait_for(
             lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in docs},
             "the documents written at the ready line",
-            timeout=20,
         )
     finally:
         runner.stop()
@@ -537,13 +540,13 @@ def azure_lease_prefix(stack: LocalStack) -> str:
 
 
 def wait_for_polls(kept: KeptState, runs: int) -> None:
-    """The host of the ``runs``-th run watches its leases, and has polled them for 2 s (the
-    sample's poll delay is 0.1 s)."""
+    """The host of the ``runs``-th run watches its leases, and has polled them for `POLLED`
+    (the sample's poll delay is 0.1 s): the window of a non-event, nothing delivered again."""
     wait_for(
         lambda: kept.log().count("cosmos trigger relay: watching") >= runs,
         f"run {runs} watching its leases",
     )
-    time.sleep(2.0)
+    time.sleep(POLLED)
 
 
 def test_a_restart_on_other_ports_with_kept_state_delivers_nothing_again(

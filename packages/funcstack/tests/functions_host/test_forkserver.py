@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from funcstack.deadlines import LONG, LOOPBACK, SHORT, wait_for
 from funcstack.functions_host import _forkserver, _forkserver_server
 from funcstack.functions_host._forkserver import ForkedHost
 from funcstack.functions_host._launcher import (
@@ -128,7 +129,7 @@ def test_a_forked_host_serves_its_app_as_a_process_group_of_its_own(host: Runnin
     assert _sockets(worker[0]) & _sockets(server) == set()
     assert host.process.poll() is None and host.process.returncode is None
     with pytest.raises(subprocess.TimeoutExpired):
-        host.process.wait(0.1)
+        host.process.wait(0.1)  # a non-event: still running
 
 
 def test_terminate_stops_a_forked_host_cleanly_and_kill_is_told_as_popen_tells_it(
@@ -141,15 +142,12 @@ def test_terminate_stops_a_forked_host_cleanly_and_kill_is_told_as_popen_tells_i
         assert len(worker) == 1
         first.process.terminate()
         second.process.kill()
-        assert first.process.wait(15) == 0  # its clean stop, as on a SIGTERM
-        assert second.process.wait(15) == -signal.SIGKILL
+        assert first.process.wait(SHORT) == 0  # its clean stop, as on a SIGTERM
+        assert second.process.wait(SHORT) == -signal.SIGKILL
         assert second.process.poll() == -signal.SIGKILL
         second.process.kill()  # an exited host: nothing sent, as Popen
         assert "host stopped" in (tmp_path / "first.log").read_text()
-        deadline = time.monotonic() + 10
-        while any(_alive(pid) for pid in worker) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not any(_alive(pid) for pid in worker)  # the worker dies with its host
+        assert _gone_within(worker) == []  # the worker dies with its host
     finally:
         first.stop()
         second.stop()
@@ -167,8 +165,8 @@ def test_an_exit_code_is_told_as_the_interpreter_makes_it(tmp_path: Path) -> Non
     usage = _spawn(tmp_path, ["--no-such-option"])  # argparse: SystemExit(2)
     broken = _spawn(tmp_path, [])  # the worker's indexing error: not ready, exit code 1
     assert usage is not None and broken is not None
-    assert usage.wait(30) == 2
-    assert broken.wait(30) == 1
+    assert usage.wait(SHORT) == 2
+    assert broken.wait(SHORT) == 1
     assert broken.stdout is not None
     said = json.loads(broken.stdout.readline())
     assert said["ready"] is False and "not an app" in said["error"]
@@ -190,7 +188,7 @@ def test_a_host_is_started_by_exec_where_a_fork_would_differ(
     (tmp_path / "function_app.py").write_text((app_dir / "function_app.py").read_text())
     (tmp_path / "multidict.yaml").write_text("name: app\n")
     beside = _spawn(tmp_path, ["--no-such-option"])
-    assert beside is not None and beside.wait(30) == 2
+    assert beside is not None and beside.wait(SHORT) == 2
     # the app's folder holds a module of a name the server imported (a package, a module):
     # a new interpreter's
     (tmp_path / "multidict").mkdir()
@@ -203,7 +201,7 @@ def test_a_host_is_started_by_exec_where_a_fork_would_differ(
     assert _spawn(app_dir, ["--no-such-option"]) is None
     monkeypatch.delenv(_forkserver.ENV_VAR)
     forked = _spawn(app_dir, ["--no-such-option"])
-    assert forked is not None and forked.wait(30) == 2
+    assert forked is not None and forked.wait(SHORT) == 2
 
 
 def test_a_forked_host_has_the_import_path_a_new_interpreter_has(tmp_path: Path) -> None:
@@ -225,6 +223,7 @@ PROBE = """
 import json, os, subprocess, sys, time
 from pathlib import Path
 from funcstack._processes import stop_stray_children
+from funcstack.deadlines import LOOPBACK, SHORT
 from funcstack.functions_host import _forkserver, _forkserver_server
 from funcstack.functions_host._launcher import start_runner
 
@@ -250,17 +249,17 @@ print(json.dumps(pids), flush=True)
 if sys.argv[3] == "stray":
     os.kill(runner.process.pid, 19)  # SIGSTOP: a host that does not stop on SIGTERM
     stop_stray_children(grace=0.5)
-    print(json.dumps({"host": runner.process.wait(5), "server": _forkserver.server_pid()}))
+    print(json.dumps({"host": runner.process.wait(LOOPBACK), "server": _forkserver.server_pid()}))
 elif sys.argv[3] == "server":
     os.kill(server, 9)
-    print(json.dumps({"host": runner.process.wait(15)}))
+    print(json.dumps({"host": runner.process.wait(SHORT)}))
 elif sys.argv[3] == "stalled":
     os.kill(server, 19)  # SIGSTOP: a server that reaps nothing (as one starved under load)
     runner.process.kill()
     try:
-        print(json.dumps({"host": runner.process.wait(15)}))
+        print(json.dumps({"host": runner.process.wait(SHORT)}))
     except subprocess.TimeoutExpired:
-        print(json.dumps({"host": "not seen to end within 15 s"}))
+        print(json.dumps({"host": f"not seen to end within {SHORT:g} s"}))
     finally:
         os.kill(server, 18)  # SIGCONT
 else:
@@ -280,9 +279,10 @@ def _probe(app_dir: Path, tmp_path: Path, how: str) -> tuple[subprocess.Popen[st
     return process, json.loads(line)
 
 
-def _gone_within(pids: list[int], seconds: float) -> list[int]:
-    deadline = time.monotonic() + seconds
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+def _gone_within(pids: list[int], deadline: float = SHORT) -> list[int]:
+    """Those of `pids` still alive once all are gone or past `deadline` (0: now)."""
+    end = time.monotonic() + deadline
+    while any(_alive(pid) for pid in pids) and time.monotonic() < end:
         time.sleep(0.1)
     return [pid for pid in pids if _alive(pid)]
 
@@ -292,8 +292,8 @@ def test_the_hosts_end_with_the_process_that_started_them(app_dir: Path, tmp_pat
     everything = [pids["host"], *pids["workers"], pids["server"]]
     assert len(pids["workers"]) == 1 and _gone_within(everything, 0) == everything
     process.kill()  # SIGKILL: nothing of it runs to stop them
-    process.wait(10)
-    assert _gone_within(everything, 10) == []
+    process.wait(LOOPBACK)
+    assert _gone_within(everything) == []
 
 
 def test_stray_children_include_the_forked_hosts(app_dir: Path, tmp_path: Path) -> None:
@@ -303,10 +303,10 @@ def test_stray_children_include_the_forked_hosts(app_dir: Path, tmp_path: Path) 
         after = json.loads(process.stdout.readline())
         # killed after the grace, as a child of the process's own would be; then the server
         assert after == {"host": -signal.SIGKILL, "server": None}
-        assert _gone_within([pids["host"], *pids["workers"], pids["server"]], 5) == []
+        assert _gone_within([pids["host"], *pids["workers"], pids["server"]]) == []
     finally:
         process.kill()
-        process.wait(10)
+        process.wait(LOOPBACK)
 
 
 def test_a_host_whose_server_is_killed_ends_too(app_dir: Path, tmp_path: Path) -> None:
@@ -315,10 +315,10 @@ def test_a_host_whose_server_is_killed_ends_too(app_dir: Path, tmp_path: Path) -
         assert process.stdout is not None
         after = json.loads(process.stdout.readline())
         assert after == {"host": _forkserver.UNKNOWN_EXIT}  # its status went with the server
-        assert _gone_within([pids["host"], *pids["workers"]], 5) == []
+        assert _gone_within([pids["host"], *pids["workers"]]) == []
     finally:
         process.kill()
-        process.wait(10)
+        process.wait(LOOPBACK)
 
 
 def test_a_host_whose_end_its_stalled_server_does_not_tell_is_seen_to_end(
@@ -332,10 +332,10 @@ def test_a_host_whose_end_its_stalled_server_does_not_tell_is_seen_to_end(
         assert process.stdout is not None
         after = json.loads(process.stdout.readline())
         assert after == {"host": _forkserver.UNKNOWN_EXIT}  # ended; its status never told
-        assert _gone_within([pids["host"], *pids["workers"]], 5) == []
+        assert _gone_within([pids["host"], *pids["workers"]]) == []
     finally:
         process.kill()
-        process.wait(10)
+        process.wait(LOOPBACK)
 
 
 #: Run in a process of its own: a server (this process's ``_Server``) with a child that is
@@ -343,7 +343,8 @@ def test_a_host_whose_end_its_stalled_server_does_not_tell_is_seen_to_end(
 #: prints which of them were imported when the child's end was told, and when a request sent
 #: after that was answered.
 TOLD_FIRST_PROBE = """
-import json, os, signal, socket, sys, threading, time
+import json, os, select, signal, socket, sys, threading, time
+from funcstack.deadlines import LOOPBACK
 from funcstack.functions_host import _forkserver_server as fs
 
 sys.path.insert(0, sys.argv[1])
@@ -358,7 +359,8 @@ ours, theirs = socket.socketpair()
 server.children[pidfd] = fs._Child(pid, pidfd, theirs)
 server.hints_w.send(json.dumps(["azure.funcstack_slow_a", "azure.funcstack_slow_b"]).encode())
 os.kill(pid, signal.SIGKILL)
-time.sleep(0.5)  # both wait at the server's first look
+# both wait at the server's first look: the child's end (its pidfd readable, not reaped) too
+assert select.select([pidfd], [], [], LOOPBACK)[0], "the child not ended by its SIGKILL"
 
 def learned():
     return [getattr(sys.modules.get(f"azure.funcstack_slow_{n}"), "done", False) for n in "ab"]
@@ -391,7 +393,7 @@ def test_a_hosts_end_is_told_before_what_hosts_imported_is_learned(tmp_path: Pat
         [sys.executable, "-c", TOLD_FIRST_PROBE, str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -419,8 +421,9 @@ def put(req: func.HttpRequest, doc: func.Out[func.Document]) -> str:
 
 
 LEARN_PROBE = """
-import json, sys, time, urllib.request
+import json, sys, urllib.request
 from pathlib import Path
+from funcstack.deadlines import SHORT, wait_for
 from funcstack.functions_host import _forkserver
 from funcstack.functions_host._launcher import start_runner
 
@@ -433,15 +436,12 @@ server = _forkserver.server_pid()
 # the output is written after the function: azure.cosmos.aio imported, then refused
 request = urllib.request.Request(f"{runner.url}/put", data=b"{}", method="POST")
 try:
-    urllib.request.urlopen(request, timeout=60)
+    urllib.request.urlopen(request, timeout=SHORT)
 except OSError:
     pass
 seen = {"host": loaded(runner.process.pid), "server before": loaded(server)}
 runner.stop()
-deadline = time.monotonic() + 10
-while not loaded(server) and time.monotonic() < deadline:
-    time.sleep(0.1)
-seen["server after"] = loaded(server)
+seen["server after"] = wait_for(lambda: loaded(server), "the server's import", every=0.1)
 print(json.dumps(seen))
 """
 
@@ -454,7 +454,7 @@ def test_the_server_imports_what_an_ended_host_imported_for_its_app(tmp_path: Pa
         [sys.executable, "-c", LEARN_PROBE, str(tmp_path), cosmos],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=LONG,  # a host started, asked once and stopped
         check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -547,13 +547,10 @@ def test_a_forked_worker_ends_when_its_host_is_killed(self_app: Path, tmp_path: 
                 call(f"{runner.url}/hang?mark={mark}")
 
         threading.Thread(target=hang, daemon=True).start()
-        deadline = time.monotonic() + 30
-        while not mark.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert mark.exists()
+        wait_for(mark.exists, "the worker in its app's code")
         os.kill(runner.process.pid, signal.SIGKILL)
-        assert runner.process.wait(15) == -signal.SIGKILL
-        assert _gone_within([worker], 10) == []
+        assert runner.process.wait(SHORT) == -signal.SIGKILL
+        assert _gone_within([worker]) == []
     finally:
         runner.stop()
 
@@ -573,7 +570,7 @@ def test_a_worker_is_started_by_exec_where_a_fork_would_differ(
         # the worker started again is a new interpreter (the host's child), as before
         (app / "azure_functions_runtime").mkdir()
         os.kill(worker, signal.SIGKILL)
-        assert _gone_within([worker], 10) == []
+        assert _gone_within([worker]) == []
         assert call(f"{runner.url}/self").status == 200
         [again] = _workers(runner.process.pid)
         assert again != worker and int(_stat(again)[1]) == runner.process.pid

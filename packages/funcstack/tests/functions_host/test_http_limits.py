@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from funcstack.deadlines import SHORT
 from funcstack.functions_host._http_server import (
     BODY_GRACE_SETTING,
     HEADERS_TIMEOUT_SETTING,
@@ -67,8 +68,8 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRunner]:
 def exchange(
     runner: RunningRunner, data: bytes, *, then: bytes = b""
 ) -> tuple[int, dict[str, str], bytes]:
-    """Send raw bytes; read the answer until the server closes (or 30 s pass)."""
-    with socket.create_connection(("127.0.0.1", runner.port), timeout=30) as sock:
+    """Send raw bytes; read the answer until the server closes (a read's deadline SHORT)."""
+    with socket.create_connection(("127.0.0.1", runner.port), timeout=SHORT) as sock:
         sock.sendall(data)
         if then:
             sock.sendall(then)

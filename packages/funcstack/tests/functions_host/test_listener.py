@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 
+from funcstack.deadlines import LOOPBACK
 from funcstack.functions_host import _runner as runner_module
 from funcstack.functions_host._config import HostJson
 from funcstack.functions_host._functions import FunctionSpec
@@ -49,7 +50,7 @@ def test_a_listener_is_settled_once_it_listens() -> None:
     async def scenario() -> Any:
         listener = Polling(failures=0)
         listener.start()
-        reason = await asyncio.wait_for(listener.wait_listening(), 5)
+        reason = await asyncio.wait_for(listener.wait_listening(), LOOPBACK)
         await listener.stop()
         return reason, listener.is_listening
 
@@ -62,14 +63,14 @@ def test_one_that_cannot_start_says_why_once_and_listens_later(
     async def scenario() -> Any:
         listener = Polling(failures=3)
         listener.start()
-        reason = await asyncio.wait_for(listener.wait_listening(), 5)
+        reason = await asyncio.wait_for(listener.wait_listening(), LOOPBACK)
         listening_then = listener.is_listening
         while not listener.is_listening:  # noqa: ASYNC110 - the listener's own flag
             await asyncio.sleep(0.01)
         later = await listener.wait_listening()
         await listener.stop()
         polls = listener.polls
-        await asyncio.sleep(0.05)
+        await asyncio.sleep(0.05)  # a non-event: five of its polls' intervals, none polled
         return reason, listening_then, later, polls == listener.polls
 
     with caplog.at_level(logging.INFO, logger="funcstack.functions_host"):
@@ -120,8 +121,11 @@ def test_the_host_waits_for_a_listener_a_bounded_time_then_names_it(
         listening = Polling(failures=0)
         host._listeners = [listening, Hung()]
         listening.start()
+        # listening before the host's 0.2 s wait starts: only the hung one can run it out
+        while not listening.is_listening:  # noqa: ASYNC110 - the listener's own flag
+            await asyncio.sleep(0)
         try:
-            return await asyncio.wait_for(host._wait_listening(), 5)
+            return await asyncio.wait_for(host._wait_listening(), LOOPBACK)
         finally:
             await listening.stop()
 

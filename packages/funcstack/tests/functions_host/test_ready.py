@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import shutil
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -25,6 +24,7 @@ from azure.storage.queue import QueueClient
 
 from funcstack.config import load_config
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import SHORT, DeadlineError, wait_for
 from funcstack.scaleout import AppInstances
 from funcstack.services import Azurite
 from funcstack.stack import LocalStack, ServicePorts
@@ -116,19 +116,21 @@ def make_app(tmp_path: Path) -> Path:
 
 def delivered(out: Path, ident: str, expected: set[str]) -> dict[str, list[dict[str, Any]]]:
     """The app's records of ``ident`` (and the timer's), by trigger, once each of ``expected``
-    has one (30 s at most)."""
-    deadline = time.monotonic() + 30
+    has one."""
     seen: dict[str, list[dict[str, Any]]] = {}
-    while time.monotonic() < deadline:
-        seen = {}
+
+    def by_each() -> bool:
+        seen.clear()
         for line in out.read_text("utf-8").splitlines() if out.exists() else []:
             record = json.loads(line)
             if record["trigger"] == "timer" or record["id"] == ident:
                 seen.setdefault(record["trigger"], []).append(record)
-        if set(seen) >= expected:
-            break
-        time.sleep(0.1)
-    assert set(seen) >= expected, f"not delivered: {sorted(expected - set(seen))}"
+        return set(seen) >= expected
+
+    try:
+        wait_for(by_each, "the change delivered by every trigger", every=0.1)
+    except DeadlineError as exc:
+        raise DeadlineError(f"{exc}; not delivered: {sorted(expected - set(seen))}") from None
     return seen
 
 
@@ -155,7 +157,7 @@ def test_a_change_made_at_once_after_ready_reaches_every_trigger(
         client.get_queue_sender("ready-jobs") as sender,
     ):
         sender.send_messages(ServiceBusMessage(ident))
-    with urllib.request.urlopen(f"{app.url}/ping?id={ident}", timeout=30) as reply:  # noqa: S310
+    with urllib.request.urlopen(f"{app.url}/ping?id={ident}", timeout=SHORT) as reply:  # noqa: S310
         assert reply.read() == b"pong"
     delivered(out, ident, {"http", "timer", "queue", "blob", "servicebus", "cosmos"})
     stack.stop_part("ready")

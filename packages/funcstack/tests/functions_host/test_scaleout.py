@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from funcstack.deadlines import LOOPBACK, SHORT, wait_for
 from funcstack.front import HttpFront
 from funcstack.scaleout import AppInstances, InstanceError, RestartPolicy, parse_instances
 from funcstack.services import PartStartError, free_port
@@ -121,7 +122,7 @@ def call(url: str, *, method: str = "GET", body: bytes | None = None) -> http.cl
         method=method,
         headers={"content-type": "application/json"} if body else {},
     )
-    with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=SHORT) as reply:  # noqa: S310 - a function's
         reply.read()
         answer: http.client.HTTPResponse = reply
         return answer
@@ -129,7 +130,7 @@ def call(url: str, *, method: str = "GET", body: bytes | None = None) -> http.cl
 
 def get(url: str) -> dict[str, Any]:
     request = urllib.request.Request(url)  # noqa: S310
-    with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+    with urllib.request.urlopen(request, timeout=SHORT) as reply:  # noqa: S310 - a function's
         answer: dict[str, Any] = json.loads(reply.read())
         return answer
 
@@ -139,15 +140,6 @@ def ticks(tmp_path: Path) -> list[dict[str, Any]]:
     if not out.exists():
         return []
     return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_the_instances_spelling() -> None:
@@ -191,7 +183,7 @@ def test_requests_are_spread_over_two_instances_one_request_at_a_time(two: Share
         inst.log_path.name == f"{inst.name}.log" and inst.log_path.exists()
         for inst in app.instances
     )
-    connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=30)
+    connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=SHORT)
     try:
         served = []
         for _ in range(4):
@@ -277,16 +269,17 @@ def test_an_instance_that_dies_comes_back_and_one_that_keeps_failing_at_start_is
 ) -> None:
     """As Azure brings a failed instance back: a host SIGKILLed from outside (a crash) is
     restarted under its name, on its port, while the other serves every request. An exit
-    within ``settle`` (10 s) of being ready is a failure at start: the waits double (0.4, 0.8
-    s) and, the app no longer loading, the third failure in a row gives it up with one error
-    line while the stack goes on; once fixed, an instance added takes its place."""
+    within ``settle`` of being ready is a failure at start (SHORT here: each kill comes within
+    it on a slow machine too): the waits double (0.4, 0.8 s) and, the app no longer loading,
+    the third failure in a row gives it up with one error line while the stack goes on; once
+    fixed, an instance added takes its place."""
     events: list[str] = []
     app = host(
         stack,
         app_dir,
         tmp_path,
         "2",
-        restart=RestartPolicy(delay=0.2, give_up_after=3),
+        restart=RestartPolicy(delay=0.2, give_up_after=3, settle=SHORT),
         on_event=events.append,
     )
     victim = app.instance("app-1")
@@ -315,8 +308,8 @@ def test_an_instance_that_dies_comes_back_and_one_that_keeps_failing_at_start_is
     assert given_up[0].startswith("app-1 failed at start 3 times in a row (last: did not start:")
     assert "broken on purpose (SAMPLE_BROKEN)" in given_up[0]
     assert "app-1" not in stack.hosts and stack.dead_part() is None
-    time.sleep(1.0)
-    assert victim.state == "failed" and victim.restarts == 1  # no more tries
+    time.sleep(1.0)  # a non-event: given up, never tried again (its supervisor looks every 0.2 s)
+    assert victim.state == "failed" and victim.restarts == 1
     assert {get(app.url + "/whoami")["instance"] for _ in range(3)} == {"app-2"}
     with pytest.raises(InstanceError, match=r"app-1 is not running \(failed\)"):
         app.pause("app-1")
@@ -348,7 +341,9 @@ def test_the_front_hands_a_refused_request_to_the_next_instance() -> None:
     front = HttpFront(lambda: [refused, served]).start()
     try:
         for _ in range(4):
-            with urllib.request.urlopen(f"http://127.0.0.1:{front.port}/x", timeout=30) as reply:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{front.port}/x", timeout=LOOPBACK
+            ) as reply:
                 assert (reply.status, reply.read()) == (200, b"live")
         assert front.forwarded == {refused: 2, served: 4}
     finally:

@@ -28,8 +28,9 @@ from azure.servicebus import (
     ServiceBusSender,
     ServiceBusSubQueue,
 )
-from servicebus.conftest import Target
+from servicebus.conftest import Target, receive_all
 
+from funcstack.deadlines import SHORT, DeadlineError, wait_for
 from funcstack.functions_host._launcher import RunningRunner, start_runner
 from funcstack.functions_host._servicebus_trigger import renew_delay
 from funcstack.servicebus import control_request
@@ -40,6 +41,9 @@ from .conftest import make_app_dir
 pytestmark = pytest.mark.integration
 
 MAX_DELIVERY = 3
+#: A non-event's window: a message settled (completed or dead-lettered) is not delivered
+#: again. Only a delivery fails the check, so a slow machine makes it no flakier.
+NOT_AGAIN = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -81,24 +85,31 @@ class Env:
         return [x for x in every if x["topic"] == self.topic]
 
     def wait(
-        self, until: Callable[[list[dict[str, Any]]], bool], timeout: float = 30
+        self, until: Callable[[list[dict[str, Any]]], bool], deadline: float = SHORT
     ) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            lines = self.lines()
-            if until(lines):
-                return lines
-            time.sleep(0.1)
-        raise AssertionError(f"timed out; invocations so far: {self.lines()}")
+        """The invocations so far, once `until` holds of them."""
+        lines: list[dict[str, Any]] = []
 
-    def dead_letters(self, wait: float = 5) -> list[Any]:
+        def done() -> bool:
+            lines[:] = self.lines()
+            return until(lines)
+
+        try:
+            wait_for(done, "the invocations awaited", deadline, every=0.1)
+        except DeadlineError as exc:
+            raise DeadlineError(f"{exc}; invocations so far: {lines}") from None
+        return lines
+
+    def dead_letters(self, count: int = 0) -> list[Any]:
+        """The `count` messages expected in the dead-letter queue and any more that come
+        (`receive_all`; none expected: a non-event's window)."""
         with (
             ServiceBusClient.from_connection_string(self.broker.connection_string) as client,
             client.get_subscription_receiver(
-                self.topic, "sub", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=wait
+                self.topic, "sub", sub_queue=ServiceBusSubQueue.DEAD_LETTER
             ) as receiver,
         ):
-            return list(receiver.receive_messages(max_message_count=50, max_wait_time=wait))
+            return receive_all(receiver, count, f"{count} dead-lettered message(s)")
 
 
 def _topic(
@@ -241,12 +252,13 @@ def _connections(pid: int, port: int) -> int:
 
 def _idle_connections(runner: RunningRunner, broker: ServiceBusEndpoint, expected: int) -> int:
     """The host's connections to the broker once it holds ``expected`` of them (and a moment
-    more, for any other to open)."""
-    deadline = time.monotonic() + 30
-    while _connections(runner.process.pid, broker.port) < expected:
-        assert time.monotonic() < deadline, "the triggers did not connect"
-        time.sleep(0.1)
-    time.sleep(1)
+    more, for any other to open: a non-event's window)."""
+    wait_for(
+        lambda: _connections(runner.process.pid, broker.port) >= expected,
+        f"the triggers' {expected} connection(s)",
+        every=0.1,
+    )
+    time.sleep(1)  # a non-event: no other connection opens
     return _connections(runner.process.pid, broker.port)
 
 
@@ -318,7 +330,7 @@ def _all_at_once(env: Env, sessions: list[str | None]) -> None:
     folder = env.out.parent / f"together-{env.topic}"
     for session in sessions:
         env.send(session, {"together": {"dir": str(folder), "n": len(sessions)}})
-    lines = env.wait(lambda lines: len(lines) == len(sessions), timeout=60)
+    lines = env.wait(lambda lines: len(lines) == len(sessions))
     assert [x["together"] for x in lines] == [True] * len(sessions)
 
 
@@ -341,9 +353,9 @@ def test_a_message_is_passed_with_its_metadata_and_completed(env: Env) -> None:
     assert line["delivery"] == 1 and line["body"] == {"n": 1}
     assert line["content_type"] == "application/json"
     assert line["props"] == {"version": 3, "cloudEvents_id": "e-1"}
-    time.sleep(1.5)  # completed: never redelivered
+    time.sleep(NOT_AGAIN)  # a non-event: completed, never redelivered
     assert len(env.lines()) == 1
-    assert env.dead_letters(wait=1) == []
+    assert env.dead_letters() == []
 
 
 def test_a_failed_invocation_abandons_and_the_message_comes_back_with_delivery_count_plus_one(
@@ -356,19 +368,19 @@ def test_a_failed_invocation_abandons_and_the_message_comes_back_with_delivery_c
         (message_id, 2, False),
         (message_id, 3, True),
     ]
-    time.sleep(1.5)
+    time.sleep(NOT_AGAIN)  # a non-event: completed at last, never redelivered
     assert len(env.lines()) == 3
-    assert env.dead_letters(wait=1) == []
+    assert env.dead_letters() == []
 
 
 def test_after_max_delivery_count_failures_the_broker_dead_letters_the_message(env: Env) -> None:
     message_id = env.send("s3", {"fail_deliveries": 100})
     lines = env.wait(lambda lines: len(lines) >= MAX_DELIVERY)
-    [dead] = env.dead_letters()
+    [dead] = env.dead_letters(1)
     assert dead.message_id == message_id
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert [x["delivery"] for x in lines] == list(range(1, MAX_DELIVERY + 1))
-    time.sleep(1.5)
+    time.sleep(NOT_AGAIN)  # a non-event: dead-lettered, never delivered again
     assert len(env.lines()) == MAX_DELIVERY
 
 
@@ -377,7 +389,7 @@ def test_each_session_is_processed_in_order_one_message_at_a_time(env: Env) -> N
     for n in range(5):
         for session in sessions:
             env.send(session, {"n": n, "sleep": 0.05})
-    lines = env.wait(lambda lines: len(lines) == 30, timeout=60)
+    lines = env.wait(lambda lines: len(lines) == 30)
     for session in sessions:
         assert [x["body"]["n"] for x in lines if x["session"] == session] == list(range(5))
     # a failure holds back its own session only: its next message waits for the redelivery
@@ -436,12 +448,12 @@ def test_a_lock_is_renewed_while_a_long_invocation_runs(
         first = env.send(session, {"n": 0, "sleep": 6})
         second = env.send(session, {"n": 1})
         lines = env.wait(lambda lines: {x["id"] for x in lines} == {first, second})
-        time.sleep(3)  # past another lock duration: nothing handed out again
+        time.sleep(3)  # a non-event: past another lock duration, nothing handed out again
         lines = env.lines()
         assert sorted((x["id"], x["delivery"]) for x in lines) == sorted([(first, 1), (second, 1)])
         if sessions:  # in order, the second after the first ended
             assert [x["body"]["n"] for x in lines] == [0, 1]
-        assert env.dead_letters(wait=1) == []
+        assert env.dead_letters() == []
 
 
 @pytest.mark.parametrize("sessions", [False, True], ids=["message-lock", "session-lock"])
@@ -461,7 +473,7 @@ def test_past_max_auto_lock_renewal_duration_the_lock_is_lost_and_the_message_re
         service_bus={"maxAutoLockRenewalDuration": "00:00:03"},
     ) as env:
         message_id = env.send("lapse" if sessions else None, {"sleep": 8})
-        lines = env.wait(lambda lines: len(lines) >= 2, timeout=45)
+        lines = env.wait(lambda lines: len(lines) >= 2)
         by_delivery = {x["delivery"]: x for x in lines if x["id"] == message_id}
         first, again = by_delivery[1], by_delivery[2]
         # handed out again while the first invocation ran, after its lock was renewed (> 2 s)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,8 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusSender
+from azure.servicebus import (
+    ServiceBusClient,
+    ServiceBusReceivedMessage,
+    ServiceBusReceiver,
+    ServiceBusSender,
+)
+from azure.servicebus.aio import ServiceBusReceiver as AsyncServiceBusReceiver
 
+from funcstack.deadlines import SHORT, DeadlineError
 from funcstack.servicebus import control_request
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
@@ -26,6 +34,64 @@ TOPIC = "test-topic"
 SUBSCRIPTION = "every-message"
 QUEUE = "conformance-queue"  # only in the local test config: LockDuration 1 s, MaxDeliveryCount 3
 DUPLICATE_WINDOW_SECONDS = 1.0
+#: A non-event's window: how long a receive waits to show that nothing (more) arrives. Only a
+#: message that does arrive fails it, so a slow machine makes it no flakier (it only searches
+#: less: the receive's wait also covers opening its link).
+NOTHING_MORE = 1.0
+
+
+def receive(
+    receiver: ServiceBusReceiver,
+    count: int,
+    what: str,
+    deadline: float = SHORT,
+    *,
+    complete: bool = False,
+) -> list[ServiceBusReceivedMessage]:
+    """`count` messages from `receiver`, taken as they arrive (a receive returns with the first
+    messages, its wait only a bound), each batch completed at once with `complete` (a short
+    lock does not lapse while the rest come), else not settled. Past `deadline`, a
+    DeadlineError naming `what` and how many came."""
+    got: list[ServiceBusReceivedMessage] = []
+    end = time.monotonic() + deadline
+    while len(got) < count:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise DeadlineError(f"{what}: {len(got)} of {count} message(s) in {deadline:g} s")
+        batch = receiver.receive_messages(max_message_count=count - len(got), max_wait_time=left)
+        for message in batch if complete else ():
+            receiver.complete_message(message)
+        got += batch
+    return got
+
+
+def receive_all(
+    receiver: ServiceBusReceiver, count: int, what: str, deadline: float = SHORT
+) -> list[ServiceBusReceivedMessage]:
+    """`receive`'s `count` messages, then any more that come within `NOTHING_MORE` (a
+    non-event when `count` is all there should be), each completed as it comes: for a test
+    that checks it got those and no others."""
+    got = receive(receiver, count, what, deadline, complete=True)
+    more = receiver.receive_messages(max_message_count=count + 10, max_wait_time=NOTHING_MORE)
+    for message in more:
+        receiver.complete_message(message)
+    return got + more
+
+
+async def receive_async(
+    receiver: AsyncServiceBusReceiver, count: int, what: str, deadline: float = SHORT
+) -> list[ServiceBusReceivedMessage]:
+    """`receive` with the asyncio client's receiver."""
+    got: list[ServiceBusReceivedMessage] = []
+    end = time.monotonic() + deadline
+    while len(got) < count:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise DeadlineError(f"{what}: {len(got)} of {count} message(s) in {deadline:g} s")
+        got += await receiver.receive_messages(
+            max_message_count=count - len(got), max_wait_time=left
+        )
+    return got
 
 
 @dataclass

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from funcstack.deadlines import LOOPBACK
 from funcstack.servicebus._amqp import decode_frame_body, frame, performative, uint, ushort
 
 from .conftest import Target
@@ -27,7 +28,8 @@ class Peer:
     """A bare AMQP client: one frame out, frames in, nothing else."""
 
     def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        # each frame a local answer: LOOPBACK for each read
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=LOOPBACK)
         self.sock.sendall(AMQP_HEADER)
         assert self._exactly(8) == AMQP_HEADER
 
@@ -45,9 +47,12 @@ class Peer:
                 return int.from_bytes(channel, "big"), code, fields
 
     def closed_by_peer(self) -> bool:
+        """Whether the endpoint closes the connection (within a read's LOOPBACK)."""
         try:
             return self.sock.recv(1) == b""
-        except OSError:
+        except TimeoutError:  # still open: not closed
+            return False
+        except OSError:  # reset
             return True
 
     def _exactly(self, n: int) -> bytes:

@@ -12,6 +12,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.exceptions import MessagingEntityNotFoundError, ServiceBusError
 
+from funcstack.deadlines import SHORT
 from funcstack.servicebus import control_request
 
 from .conftest import Target
@@ -35,10 +36,10 @@ def test_a_deleted_queue_ends_its_senders_and_receivers_links(
     with (
         client,
         client.get_queue_sender(queue) as sender,
-        client.get_queue_receiver(queue, max_wait_time=5) as receiver,
+        client.get_queue_receiver(queue, max_wait_time=SHORT) as receiver,
     ):
         sender.send_messages(ServiceBusMessage("before"))
-        [before] = receiver.receive_messages(max_wait_time=5)
+        [before] = receiver.receive_messages(max_wait_time=SHORT)  # at its arrival
         receiver.complete_message(before)
         _control(shared_servicebus, {"op": "delete", "name": queue})
         if again:  # a new queue of the name: not the one these links were attached to
@@ -47,6 +48,6 @@ def test_a_deleted_queue_ends_its_senders_and_receivers_links(
         with pytest.raises(ServiceBusError):
             sender.send_messages(ServiceBusMessage("after"))
         with pytest.raises(MessagingEntityNotFoundError, match=f"'{queue}' could not be found"):
-            receiver.receive_messages(max_wait_time=2)
+            receiver.receive_messages(max_wait_time=SHORT)  # ended by the detach
     if again:
         _control(shared_servicebus, {"op": "delete", "name": queue})

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
 from azure.core.pipeline.transport import HttpRequest, RequestsTransport
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import (
     CorrelationRuleFilter,
     ServiceBusAdministrationClient,
@@ -25,7 +25,7 @@ from azure.servicebus.management import (
 
 from funcstack.servicebus._launcher import ServiceBusEndpoint
 
-from .conftest import Target, entities
+from .conftest import Target, entities, receive_all
 
 pytestmark = [pytest.mark.integration]
 
@@ -116,16 +116,16 @@ def test_what_it_does_not_have_is_an_error(admin: ServiceBusAdministrationClient
     assert refused.value.status_code == 501
 
 
-def received(endpoint: ServiceBusEndpoint, subscription: str) -> set[str]:
+def received(endpoint: ServiceBusEndpoint, subscription: str, count: int) -> set[str]:
+    """The ids of the `count` messages the subscription is expected to hold and of any more
+    that come (`receive_all`; none expected: a non-event's window)."""
     with (
         ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
-        client.get_subscription_receiver(
-            TOPIC, subscription, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
-        ) as receiver,
+        client.get_subscription_receiver(TOPIC, subscription) as receiver,
     ):
         return {
             str(m.message_id)
-            for m in receiver.receive_messages(max_message_count=50, max_wait_time=1)
+            for m in receive_all(receiver, count, f"{count} message(s) on {subscription}")
         }
 
 
@@ -155,7 +155,7 @@ def test_a_created_rule_and_a_deleted_default_decide_the_next_message(
                 ),
             ]
         )
-    assert received(endpoint, "targeted") == {"everyone", "mine"}
+    assert received(endpoint, "targeted", 2) == {"everyone", "mine"}
 
     admin.delete_rule(TOPIC, "targeted", "outbox-target")  # no rule left: it receives nothing
     assert list(admin.list_rules(TOPIC, "targeted")) == []
@@ -164,6 +164,6 @@ def test_a_created_rule_and_a_deleted_default_decide_the_next_message(
         client.get_topic_sender(TOPIC) as sender,
     ):
         sender.send_messages(ServiceBusMessage("4", message_id="after"))
-    assert received(endpoint, "targeted") == set()
+    assert received(endpoint, "targeted", 0) == set()
     with pytest.raises(ResourceNotFoundError):
         admin.delete_rule(TOPIC, "targeted", "outbox-target")

@@ -24,11 +24,12 @@ from pathlib import Path
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
+from funcstack.deadlines import LOOPBACK, SHORT, DeadlineError
 from funcstack.servicebus._amqp import described, encode
 from funcstack.servicebus._codec import parse_message
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
-from .conftest import CONFIG, QUEUE, SUBSCRIPTION, TOPIC
+from .conftest import CONFIG, QUEUE, SUBSCRIPTION, TOPIC, receive, receive_all
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
@@ -45,8 +46,8 @@ def _config(folder: Path) -> Path:
     config = json.loads(CONFIG.read_text())
     [namespace] = config["UserConfig"]["Namespaces"]
     [topic] = [t for t in namespace["Topics"] if t["Name"] == TOPIC]
-    # the duplicate tests check their resends in any order, after the others' waits (a 10 s
-    # receive, a SIGKILL and a start): a window of 10 min, not 20 s
+    # the duplicate tests check their resends in any order, after the others' waits (a
+    # scheduled message's, a SIGKILL and a start): a window of 10 min, not 20 s
     topic["Properties"] = topic["Properties"] | {"DuplicateDetectionHistoryTimeWindow": "PT10M"}
     namespace["Topics"].append({**topic, "Name": SCHEDULED_TOPIC})
     [queue] = [q for q in namespace["Queues"] if q["Name"] == QUEUE]
@@ -77,7 +78,7 @@ class Kept:
         and port."""
         old = self.endpoint
         old.started().kill()
-        old.started().wait(timeout=10)
+        old.started().wait(timeout=LOOPBACK)
         old.stop()
         self.endpoint = start_servicebus(
             config=self.config, port=old.port, state_file=self.state, log_path=self.log
@@ -98,7 +99,7 @@ def kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kept]:
     session = f"contact-{uuid.uuid4()}"
     killed_session = f"contact-{uuid.uuid4()}"
     # due after the SIGKILL and the start (about 1 s each): kept as scheduled, not as due
-    due = datetime.now(UTC) + timedelta(seconds=5)
+    due = datetime.now(UTC) + timedelta(seconds=LOOPBACK)
     shared = Kept(before, config, state, log, session, 0, due, killed_session)
     try:
         with ServiceBusClient.from_connection_string(before.connection_string) as client:
@@ -116,11 +117,16 @@ def kept(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kept]:
                 client.get_topic_sender(TOPIC) as topic_sender,
             ):
                 sender.send_messages([ServiceBusMessage("done"), ServiceBusMessage("kept")])
-                [done] = receiver.receive_messages(max_message_count=1, max_wait_time=2)
+                [done] = receive(receiver, 1, "the first message sent")
                 receiver.complete_message(done)
                 topic_sender.send_messages(_event(killed_session, "v1"))
                 # at once, the links still open: within a few ms of the last acknowledgement
                 shared.kill_and_start()
+        if datetime.now(UTC) >= due:
+            raise DeadlineError(
+                f"the endpoint killed and started again within {LOOPBACK:g} s, before the "
+                "scheduled message is due (the scheduled test's premise)"
+            )
         yield shared
     finally:
         shared.endpoint.stop()
@@ -138,9 +144,7 @@ def test_a_resend_across_a_restart_is_dropped_as_a_duplicate(kept: Kept) -> None
         with client.get_subscription_receiver(
             TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=2
         ) as receiver:
-            got = receiver.receive_messages(max_message_count=10, max_wait_time=2)
-            for message in got:
-                receiver.complete_message(message)
+            got = receive_all(receiver, 1, "the message sent before the restart")
     assert [str(m) for m in got] == ["v1"]
 
 
@@ -149,9 +153,7 @@ def test_undelivered_messages_and_sequence_numbers_survive_a_restart(kept: Kept)
         with client.get_queue_sender(QUEUE) as sender:
             sender.send_messages(ServiceBusMessage("c"))
         with client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver:
-            got = receiver.receive_messages(max_message_count=10, max_wait_time=2)
-            for message in got:
-                receiver.complete_message(message)
+            got = receive_all(receiver, 3, "two messages from before the restart, one after")
     assert [str(m) for m in got] == ["a", "b", "c"]
     assert [m.sequence_number for m in got] == [1, 2, 3]
 
@@ -162,10 +164,7 @@ def test_messages_scheduled_on_a_topic_survive_a_restart(kept: Kept) -> None:
             [second] = sender.schedule_messages(ServiceBusMessage("b", session_id="s"), kept.due)
         assert second > kept.first_scheduled  # the topic's sequence numbers go on
         with client.get_subscription_receiver(SCHEDULED_TOPIC, "tail", max_wait_time=1) as receiver:
-            got = receiver.receive_messages(max_message_count=5, max_wait_time=10)
-            got += receiver.receive_messages(max_message_count=5, max_wait_time=1)
-            for message in got:
-                receiver.complete_message(message)
+            got = receive_all(receiver, 2, "the scheduled messages", LOOPBACK + SHORT)
     assert sorted(str(m) for m in got) == ["a", "b"]
 
 
@@ -176,25 +175,19 @@ def test_what_was_acknowledged_survives_a_sigkill(kept: Kept) -> None:
     session = kept.killed_session
     with ServiceBusClient.from_connection_string(kept.endpoint.connection_string) as client:
         with client.get_queue_receiver(KILLED_QUEUE, max_wait_time=2) as receiver:
-            got = receiver.receive_messages(max_message_count=10, max_wait_time=2)
-            for message in got:
-                receiver.complete_message(message)
+            got = receive_all(receiver, 1, "the message not completed before the SIGKILL")
         endpoint = kept.kill_and_start()  # the queue empty: its sequence number kept
     with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
         with client.get_queue_sender(KILLED_QUEUE) as sender:
             sender.send_messages(ServiceBusMessage("after"))
         with client.get_queue_receiver(KILLED_QUEUE, max_wait_time=2) as receiver:
-            after = receiver.receive_messages(max_message_count=10, max_wait_time=2)
-            for message in after:
-                receiver.complete_message(message)
+            after = receive_all(receiver, 1, "the message sent after the restart")
         with client.get_topic_sender(TOPIC) as sender:
             sender.send_messages(_event(session, "v1 again"))
         with client.get_subscription_receiver(
             TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=2
         ) as receiver:
-            events = receiver.receive_messages(max_message_count=10, max_wait_time=2)
-            for message in events:
-                receiver.complete_message(message)
+            events = receive_all(receiver, 1, "the message sent before the SIGKILL")
     assert [str(m) for m in got] == ["kept"]
     assert [m.sequence_number for m in got] == [2]
     assert [m.sequence_number for m in after] == [3]

@@ -31,18 +31,21 @@ from azure.servicebus.exceptions import (
     ServiceBusError,
 )
 
+from funcstack.deadlines import LOOPBACK, SHORT, wait_for
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 from funcstack.services import free_port
 
 from .conftest import (
     CONFIG,
     DUPLICATE_WINDOW_SECONDS,
+    NOTHING_MORE,
     QUEUE,
     SUBSCRIPTION,
     TOPIC,
     Entities,
     Target,
     _external,
+    receive,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
@@ -75,21 +78,15 @@ def _event(session_id: str, version: int, **extra: Any) -> ServiceBusMessage:
 
 
 def _drain_session(
-    client: ServiceBusClient, session_id: str, *, expected: int, seconds: float = 10.0
+    client: ServiceBusClient, session_id: str, *, expected: int
 ) -> list[ServiceBusReceivedMessage]:
-    """Receive and complete messages of one session until ``expected`` arrived or time is up."""
-    got: list[ServiceBusReceivedMessage] = []
-    deadline = time.monotonic() + seconds
+    """Receive and complete ``expected`` messages of one session, as they arrive."""
     with client.get_subscription_receiver(
-        TOPIC, SUBSCRIPTION, **FAST, session_id=session_id, max_wait_time=1
+        TOPIC, SUBSCRIPTION, **FAST, session_id=session_id, max_wait_time=SHORT
     ) as receiver:
-        while len(got) < expected and time.monotonic() < deadline:
-            batch = receiver.receive_messages(
-                max_message_count=expected - len(got), max_wait_time=1
-            )
-            for message in batch:
-                receiver.complete_message(message)
-                got.append(message)
+        got = receive(receiver, expected, f"session {session_id}'s messages")
+        for message in got:
+            receiver.complete_message(message)
     return got
 
 
@@ -157,16 +154,14 @@ def test_duplicate_message_id_is_dropped_inside_the_window(
     topic_sender.send_messages(_event(sid, 1))
     topic_sender.send_messages(_event(sid, 1))  # accepted, silently dropped
     topic_sender.send_messages(_event(sid, 2))
-    got: list[ServiceBusReceivedMessage] = []
     with client.get_subscription_receiver(
-        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=1
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=SHORT
     ) as receiver:
-        deadline = time.monotonic() + 10
-        while len(got) < 2 and time.monotonic() < deadline:
-            for message in receiver.receive_messages(max_message_count=2 - len(got)):
-                receiver.complete_message(message)
-                got.append(message)
-        extra = receiver.receive_messages(max_message_count=1, max_wait_time=0.5)
+        got = receive(receiver, 2, "the first and the third message")
+        for message in got:
+            receiver.complete_message(message)
+        # a non-event: the duplicate never comes (in a FIFO session it would have come second)
+        extra = receiver.receive_messages(max_message_count=1, max_wait_time=NOTHING_MORE)
     assert [m.message_id for m in got] == [f"{sid}:1", f"{sid}:2"]
     assert extra == []
 
@@ -176,7 +171,7 @@ def test_duplicate_message_id_is_accepted_after_the_window(
 ) -> None:
     sid = _sid()
     topic_sender.send_messages(_event(sid, 1))
-    time.sleep(DUPLICATE_WINDOW_SECONDS + 0.5)
+    time.sleep(DUPLICATE_WINDOW_SECONDS + 0.5)  # time passing: the window is over (at least)
     topic_sender.send_messages(_event(sid, 1))
     got = _drain_session(client, sid, expected=2)
     assert [m.message_id for m in got] == [f"{sid}:1", f"{sid}:1"]
@@ -194,24 +189,23 @@ def test_sessions_are_fifo_and_next_available_takes_each_then_times_out(
         seen: dict[str, list[int]] = {}
         for _ in range(len(sessions)):
             with client.get_subscription_receiver(
-                own.topic, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+                own.topic,
+                SUBSCRIPTION,
+                **FAST,
+                session_id=NEXT_AVAILABLE_SESSION,
+                max_wait_time=SHORT,
             ) as receiver:
                 session_id = receiver.session.session_id
                 assert session_id in sessions
                 assert session_id not in seen
                 versions = seen.setdefault(session_id, [])
-                deadline = time.monotonic() + 5
-                while len(versions) < 5 and time.monotonic() < deadline:
-                    batch = receiver.receive_messages(
-                        max_message_count=5 - len(versions), max_wait_time=1
-                    )
-                    for message in batch:
-                        assert message.session_id == session_id
-                        versions.append(_version(message))
-                        receiver.complete_message(message)
+                for message in receive(receiver, 5, f"session {session_id}'s five messages"):
+                    assert message.session_id == session_id
+                    versions.append(_version(message))
+                    receiver.complete_message(message)
         assert seen == {sid: [1, 2, 3, 4, 5] for sid in sessions}
     # no session left: the accept times out (once: the SDK retries a timed-out accept, with
-    # backoff, 17 s in all by default)
+    # backoff, 17 s in all by default); a non-event, its wait the receiver's 1 s
     with (
         _no_retry(local_only) as client,
         pytest.raises(OperationTimeoutError),
@@ -231,10 +225,18 @@ def test_a_locked_session_is_not_given_to_a_second_receiver(
             sender.send_messages([_event(first, 1), _event(second, 1)])
         with (
             client.get_subscription_receiver(
-                own.topic, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+                own.topic,
+                SUBSCRIPTION,
+                **FAST,
+                session_id=NEXT_AVAILABLE_SESSION,
+                max_wait_time=SHORT,
             ) as one,
             client.get_subscription_receiver(
-                own.topic, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+                own.topic,
+                SUBSCRIPTION,
+                **FAST,
+                session_id=NEXT_AVAILABLE_SESSION,
+                max_wait_time=SHORT,
             ) as two,
         ):
             assert {one.session.session_id, two.session.session_id} == {first, second}
@@ -246,11 +248,11 @@ def test_abandon_redelivers_with_incremented_delivery_count(
     sid = _sid()
     topic_sender.send_messages(_event(sid, 1))
     with client.get_subscription_receiver(
-        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=2
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=SHORT
     ) as receiver:
-        [first] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        [first] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
         receiver.abandon_message(first)
-        [again] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        [again] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
         receiver.complete_message(again)
     assert again.message_id == first.message_id
     assert first.delivery_count is not None
@@ -264,27 +266,30 @@ def test_dead_letter_after_max_delivery_count(
     max_delivery_count = 10  # every-message
     topic_sender.send_messages(_event(sid, 1))
     with client.get_subscription_receiver(
-        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=2
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=SHORT
     ) as receiver:
         for _ in range(max_delivery_count):
-            [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            [message] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
             receiver.abandon_message(message)
-        assert receiver.receive_messages(max_message_count=1, max_wait_time=0.5) == []
+        # a non-event: delivered ten times, it is not delivered again
+        assert receiver.receive_messages(max_message_count=1, max_wait_time=NOTHING_MORE) == []
     dead = _read_dead_letters(client, expected=f"{sid}:1")
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
 
 
 def _read_dead_letters(client: ServiceBusClient, *, expected: str) -> ServiceBusReceivedMessage:
-    deadline = time.monotonic() + 10
     with client.get_subscription_receiver(
         TOPIC, SUBSCRIPTION, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=1
     ) as dlq:
-        while time.monotonic() < deadline:
+
+        def found() -> ServiceBusReceivedMessage | None:
             for message in dlq.receive_messages(max_message_count=1, max_wait_time=1):
                 dlq.complete_message(message)
                 if message.message_id == expected:
                     return message
-    raise AssertionError(f"{expected} not found in the dead-letter queue")
+            return None
+
+        return wait_for(found, f"{expected} in the dead-letter queue")
 
 
 def test_explicit_dead_letter_keeps_reason(
@@ -293,9 +298,9 @@ def test_explicit_dead_letter_keeps_reason(
     sid = _sid()
     topic_sender.send_messages(_event(sid, 1))
     with client.get_subscription_receiver(
-        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=2
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=SHORT
     ) as receiver:
-        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
         receiver.dead_letter_message(message, reason="poison", error_description="bad data")
     dead = _read_dead_letters(client, expected=f"{sid}:1")
     assert dead.dead_letter_reason == "poison"
@@ -398,15 +403,12 @@ def test_peek_lock_complete_renew_and_lock_expiry(client: ServiceBusClient, own:
     with client.get_queue_sender(own.queue, keep_alive=0) as sender:
         sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
     with client.get_queue_receiver(own.queue, max_wait_time=1) as receiver:
-        messages = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+        messages = receive(receiver, 2, "a and b")
         assert [str(m) for m in messages] == ["a", "b"]
         receiver.complete_message(messages[0])
         assert receiver.renew_message_lock(messages[1]) is not None
         # "b" is not settled: after its 1 s lock it comes back with a higher delivery count
-        again: list[ServiceBusReceivedMessage] = []
-        deadline = time.monotonic() + 10
-        while not again and time.monotonic() < deadline:
-            again = receiver.receive_messages(max_message_count=1, max_wait_time=1)
+        again = receive(receiver, 1, "b again after its lock")
         assert [str(m) for m in again] == ["b"]
         assert again[0].delivery_count == (messages[1].delivery_count or 0) + 1
         receiver.complete_message(again[0])
@@ -418,7 +420,7 @@ def test_peek_defer_and_receive_and_delete(client: ServiceBusClient, own: Entiti
     with client.get_queue_receiver(own.queue, max_wait_time=1) as receiver:
         peeked = receiver.peek_messages(max_message_count=5)
         assert [str(m) for m in peeked] == ["later", "now"]
-        [later] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        [later] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
         receiver.defer_message(later)
         assert later.sequence_number is not None
         [deferred] = receiver.receive_deferred_messages([later.sequence_number])
@@ -427,29 +429,29 @@ def test_peek_defer_and_receive_and_delete(client: ServiceBusClient, own: Entiti
     with client.get_queue_receiver(
         own.queue, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
     ) as deleting:
-        assert [str(m) for m in deleting.receive_messages(max_wait_time=5)] == ["now"]
-        assert deleting.receive_messages(max_wait_time=0.5) == []
+        assert [str(m) for m in deleting.receive_messages(max_wait_time=SHORT)] == ["now"]
+        assert deleting.receive_messages(max_wait_time=NOTHING_MORE) == []  # a non-event
 
 
 def test_session_state_round_trip(client: ServiceBusClient, topic_sender: ServiceBusSender) -> None:
     sid = _sid()
     topic_sender.send_messages(_event(sid, 1))
     with client.get_subscription_receiver(
-        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=2
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=SHORT
     ) as receiver:
         receiver.session.set_state(b"checkpoint-1")
         assert receiver.session.get_state() == b"checkpoint-1"
         receiver.session.renew_lock()
-        for message in receiver.receive_messages(max_message_count=1, max_wait_time=5):
+        for message in receiver.receive_messages(max_message_count=1, max_wait_time=SHORT):
             receiver.complete_message(message)
 
 
 def test_a_scheduled_message_waits_without_holding_up_the_queue(
     local_only: Target, own: Entities
 ) -> None:
-    # due far enough ahead that a loaded machine still peeks it before it is (at 2 s, a
-    # make test at a load average of 14 peeked it active)
-    due = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
+    # due far enough ahead that a loaded machine still peeks it before it is: a send and a
+    # peek, local answers (at 2 s, a make test at a load average of 14 peeked it active)
+    due = (datetime.now(UTC) + timedelta(seconds=LOOPBACK)).replace(microsecond=0)
     with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
         with client.get_queue_sender(own.queue, keep_alive=0) as sender:
             later = ServiceBusMessage("later")
@@ -461,10 +463,10 @@ def test_a_scheduled_message_waits_without_holding_up_the_queue(
                 ("later", ServiceBusMessageState.SCHEDULED),
                 ("now", ServiceBusMessageState.ACTIVE),
             ]
-            [now] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            [now] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
             assert str(now) == "now"
             receiver.complete_message(now)
-            [scheduled] = receiver.receive_messages(max_message_count=1, max_wait_time=10)
+            [scheduled] = receive(receiver, 1, "the scheduled message", LOOPBACK + SHORT)
             assert str(scheduled) == "later"
             assert scheduled.scheduled_enqueue_time_utc == due
             assert scheduled.enqueued_time_utc is not None
@@ -473,7 +475,8 @@ def test_a_scheduled_message_waits_without_holding_up_the_queue(
 
 
 def test_messages_scheduled_on_a_topic_can_be_cancelled(local_only: Target, own: Entities) -> None:
-    due = datetime.now(UTC) + timedelta(seconds=4)
+    # due far enough ahead that a loaded machine still peeks the topic before it is
+    due = datetime.now(UTC) + timedelta(seconds=LOOPBACK)
     with ServiceBusClient.from_connection_string(local_only.connection_string) as client:
         with client.get_topic_sender(own.topic, keep_alive=0) as sender:
             numbers = sender.schedule_messages([_event("kept", 1), _event("cancelled", 1)], due)
@@ -481,8 +484,9 @@ def test_messages_scheduled_on_a_topic_can_be_cancelled(local_only: Target, own:
             sender.cancel_scheduled_messages(numbers[1])
         with client.get_subscription_receiver(own.topic, "tail", max_wait_time=1) as receiver:
             assert receiver.peek_messages(max_message_count=5) == []  # held by the topic
-            received = receiver.receive_messages(max_message_count=5, max_wait_time=10)
-            received += receiver.receive_messages(max_message_count=5, max_wait_time=1)
+            received = receive(receiver, 1, "the scheduled message kept", LOOPBACK + SHORT)
+            # a non-event: the cancelled one (due at the same time) never comes
+            received += receiver.receive_messages(max_message_count=5, max_wait_time=NOTHING_MORE)
             assert [m.message_id for m in received] == ["kept:1"]
             for message in received:
                 receiver.complete_message(message)
@@ -503,13 +507,13 @@ def test_a_malformed_management_request_is_refused_and_the_connection_kept(
             b"com.microsoft:schedule-message",
             {b"messages": [{b"message-id": "no-message"}]},
             answer,  # what the SDK's own handlers are handed: status, response, description
-            timeout=10,
+            timeout=LOOPBACK,
         )
         sender.send_messages(ServiceBusMessage("after"))
     [(status, description)] = answers
     assert status == 400 and "malformed" in description
-    with client.get_queue_receiver(own.queue, max_wait_time=5) as receiver:
-        [after] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+    with client.get_queue_receiver(own.queue, max_wait_time=SHORT) as receiver:
+        [after] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
         assert str(after) == "after"
         receiver.complete_message(after)
 
@@ -541,10 +545,11 @@ def test_a_lock_outlives_its_receiver_and_another_receiver_can_settle_it(
             sender.send_messages(_event(_sid(), 1))
         # "tail" has no sessions and a 1 minute lock
         with client.get_subscription_receiver(own.topic, "tail", **FAST, max_wait_time=1) as first:
-            [message] = first.receive_messages(max_message_count=1, max_wait_time=5)
+            [message] = first.receive_messages(max_message_count=1, max_wait_time=SHORT)
         with client.get_subscription_receiver(own.topic, "tail", **FAST, max_wait_time=1) as second:
             # the first receiver is gone, its lock is not: nobody else gets the message ...
-            assert second.receive_messages(max_message_count=1, max_wait_time=1) == []
+            # a non-event
+            assert second.receive_messages(max_message_count=1, max_wait_time=NOTHING_MORE) == []
             # ... and another receiver can still settle it by its lock token
             second.complete_message(message)
             assert second.peek_messages(max_message_count=5) == []
@@ -572,7 +577,7 @@ def test_deferred_messages_received_in_receive_and_delete_mode_are_gone(
         with client.get_queue_sender(own.queue, keep_alive=0) as sender:
             sender.send_messages(ServiceBusMessage("d"))
         with client.get_queue_receiver(own.queue, **FAST, max_wait_time=1) as receiver:
-            [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            [message] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
             receiver.defer_message(message)
         assert message.sequence_number is not None
     # the second look-up's not-found (com.microsoft:message-not-found) is retried by the SDK's
@@ -596,9 +601,10 @@ def test_expired_messages_leave_for_the_dead_letter_queue(
     with client.get_queue_sender(own.expiring_queue, keep_alive=0) as sender:
         short = ServiceBusMessage("short", time_to_live=timedelta(seconds=1))
         sender.send_messages([short, ServiceBusMessage("kept")])
-    time.sleep(1.5)
+    time.sleep(1.5)  # time passing: "short" has expired (at least)
     with client.get_queue_receiver(own.expiring_queue, max_wait_time=1) as receiver:
-        received = receiver.receive_messages(max_message_count=5, max_wait_time=2)
+        # the first message to come ("short" came first, were it delivered)
+        received = receive(receiver, 1, "the message kept")
         assert [str(m) for m in received] == ["kept"]
         # the lock token is in the delivery annotations too, as the service sends it
         annotations = received[0].raw_amqp_message.delivery_annotations or {}
@@ -607,7 +613,7 @@ def test_expired_messages_leave_for_the_dead_letter_queue(
     with client.get_queue_receiver(
         own.expiring_queue, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=1
     ) as dead:
-        [expired] = dead.receive_messages(max_message_count=5, max_wait_time=2)
+        [expired] = receive(dead, 1, "the expired message dead-lettered")
         assert str(expired) == "short"
         assert expired.dead_letter_reason == "TTLExpiredException"
         dead.complete_message(expired)
@@ -623,7 +629,7 @@ def test_delivery_annotations_reach_the_receiver(local_only: Target, own: Entiti
         with client.get_queue_receiver(
             own.queue, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
         ) as receiver:
-            [received] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            [received] = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
     annotations = received.raw_amqp_message.delivery_annotations or {}
     assert annotations.get(b"delann_key") == b"delann_value"
 

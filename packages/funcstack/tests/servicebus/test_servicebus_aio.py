@@ -9,7 +9,9 @@ import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient
 
-from .conftest import SUBSCRIPTION, TOPIC, Entities, Target
+from funcstack.deadlines import SHORT
+
+from .conftest import SUBSCRIPTION, TOPIC, Entities, Target, receive_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
@@ -28,14 +30,9 @@ async def _round_trip(connection_string: str) -> list[str]:
         async with client.get_subscription_receiver(
             TOPIC, SUBSCRIPTION, session_id=sid, max_wait_time=1
         ) as receiver:
-            for _ in range(10):
-                for message in await receiver.receive_messages(
-                    max_message_count=20, max_wait_time=1
-                ):
-                    await receiver.complete_message(message)
-                    got.append(str(message))
-                if len(got) >= 20:
-                    break
+            for message in await receive_async(receiver, 20, "the batch's 20 messages"):
+                await receiver.complete_message(message)
+                got.append(str(message))
     return got
 
 
@@ -45,10 +42,12 @@ async def _next_available(connection_string: str, topic: str) -> str | None:
         async with client.get_topic_sender(topic) as sender:
             await sender.send_messages(ServiceBusMessage("x", message_id=sid, session_id=sid))
         async with client.get_subscription_receiver(
-            topic, SUBSCRIPTION, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+            topic, SUBSCRIPTION, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=SHORT
         ) as receiver:
             session_id = receiver.session.session_id
-            for message in await receiver.receive_messages(max_message_count=1, max_wait_time=2):
+            for message in await receiver.receive_messages(
+                max_message_count=1, max_wait_time=SHORT
+            ):
                 await receiver.complete_message(message)
     return session_id if session_id == sid else None
 
@@ -76,7 +75,7 @@ async def _list_sessions_then_round_trip(
         async with client.get_subscription_receiver(
             topic, SUBSCRIPTION, session_id=sid, max_wait_time=2
         ) as receiver:
-            got = await receiver.receive_messages(max_message_count=1, max_wait_time=2)
+            got = await receive_async(receiver, 1, "the message sent after the listings")
             await receiver.complete_message(got[0])
     return listed, str(got[0])
 

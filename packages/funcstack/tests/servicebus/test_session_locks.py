@@ -11,12 +11,13 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 from azure.servicebus.exceptions import ServiceBusError, SessionCannotBeLockedError
 
+from funcstack.deadlines import SHORT, wait_for
 from funcstack.servicebus._launcher import ServiceBusEndpoint
 
-from .conftest import Target, entities
+from .conftest import Target, entities, receive
 
 pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
@@ -62,9 +63,11 @@ def test_a_session_lock_not_renewed_lapses_while_its_receiver_is_attached(
     with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
         _send(client, session)
         with client.get_queue_receiver(QUEUE, session_id=session) as first:
-            [message] = first.receive_messages(max_message_count=1, max_wait_time=5)
+            [message] = first.receive_messages(max_message_count=1, max_wait_time=SHORT)
             assert message.delivery_count == 0
-            # held: another receiver is refused the session meanwhile
+            # held: another receiver is refused the session meanwhile (the lock renewed just
+            # before, so that the other's connection has a whole LockDuration to ask in)
+            first.session.renew_lock()
             with (
                 _no_retry(endpoint) as other,
                 pytest.raises(SessionCannotBeLockedError),
@@ -72,20 +75,21 @@ def test_a_session_lock_not_renewed_lapses_while_its_receiver_is_attached(
             ):
                 pass
             # past the lock duration, not renewed: the session is another receiver's
-            deadline = time.monotonic() + 30
-            while True:
+
+            def taken() -> list[ServiceBusReceivedMessage] | None:
                 try:
                     with (
                         _no_retry(endpoint) as other,
                         other.get_queue_receiver(QUEUE, session_id=session) as second,
                     ):
-                        again = second.receive_messages(max_message_count=1, max_wait_time=5)
-                        for m in again:
+                        got = receive(second, 1, "the unsettled message again")
+                        for m in got:
                             second.complete_message(m)
-                    break
+                    return got
                 except SessionCannotBeLockedError:
-                    assert time.monotonic() < deadline, "the session lock never lapsed"
-                    time.sleep(0.5)
+                    return None
+
+            again = wait_for(taken, "the session lock lapsed: another receiver takes it", every=0.5)
             with pytest.raises(ServiceBusError):
                 first.complete_message(message)
     assert [m.message_id for m in again] == [message.message_id]
@@ -99,7 +103,7 @@ def test_a_renewed_session_lock_is_kept_past_its_lock_duration(
     with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
         _send(client, session)
         with client.get_queue_receiver(QUEUE, session_id=session) as holder:
-            [message] = holder.receive_messages(max_message_count=1, max_wait_time=5)
+            [message] = holder.receive_messages(max_message_count=1, max_wait_time=SHORT)
             started = time.monotonic()
             while time.monotonic() - started < 3 * LOCK_SECONDS:
                 holder.session.renew_lock()

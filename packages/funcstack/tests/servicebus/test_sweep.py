@@ -8,14 +8,25 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from funcstack.deadlines import SHORT, DeadlineError
 from funcstack.servicebus import _server as server_module
 from funcstack.servicebus._broker import Broker, StoredMessage, now_ms
 from funcstack.servicebus._config import NamespaceConfig, queue_config
 from funcstack.servicebus._server import SWEEP_IDLE_MAX, Server
+
+
+async def _until(condition: Callable[[], bool], what: str, deadline: float = SHORT) -> None:
+    """`funcstack.deadlines.wait_for` on the event loop (its sleeps let the loop run)."""
+    end = time.monotonic() + deadline
+    while not condition():
+        if time.monotonic() >= end:
+            raise DeadlineError(f"{what}: not within {deadline:g} s")
+        await asyncio.sleep(0.01)
 
 
 def _broker(**props: Any) -> Broker:
@@ -107,19 +118,26 @@ def test_a_wake_brings_a_sleeping_sweep_round_at_once(monkeypatch: pytest.Monkey
     time to live of 1 ms leaves."""
     monkeypatch.setattr(server_module, "SWEEP_IDLE_MAX", 3600.0)
 
-    async def run() -> bool:
+    async def run() -> None:
         broker = _broker()
         server = Server(broker)
+        rounds = []
+        sweep_once = server._sweep_once
+
+        def counted() -> None:
+            rounds.append(1)
+            sweep_once()
+
+        server._sweep_once = counted  # type: ignore[method-assign]
         sweeper = asyncio.create_task(server._sweep())
-        await asyncio.sleep(0.5)  # its first round taken: asleep, nothing due
+        # its first round taken: then, in the same step of the loop, asleep with nothing due
+        await _until(lambda: len(rounds) == 1, "the sweep's first round")
         queue = broker.receivers["q"]
         queue.enqueue(_message(1, ttl_ms=1))
         server.wake_sweep()
-        for _ in range(300):  # a bound for a hang, not a pace
-            if 1 not in queue.messages:
-                break
-            await asyncio.sleep(0.1)
-        sweeper.cancel()
-        return 1 not in queue.messages
+        try:
+            await _until(lambda: 1 not in queue.messages, "the expired message gone on a wake")
+        finally:
+            sweeper.cancel()
 
-    assert asyncio.run(run())
+    asyncio.run(run())
