@@ -328,11 +328,16 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
     assert dead.message_id == eid
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert dead.delivery_count == 10
-    lines = [
-        json.loads(line) if line.startswith("{") else line
-        for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
-        if eid in line and "could not be fetched" in line
-    ]
+
+    def logged() -> list[Any]:
+        return [
+            json.loads(line) if line.startswith("{") else line
+            for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
+            if eid in line and "could not be fetched" in line
+        ]
+
+    # the host writes the worker's lines as they come: the last may follow the dead letter
+    lines = wait_for(lambda: len(logged()) >= 10 and logged(), "the ten deliveries' lines")
     assert len(lines) == 10  # one per delivery, each with the reason
     assert all("no payload at" in str(line) and dataref in str(line) for line in lines)
 
