@@ -542,7 +542,7 @@ def test_a_backlog_of_more_contacts_than_sessions_is_caught_up_version_for_versi
 
     # each check pages through every projection (pages of 30: 4 requests or more to the
     # subscriber's host, each its queries): once a second, not every 0.2 s, while it catches up
-    wait_for(lambda: not behind(), 180, "every projection at version 2", every=1.0)
+    wait_for(lambda: not behind(), "every projection at version 2", LONG, every=1.0)
     for contact in contacts[::10]:
         got = reader.request("GET", f"/projections/contacts/{contact}").json()
         assert got["lastEventId"] == stored_event(stack, contact, 2)["id"]

@@ -337,7 +337,11 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
         ]
 
     # the host writes the worker's lines as they come: the last may follow the dead letter
-    lines = wait_for(lambda: len(logged()) >= 10 and logged(), "the ten deliveries' lines")
+    def ten() -> list[Any] | None:
+        found = logged()
+        return found if len(found) >= 10 else None
+
+    lines: list[Any] = wait_for(ten, "the ten deliveries' lines")
     assert len(lines) == 10  # one per delivery, each with the reason
     assert all("no payload at" in str(line) and dataref in str(line) for line in lines)
 
