@@ -6,10 +6,12 @@ of its own, so `--dist loadfile` runs it beside test_relay_process.py)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import signal
 import subprocess
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,15 @@ from relay.fleet import RELAY_APP, Writers, app_settings, fast_trigger, owners, 
 from relay.test_relay_process import start_command
 
 pytestmark = pytest.mark.integration
+
+
+def differences(got: list[int], n: int) -> str:
+    """How an aggregate's steps as received differ from 0..n-1 in order (for the failure)."""
+    counts = Counter(got)
+    lost = [step for step in range(n) if step not in counts]
+    twice = sorted(step for step, seen in counts.items() if seen > 1)
+    disorder = [(a, b) for a, b in itertools.pairwise(got) if b < a]
+    return f"(of {n}): lost {lost}, twice {twice}, out of order {disorder}"
 
 
 def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_of_order(
@@ -139,8 +150,15 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
         steps.setdefault(str(message.session_id), []).append(
             json.loads(b"".join(message.body))["n"]
         )
-    assert steps == {key: list(range(n)) for key, n in writers.committed.items()}, (
-        "lost, twice or out of order"
+    expected = {key: list(range(n)) for key, n in writers.committed.items()}
+    assert steps == expected, (
+        "lost, twice or out of order: "
+        + "; ".join(
+            f"{key} {differences(steps.get(key, []), len(want))}"
+            for key, want in expected.items()
+            if steps.get(key) != want
+        )
+        + f"; the run: {marks}"
     )
     print(
         f"fleet: {total} events; takeover after the trigger's stop {took:.1f} s, "
