@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
+from funcstack.deadlines import LOOPBACK
+
 TOKEN_LIFETIME_S = 3600
 
 
@@ -64,7 +66,7 @@ class IdentityEndpoint:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
-        self.thread.join(timeout=5)
+        self.thread.join(timeout=LOOPBACK)  # shut down: its loop ends at its next poll
 
 
 def start_identity_endpoint() -> IdentityEndpoint:

@@ -36,6 +36,7 @@ from conformance.identity import start_identity_endpoint
 from conformance.scope import FAST, KNOWN_FAILURES, SCOPE, Exclusions, load_exclusions
 from conformance.tls import make_tls
 from funcstack.cosmos import ADDRESS, EMULATOR_KEY, start_cosmos
+from funcstack.deadlines import scaled
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -158,8 +159,8 @@ def run_file(
         "no:cacheprovider",
         "-p",
         "no:cov",
-        "--timeout",
-        "600",
+        "--timeout",  # a test's limit (pytest-timeout), scaled as the tests' deadlines are
+        f"{scaled(600):g}",
         "-o",
         "asyncio_mode=auto",
         "-W",
@@ -203,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", action="append", help="only these test files")
     parser.add_argument("--label", default="latest")
     parser.add_argument("--markdown", type=Path, default=None)
-    parser.add_argument("--file-timeout", type=float, default=3600.0)
+    parser.add_argument("--file-timeout", type=float, default=scaled(3600.0))
     parser.add_argument(
         "--select",
         metavar="EXPR",

@@ -41,6 +41,7 @@ from pathlib import Path
 
 from conformance.identity import IdentityEndpoint
 from conformance.scope import Exclusions
+from funcstack.deadlines import scaled
 from funcstack.servicebus import control_request as servicebus_control
 
 SAMPLE_SHIMS = Path(__file__).resolve().parent / "sample_shims"
@@ -75,8 +76,9 @@ FAST_SAMPLES: dict[str, list[str]] = {
     ],
 }
 
-#: The longest samples sleep past lock durations by design (auto_lock_renew_async: 8 min).
-DEFAULT_TIMEOUT_S = 900.0
+#: The longest samples sleep past lock durations by design (auto_lock_renew_async: 8 min): a
+#: sample's limit, scaled with the tests' deadlines (TEST_DEADLINE_SCALE) for a slower machine.
+DEFAULT_TIMEOUT_S = scaled(900.0)
 
 #: A line of a sample's output that reports an error. Samples catch the SDK's exceptions and
 #: print them, then exit 0: ``run_sample has caught an error. ...``, ``Error: ...``,

@@ -12,14 +12,15 @@ clients) is the same routes, kept for that benchmark; examples/orders shows a sy
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Mapping
 
 import azure.functions as func
 
 from application.contacts.ports import ContactList
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.aio import Outbox as AsyncOutbox
-from cosmos_outbox.http import TokenCodec
+from cosmos_outbox.http import TokenCodec, bounded
 from cosmos_outbox.settings import LegacyEvents
 from cosmos_outbox_operators import Operators
 from domain.contact import Contact
@@ -36,6 +37,29 @@ DESCRIPTION = (
 #: Events this app stored before event documents named their aggregate type and source (the
 #: Contacts outbox app before the library): contact events, from /contacts.
 LEGACY_EVENTS = LegacyEvents(aggregate_type=Contact.aggregate_type, source=Contact.source())
+#: The app setting of the bound of the app's bounded routes (/health, the operators' routes), in
+#: seconds: unset, cosmos-outbox's `bounded.BOUND_SECONDS` (4 s). The test suite's stacks set a
+#: longer one where a test does not test the bound (a busy machine's 503 is not what they test).
+BOUND_SETTING = "HTTP_BOUND_SECONDS"
+#: The longest bound the setting takes: Azure ends an HTTP request not answered in 230 s.
+MAX_BOUND_SECONDS = 230.0
+
+
+def bound_from_settings(settings: Mapping[str, str] = os.environ) -> None:
+    """`bounded.BOUND_SECONDS` from the app setting `HTTP_BOUND_SECONDS`, when set (the library's
+    default else); a value it cannot honour is an error naming it."""
+    text = settings.get(BOUND_SETTING, "").strip()
+    if not text:
+        return
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"{BOUND_SETTING}={text!r}: not a number of seconds") from None
+    if not 0 < seconds <= MAX_BOUND_SECONDS:
+        raise ValueError(
+            f"{BOUND_SETTING}={text!r}: must be more than 0 and at most {MAX_BOUND_SECONDS:g} s"
+        )
+    bounded.BOUND_SECONDS = seconds
 
 
 def cosmos_contact_list(services: Services) -> ContactList:
@@ -61,7 +85,9 @@ def bootstrap(
 ) -> func.FunctionApp:
     """The app: the contact API, the outbox (relay, backlog timer, operators' routes, with this
     app's `contactId` alias) and the docs, on `services()` (default: from the app settings, on
-    the SDKs' `aio` clients; their sync ones when not `asynchronous`)."""
+    the SDKs' `aio` clients; their sync ones when not `asynchronous`). The bound of its bounded
+    routes is the app setting `HTTP_BOUND_SECONDS`'s, when set (`bound_from_settings`)."""
+    bound_from_settings()
     kind = AsyncOutbox if asynchronous else Outbox
     outbox = kind((Contact,), services=services, legacy_events=LEGACY_EVENTS)
 

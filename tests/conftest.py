@@ -22,6 +22,7 @@ import pytest
 from hypothesis import settings
 
 from funcstack.cosmos import local_tls
+from funcstack.deadlines import scaled
 
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
@@ -339,8 +340,18 @@ def shared_servicebus_log(
     return request.config.stash[_SERVICEBUS_LOG]
 
 
+#: The bound of the hosted app's bounded routes (/health, the operators' routes: the app setting
+#: `HTTP_BOUND_SECONDS`, entrypoints/bootstrap.py) in the stacks of tests that do not test the
+#: bound: the app's 4 s is what on call is promised, and on a busy machine a route past it
+#: answers 503 as it should (issue 89: GET /outbox/deadletters under `make test`'s load), which
+#: is not what those tests check. Under the clients' 30 s; the tests of the bound keep 4 s.
+GENEROUS_BOUND = {"HTTP_BOUND_SECONDS": f"{scaled(20):g}"}
 #: The session stack's settings over the app's (`stack`).
-SESSION_STACK_SETTINGS = {"FEED_POLL_DELAY_MS": "5000", "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *"}
+SESSION_STACK_SETTINGS = {
+    "FEED_POLL_DELAY_MS": "5000",
+    "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *",
+    **GENEROUS_BOUND,
+}
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,17 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
 
+from funcstack import deadlines
+from funcstack.deadlines import LOOPBACK, SHORT, scaled
+
+#: How long the store may take to answer a flight of the worker's it has read, before the flight
+#: is taken for one that gets no answer (a TLS handshake's last client flight): a grace, not a
+#: verdict (the next flight's wait, under a named deadline, fails if the guess was wrong).
+ANSWER_GRACE = scaled(2.0)
+#: How long the store is frozen while the worker's busy invocations each reach it with a call
+#: (`kill_worker_with_answers_pending`): how much a fault gathers, not a verdict.
+GATHER = 0.3
+
 
 class Process(Protocol):
     """A child process by its pid: a ``subprocess.Popen``, or a Functions host funcstack's
@@ -91,16 +102,18 @@ def unread(server_port: int, client_pid: int) -> tuple[int, int]:
     return at_server, at_client
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    if not wait_until(condition, timeout):
-        raise AssertionError(f"timed out waiting for {what}")
+def wait_for(condition: Callable[[], bool], what: str, deadline: float = SHORT) -> None:
+    """Until `condition()`, polled every 10 ms (a socket's queue changes quickly); past
+    `deadline`, fail naming `what` (`funcstack.deadlines.wait_for`)."""
+    deadlines.wait_for(condition, what, deadline, every=0.01)
 
 
-def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
-    """Whether `condition()` held within `timeout` seconds."""
-    deadline = time.monotonic() + timeout
+def wait_until(condition: Callable[[], bool], grace: float) -> bool:
+    """Whether `condition()` held within `grace` seconds: for something that may rightly not
+    happen (a flight with no answer); a caller that needs it uses `wait_for`."""
+    end = time.monotonic() + grace
     while not condition():
-        if time.monotonic() > deadline:
+        if time.monotonic() > end:
             return False
         time.sleep(0.01)
     return True
@@ -136,7 +149,7 @@ def commit_then_kill_worker(
             os.kill(store.pid, signal.SIGCONT)
             stopped = {worker}
             wait_for(lambda: unread(store_port, worker)[0] == 0, f"the store reading {flight}")
-            wait_until(lambda: unread(store_port, worker)[1] > 0, 1.0)
+            wait_until(lambda: unread(store_port, worker)[1] > 0, ANSWER_GRACE)
             if committed():
                 return
             os.kill(store.pid, signal.SIGSTOP)
@@ -154,14 +167,14 @@ def kill_worker_with_answers_pending(
     host: Process,
     store_port: int,
     *,
-    gather: float = 0.3,
+    gather: float = GATHER,
 ) -> int:
     """Kill the host's worker while the store's answers to its calls wait, unread, in its
     sockets: the writes among those calls have committed and their answers are lost. The store
     is frozen for `gather` seconds (the worker's busy invocations each reach it with a call),
     then the worker is frozen and the store resumed, and once the store has read what the
-    worker sent and answered (a second at most), the worker is killed. Returns the bytes of
-    answers that were waiting."""
+    worker sent and answered (or `ANSWER_GRACE` passed), the worker is killed. Returns the bytes
+    of answers that were waiting (none is a fault still: the caller counts which it was)."""
     [worker] = worker_pids(host.pid)
     os.kill(store.pid, signal.SIGSTOP)
     try:
@@ -170,8 +183,8 @@ def kill_worker_with_answers_pending(
     finally:
         os.kill(store.pid, signal.SIGCONT)
     try:
-        wait_until(lambda: unread(store_port, worker)[0] == 0, 5.0)
-        wait_until(lambda: unread(store_port, worker)[1] > 0, 1.0)
+        wait_until(lambda: unread(store_port, worker)[0] == 0, LOOPBACK)
+        wait_until(lambda: unread(store_port, worker)[1] > 0, ANSWER_GRACE)
         return unread(store_port, worker)[1]
     finally:
         os.kill(worker, signal.SIGKILL)

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pathspec
 
+from funcstack.deadlines import LONG
 from tests.deploy.templates import ROOT
 
 FUNCIGNORE = ROOT / ".funcignore"
@@ -179,7 +180,7 @@ def test_the_library_builds_from_what_is_uploaded(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=LONG,  # a build
         check=False,
     )
     assert out.returncode == 0, out.stderr
@@ -208,7 +209,7 @@ def test_the_library_builds_from_what_is_uploaded(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=LONG,  # a build
         check=False,
     )
     assert out.returncode == 0, out.stderr

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from funcstack.deadlines import LONG
 from tests.repository import syntax
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,7 +225,7 @@ def core_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         cwd=ROOT / "packages/cosmos-outbox",
         check=True,
         capture_output=True,
-        timeout=300,
+        timeout=LONG,  # a build
     )
     [wheel] = out.glob("cosmos_outbox-*.whl")
     return wheel

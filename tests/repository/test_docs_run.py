@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from pytest_examples import CodeExample
 
+from funcstack.deadlines import LONG
 from tools.docblocks import DRIVER, python_blocks, write_project
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -88,7 +89,7 @@ def test_every_python_block_of_the_readme_runs_and_type_checks(
         env=environment,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=LONG,
     )
     assert ran.returncode == 0, f"{doc}: a block does not run\n{ran.stdout}\n{ran.stderr}"
     cache = tmp_path_factory.getbasetemp() / "docs-mypy-cache"
@@ -108,7 +109,7 @@ def test_every_python_block_of_the_readme_runs_and_type_checks(
         env=environment,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=LONG,
     )
     assert checked.returncode == 0, f"{doc}: a block does not type-check\n{checked.stdout}"
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from funcstack.deadlines import SHORT
 from tests.repository import syntax
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -332,7 +333,7 @@ def test_importing_the_app_opens_no_connection_and_builds_nothing() -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,  # an interpreter importing the app
         check=False,
     )
     assert out.returncode == 0, out.stderr

@@ -5,7 +5,6 @@ MaxDeliveryCount with the reason logged on every delivery."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,7 +16,9 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox.blob import BlobPayloadStore
+from funcstack import deadlines
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import LONG, SHORT
 from funcstack.servicebus import ServiceBusEndpoint
 from funcstack.services import LocalServices
 from tools.httpclient import Client
@@ -51,14 +52,10 @@ def stack(
         yield stack
 
 
-def wait_for[T](check: Callable[[], T | None], timeout: float, what: str) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for[T](check: Callable[[], T | None], what: str, deadline: float = SHORT) -> T:
+    """`funcstack.deadlines.wait_for`, polling every 0.3 s (each poll reads the store or a
+    log)."""
+    return deadlines.wait_for(check, what, deadline, every=0.3)
 
 
 def test_offloaded_contact_events_are_projected_whole(stack: Stack) -> None:
@@ -97,7 +94,7 @@ def test_offloaded_contact_events_are_projected_whole(stack: Stack) -> None:
         return doc if doc["version"] == 2 else None
 
     try:
-        projection = wait_for(projected, 60, "the projection at version 2")
+        projection = wait_for(projected, "the projection at version 2")
     finally:
         stack.stop_runner()
         stack.start_runner()
@@ -148,19 +145,31 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
             topic,
             subscription,
             sub_queue=ServiceBusSubQueue.DEAD_LETTER,
-            max_wait_time=90,
+            max_wait_time=LONG,
         ) as dead_letters:
-            [dead] = dead_letters.receive_messages(max_message_count=1, max_wait_time=90)
+            # ten deliveries, each failing, before the subscription dead-letters it
+            found = dead_letters.receive_messages(max_message_count=1, max_wait_time=LONG)
+            assert found, f"the message not dead-lettered within {LONG:g} s"
+            [dead] = found
             dead_letters.complete_message(dead)
     assert (dead.message_id, dead.dead_letter_reason, dead.delivery_count) == (
         event_id,
         "MaxDeliveryCountExceeded",
         10,
     )
-    lines = [
-        line
-        for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
-        if event_id in line and "could not be fetched" in line
-    ]
+
+    def logged() -> list[str]:
+        return [
+            line
+            for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
+            if event_id in line and "could not be fetched" in line
+        ]
+
+    # the host writes the worker's lines as they come: the last may follow the dead letter
+    def ten() -> list[str] | None:
+        found = logged()
+        return found if len(found) >= 10 else None
+
+    lines: list[str] = wait_for(ten, "the ten deliveries' lines")
     assert len(lines) == 10  # one per delivery, each with the reason
     assert all("no payload at" in line and dataref in line for line in lines)

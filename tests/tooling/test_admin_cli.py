@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from funcstack.deadlines import SHORT
 from tools.admin import main
 from tools.stack import Stack
 
@@ -28,7 +29,7 @@ def admin(*args: str, env: dict[str, str] | None = None) -> subprocess.Completed
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,  # a hang guard: the command refuses its settings before any call
         check=False,
         env=env,
     )

@@ -98,7 +98,9 @@ def test_the_global_settings_option_reaches_the_relay(stack: Stack) -> None:
         if relay.poll() is not None:
             raise AssertionError(f"the relay ended: {relay.stderr.read() if relay.stderr else ''}")
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/ready", timeout=2) as reply:
+            with urllib.request.urlopen(
+                f"http://127.0.0.1:{port}/ready", timeout=deadlines.LOOPBACK
+            ) as reply:
                 return bool(reply.status == 200)
         except OSError:
             return False

@@ -26,6 +26,7 @@ from conformance.samples import (
     verdict,
 )
 from conformance.scope import EXCLUDED, KNOWN_FAILURES, load_exclusions
+from funcstack.deadlines import LOOPBACK
 
 # ----------------------------------------------------------------- the error-line rule
 
@@ -156,7 +157,7 @@ def test_the_token_endpoint_answers_as_app_services(identity: IdentityEndpoint) 
     request = urllib.request.Request(  # noqa: S310 - local
         url, headers={"X-IDENTITY-HEADER": identity.secret}
     )
-    with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - local
+    with urllib.request.urlopen(request, timeout=LOOPBACK) as response:  # noqa: S310 - local
         body = json.loads(response.read())
     assert body["resource"] == "https://servicebus.azure.net"
     assert body["token_type"] == "Bearer"
@@ -164,7 +165,7 @@ def test_the_token_endpoint_answers_as_app_services(identity: IdentityEndpoint) 
     assert body["access_token"].count(".") == 2  # a JWT
 
     with pytest.raises(urllib.error.HTTPError) as refused:  # no header: refused
-        urllib.request.urlopen(url, timeout=5)  # noqa: S310 - local
+        urllib.request.urlopen(url, timeout=LOOPBACK)  # noqa: S310 - local
     assert refused.value.code == 401
 
 

@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -33,6 +32,8 @@ from typing import Any
 
 import pytest
 
+from funcstack import deadlines
+from funcstack.deadlines import LONG, LOOPBACK, SHORT
 from funcstack.handoff import describe
 from funcstack.servicebus import ServiceBusEndpoint, control_request
 from funcstack.services import LocalServices, PartStartError
@@ -80,6 +81,7 @@ class Run:
     shared_servicebus: dict[str, Any] | None = None
     output: list[str] = field(default_factory=list)
     process: subprocess.Popen[str] | None = None
+    _reader: threading.Thread | None = None
 
     @property
     def settings(self) -> Path:
@@ -116,7 +118,8 @@ class Run:
             text=True,
             process_group=0,
         )
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
         return self
 
     def share(self, servicebus: ServiceBusEndpoint) -> Run:
@@ -129,13 +132,21 @@ class Run:
         for line in self.process.stdout:
             self.output.append(line.rstrip("\n"))
 
-    def wait_for(self, text: str, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not any(text in line for line in self.output):
+    def wait_for(self, text: str, deadline: float = LONG) -> None:
+        """Until a line holds `text` (a whole stack's start: LONG); a run that ended without it
+        fails at once, with its output."""
+
+        def printed() -> bool:
             assert self.process is not None
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"no {text!r} in:\n" + "\n".join(self.output))
-            time.sleep(0.05)
+            if any(text in line for line in self.output):
+                return True
+            assert self.process.poll() is None, f"ended without {text!r}:\n{self.text}"
+            return False
+
+        try:
+            deadlines.wait_for(printed, f"{text!r} printed", deadline)
+        except deadlines.DeadlineError as exc:
+            raise deadlines.DeadlineError(f"{exc}; the output:\n{self.text}") from None
 
     def interrupt(self) -> int:
         """Ctrl-C in its terminal: SIGINT to its process group."""
@@ -145,8 +156,9 @@ class Run:
 
     def exit_code(self) -> int:
         assert self.process is not None
-        code = self.process.wait(60)
-        time.sleep(0.2)  # the reader takes the last lines
+        code = self.process.wait(SHORT)
+        if self._reader is not None:  # the reader takes the last lines (it ends at their end)
+            self._reader.join(LOOPBACK)
         return code
 
     @property
@@ -179,7 +191,7 @@ class Run:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(30)
+                self.process.wait(SHORT)
             except subprocess.TimeoutExpired:
                 self.process.kill()
 
@@ -195,7 +207,7 @@ def run(tmp_path: Path) -> Iterator[Run]:
 
 def health(api: str) -> int:
     try:
-        with urllib.request.urlopen(f"{api}/health", timeout=5) as reply:  # noqa: S310
+        with urllib.request.urlopen(f"{api}/health", timeout=LOOPBACK) as reply:  # noqa: S310
             return int(reply.status)
     except urllib.error.HTTPError as exc:
         return exc.code
@@ -207,10 +219,12 @@ def test_health_answers_200_only_once_settings_are_written_and_the_subscriber_is
     run: Run,
 ) -> None:
     run.start()
-    while (status := health(run.api)) != 200:
+
+    def healthy() -> bool:
         assert run.process is not None and run.process.poll() is None, run.text
-        time.sleep(0.02)
-    assert status == 200
+        return health(run.api) == 200
+
+    deadlines.wait_for(healthy, "/health answering 200", LONG, every=0.02)
     assert run.settings.exists()
     assert json.loads(run.settings.read_text())["Values"]["ServiceBusConnection"]
     assert port_in_use(run.ports[3])  # the subscriber's host

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from funcstack.deadlines import LOOPBACK
 from tools.docblocks import (
     SERVICES,
     install_lines,
@@ -349,7 +350,7 @@ def test_the_first_examples_account_is_lent_empty_to_one_trial_at_a_time() -> No
             if account.names:
                 seen.append(f"trial {number} found {sorted(account.names)}")
             account.names.add("shop")
-            time.sleep(0.05)
+            time.sleep(0.05)  # held a moment: another trial inside meanwhile would be seen
             if inside != [number]:
                 seen.append(f"trials {inside} at once")
             inside.remove(number)
@@ -358,7 +359,8 @@ def test_the_first_examples_account_is_lent_empty_to_one_trial_at_a_time() -> No
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
+        thread.join(LOOPBACK)
+        assert not thread.is_alive(), f"a trial not done within {LOOPBACK:g} s"
     assert seen == []
     assert account.lent_to == 3
     assert account.names == set()

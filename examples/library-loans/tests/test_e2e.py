@@ -25,8 +25,13 @@ pytest.importorskip(
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 
+from funcstack.deadlines import SHORT, scaled, wait_for
+
 pytestmark = pytest.mark.e2e
 APP = Path(__file__).resolve().parents[1]
+#: How long `receive` listens for messages that must not come, after those it waited for (a
+#: duplicate): a check of a non-event, longer on a slower machine (TEST_DEADLINE_SCALE).
+NOTHING_MORE = scaled(3.0)
 
 
 def call(
@@ -36,7 +41,7 @@ def call(
     sent = {**({"content-type": "application/json"} if data is not None else {}), **(headers or {})}
     request = urllib.request.Request(url, data=data, method=method, headers=sent)  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (local)
+        with urllib.request.urlopen(request, timeout=SHORT) as response:  # noqa: S310 (local)
             raw = response.read()
             return response.status, json.loads(raw) if raw else None
     except urllib.error.HTTPError as error:
@@ -45,19 +50,20 @@ def call(
 
 
 def receive(
-    connection: str, session: str, count: int, wait: float = 60
+    connection: str, session: str, count: int, wait: float = SHORT
 ) -> list[ServiceBusReceivedMessage]:
-    """`count` messages of one session of the app's subscription, then 3 s more for any extra."""
+    """`count` messages of one session of the app's subscription (by `wait`, a deadline), then
+    NOTHING_MORE for any extra."""
     received: list[ServiceBusReceivedMessage] = []
     deadline = time.monotonic() + wait
     with (
         ServiceBusClient.from_connection_string(connection) as client,
         client.get_subscription_receiver(
-            "loan-events", "loan-notices", session_id=session, max_wait_time=3
+            "loan-events", "loan-notices", session_id=session, max_wait_time=NOTHING_MORE
         ) as receiver,
     ):
         while time.monotonic() < deadline:
-            batch = receiver.receive_messages(max_message_count=10, max_wait_time=3)
+            batch = receiver.receive_messages(max_message_count=10, max_wait_time=NOTHING_MORE)
             for message in batch:
                 receiver.complete_message(message)
             received += batch
@@ -88,10 +94,11 @@ def test_a_borrow_its_retry_and_the_overdue_timer_reach_the_topic_once_in_order(
     again = call("POST", loans, {"bookId": "dune"}, {**key, "Idempotency-Key": "borrow-1"})
     assert again == first  # the quota is full now: the key is looked up first
     assert call("POST", loans, {"bookId": "emma"}, key)[0] == 409
-    deadline = time.monotonic() + 60
-    while call("GET", loans, headers=key)[1][0]["status"] != "overdue":
-        assert time.monotonic() < deadline, "the timer did not mark the loan overdue"
-        time.sleep(0.5)
+    wait_for(
+        lambda: call("GET", loans, headers=key)[1][0]["status"] == "overdue",
+        "the timer marking the loan overdue",
+        every=0.5,
+    )
 
     received = receive(funcstack_services.servicebus_connection_string, "ada", 2)
     assert [(m.subject, (m.application_properties or {})[b"version"]) for m in received] == [

@@ -25,8 +25,13 @@ pytest.importorskip(
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 
+from funcstack.deadlines import SHORT, scaled
+
 pytestmark = pytest.mark.e2e
 APP = Path(__file__).resolve().parents[1]
+#: How long `receive` listens for messages that must not come, after those it waited for (a
+#: duplicate): a check of a non-event, longer on a slower machine (TEST_DEADLINE_SCALE).
+NOTHING_MORE = scaled(3.0)
 
 
 def call(
@@ -36,7 +41,7 @@ def call(
     sent = {**({"content-type": "application/json"} if data is not None else {}), **(headers or {})}
     request = urllib.request.Request(url, data=data, method=method, headers=sent)  # noqa: S310
     try:
-        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 (local)
+        with urllib.request.urlopen(request, timeout=SHORT) as response:  # noqa: S310 (local)
             raw = response.read()
             headers = {k.lower(): v for k, v in response.headers.items()}
             return response.status, headers, json.loads(raw) if raw else None
@@ -47,19 +52,20 @@ def call(
 
 
 def receive(
-    connection: str, session: str, count: int, wait: float = 60
+    connection: str, session: str, count: int, wait: float = SHORT
 ) -> list[ServiceBusReceivedMessage]:
-    """`count` messages of one session of the app's subscription, then 3 s more for any extra."""
+    """`count` messages of one session of the app's subscription (by `wait`, a deadline), then
+    NOTHING_MORE for any extra."""
     received: list[ServiceBusReceivedMessage] = []
     deadline = time.monotonic() + wait
     with (
         ServiceBusClient.from_connection_string(connection) as client,
         client.get_subscription_receiver(
-            "order-events", "order-audit", session_id=session, max_wait_time=3
+            "order-events", "order-audit", session_id=session, max_wait_time=NOTHING_MORE
         ) as receiver,
     ):
         while time.monotonic() < deadline:
-            batch = receiver.receive_messages(max_message_count=10, max_wait_time=3)
+            batch = receiver.receive_messages(max_message_count=10, max_wait_time=NOTHING_MORE)
             for message in batch:
                 receiver.complete_message(message)
             received += batch

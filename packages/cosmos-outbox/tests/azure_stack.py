@@ -16,6 +16,7 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
+from deadlines import SHORT, scaled, wait_for
 from tickets import Ticket
 
 from cosmos_outbox._mapper import event_documents, read_feed
@@ -38,6 +39,12 @@ if TYPE_CHECKING:
 DATABASE, CONTAINER, LEASES = "outbox-tests", "outbox", "leases"
 TOPIC, SUBSCRIPTION = "outbox-events", "all"
 PAYLOADS = "outbox-payloads"
+#: How long a test listens for messages that must not come (`received(..., 0, NOTHING_MORE)`): a
+#: check of a non-event, longer on a slower machine (TEST_DEADLINE_SCALE).
+NOTHING_MORE = scaled(3.0)
+#: The longest a session receiver is held: the subscription's session lock is a minute, and the
+#: sync SDK does not renew it; past this the session is taken again (its messages completed).
+SESSION_TURN = 30.0
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination=TOPIC)
 
@@ -156,10 +163,11 @@ class CosmosWorld(StoreWorld):
         self.container.replace_item(
             document_id, {k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1}
         )
-        deadline = time.monotonic() + 30
-        while any(d["id"] == document_id for d in self.documents(partition_key)):
-            assert time.monotonic() < deadline, f"{document_id} did not expire"
-            time.sleep(0.25)
+        wait_for(
+            lambda: not any(d["id"] == document_id for d in self.documents(partition_key)),
+            f"{document_id} deleted by the store's TTL",
+            every=0.25,
+        )
 
 
 class AsyncCosmosWorld(CosmosWorld):
@@ -280,44 +288,51 @@ def relay_through(
 
 
 def received(
-    stack: LocalStack, sessions: set[str], count: int, wait: float = 60, *, exact: bool = True
+    stack: LocalStack, sessions: set[str], count: int, wait: float = SHORT, *, exact: bool = True
 ) -> list[ServiceBusReceivedMessage]:
     """`count` messages of the sessions of the test subscription, in order per session
-    (`exact=False`: what arrived by the deadline, however many)."""
+    (`exact=False`: what arrived by the deadline, however many; `count` 0: what arrived while
+    it listened `wait`, a check that none does)."""
     return received_from(stack.servicebus_connection_string, sessions, count, wait, exact=exact)
 
 
 def received_from(
-    connection: str, sessions: set[str], count: int, wait: float = 60, *, exact: bool = True
+    connection: str, sessions: set[str], count: int, wait: float = SHORT, *, exact: bool = True
 ) -> list[ServiceBusReceivedMessage]:
     """`received` from the endpoint of `connection`: each session read on a thread of its own
     (opening a session receiver costs the sync SDK about half a second) until `count` messages
-    arrived in all (or the deadline passed), then until it has no more for a second (so a
-    duplicate would be seen). A relay that starts later than the reader is waited for."""
+    arrived in all (or `wait`, a deadline, passed), then until it has no more for a second (so a
+    duplicate would be seen). A relay that starts later than the reader is waited for. A session
+    is held `SESSION_TURN` at most at a time (its lock is a minute)."""
     found: list[ServiceBusReceivedMessage] = []
     lock = threading.Lock()
     deadline = time.monotonic() + wait
 
-    def read(session: str) -> None:
-        with (
-            ServiceBusClient.from_connection_string(connection) as client,
-            client.get_subscription_receiver(
-                TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=1
-            ) as receiver,
-        ):
-            while time.monotonic() < deadline:
+    def turn(client: ServiceBusClient, session: str) -> bool:
+        """One hold of the session; whether the reading is done."""
+        until = min(deadline, time.monotonic() + SESSION_TURN)
+        with client.get_subscription_receiver(
+            TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=1
+        ) as receiver:
+            while time.monotonic() < until:
                 batch = receiver.receive_messages(max_message_count=100, max_wait_time=1)
                 for message in batch:
                     receiver.complete_message(message)
                 with lock:
                     found.extend(batch)
                     enough = len(found) >= count
-                if not batch and enough:
-                    break
+                if not batch and enough and count:  # (none expected: listened to the end)
+                    return True
+        return time.monotonic() >= deadline
+
+    def read(session: str) -> None:
+        with ServiceBusClient.from_connection_string(connection) as client:
+            while not turn(client, session):
+                pass
 
     with ThreadPoolExecutor(max_workers=min(16, len(sessions) or 1)) as pool:
         list(pool.map(read, sorted(sessions)))
-    assert len(found) >= count or not exact, f"{len(found)} of {count} messages within {wait} s"
+    assert len(found) >= count or not exact, f"{len(found)} of {count} messages within {wait:g} s"
     return found
 
 

@@ -17,6 +17,7 @@ import emoji
 import idna.core
 import pytest
 import regex
+from deadlines import LONG
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -118,7 +119,7 @@ def test_the_unicode_tables_are_what_the_generator_makes() -> None:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=LONG,  # a hang guard: the tables made again and compared
         check=False,
     )
     assert run.returncode == 0, run.stdout + run.stderr

@@ -19,6 +19,7 @@ from cosmos_outbox.services import services_from_settings
 from cosmos_outbox.settings import OutboxSettings
 from domain.contact import Contact
 from domain.values import Company, Name
+from funcstack.deadlines import SHORT
 from tests.contacts.outboxes import outbox_on
 from tools.httpclient import Client
 from tools.stack import Stack
@@ -148,10 +149,11 @@ def hung_store() -> Iterator[int]:
 
 
 @pytest.mark.local_stack("the store adapter in this process, against a socket that never answers")
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(SHORT)
 def test_a_hung_store_is_a_store_unavailable_error_not_a_hang(hung_store: int) -> None:
-    """The client timeouts bound every wait: without them the SDK waits over a minute and the
-    test's own bound (pytest-timeout) fails it. No duration is asserted."""
+    """The client timeouts bound every wait (5 s: 2 s to connect, 3 s to read): without them
+    the SDK waits 65 s for each read, and retries, and the test's own deadline (pytest-timeout,
+    SHORT, generous for the client's 5 s) fails it. No duration is asserted."""
     settings = OutboxSettings.model_validate(
         {
             "CosmosDBConnection": SecretStr(
@@ -206,12 +208,13 @@ class HangingProxy:
 
 
 @pytest.mark.local_stack("a proxy in front of the local Cosmos DB endpoint that stops answering")
-@pytest.mark.timeout(40)
+@pytest.mark.timeout(SHORT)
 def test_a_store_that_hangs_after_start_fails_reads_and_writes_within_the_bound(
     stack: Stack,
 ) -> None:
     """Reads and batches on a working client, then the store stops answering: each call ends in
-    StoreUnavailableError (503) well before the SDK's default 65 s read timeout would."""
+    StoreUnavailableError (503), never a hang: the test's deadline (pytest-timeout, SHORT) is
+    generous for the client's 5 s and short of the SDK's default 65 s read timeout, retried."""
     assert stack.cosmos is not None
     proxy = HangingProxy(stack.cosmos.port)
     try:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from funcstack.deadlines import LOOPBACK, SHORT
 from tools.httpclient import Client, Reply
 from tools.target import Target
 
@@ -194,7 +195,7 @@ def test_two_racing_updates_with_the_same_etag_one_wins_one_gets_412(
     def update(description: str) -> None:
         c = target.client()
         try:
-            barrier.wait()
+            barrier.wait(LOOPBACK)  # both threads started
             results.append(
                 c.request(
                     "POST",
@@ -210,7 +211,8 @@ def test_two_racing_updates_with_the_same_etag_one_wins_one_gets_412(
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(SHORT)  # its request answered (the client's own timeout)
+        assert not t.is_alive(), f"an update not answered within {SHORT:g} s"
     assert sorted(results) == [204, 412]
     final = client.request("GET", f"/contacts/{cid}").json()
     assert final["version"] == 2 and final["description"] in ("first", "second")

@@ -1,9 +1,11 @@
 """The Contacts app with 30,000 event documents kept in its container (issue 56: after a chaos
 run of 150 s, 30,316 events still within their time to live made the contact list and the
 operators' status answer 503, their queries walking every document): GET
-/api/contacts?pageSize=100 and GET /api/outbox/status answer 200 within the bound of a bounded
-wait (`cosmos_outbox.http.bounded.BOUND_SECONDS`), their queries served from the container's
-indexes (deploy/indexing-policy.json: /type and /data/deleted).
+/api/contacts?pageSize=100 and GET /api/outbox/status answer 200, and their queries are served
+from the container's indexes (deploy/indexing-policy.json: /type and /data/deleted): asked with
+the SDK's query metrics, each reads the documents it selects, not the 30,000 (what the service
+and funcstack report, never how long it took: the stack's bound is a generous one, and the
+seconds each answer took are printed).
 
 The events are written straight through the SDK's transactional batches, 100 to a partition as
 an aggregate's would be; the relay is off in this stack (its function disabled by the app
@@ -24,8 +26,10 @@ from urllib.parse import quote
 
 import pytest
 
-from cosmos_outbox.documents import EVENT_TYPE
-from cosmos_outbox.http.bounded import BOUND_SECONDS
+from cosmos_outbox.documents import EVENT_TYPE, QUARANTINE_TYPE
+from funcstack.deadlines import SHORT
+from infra.cosmos.contacts import LIST_CONTACTS_QUERY
+from tests.conftest import GENEROUS_BOUND
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -40,6 +44,12 @@ pytestmark = [
 EVENTS = 30_000
 CONTACTS = 12
 PAYLOAD = "The contact's address changed; the event carries the whole new address. " * 9
+#: The status's count of quarantined events, as cosmos-outbox's quarantine asks it (a private
+#: query of the library's, written out here: tests import its public names only).
+UNRESOLVED = (
+    "SELECT VALUE COUNT(1) FROM c WHERE c.type = @type "
+    "AND (NOT IS_DEFINED(c.status) OR NOT (c.status IN ('resolved', 'discarded')))"
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,14 +61,15 @@ def stack(
         ports=Ports.free(),
         shared_cosmos=shared_cosmos,
         with_servicebus=False,
-        settings_overrides={"AzureWebJobs.relay_events.Disabled": "true"},
+        # not a test of the bound: that the queries read what they select is (their metrics)
+        settings_overrides={"AzureWebJobs.relay_events.Disabled": "true", **GENEROUS_BOUND},
     ) as s:
         yield s
 
 
 @pytest.fixture(scope="module")
 def client(stack: Stack) -> Iterator[Client]:
-    c = Client(stack.api_url, timeout=BOUND_SECONDS + 30)
+    c = Client(stack.api_url, timeout=SHORT)
     try:
         yield c
     finally:
@@ -107,29 +118,58 @@ def kept(stack: Stack, client: Client) -> Stack:
     return stack
 
 
-def within_the_bound(client: Client, path: str) -> Any:
+def answered(client: Client, path: str) -> Any:
+    """GET `path`'s 200 answer (the seconds it took printed, never asserted)."""
     started = time.monotonic()
     reply = client.request("GET", path)
-    seconds = time.monotonic() - started
+    print(f"GET {path}: {reply.status} in {time.monotonic() - started:.2f} s")
     assert reply.status == 200, (path, reply.status, reply.body)
-    assert seconds < BOUND_SECONDS, (path, seconds)
     return reply.json()
 
 
-def test_the_contact_list_answers_within_the_bound(kept: Stack, client: Client) -> None:
-    page = within_the_bound(client, "/contacts?pageSize=100")
+def documents_read(stack: Stack, query: str, **options: Any) -> int:
+    """The documents `query` reads in the stack's contacts container, as its query metrics say
+    (x-ms-documentdb-query-metrics, summed over the query's pages and partitions)."""
+    read = 0
+
+    def hook(headers: Any, _: Any) -> None:
+        nonlocal read
+        metrics = dict(
+            pair.split("=", 1) for pair in headers["x-ms-documentdb-query-metrics"].split(";")
+        )
+        read += int(metrics["retrievedDocumentCount"])
+
+    list(
+        stack.contacts_container().query_items(
+            query,
+            enable_cross_partition_query=True,
+            populate_query_metrics=True,
+            response_hook=hook,
+            **options,
+        )
+    )
+    return read
+
+
+def test_the_contact_list_answers_from_the_index(kept: Stack, client: Client) -> None:
+    page = answered(client, "/contacts?pageSize=100")
     assert len(page["items"]) == CONTACTS
     if page["continuationToken"] is not None:
         # the query's time budget ran out after the last contact (a loaded machine; Azure's
-        # pages end so too): the next page, within the bound as well, is empty and the last
+        # pages end so too): the next page is empty and the last
         token = page["continuationToken"]
-        rest = within_the_bound(client, f"/contacts?pageSize=100&continuationToken={quote(token)}")
+        rest = answered(client, f"/contacts?pageSize=100&continuationToken={quote(token)}")
         assert (rest["items"], rest["continuationToken"]) == ([], None)
+    # the app's query reads its contacts, not the events beside them
+    assert documents_read(kept, LIST_CONTACTS_QUERY) == CONTACTS
 
 
-def test_the_operators_status_answers_within_the_bound(kept: Stack, client: Client) -> None:
-    status = within_the_bound(client, "/outbox/status")
+def test_the_operators_status_answers_from_the_index(kept: Stack, client: Client) -> None:
+    status = answered(client, "/outbox/status")
     assert status["quarantined"] == 0
+    # its count of quarantined events, the query the quarantine asks, reads none of the events
+    count = [{"name": "@type", "value": QUARANTINE_TYPE}]
+    assert documents_read(kept, UNRESOLVED, parameters=count) == 0
     # the relay is off: every transaction is its backlog (the estimator counts LSNs: each batch
     # of 100 events is one, each contact's creation one)
     assert status["pending"] == EVENTS // 100 + CONTACTS

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.documents import EVENT_TYPE
+from cosmos_outbox.http import bounded
+from entrypoints.bootstrap import BOUND_SETTING, bootstrap, bound_from_settings
 from tests.contacts.api.test_http_api import ADA, Api, body, problem
 from tests.contacts.conftest import FakeWorld
 
@@ -83,3 +85,20 @@ def test_a_redrive_scope_that_names_the_contact_twice_or_another_type_is_a_400(
 ) -> None:
     doc = problem(redrive(api, {"since": "2000-01-01T00:00:00Z", **scope}), 400)
     assert doc["errors"][0]["field"] == "$"
+
+
+def test_the_bound_of_the_bounded_routes_is_the_app_settings_and_a_bad_one_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`HTTP_BOUND_SECONDS` sets cosmos-outbox's bound when the app is built (the suite's stacks
+    set a generous one where a test does not test the bound); unset, the library's default."""
+    monkeypatch.setattr(bounded, "BOUND_SECONDS", bounded.BOUND_SECONDS)  # restored after
+    bound_from_settings({})
+    assert bounded.BOUND_SECONDS == 4.0  # cosmos-outbox's
+    monkeypatch.setenv(BOUND_SETTING, "12.5")
+    bootstrap(lambda: FakeWorld().services)
+    assert bounded.BOUND_SECONDS == 12.5
+    for bad in ("soon", "0", "-1", "231", "nan"):
+        with pytest.raises(ValueError, match=f"{BOUND_SETTING}='{bad}'"):
+            bound_from_settings({BOUND_SETTING: bad})
+    assert bounded.BOUND_SECONDS == 12.5

@@ -27,6 +27,8 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 
+from funcstack.deadlines import LONG
+
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
 FLAGS = (
@@ -90,7 +92,7 @@ def axe_source(cache: Path) -> str:
             [npm, "pack", f"axe-core@{AXE_VERSION}", "--pack-destination", scratch, "--silent"],
             check=True,
             capture_output=True,
-            timeout=300,
+            timeout=LONG,  # a download
         )
         [tarball] = Path(scratch).glob("axe-core-*.tgz")
         with tarfile.open(tarball) as archive:

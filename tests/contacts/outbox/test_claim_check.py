@@ -9,7 +9,6 @@ contact events without knowing it."""
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -22,14 +21,18 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox_testing import event_fields
+from funcstack import deadlines
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import LONG, SHORT
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
 from funcstack.servicebus import ServiceBusEndpoint
 from funcstack.services import LocalServices
+from tests.conftest import GENEROUS_BOUND
 from tests.contacts.manuscripts import Manuscript, text_of
 from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
+    NOTHING_MORE,
     dropped_as_duplicates,
     kill_relay_mid_batch,
     write_large_history,
@@ -107,14 +110,10 @@ def once_in_order(received: list[Received]) -> dict[str, list[Received]]:
     return sessions
 
 
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
+def wait_for(check: Callable[[], Any], what: str, deadline: float = SHORT) -> Any:
+    """`funcstack.deadlines.wait_for`, polling every 0.3 s (each poll reads a file or the
+    store)."""
+    return deadlines.wait_for(check, what, deadline, every=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +139,7 @@ def stack(
         # the app's own feed poll delay (1 s): these tests do not time the relay (RELAY, 100 ms,
         # is the killed relay's stack's); idle, a stack polling every 100 ms took 4.8 % of a
         # core, every 1 s 1.3 % (docs/testing.md)
-        settings_overrides={OTEL_ENV_VAR: str(workdir / "otel")},
+        settings_overrides={OTEL_ENV_VAR: str(workdir / "otel"), **GENEROUS_BOUND},
     ) as stack:
         yield stack
 
@@ -155,7 +154,7 @@ def test_events_of_300_kb_and_1_5_mb_reach_a_subscriber_whole_once_in_order(
         stack.servicebus.connection_string,
         topic=stack.settings()["SERVICEBUS_TOPIC"],
         until=count_at_least(total),
-        timeout=90,
+        timeout=LONG,
         payloads=payloads(stack).get,
     )
     sessions = once_in_order(received)
@@ -192,7 +191,7 @@ def test_events_of_300_kb_and_1_5_mb_reach_a_subscriber_whole_once_in_order(
         summary = status.summarise(metrics.read_text().splitlines())
         return summary if summary.sums.get("outbox.events.offloaded", 0) >= 4 else None
 
-    summary = wait_for(offloaded, 30, "the offload counters' export")
+    summary = wait_for(offloaded, "the offload counters' export")
     assert summary.sums.get("outbox.events.quarantined", 0) == 0
     assert summary.sums["outbox.events.offloaded.bytes"] > 2 * (300 + 1536) * KB
     shown = status.render(summary)
@@ -210,7 +209,6 @@ def test_azurite_down_while_offloading_is_retried_and_nothing_is_lost(
         manuscript, ids = write(stack, [400 * KB, 100], "outage")
         wait_for(
             lambda: log.read_text("utf-8", "replace").count("PayloadStoreError") > failures_before,
-            60,
             "a relay invocation failing on the payload store",
         )
     finally:
@@ -220,7 +218,7 @@ def test_azurite_down_while_offloading_is_retried_and_nothing_is_lost(
         stack.servicebus.connection_string,
         topic=stack.settings()["SERVICEBUS_TOPIC"],
         until=count_at_least(len(ids)),
-        timeout=120,
+        timeout=LONG,
         payloads=payloads(stack).get,
     )
     messages = once_in_order(received)[manuscript]
@@ -261,7 +259,7 @@ def test_the_contacts_projection_reads_offloaded_contact_events_without_a_change
             stack.servicebus.connection_string,
             topic=stack.settings()["SERVICEBUS_TOPIC"],
             until=count_at_least(2),
-            timeout=60,
+            timeout=SHORT,
         )
         assert [r.dataref is not None for r in received] == [True, True]
 
@@ -278,7 +276,7 @@ def test_the_contacts_projection_reads_offloaded_contact_events_without_a_change
             )
             return doc if doc and doc["version"] == 2 else None
 
-        projection = wait_for(projected, 60, "the projection at version 2")
+        projection = wait_for(projected, "the projection at version 2")
         assert projection["data"]["description"] == contact["description"] == "e" * 500
         assert projection["data"]["email"] == "claire@example.com"
     finally:
@@ -320,18 +318,30 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
             topic,
             "contact-projection",
             sub_queue=ServiceBusSubQueue.DEAD_LETTER,
-            max_wait_time=90,
+            max_wait_time=LONG,
         ) as dead_letters:
-            [dead] = dead_letters.receive_messages(max_message_count=1, max_wait_time=90)
+            # ten deliveries, each failing, before the subscription dead-letters it
+            found = dead_letters.receive_messages(max_message_count=1, max_wait_time=LONG)
+            assert found, f"the message not dead-lettered within {LONG:g} s"
+            [dead] = found
             dead_letters.complete_message(dead)
     assert dead.message_id == eid
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert dead.delivery_count == 10
-    lines = [
-        json.loads(line) if line.startswith("{") else line
-        for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
-        if eid in line and "could not be fetched" in line
-    ]
+
+    def logged() -> list[Any]:
+        return [
+            json.loads(line) if line.startswith("{") else line
+            for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
+            if eid in line and "could not be fetched" in line
+        ]
+
+    # the host writes the worker's lines as they come: the last may follow the dead letter
+    def ten() -> list[Any] | None:
+        found = logged()
+        return found if len(found) >= 10 else None
+
+    lines: list[Any] = wait_for(ten, "the ten deliveries' lines")
     assert len(lines) == 10  # one per delivery, each with the reason
     assert all("no payload at" in str(line) and dataref in str(line) for line in lines)
 
@@ -374,11 +384,14 @@ def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_b
             stack.servicebus.connection_string,
             topic=topic,
             until=count_at_least(total - len(before)),
-            timeout=120,
+            timeout=LONG,
             payloads=payloads(stack).get,
         )
         rest += drain(
-            stack.servicebus.connection_string, topic=topic, until=lambda r: False, timeout=3
+            stack.servicebus.connection_string,
+            topic=topic,
+            until=lambda r: False,
+            timeout=NOTHING_MORE,
         )
         sessions = once_in_order(before + rest)
         assert sum(len(m) for m in sessions.values()) == total

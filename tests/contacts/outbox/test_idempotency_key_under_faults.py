@@ -32,6 +32,7 @@ import pytest
 
 from cosmos_outbox.documents import IDEMPOTENCY_TYPE
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import LONG, LOOPBACK, SHORT
 from funcstack.servicebus import ServiceBusEndpoint
 from tests.contacts.faults import (
     commit_then_kill_worker,
@@ -41,6 +42,7 @@ from tests.contacts.faults import (
 )
 from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
+    NOTHING_MORE,
     assert_exactly_once_in_order,
     stored_events,
 )
@@ -117,7 +119,7 @@ def lose_the_answer(
     outcome: list[Reply | Exception] = []
 
     def request() -> None:
-        client = Client(stack.api_url, timeout=60)
+        client = Client(stack.api_url, timeout=SHORT)  # the host's answer once its worker died
         try:
             outcome.append(client.request(method, path, json_body=body, headers=headers))
         except Exception as exc:  # what a client sees of a host that lost its worker
@@ -133,8 +135,8 @@ def lose_the_answer(
         send=thread.start,
         committed=committed,
     )
-    thread.join(90)
-    assert outcome, "the request never ended"
+    thread.join(LONG)
+    assert outcome, f"the request did not end within {LONG:g} s"
     return outcome[0]
 
 
@@ -168,8 +170,8 @@ def test_a_create_committed_before_its_worker_died_is_answered_on_retry_once(
     assert retry.header("location") == f"/api/contacts/{stored['id']}"
     assert retry.json()["id"] == stored["id"] and retry.json()["version"] == 1
     conn, mine = stack.servicebus.connection_string, topic(stack)
-    received = drain(conn, until=count_at_least(2), timeout=60, topic=mine)
-    received += drain(conn, until=lambda r: False, timeout=3, topic=mine)
+    received = drain(conn, until=count_at_least(2), timeout=SHORT, topic=mine)
+    received += drain(conn, until=lambda r: False, timeout=NOTHING_MORE, topic=mine)
     created = [r for r in received if r.session_id == stored["id"]]
     assert [r.subject for r in created] == ["ContactCreatedEvent"]
 
@@ -283,6 +285,13 @@ class Tally:
             self.attempts[outcome] += 1
 
 
+#: One attempt's wait for its answer: past it the writer retries with its key, as a client
+#: library does (the store paused past its client's 5 s bound answers 503 before this).
+ATTEMPT_TIMEOUT = LOOPBACK
+#: A writer's pause before it retries (its back-off), not a verdict.
+RETRY_PAUSE = 0.3
+
+
 def send(
     url: str,
     method: str,
@@ -301,7 +310,7 @@ def send(
     prefix = "/" + parts[1].rstrip("/")
     payload = json.dumps(body).encode()
     while time.monotonic() < deadline:
-        connection = http.client.HTTPConnection(host, int(port), timeout=8)
+        connection = http.client.HTTPConnection(host, int(port), timeout=ATTEMPT_TIMEOUT)
         try:
             connection.request(
                 method,
@@ -319,13 +328,13 @@ def send(
             headers = {k.lower(): v for k, v in response.getheaders()}
         except (OSError, http.client.HTTPException) as exc:
             tally.saw(type(exc).__name__)
-            time.sleep(0.3)
+            time.sleep(RETRY_PAUSE)
             continue
         finally:
             connection.close()
         tally.saw(str(status))
         if status >= 500 or status == 429:
-            time.sleep(0.3)
+            time.sleep(RETRY_PAUSE)
             continue
         if headers.get("idempotent-replayed") == "true":
             with tally.lock:
@@ -397,7 +406,8 @@ def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
     """FAULTS, then `stop`. Killing the worker: with the store's answers to its calls waiting,
     unread, in its sockets (the writes among them have committed, and their answers die with
     it: what a client retries after a 500). Pausing the store: 2-8 s (past the store client's
-    5 s bound now and then: 503). Restarting the host: killed, started again."""
+    5 s bound now and then: 503). Restarting the host: killed, started again. Its sleeps are
+    the faults' schedule (how far apart, how long a pause), never a verdict."""
     assert stack.cosmos is not None
     rng = random.Random(31)
     try:
@@ -418,10 +428,10 @@ def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
                 faults["store_paused"] += 1
             else:
                 stack.kill_runner()
-                time.sleep(0.5)
+                time.sleep(0.5)  # down a moment, as a host being replaced is
                 stack.start_runner(**QUIET)
                 faults["host_killed_and_restarted"] += 1
-        time.sleep(2)
+        time.sleep(2)  # the writers write on after the last fault
     finally:
         stop.set()
 
@@ -438,7 +448,8 @@ def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one
     writers = 6
     tally, faults, stop = Tally(), Counter[str](), threading.Event()
     started = time.monotonic()
-    deadline = started + 600
+    # the writers give up past it (a request never answered): the run itself is FAULTS, a count
+    deadline = started + 2 * LONG
     threads = [
         threading.Thread(target=writer, args=(stack, n, tally, stop, deadline))
         for n in range(writers)
@@ -447,7 +458,8 @@ def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one
     for t in threads:
         t.start()
     for t in threads:
-        t.join(deadline - time.monotonic() + 30)
+        t.join(max(0.0, deadline - time.monotonic()) + LOOPBACK)
+        assert not t.is_alive(), f"{t.name} still running past the writers' deadline"
     seconds = round(time.monotonic() - started, 1)
     contacts = [d for d in documents(stack, "contact") if d["id"] not in earlier_contacts]
     events = [e for e in stored_events(stack) if e["id"] not in earlier_events]
@@ -459,10 +471,10 @@ def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one
     received = drain(
         conn,
         until=lambda got: len({r.message_id for r in the_runs(got)}) >= len(events),
-        timeout=180,
+        timeout=LONG,
         topic=mine,
     )
-    received += drain(conn, until=lambda r: False, timeout=3, topic=mine)
+    received += drain(conn, until=lambda r: False, timeout=NOTHING_MORE, topic=mine)
     received = the_runs(received)
     versions: dict[str, list[int]] = defaultdict(list)
     for event in events:

@@ -26,7 +26,16 @@ from cosmos_outbox.documents import commit_operations
 from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
 from domain.values import Company, Name
-from tests.contacts.outbox.test_outbox_guarantees import of, record, stored_events, write_history
+from funcstack import deadlines
+from funcstack.deadlines import LONG, SHORT
+from tests.conftest import GENEROUS_BOUND
+from tests.contacts.outbox.test_outbox_guarantees import (
+    NOTHING_MORE,
+    of,
+    record,
+    stored_events,
+    write_history,
+)
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
@@ -84,7 +93,7 @@ def cli(stack: Stack, *args: str, ok: bool = True) -> subprocess.CompletedProces
         ],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=LONG,  # a hang guard: the command line's own calls are bounded (60 s each)
         cwd=ROOT,
         check=False,
     )
@@ -99,13 +108,9 @@ def per_session(received: list[Received]) -> dict[str, list[tuple[int, str]]]:
     return sessions
 
 
-def wait_for(check: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.3)
+def wait_for(check: Any, what: str, deadline: float = SHORT) -> Any:
+    """`funcstack.deadlines.wait_for`, polling every 0.3 s (each poll is a request)."""
+    return deadlines.wait_for(check, what, deadline, every=0.3)
 
 
 @pytest.fixture(scope="module")
@@ -124,7 +129,8 @@ def stack(
         shared_cosmos=shared_cosmos,
         # The app's own feed poll delay (1 s): no test here times the relay or kills it
         # mid-send; idle, a stack polling every 100 ms took 4.8 % of a core, every 1 s 1.3 %
-        # (docs/testing.md).
+        # (docs/testing.md). No test here tests the operators' routes' bound.
+        settings_overrides=GENEROUS_BOUND,
     ) as stack:
         yield stack
 
@@ -141,8 +147,10 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(stack: S
         a, a_ids = plant_history(container, "Ada", 3, big_version=2)
         b, b_ids = plant_history(container, "Bob", 1, big_version=2)
         # The first call after a restart may find the store slow to answer (503, Retry-After).
-        answer = wait_for(lambda: (r := api.request("GET", "/outbox/status")).status == 200 and r)
-        assert answer, "GET /outbox/status never answered 200"
+        answer = wait_for(
+            lambda: (r := api.request("GET", "/outbox/status")).status == 200 and r,
+            "GET /outbox/status answering 200",
+        )
         status = answer.json()
         assert (status["pending"], status["quarantined"]) == (2, 0), status  # 2 transactions
         assert status["oldestPendingAgeSeconds"] is not None
@@ -157,7 +165,7 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(stack: S
         )
         assert reply.status == 204, reply.body
         # a: v1, notice v2, v3, v4, v5; b: v1, notice v2
-        received = drain(stack.servicebus.connection_string, until=count_at_least(7), timeout=60)
+        received = drain(stack.servicebus.connection_string, until=count_at_least(7), timeout=SHORT)
         relayed_s = time.monotonic() - started
         sessions = per_session(received)
         assert sessions[a] == [
@@ -182,7 +190,8 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(stack: S
         assert a_ids[1] not in {r.message_id for r in received}
 
         status = wait_for(
-            lambda: (s := api.request("GET", "/outbox/status").json())["pending"] == 0 and s
+            lambda: (s := api.request("GET", "/outbox/status").json())["pending"] == 0 and s,
+            "the status with nothing pending",
         )
         assert status["quarantined"] == 2, status
         assert status["leases"] and status["leases"][0]["owner"]
@@ -207,21 +216,23 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(stack: S
         stack.start_servicebus()
         stack.stop_runner()
         stack.start_runner(SERVICEBUS_MAX_MESSAGE_BYTES=str(1024 * 1024))
-        # The first send on the new connection may take longer than the operators' 4 s bound
-        # on a busy machine: 503 (retry later), and a retry answers as a replay does.
+        # The first send on the new connection may take longer than the operators' bound on a
+        # busy machine: 503 (retry later), and a retry answers as a replay does.
         replayed = wait_for(
             lambda: (
                 (r := api.request("POST", f"/outbox/quarantine/{a_ids[1]}/replay")).status != 503
                 and r
             ),
-            timeout=60,
+            "a replay answered (not 503)",
         )
-        assert replayed and replayed.status == 202, replayed and replayed.body
+        assert replayed.status == 202, replayed.body
         item = replayed.json()
         assert (item["status"], item["replays"]) == ("resolved", 2), item["reason"]
         again = api.request("POST", f"/outbox/quarantine/{a_ids[1]}/replay").json()
         assert (again["status"], again["replays"]) == ("resolved", 2)
-        delivered = drain(stack.servicebus.connection_string, until=lambda r: False, timeout=5)
+        conn = stack.servicebus.connection_string
+        delivered = drain(conn, until=count_at_least(1), timeout=SHORT)  # the replayed event
+        delivered += drain(conn, until=lambda r: False, timeout=NOTHING_MORE)  # and no more
         assert [(r.message_id, r.version, r.session_id) for r in delivered] == [(a_ids[1], 2, a)]
         assert len(delivered[0].body["description"]) == BIG
         kept = container.read_item(f"quarantine-{a_ids[1]}", partition_key=a)
@@ -282,7 +293,8 @@ def test_a_redrive_inside_the_duplicate_detection_window_reaches_the_subscriptio
     try:
         before = write_history(api, 2, 1, "early")
         early = stored_events(stack, before)
-        drain(conn, until=count_at_least(len(early), before), timeout=60)
+        drain(conn, until=count_at_least(len(early), before), timeout=SHORT)
+        # T strictly between the two histories' timestamps (a clock's step apart), not a verdict
         time.sleep(0.05)
         since = datetime.now(UTC)
         time.sleep(0.05)
@@ -294,7 +306,7 @@ def test_a_redrive_inside_the_duplicate_detection_window_reaches_the_subscriptio
             if datetime.fromisoformat(str(e["createdAt"])) >= since
         }
         assert len(late_ids) == len(stored_events(stack, mine)) - len(early)
-        first = of(drain(conn, until=count_at_least(len(late_ids), mine), timeout=60), mine)
+        first = of(drain(conn, until=count_at_least(len(late_ids), mine), timeout=SHORT), mine)
         assert {r.message_id for r in first} == late_ids
         body = {"since": since.isoformat().replace("+00:00", "Z")}
 
@@ -302,8 +314,10 @@ def test_a_redrive_inside_the_duplicate_detection_window_reaches_the_subscriptio
         assert report.status == 202, report.body
         counted = report.json()
         assert counted["events"] == counted["accepted"] == len(late_ids)
-        again = of(drain(conn, until=count_at_least(counted["accepted"], mine), timeout=60), mine)
-        again += of(drain(conn, until=lambda r: False, timeout=2), mine)
+        again = of(
+            drain(conn, until=count_at_least(counted["accepted"], mine), timeout=SHORT), mine
+        )
+        again += of(drain(conn, until=lambda r: False, timeout=NOTHING_MORE), mine)
         assert len(again) == counted["accepted"]
         assert sorted(r.properties["cloudEvents_id"] for r in again) == sorted(late_ids)
         assert not {r.message_id for r in again} & late_ids  # MessageIds of their own

@@ -32,6 +32,7 @@ from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox_testing import event_fields
 from domain.contact import Contact
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import LONG, LOOPBACK, SHORT, scaled
 from funcstack.servicebus import ServiceBusEndpoint
 from tools.httpclient import Client
 from tools.receive import Received, connect, count_at_least, drain, received_from
@@ -43,6 +44,10 @@ REPORT = Path(__file__).resolve().parents[3] / ".stack" / "e2e-report.json"
 
 
 EVENTS = "SELECT * FROM c WHERE c.type = 'domainEvent'"
+#: How long a test listens, after the messages it waited for came, for those that must not come
+#: (a resend the topic should have dropped, a duplicate): a check of a non-event, longer on a
+#: slower machine (TEST_DEADLINE_SCALE); it never waits for a message the test expects.
+NOTHING_MORE = scaled(3.0)
 
 
 def stored_events(
@@ -189,7 +194,7 @@ def test_every_committed_change_is_one_message_in_version_order(relay_target: Ta
     events = stored_events(relay_target, contacts)
     assert len(events) == 8 * 4 + 5
     received = receive(
-        relay_target, until=count_at_least(len(events)), timeout=60, sessions=contacts
+        relay_target, until=count_at_least(len(events)), timeout=SHORT, sessions=contacts
     )
     assert_exactly_once_in_order(received, events)
     traced = [r for r in received if r.properties.get("traceparent")]
@@ -242,9 +247,9 @@ def kill_relay_mid_batch(stack: Stack, total: int) -> list[Received]:
     assert stack.servicebus is not None
     runner = stack.start_runner()
     conn, topic = stack.servicebus.connection_string, stack.settings()["SERVICEBUS_TOPIC"]
-    before = drain(conn, topic=topic, until=lambda r: len(r) > 0, timeout=60)  # the first send
+    before = drain(conn, topic=topic, until=lambda r: len(r) > 0, timeout=SHORT)  # the first send
     runner.kill()
-    before += drain(conn, topic=topic, until=lambda r: False, timeout=3)
+    before += drain(conn, topic=topic, until=lambda r: False, timeout=NOTHING_MORE)  # its rest
     assert 0 < len(before) < total, "the kill did not land mid-invocation"
     return before
 
@@ -300,7 +305,7 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
         drain(
             stack.servicebus.connection_string,
             until=count_at_least(len(good) + 1, mine),
-            timeout=60,
+            timeout=SHORT,
             topic=topic(stack),
         ),
         mine,
@@ -324,7 +329,7 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
 def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
     relay_target: Target,
 ) -> None:
-    clients, seconds = 20, 8.0
+    clients, seconds = 20, 8.0  # how long the clients write: a load, not a verdict
     stop_at = time.monotonic() + seconds
     writes = Counter[str]()
     errors = Counter[int]()
@@ -372,11 +377,12 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(SHORT)
+        assert not t.is_alive(), f"a client still writing {SHORT:g} s after its {seconds:g} s"
     elapsed = time.monotonic() - started
     events = stored_events(relay_target, contacts)
     received = receive(
-        relay_target, until=count_at_least(len(events)), timeout=120, sessions=contacts
+        relay_target, until=count_at_least(len(events)), timeout=LONG, sessions=contacts
     )
     assert_exactly_once_in_order(received, events)
     record(
@@ -456,7 +462,7 @@ def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(late_stac
     rest = drain(
         stack.servicebus.connection_string,
         until=count_at_least(total - len(before)),
-        timeout=120,
+        timeout=LONG,
     )
     events = stored_events(stack)
     assert len(events) == total
@@ -497,9 +503,9 @@ def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(late: Late) -
     rest = drain(
         stack.servicebus.connection_string,
         until=count_at_least(total - len(before)),
-        timeout=120,
+        timeout=LONG,
     )
-    rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+    rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=NOTHING_MORE)
     events = [e for e in stored_events(stack) if e["id"] not in earlier]
     assert len(events) == total  # the store kept them
     assert_exactly_once_in_order(before + rest, events)
@@ -531,7 +537,7 @@ def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack)
     try:
         mine = write_history(client, contacts=3, updates=1, tag="before")
         conn = stack.servicebus.connection_string
-        before = of(drain(conn, until=count_at_least(6, mine), timeout=30), mine)
+        before = of(drain(conn, until=count_at_least(6, mine), timeout=SHORT), mine)
         assert len(before) == 6
 
         def describe() -> None:
@@ -545,7 +551,7 @@ def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack)
         stack.stop_servicebus()  # well within the 1.5 s its send waits for its acknowledgement
         # the relay fails and retries
         mine += write_history(client, contacts=5, updates=2, tag="during")
-        time.sleep(2)
+        time.sleep(2)  # the outage's length (writes go on meanwhile), not a verdict
         stack.start_servicebus()  # same port; the relay's retry reconnects
     finally:
         client.close()
@@ -554,7 +560,7 @@ def test_service_bus_down_while_writes_continue_loses_nothing(late_stack: Stack)
         drain(
             stack.servicebus.connection_string,
             until=count_at_least(len(events) - len(before), mine),
-            timeout=90,
+            timeout=LONG,
         ),
         mine,
     )
@@ -578,11 +584,12 @@ def received_as_sent(namespace: str, session: str, change: Callable[[], None]) -
     with (
         connect(namespace, retry_total=0) as client,
         client.get_subscription_receiver(
-            "contact-events", "all-events", session_id=session, max_wait_time=5, keep_alive=0
+            "contact-events", "all-events", session_id=session, max_wait_time=LOOPBACK, keep_alive=0
         ) as receiver,
     ):
         assert receiver.receive_messages(max_wait_time=0.2) == []  # open, the session empty
         change()
-        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=30)
-        receiver.complete_message(message)
-    return received_from(message)
+        messages = receiver.receive_messages(max_message_count=1, max_wait_time=SHORT)
+        assert len(messages) == 1, f"the change's message not received within {SHORT:g} s"
+        receiver.complete_message(messages[0])
+    return received_from(messages[0])

@@ -28,7 +28,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,11 +36,14 @@ from typing import Any
 import pytest
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
+from funcstack import deadlines
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import LONG, SHORT
 from funcstack.servicebus import ServiceBusEndpoint
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
+from tests.contacts.outbox.test_outbox_guarantees import NOTHING_MORE
 from tools.httpclient import Client
-from tools.receive import Received, drain
+from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
 
 pytestmark = [
@@ -95,7 +97,7 @@ def cli(stack: Stack, *args: str, code: int = 0) -> Any:
         ],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=LONG,  # a hang guard: an interpreter importing the SDKs, then a few calls
         cwd=ROOT,
         check=False,
     )
@@ -109,15 +111,11 @@ CLI_EVERY = 2.0
 
 
 def wait_for[T](
-    check: Callable[[], T | None], what: str, timeout: float = 90, *, every: float = 0.3
+    check: Callable[[], T | None], what: str, deadline: float = LONG, *, every: float = 0.3
 ) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
+    """`funcstack.deadlines.wait_for`: by default under LONG (an event's way through the relay
+    and the subscriber, ten deliveries before a dead letter), polling every 0.3 s."""
+    return deadlines.wait_for(check, what, deadline, every=every)
 
 
 def projection(stack: Stack, contact: str) -> dict[str, Any] | None:
@@ -167,7 +165,7 @@ def test_a_discarded_poison_event_releases_the_version_the_subscriber_held(stack
     done = wait_for(
         lambda: (p := projection(stack, contact)) is not None and p["version"] == 3 and p,
         "the subscriber to apply version 3",
-        timeout=30,
+        deadline=SHORT,
     )
     # who acted, as it was (issue 66): the command line, as the user and machine it ran as
     assert discarded["status"] == "discarded"
@@ -243,7 +241,7 @@ def test_a_dead_letter_resubmitted_inside_the_duplicate_window_is_applied_once(
     done = wait_for(
         lambda: (p := projection(stack, contact)) is not None and p["version"] == 2 and p,
         "the resubmitted event and the one held behind it to be applied",
-        timeout=30,
+        deadline=SHORT,
     )
     assert (resubmitted["done"], resubmitted["failed"], resubmitted["remaining"]) == (1, 0, 0)
     [moved] = resubmitted["handled"]
@@ -290,8 +288,9 @@ def test_a_redrive_inside_the_window_reports_what_the_subscription_received(stac
         lambda: (p := projection(stack, contact)) is not None and p["version"] == 3,
         "the subscriber to apply the three events",
     )
-    # all-events holds everything sent so far: emptied, then only the re-drive arrives there
-    drain(connection, until=lambda received: False, timeout=3, topic=topic)
+    # the contact's session of all-events emptied of its three events, so that only the
+    # re-drive arrives there after
+    drain(connection, until=count_at_least(3), timeout=SHORT, topic=topic, sessions=[contact])
 
     report = cli(
         stack,
@@ -310,9 +309,19 @@ def test_a_redrive_inside_the_window_reports_what_the_subscription_received(stac
     # a subscription whose subscriber the app does not know is named too, with what it receives
     assert (counts["all-events"]["known"], counts["all-events"]["receives"]) == (False, 3)
     received: list[Received] = drain(
-        connection, until=lambda got: len(got) >= report["accepted"], timeout=60, topic=topic
+        connection,
+        until=lambda got: len(got) >= report["accepted"],
+        timeout=SHORT,
+        topic=topic,
+        sessions=[contact],
     )
-    received += drain(connection, until=lambda got: False, timeout=2, topic=topic)  # no more
+    received += drain(  # no more
+        connection,
+        until=lambda got: False,
+        timeout=NOTHING_MORE,
+        topic=topic,
+        sessions=[contact],
+    )
     assert len(received) == report["accepted"]
     assert sorted(r.properties["cloudEvents_id"] for r in received) == sorted(
         e["id"]

@@ -12,6 +12,7 @@ import pytest
 
 from cosmos_outbox import telemetry as names
 from funcstack.cosmos import CosmosEndpoint
+from funcstack.deadlines import SHORT
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE, TRACES_FILE
 from funcstack.servicebus import ServiceBusEndpoint
@@ -44,7 +45,7 @@ def post_and_receive_one(target: Target) -> Received:
         client.close()
     assert response.status == 201
     contact = response.json()["id"]
-    [message] = receive(target, until=count_at_least(1), timeout=60, sessions=[contact])
+    [message] = receive(target, until=count_at_least(1), timeout=SHORT, sessions=[contact])
     return message
 
 

@@ -5,7 +5,6 @@ contact list, one batch per command."""
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,6 +17,7 @@ from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox_testing.contracts import EventLoop
+from funcstack.deadlines import wait_for
 from infra.cosmos.contacts import CosmosContactList, SyncCosmosContactList
 from tests.contacts.store.unit_of_work_contract import (
     ContactsStoreContract,
@@ -75,10 +75,11 @@ class CosmosWorld(ContactsWorld):
         self.container.replace_item(
             document_id, {k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1}
         )
-        deadline = time.monotonic() + 30
-        while any(d["id"] == document_id for d in self.documents(partition_key)):
-            assert time.monotonic() < deadline, f"{document_id} did not expire"
-            time.sleep(0.25)
+        wait_for(
+            lambda: not any(d["id"] == document_id for d in self.documents(partition_key)),
+            f"{document_id} deleted by the store's TTL",
+            every=0.25,
+        )
 
 
 class AsyncCosmosWorld(CosmosWorld):

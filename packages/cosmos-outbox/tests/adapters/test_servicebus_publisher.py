@@ -40,6 +40,7 @@ from azure_stack import (
 )
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
+from deadlines import LONG, LOOPBACK
 
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
@@ -231,7 +232,7 @@ def test_leases_relaying_at_once_through_the_one_sync_publisher_deliver_every_ev
     errors: list[BaseException] = []
 
     def lease(documents: list[dict[str, Any]]) -> None:
-        start.wait()
+        start.wait(LOOPBACK)  # every thread started
         try:
             for i in range(0, len(documents), 10):  # invocations of 10 events: many sends
                 relay_through(publisher, documents[i : i + 10], None)
@@ -243,7 +244,8 @@ def test_leases_relaying_at_once_through_the_one_sync_publisher_deliver_every_ev
         for thread in threads:
             thread.start()
         for thread in threads:
-            thread.join(60)
+            thread.join(LONG)  # 10 invocations of 10 sends each
+        assert not any(thread.is_alive() for thread in threads), f"sends not done in {LONG:g} s"
     finally:
         publisher.close()
     assert errors == []

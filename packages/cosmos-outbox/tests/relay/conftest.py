@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from deadlines import LOOPBACK
 
 
 @pytest.fixture
@@ -18,7 +19,7 @@ def relay_command() -> Iterator[list[subprocess.Popen[str]]]:
     for process in started:
         if process.poll() is None:
             process.kill()
-            process.wait(10)
+            process.wait(LOOPBACK)
 
 
 @pytest.fixture

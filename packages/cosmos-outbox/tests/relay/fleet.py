@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from azure_stack import DATABASE, received
+from deadlines import LONG, LOOPBACK, SHORT, wait_for
 
 from cosmos_outbox import Outbox
 
@@ -76,14 +77,19 @@ def owners(stack: LocalStack, leases: str) -> dict[str, str | None]:
     return {str(d["LeaseToken"]): owner_name(d.get("Owner")) for d in documents}
 
 
-def until(condition: Callable[[], object], within: float, what: str) -> float:
-    """Wait until `condition()`; the seconds it took (AssertionError naming `what` after
-    `within`)."""
+def until(condition: Callable[[], object], what: str, deadline: float = SHORT) -> float:
+    """Wait until `condition()` (`deadlines.wait_for`, failing with `what` past `deadline`); the
+    seconds it took, to report (never to assert: a takeover's bound is the lease settings', and
+    the lease protocol's own tests hold it)."""
     start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < within, f"{what} within {within} s"
-        time.sleep(0.05)
+    wait_for(condition, what, deadline)
     return time.monotonic() - start
+
+
+def takeover(expiry: float = EXPIRY) -> float:
+    """The deadline of a takeover: the lease settings' expiry and acquire interval, then SHORT
+    for the machine (generous: a slow machine only ends the wait later)."""
+    return expiry + ACQUIRE + SHORT
 
 
 class Writers:
@@ -111,14 +117,15 @@ class Writers:
                     tx.publish("Stepped", {"n": self.committed[key]})
                     tx.commit()
                 self.committed[key] += 1
-                time.sleep(0.2)
+                time.sleep(0.2)  # the writers' pace, not a verdict
 
     @property
     def total(self) -> int:
         return sum(self.committed.values())
 
     def at(self, seconds: float) -> None:
-        """Sleep until `seconds` after the writers started (the run's schedule of faults)."""
+        """Sleep until `seconds` after the writers started (the run's schedule of faults, not a
+        verdict)."""
         time.sleep(max(0.0, self.started + seconds - time.monotonic()))
 
     def __enter__(self) -> Writers:
@@ -130,7 +137,9 @@ class Writers:
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
         for thread in self.threads:
-            thread.join(30)
+            thread.join(SHORT)  # its transaction committed (the store client bounds each call)
+        alive = sum(thread.is_alive() for thread in self.threads)
+        assert exc[0] is not None or not alive, f"{alive} writer(s) writing {SHORT:g} s after"
 
 
 def _not_relaying() -> Any:
@@ -175,7 +184,7 @@ class LeaseWatch:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(10)
+            self._thread.join(LOOPBACK)
 
 
 def relay_command_line(expiry: float = EXPIRY) -> str:
@@ -230,10 +239,10 @@ class Tally:
         )
 
 
-def tally(stack: LocalStack, committed: Mapping[str, int], wait: float = 50) -> Tally:
+def tally(stack: LocalStack, committed: Mapping[str, int], wait: float = LONG) -> Tally:
     """Receive the writers' events from the test subscription (each aggregate a session: the
-    order the topic keeps), and count them. `wait` stays within a session's lock (1 min): what
-    is missing is counted as lost, not raised as a lost lock."""
+    order the topic keeps), and count them: what is missing by `wait`, a deadline, is counted
+    as lost."""
     total = sum(committed.values())
     # fewer than committed by the deadline: counted as lost below
     messages = received(stack, set(committed), total, wait=wait, exact=False)

@@ -9,17 +9,18 @@ subscription received: 0 lost, 0 received twice, 0 out of order per aggregate.
 * Scale-out chaos with processes: 3 `cosmos-outbox relay` processes (funcstack's
   `host_process`, what `funcstack run --process` starts), a live split (4 leases become 5), the
   process holding most leases SIGKILLed, another SIGSTOPped past its leases' expiry and resumed,
-  one added; each takeover measured (from the fault until every lease is owned by a running
-  instance) and held to expiry + acquire + `MARGIN`.
+  one added; each takeover waited for (from the fault until every lease is owned by a running
+  instance) under expiry + acquire + SHORT, and its seconds printed (the lease protocol's own
+  tests hold that no lease is taken before it expires).
 * The same with a mixed fleet: 2 Functions trigger instances (funcstack's host, relay_app) and
   2 processes on the same leases: a trigger instance SIGKILLed, a process paused, a trigger
   instance added.
 * The hand-over, under load: the relay on the Functions trigger (2 instances), processes
   started and the trigger stopped, then the trigger started and the processes SIGTERMed; each
-  hand-over's leases taken within an acquire interval + `MARGIN` of the stop (a stop releases
-  them: no expiry waited for), and every event re-sent (its sends counted by the topic's
-  duplicate detection) is within the batches in flight: at most `BATCH` per lease that changed
-  owner in the window.
+  hand-over's leases taken before the stopped side's could have expired (the run's lease expiry
+  is `HANDOVER_EXPIRY`, a minute: only a stop that released them is taken over sooner), and
+  every event re-sent (its sends counted by the topic's duplicate detection) is within the
+  batches in flight: at most `BATCH` per lease that changed owner in the window.
 
 The figures are printed (`-s`): `make chaos` shows them.
 """
@@ -40,6 +41,7 @@ pytest.importorskip(
 )
 
 from azure_stack import DATABASE
+from deadlines import SHORT
 
 from funcstack import LocalStack
 from funcstack.scaleout import AppInstances, Instance
@@ -47,6 +49,7 @@ from relay.fleet import (
     ACQUIRE,
     EXPIRY,
     RELAY_APP,
+    RENEW,
     LeaseWatch,
     TopicLog,
     Writers,
@@ -55,15 +58,13 @@ from relay.fleet import (
     owners,
     parts,
     relay_processes,
+    takeover,
     tally,
     until,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
-#: What a takeover may take beyond expiry + one acquire interval on this machine (2 cores
-#: shared): the balancing pass's reads and writes, this test's poll of the lease documents.
-MARGIN = 3.0
 #: Seconds the writers write in a chaos run (the faults land between 8 s and 44 s).
 WRITING = 62.0
 WRITERS = 6
@@ -119,7 +120,7 @@ class Fleet:
         leases_held = self.held()[victim.name]
         struck = time.monotonic()
         inflict()
-        took = until(self.all_held_by_running, EXPIRY + ACQUIRE + 60, f"takeover after {fault}")
+        until(self.all_held_by_running, f"takeover after {fault}", takeover())
         took = time.monotonic() - struck
         self.takeovers.append((fault, victim.name, leases_held, round(took, 2)))
         return took
@@ -135,11 +136,9 @@ def chaos_run(
     add_to: AppInstances,
 ) -> dict[str, Any]:
     """Writers for `WRITING` s; meanwhile a live split, a SIGKILL, a pause past expiry, an
-    instance added. What it measured; asserts nothing lost, twice or out of order, and each
-    takeover within its bound."""
+    instance added. What it measured (printed); asserts nothing lost, twice or out of order."""
     until(
         lambda: len(owners(stack, fleet.leases)) == 4 and fleet.all_held_by_running(),
-        60,
         "the 4 leases shared by the fleet",
     )
     marks: list[tuple[str, float]] = []
@@ -153,8 +152,8 @@ def chaos_run(
         children = stack.split(DATABASE, container)  # live, as Azure splits on its own
         until(
             lambda: len(owners(stack, fleet.leases)) == 5 and fleet.all_held_by_running(),
-            EXPIRY + ACQUIRE + 30,
             "the split's 5 leases held",
+            takeover(),
         )
         writers.at(18)
         mark("SIGKILL")
@@ -164,13 +163,14 @@ def chaos_run(
         mark("SIGSTOP")
         paused = fleet.holding(pause_from)
         took = fleet.take_over("SIGSTOP", paused, lambda: pause_from.pause(paused))
-        time.sleep(max(0.0, EXPIRY + ACQUIRE - took))  # kept paused past its leases' expiry
+        # kept paused past its leases' expiry (a state the run needs, not a verdict)
+        time.sleep(max(0.0, EXPIRY + ACQUIRE - took))
         pause_from.resume(paused)
         mark("SIGCONT")
         until(
             lambda: fleet.held()[paused.name] > 0,
-            EXPIRY + ACQUIRE + 30,
             f"{paused.name} taking its share again",
+            takeover(),
         )
         writers.at(44)
         mark("add")
@@ -178,8 +178,8 @@ def chaos_run(
         added = add_to.add_instance(None)  # ready: started, and (a process) listening
         until(
             lambda: fleet.held()[added.name] > 0,
-            EXPIRY + ACQUIRE + 30,
             f"{added.name} taking its share",
+            takeover(),
         )
         took_added = time.monotonic() - adding
         writers.at(WRITING)
@@ -198,8 +198,6 @@ def chaos_run(
     print(f"\n{figures}")
     assert (counted.lost, counted.twice, counted.out_of_order) == (0, 0, 0), counted.line()
     assert len(owners(stack, fleet.leases)) == 5
-    for fault, victim, _, seconds in fleet.takeovers:
-        assert seconds <= EXPIRY + ACQUIRE + MARGIN, (fault, victim, seconds)
     return figures
 
 
@@ -241,9 +239,10 @@ def test_a_mixed_fleet_of_trigger_instances_and_processes_under_the_same_chaos(
         chaos_run(stack, container, fleet, kill_from=trigger, pause_from=processes, add_to=trigger)
 
 
-#: The hand-over run's lease expiry: longer than a hand-over may take (`MARGIN` past an acquire
-#: interval), so a stop that did not release its leases (they wait for this expiry) fails it.
-HANDOVER_EXPIRY = 8.0
+#: The hand-over run's lease expiry: a minute, as Azure's (scaled: TEST_DEADLINE_SCALE), so that a
+#: stop that did not release its leases (they wait for this expiry) is not taken over before the
+#: hand-over's deadline, and one that did is, at the next acquire round, on any machine.
+HANDOVER_EXPIRY = SHORT
 
 
 def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batches_in_flight(
@@ -286,7 +285,6 @@ def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batch
             and held_by(first)()
             and None not in owners(stack, leases).values()
         ),
-        60,
         "the trigger's 2 instances holding the 4 leases",
     )
     #: (what, when it began, the topic's log mark then)
@@ -295,14 +293,20 @@ def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batch
 
     def hand_over(what: str, start: Callable[[], AppInstances], stop: str) -> AppInstances:
         """The new side started (it shares the leases), then the part `stop` stopped (SIGTERM:
-        its leases released) until the new side holds every lease; timed from the stop."""
+        its leases released) until the new side holds every lease: before the stopped side's
+        leases could have expired (renewed at most a renew interval before the stop), so
+        released, not expired; timed from the stop (printed)."""
         windows.append((what, time.monotonic(), topic.mark()))
         to = start()
-        until(shared_with(to), HANDOVER_EXPIRY + 30, f"{what}: the leases shared")
+        until(shared_with(to), f"{what}: the leases shared")
         stopping = time.monotonic()
         stack.stop_part(stop)
         stopped = time.monotonic()
-        until(held_by(to), HANDOVER_EXPIRY + 30, f"{what}: every lease taken")
+        until(
+            held_by(to),
+            f"{what}: every lease taken before the stopped side's could expire (released)",
+            max(0.0, HANDOVER_EXPIRY - RENEW - (time.monotonic() - stopping)),
+        )
         handovers[what] = {
             "stop_s": round(stopped - stopping, 2),
             "taken_s": round(time.monotonic() - stopping, 2),
@@ -351,6 +355,3 @@ def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batch
         assert resent <= BATCH * transfers, (what, resent, transfers)
     for name, log in logs.items():
         assert "its leases released" in log and "not released" not in log, (name, log[-2000:])
-    for what, took in handovers.items():
-        # a stop released the leases: taken at the next acquire round, no expiry waited for
-        assert took["taken_s"] <= took["stop_s"] + ACQUIRE + MARGIN, (what, took)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime as dt
 import json
 import logging
 import os
@@ -17,7 +18,6 @@ import re
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -34,6 +34,7 @@ pytest.importorskip(
 import deadlines
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure_stack import DATABASE, CosmosWorld, received, verified
+from deadlines import LOOPBACK, SHORT, wait_for
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from tickets import Ticket
@@ -71,7 +72,7 @@ def open_tickets(stack: LocalStack, container: str, n: int) -> set[str]:
 
 def get(url: str) -> tuple[int, dict[str, Any]]:
     try:
-        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - a test's URL
+        with urllib.request.urlopen(url, timeout=LOOPBACK) as response:  # noqa: S310 - a test's URL
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read())
@@ -115,11 +116,11 @@ def test_it_relays_what_was_committed_and_says_what_it_holds(
         serving = asyncio.create_task(
             serve(relay, port=0, stopping=stopping, on_listening=listening)
         )
-        while not probes_at:  # noqa: ASYNC110 - polls what the callback appended
-            await asyncio.sleep(0.01)
-        url = probes_at[0]
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(SHORT):
+            while not probes_at:  # noqa: ASYNC110 - polls what the callback appended
+                await asyncio.sleep(0.01)
             await relay.wait_until_listening()
+        url = probes_at[0]
         status, ready = await asyncio.to_thread(get, f"{url}/ready")
         assert (status, ready["status"], ready["instance"]) == (200, "ready", "relay-proc-1")
         messages = await asyncio.to_thread(received, funcstack_services, sessions, 6)
@@ -219,15 +220,26 @@ def test_a_relay_that_cannot_send_is_ready_but_stalled_naming_the_lease_and_the_
         serving = asyncio.create_task(
             serve(relay, port=0, stopping=stopping, on_listening=listening)
         )
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(SHORT):
             await relay.wait_until_listening()
             while not relay.state().leases or relay.state().leases[0].failing_since is None:  # noqa: ASYNC110 - polls a snapshot
                 await asyncio.sleep(0.1)
+        failing_since = relay.state().leases[0].failing_since
+        assert failing_since is not None
         status, _ready = await asyncio.to_thread(get, f"{probes_at[0]}/ready")
         assert status == 200  # configured and listening: readiness is not health
-        await asyncio.sleep(1.5)
-        status, health = await asyncio.to_thread(get, f"{probes_at[0]}/health")
-        assert status == 503 and health["status"] == "stalled"
+        # stalled once its lease has failed for longer than stall_after (1 s): asked until it
+        # says so (a deadline, not a sleep), never before the bound
+        async with asyncio.timeout(SHORT):
+            while True:
+                status, health = await asyncio.to_thread(get, f"{probes_at[0]}/health")
+                answered = dt.datetime.now(dt.UTC)
+                if status == 503:
+                    break
+                assert health["status"] == "healthy", health
+                await asyncio.sleep(0.1)
+        assert (answered - failing_since).total_seconds() > 1.0, (failing_since, answered)
+        assert health["status"] == "stalled"
         [stall] = health["stalled"]
         assert stall["lease"] == "0" and "the broker refuses" in stall["reason"]
         assert health["leases"][0]["lastError"].startswith("builtins.ConnectionError") or (
@@ -285,14 +297,13 @@ def start_command(
     started.append(process)
     if not wait:
         return process, ""
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+
+    def probes() -> str | None:
         found = re.search(r"probes on (http://\S+) ", log.read_text("utf-8", "replace"))
-        if found:
-            return process, found.group(1)
-        assert process.poll() is None, log.read_text("utf-8", "replace")
-        time.sleep(0.1)
-    raise AssertionError(f"no probes' line: {log.read_text('utf-8', 'replace')}")
+        assert found or process.poll() is None, log.read_text("utf-8", "replace")
+        return found.group(1) if found else None
+
+    return process, wait_for(probes, "the relay's probes' line", every=0.1)
 
 
 def test_sigterm_ends_the_command_with_its_leases_released(
@@ -306,14 +317,11 @@ def test_sigterm_ends_the_command_with_its_leases_released(
     sessions = open_tickets(funcstack_services, fresh, 3)
     log = tmp_path / "relay.log"
     process, url = start_command(settings_file, log, relay_command, "--instance-name", "cli-1")
-    deadline = time.monotonic() + 60
-    while get(f"{url}/ready")[0] != 200:
-        assert time.monotonic() < deadline, log.read_text("utf-8", "replace")
-        time.sleep(0.1)
+    wait_for(lambda: get(f"{url}/ready")[0] == 200, "/ready answering 200", every=0.1)
     assert len(received(funcstack_services, sessions, 3)) == 3
     assert [d["Owner"] for d in lease_documents(funcstack_services, leases)] == ["cli-1"]
     process.send_signal(signal.SIGTERM)
-    assert process.wait(30) == 0, log.read_text("utf-8", "replace")
+    assert process.wait(SHORT) == 0, log.read_text("utf-8", "replace")
     [lease] = lease_documents(funcstack_services, leases)
     assert lease["Owner"] is None, log.read_text("utf-8", "replace")
     assert "SIGTERM received" in log.read_text("utf-8", "replace")
@@ -349,7 +357,7 @@ def test_a_missing_setting_is_named_and_the_command_exits_2(tmp_path: Path) -> N
         },
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,  # a hang guard: it refuses its settings before any call
         check=False,
     )
     assert out.returncode == 2, out.stderr
@@ -375,7 +383,7 @@ def test_a_stop_whose_release_fails_names_the_leases_it_did_not_release(
             lease_expiration_interval=120,
         )
         await relay.start()
-        async with asyncio.timeout(60):
+        async with asyncio.timeout(SHORT):
             await relay.wait_until_listening()
         assert relay.state().held == ("0",)
         cosmos.inject_fault(503, count=1000, methods=["PUT"])

@@ -16,7 +16,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +29,8 @@ pytest.importorskip(
 )
 
 from azure.cosmos import CosmosClient
+from deadlines import LONG, SHORT
+from deadlines import wait_for as wait_for_deadline
 
 from funcstack.cosmos import local_tls
 
@@ -42,11 +43,9 @@ RELAY = (
 )
 
 
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
+def wait_for(condition: Callable[[], bool], what: str, deadline: float = SHORT) -> None:
+    """`deadlines.wait_for`, polling every 0.2 s (each poll reads the leases)."""
+    wait_for_deadline(condition, what, deadline, every=0.2)
 
 
 def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_the_stop(
@@ -103,7 +102,7 @@ def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_t
     reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
     reader.start()
     try:
-        wait_for(lambda: bool(lines) or process.poll() is not None, "the ready line", 180)
+        wait_for(lambda: bool(lines) or process.poll() is not None, "the ready line", LONG)
         ready: dict[str, Any] = json.loads(lines[0])
         assert ready["ready"] is True, ready
         assert [i["name"] for i in ready["instances"]["relay"]] == ["relay-1", "relay-2"]
@@ -123,11 +122,11 @@ def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_t
         wait_for(lambda: owners() == Counter({"relay-1": 1, "relay-2": 1}), "a lease each")
 
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C
-        assert process.wait(60) == 0
+        assert process.wait(SHORT) == 0
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
-            process.wait(30)
+            process.wait(SHORT)
     for name in ("relay-1", "relay-2"):
         log = (tmp_path / ".funcstack" / f"{name}.log").read_text("utf-8", "replace")
         tail = log[log.rindex("SIGTERM received") :]  # the last run's stop

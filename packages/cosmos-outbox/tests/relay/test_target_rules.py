@@ -36,6 +36,7 @@ from azure.servicebus.management import (
     TrueRuleFilter,
 )
 from azure_stack import clause
+from deadlines import SHORT
 
 from cosmos_outbox.cli import main as command_line
 from cosmos_outbox.relay import RelayProcessor
@@ -89,7 +90,7 @@ def test_the_relay_names_at_start_each_subscription_lacking_the_rule(
 
     async def run() -> None:
         async with RelayProcessor(settings, instance_name="rules-1", **FAST) as relay:
-            async with asyncio.timeout(30):
+            async with asyncio.timeout(SHORT):
                 while relay.target_rules is None:  # noqa: ASYNC110 - set by the start's check
                     await asyncio.sleep(0.05)
             check = relay.target_rules

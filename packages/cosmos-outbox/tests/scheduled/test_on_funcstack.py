@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, CosmosWorld, cosmos_world
+from deadlines import scaled
 
 from cosmos_outbox._mapper import release_of
 from cosmos_outbox._relay.scheduled import waiting
@@ -120,8 +121,9 @@ class ServiceBusScheduleWorld(RelayingWorld):
     #: The contract cancels a third of this after the publish, before the due time. At 1 s a
     #: loaded `make test` once took longer than that to reach the cancel (the relay's receive
     #: waits and the sync bridge's thread), and the release was due before the cancel came; at
-    #: 2 s the 3.11 job did once too, at load 14 (the relay's start and kill between).
-    delay = timedelta(seconds=3)
+    #: 2 s the 3.11 job did once too, at load 14 (the relay's start and kill between). Scaled
+    #: with the deadlines (TEST_DEADLINE_SCALE) for a slower machine.
+    delay = timedelta(seconds=scaled(3.0))
 
     def __init__(self, store: CosmosWorld, bus: Bus) -> None:
         super().__init__()

@@ -12,6 +12,7 @@ from pathlib import Path
 import azure.functions as func
 import pytest
 from conftest import TicketWorld
+from deadlines import SHORT
 
 from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox_testing import FunctionClient
@@ -92,11 +93,11 @@ def test_a_plain_script_on_an_asgi_app_ends(tmp_path: Path, script: str) -> None
             cwd=tmp_path,
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=SHORT,
             check=False,
         )
     except subprocess.TimeoutExpired:
-        pytest.fail("the script did not end within 60 s: it hangs at interpreter exit")
+        pytest.fail(f"the script did not end within {SHORT:g} s: it hangs at interpreter exit")
     assert (done.returncode, done.stdout.strip()) == (0, "hello"), done.stderr
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,7 +31,8 @@ from azure.core.exceptions import ResourceNotFoundError
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 from azure.storage.queue import QueueClient, QueueServiceClient
-from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, received, verified
+from azure_stack import DATABASE, NOTHING_MORE, SUBSCRIPTION, TOPIC, received, verified
+from deadlines import wait_for
 
 from funcstack import LocalStack
 
@@ -141,18 +141,14 @@ def test_a_command_that_is_not_valid_ends_in_the_poison_queue_having_written_not
     command = {"customerId": customer, "bookingId": "b-1", "seats": 0}
     hosted.send(command)
 
-    poisoned = None
-    deadline = time.monotonic() + 60  # a wait, not a timed assertion
-    while poisoned is None and time.monotonic() < deadline:
+    def poisoned_one() -> Any:
         try:
             peeked = hosted.queue(POISON).peek_messages(max_messages=32)
         except ResourceNotFoundError:  # the host creates it when it first moves one there
             peeked = []
-        poisoned = next(
-            (m for m in peeked if customer in base64.b64decode(m.content).decode()), None
-        )
-        time.sleep(0.2)
-    assert poisoned is not None, f"the command did not reach {POISON}"
+        return next((m for m in peeked if customer in base64.b64decode(m.content).decode()), None)
+
+    poisoned = wait_for(poisoned_one, f"the command in {POISON}", every=0.2)
     assert json.loads(base64.b64decode(poisoned.content)) == command  # the text as sent
 
     assert not any(
@@ -160,4 +156,4 @@ def test_a_command_that_is_not_valid_ends_in_the_poison_queue_having_written_not
         for m in hosted.queue(QUEUE).peek_messages(max_messages=32)
     )
     assert hosted.documents(customer) == []
-    assert received(hosted.stack, {customer}, 0, wait=5) == []  # nothing on the topic
+    assert received(hosted.stack, {customer}, 0, wait=NOTHING_MORE) == []  # nothing on the topic

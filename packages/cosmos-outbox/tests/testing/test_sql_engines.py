@@ -15,12 +15,14 @@ import itertools
 import json
 import os
 import re
+import select
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from deadlines import LONG, LOOPBACK, SHORT
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -60,15 +62,18 @@ class FuncstackSql:
         task = {"documents": documents, "queries": queries, "indexingPolicy": INDEXING_POLICY}
         self.process.stdin.write(json.dumps(task) + "\n")
         self.process.stdin.flush()
+        # one line a task (the pipe's buffer empty before it): read once it is there
+        ready, _, _ = select.select([self.process.stdout], [], [], LONG)
+        assert ready, f"funcstack_sql.js did not answer within {LONG:g} s"
         line = self.process.stdout.readline()
-        assert line, f"funcstack_sql.js ended (exit {self.process.wait()})"
+        assert line, f"funcstack_sql.js ended (exit {self.process.wait(LOOPBACK)})"
         answers: list[dict[str, Any]] = json.loads(line)["answers"]
         return answers
 
     def close(self) -> None:
         assert self.process.stdin is not None
         self.process.stdin.close()
-        self.process.wait(timeout=30)
+        self.process.wait(timeout=SHORT)
 
 
 @pytest.fixture(scope="module")
