@@ -10,6 +10,7 @@ exiting 2 on what it refuses (0 or 1: up to date or not). A `<placeholder>` valu
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
@@ -65,9 +66,12 @@ def refusal(command: MakeCommand, root: Path = ROOT) -> str | None:
         arguments = command.arguments()
     except ValueError as exc:  # unbalanced quotes
         return f"not a command line ({exc})"
+    # a make of its own, not a sub-make of the one that may run us (make -jN's jobserver warning)
+    outside = {k: v for k, v in os.environ.items() if k not in {"MAKEFLAGS", "MFLAGS", "MAKELEVEL"}}
     done = subprocess.run(
         ["make", "--question", "--no-print-directory", *arguments],
         cwd=root,
+        env=outside,
         capture_output=True,
         text=True,
         check=False,
