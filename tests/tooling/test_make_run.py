@@ -250,10 +250,10 @@ def left_nothing_on(run: Run, servicebus: ServiceBusEndpoint) -> None:
 # Both moments on a Cosmos DB endpoint of the run's own: on the test process's (round 19) one
 # fresh-clone run printed the Cosmos DB SDK's background health check's failure (a logged
 # traceback) at the Ctrl-C as the subscriber host listened; not reproduced in 6 runs beside 3
-# busy loops, kept as it was until it is understood (docs/testing.md, Round 19). As the
-# subscriber host listens, the run's Service Bus endpoint is the test process's (round 20): the
-# run made its topic there, and the Ctrl-C deletes it and leaves the endpoint serving. As the
-# Cosmos DB endpoint is ready, nothing has connected to Service Bus yet, so none starts.
+# busy loops, kept as it was until it is understood (git log -S'Round 19' -- docs/testing.md).
+# As the subscriber host listens, the run's Service Bus endpoint is the test process's (round
+# 20): the run made its topic there, and the Ctrl-C deletes it and leaves the endpoint serving.
+# As the Cosmos DB endpoint is ready, nothing has connected to Service Bus yet, so none starts.
 @pytest.mark.parametrize("moment", ["cosmos endpoint ready", "subscriber host listening"])
 def test_ctrl_c_while_starting_stops_what_started_without_a_traceback(
     run: Run, moment: str, request: pytest.FixtureRequest

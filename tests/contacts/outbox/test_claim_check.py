@@ -138,7 +138,7 @@ def stack(
         with_subscriber=True,
         # the app's own feed poll delay (1 s): these tests do not time the relay (RELAY, 100 ms,
         # is the killed relay's stack's); idle, a stack polling every 100 ms took 4.8 % of a
-        # core, every 1 s 1.3 % (docs/testing.md)
+        # core, every 1 s 1.3 % (measured once; history in git)
         settings_overrides={OTEL_ENV_VAR: str(workdir / "otel"), **GENEROUS_BOUND},
     ) as stack:
         yield stack

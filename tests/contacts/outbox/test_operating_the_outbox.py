@@ -129,7 +129,7 @@ def stack(
         shared_cosmos=shared_cosmos,
         # The app's own feed poll delay (1 s): no test here times the relay or kills it
         # mid-send; idle, a stack polling every 100 ms took 4.8 % of a core, every 1 s 1.3 %
-        # (docs/testing.md). No test here tests the operators' routes' bound.
+        # (measured once; history in git). No test here tests the operators' routes' bound.
         settings_overrides=GENEROUS_BOUND,
     ) as stack:
         yield stack

@@ -80,7 +80,7 @@ def shared_stack(
         ports=Ports.free(),
         # The app's own feed poll delay (1 s): these tests do not time the relay (those that kill
         # it mid-send have stacks of their own, RELAY_SETTINGS); idle, a stack polling every 100 ms
-        # took 4.8 % of a core, every 1 s 1.3 % (docs/testing.md).
+        # took 4.8 % of a core, every 1 s 1.3 % (measured once; history in git).
     ) as stack:
         yield stack
 

@@ -63,7 +63,7 @@ def stack(
         shared_servicebus=shared_servicebus,
         workdir=folder / "stack",
         ports=Ports.free(),
-        # the app's own feed poll delay (1 s): no test here times the relay (docs/testing.md)
+        # the app's own feed poll delay (1 s): no test here times the relay
         settings_overrides={OTEL_ENV_VAR: str(folder / "otel")},
     ) as stack:
         yield stack
