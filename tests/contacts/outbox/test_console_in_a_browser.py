@@ -713,13 +713,20 @@ def given_up(stack: Stack, event: str, session: str) -> None:
         body = json.dumps({"aggregateId": session, "reason": "the frozen walk is done"}).encode()
         headers = {"content-type": "application/json"}
 
-        def discarded() -> bool:
-            reply = api.request(
-                "POST", "/outbox/deadletters/all-events/discard", raw=body, headers=headers
-            )
-            return bool(reply.status == 200 and reply.json()["remaining"] == 0)
+        started = api.request(
+            "POST", "/outbox/deadletters/all-events/discard/operation", raw=body, headers=headers
+        )
+        assert started.status == 202, started.body
+        operation = started.json()["id"]
 
-        deadlines.wait_for(discarded, "the frozen walk's dead letters discarded", deadlines.SHORT)
+        def finished() -> dict[str, Any] | None:
+            shown: dict[str, Any] = api.request("GET", f"/outbox/operations/{operation}").json()
+            return shown if shown["state"] in ("done", "cancelled", "paused") else None
+
+        done = deadlines.wait_for(
+            finished, "the frozen walk's dead letters discarded", LONG, every=0.5
+        )
+        assert (done["state"], done["failed"]) == ("done", 0), done
     finally:
         api.close()
 
