@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
+from deadlines import LOOPBACK, SHORT
 
 from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext, lease_prefix
 from cosmos_changefeed._feed import CosmosFeedSource
@@ -90,7 +91,7 @@ def test_epk_leases_left_by_a_merge_are_read_in_their_range_and_split_into_epk_c
         return ids
 
     def wait(ids: set[str]) -> None:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + SHORT
         while not {doc["id"] for _, doc in delivered} >= ids:
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -104,7 +105,7 @@ def test_epk_leases_left_by_a_merge_are_read_in_their_range_and_split_into_epk_c
         poll_delay=0.1,
         lease_acquire_interval=0.3,
     ) as processor:
-        processor.wait_until_listening(10)
+        processor.wait_until_listening(LOOPBACK)
         first_batch = written(40)
         wait(first_batch)
         ranges = {
@@ -130,7 +131,7 @@ def test_epk_leases_left_by_a_merge_are_read_in_their_range_and_split_into_epk_c
         tiles = [EpkRange(spanning.min, split_at), EpkRange(split_at, spanning.max)]
         second_batch = written(40, start=40)
         wait(second_batch)
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + SHORT
         while set(processor.owned_leases) != {kept.token, second.id, *(t.token for t in tiles)}:
             assert time.monotonic() < deadline, processor.owned_leases
             time.sleep(0.05)

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
+from deadlines import LOOPBACK, SHORT
 
 from cosmos_changefeed import (
     ChangeFeedEstimator,
@@ -210,11 +211,11 @@ def run_processor_until_all_checkpointed(monitored: ContainerProxy, leases: Cont
         poll_delay=0.1,
         lease_acquire_interval=0.3,
     ) as processor:
-        processor.wait_until_listening(10)
+        processor.wait_until_listening(LOOPBACK)
         ids = {f"d{i}" for i in range(40)}
         for doc_id in sorted(ids):
             monitored.create_item({"id": doc_id, "pk": doc_id})
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + SHORT
         while not seen >= ids:
             assert time.monotonic() < deadline
             time.sleep(0.05)

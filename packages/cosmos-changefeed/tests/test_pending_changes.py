@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
+from deadlines import LOOPBACK, SHORT
 
 from cosmos_changefeed import (
     ChangeFeedEstimator,
@@ -55,8 +56,8 @@ def process_all(monitored: ContainerProxy, leases: ContainerProxy, ids: set[str]
         poll_delay=0.1,
         lease_acquire_interval=0.3,
     ) as processor:
-        processor.wait_until_listening(10)
-        deadline = time.monotonic() + 15
+        processor.wait_until_listening(LOOPBACK)
+        deadline = time.monotonic() + SHORT
         while not seen >= ids:
             assert time.monotonic() < deadline, ids - seen
             time.sleep(0.05)

@@ -17,6 +17,7 @@ import pytest_asyncio
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
+from deadlines import LOOPBACK, SHORT
 from inprocess import in_order_per_partition_key
 
 from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext, lease_prefix
@@ -213,9 +214,9 @@ def test_the_sync_processor_checkpoints_after_the_handler_and_releases_at_a_stop
         handler=delivered.sync_handler,
         **FAST,
     ) as processor:
-        processor.wait_until_listening(10)
+        processor.wait_until_listening(LOOPBACK)
         ids = write(monitored, keys=6, per_key=4)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + SHORT
         while not delivered.ids >= set(ids):
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -257,8 +258,8 @@ def test_an_instance_whose_routing_map_predates_a_split_takes_a_child_lease_as_i
         start_from="beginning",
         **FAST,
     ) as processor:
-        processor.wait_until_listening(10)
-        deadline = time.monotonic() + 10
+        processor.wait_until_listening(LOOPBACK)
+        deadline = time.monotonic() + SHORT
         while len(delivered.ids) < 8:
             assert time.monotonic() < deadline
             time.sleep(0.05)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
+from deadlines import SHORT
 
 from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext
 
@@ -87,7 +88,7 @@ def test_a_killed_instances_leases_are_taken_after_expiry_and_nothing_is_lost(
         first = {f"a{i}" for i in range(30)}
         for doc_id in sorted(first):
             monitored.create_item({"id": doc_id, "pk": doc_id})
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + SHORT
         while not set(delivered_by(out)) >= first:
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -114,7 +115,7 @@ def test_a_killed_instances_leases_are_taken_after_expiry_and_nothing_is_lost(
         lease_renew_interval=0.5,
         lease_expiration_interval=EXPIRATION,
     ) as heir:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + SHORT
         while len(heir.owned_leases) < 3:
             assert time.monotonic() < deadline
             time.sleep(0.02)
@@ -199,7 +200,7 @@ def given_again(
         lease_renew_interval=0.5,
         lease_expiration_interval=EXPIRATION,
     ):
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + SHORT
         while len(set(delivered) | set(delivered_by(out))) < len(docs):
             assert time.monotonic() < deadline
             time.sleep(0.05)
@@ -215,7 +216,7 @@ def test_a_kill_in_a_handler_gives_the_next_owner_that_batch_again_and_no_other(
     out = tmp_path / "doomed.txt"
     monitored, leases, docs, doomed = one_key_backlog(cosmos, make_container, out, MAX_ITEMS="5")
     try:
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + SHORT
         while len(batches_of(out)) < 3:
             assert time.monotonic() < deadline
             time.sleep(0.01)
@@ -245,7 +246,7 @@ def test_a_kill_between_checkpoints_gives_the_next_owner_the_batches_since_the_l
         cosmos, make_container, out, MAX_ITEMS="2", CHECKPOINT_BATCHES="5"
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + SHORT
         while len(batches_of(out)) < 8:  # the 8th is in its handler: 3 past the checkpoint
             assert time.monotonic() < deadline
             time.sleep(0.01)

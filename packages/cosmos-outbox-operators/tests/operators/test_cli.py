@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from deadlines import SHORT
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox_operators.cli import main
@@ -218,7 +219,7 @@ def test_settings_that_are_not_there_are_one_line_and_exit_1() -> None:
         [sys.executable, "-m", "cosmos_outbox", "status"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=SHORT,
         env=env,
         check=False,
     )

@@ -24,6 +24,7 @@ import pytest
 pytest.importorskip("funcstack")
 
 from azure.servicebus import ServiceBusClient
+from deadlines import SHORT, scaled
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.services import services_from_settings
@@ -61,7 +62,7 @@ def relay(settings_file: Path, tmp_path: Path) -> Iterator[str]:
     command += ["--lease-acquire-interval", "0.5", "--lease-renew-interval", "0.5"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + SHORT
         while not (found := re.search(r"probes on (http://\S+) ", log.read_text("utf-8"))):
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
@@ -79,7 +80,7 @@ def cli(settings_file: Path, *args: str) -> tuple[Any, str]:
         [sys.executable, "-m", "cosmos_outbox", "--settings", str(settings_file), *args, "--json"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         env=env,
         check=False,
     )
@@ -99,7 +100,7 @@ def test_status_journey_groups_and_redrive_run_on_the_stores_with_the_apps_setti
         [first, _] = tx.commit().events
 
     # the relay process relays them; the status read on the stores says so, naming its lease
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SHORT
     while True:
         status, _ = cli(settings_file, "status")
         owners = {lease.get("owner") for lease in status["leases"]}

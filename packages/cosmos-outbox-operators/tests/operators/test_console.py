@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import TicketWorld, body, problem
+from deadlines import scaled
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.aio import Outbox as AsyncOutbox
@@ -579,7 +580,7 @@ def test_nothing_of_the_console_is_imported_when_the_app_is_indexed(tmp_path: Pa
         [sys.executable, "-c", script, principal()],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         check=True,
         cwd=tmp_path,
     )

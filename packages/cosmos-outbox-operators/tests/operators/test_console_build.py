@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from deadlines import LONG
 
 PACKAGE = Path(__file__).resolve().parents[2]
 VENDOR = "cosmos_outbox_operators/_console/static/vendor"
@@ -31,7 +32,7 @@ def build(
         env=environment,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=LONG,
         check=False,
     )
 

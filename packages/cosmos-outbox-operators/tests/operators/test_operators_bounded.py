@@ -33,6 +33,7 @@ pytest.importorskip(
 )
 
 from conftest import DATABASE
+from deadlines import SHORT, scaled
 
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.cosmos import CosmosDocumentStore
@@ -72,7 +73,7 @@ class Reply:
 
 def call(app: HostedApp, method: str, path: str, payload: Any = None) -> Reply:
     url = urlsplit(f"{app.url}/{path}")
-    connection = http.client.HTTPConnection(url.netloc, timeout=BOUND_SECONDS + 20)
+    connection = http.client.HTTPConnection(url.netloc, timeout=scaled(BOUND_SECONDS + 20))
     try:
         body = None if payload is None else json.dumps(payload).encode()
         target = f"{url.path}?{url.query}" if url.query else url.path
@@ -93,7 +94,7 @@ def unavailable(reply: Reply, took: float) -> None:
     # the bound, and what the host and the test add: requests sent at once to one worker on a
     # loaded machine (make test at a load average of 14: 7.3 s); a hang would be the client's
     # whole timeout, far beyond
-    assert took < 2 * BOUND_SECONDS + 4, took
+    assert took < scaled(2 * BOUND_SECONDS + 4), took
 
 
 def at_once(app: HostedApp, requests: list[tuple[str, str, Any]]) -> list[tuple[Reply, float]]:
@@ -110,7 +111,7 @@ def at_once(app: HostedApp, requests: list[tuple[str, str, Any]]) -> list[tuple[
 
 def until(app: HostedApp, method: str, path: str, ok: Callable[[Reply], bool]) -> Reply:
     """The route answers as `ok` wants once the endpoint is back (condition, not duration)."""
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SHORT
     while True:
         reply = call(app, method, path)
         if ok(reply) or time.monotonic() > deadline:
@@ -198,7 +199,7 @@ def test_the_operators_routes_take_the_master_key_only(
     master_key = {"x-functions-key": app.master_key}
     assert call_keyed(app, "outbox/status") == 401
     assert call_keyed(app, "outbox/status", function_key) == 401
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + SHORT
     while (status := call_keyed(app, "outbox/status", master_key)) == 503:
         if time.monotonic() > deadline:
             break
@@ -209,7 +210,7 @@ def test_the_operators_routes_take_the_master_key_only(
 def call_keyed(app: HostedApp, path: str, headers: dict[str, str] | None = None) -> int:
     """The status of a GET of `path` with `headers` (a key)."""
     url = urlsplit(f"{app.url}/{path}")
-    connection = http.client.HTTPConnection(url.netloc, timeout=BOUND_SECONDS + 20)
+    connection = http.client.HTTPConnection(url.netloc, timeout=scaled(BOUND_SECONDS + 20))
     try:
         connection.request("GET", url.path, headers=headers or {})
         return connection.getresponse().status

@@ -17,6 +17,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import body, problem
+from deadlines import scaled
 from recovery_world import KIND, OTHER, SUBSCRIPTION, RecoveryWorld, Stock, outcomes
 
 from cosmos_outbox import Outbox
@@ -637,7 +638,7 @@ def test_a_hold_and_its_release_are_in_the_subscribers_metrics() -> None:
         [sys.executable, "-c", METRICS],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=scaled(120),
         cwd=tests,
         env={**os.environ, "PYTHONPATH": str(tests)},
         check=False,
