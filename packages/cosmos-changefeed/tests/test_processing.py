@@ -80,6 +80,10 @@ def test_a_stolen_leases_former_owner_gives_its_batch_in_flight_but_cannot_check
         former = f.processor("former", delivered, max_items=7, **rare_renewal).start()
         former.wait_until_listening()
         eventually(lambda: former.owned_leases == ["0", "1"])
+        # its first reads found the leases empty and kept their start in them (keep_start):
+        # frozen before that write, it would learn of the steal from the write's retry and
+        # give nothing more, never reaching the race this test is about
+        eventually(lambda: all(p is not None for p in f.positions().values()))
         former.switch.freeze()
         thief = f.processor("thief", delivered, max_items=7, **rare_renewal).start()
         thief.wait_until_listening()
