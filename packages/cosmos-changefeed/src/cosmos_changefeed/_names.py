@@ -122,6 +122,21 @@ def keda_prefix(processor_name: str, endpoint: str) -> str | None:
     return f"{processor_name}{host.split('.', 1)[0]}."
 
 
+def is_loopback(endpoint: str) -> bool:
+    """Whether the account's host is this machine (``localhost``, ``127.0.0.0/8``, ``::1``, an
+    IPv4-mapped loopback such as funcstack's ``[::ffff:127.0.0.1]``): a developer's own
+    emulator, which no KEDA rule of a deployment reads."""
+    host = urlsplit(endpoint).hostname or endpoint
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(unquote(host).partition("%")[0])
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return bool(address.is_loopback or (mapped is not None and mapped.is_loopback))
+
+
 def lease_id(prefix: str, lease_token: str) -> str:
     return f"{prefix}{LEASE_SEPARATOR}{lease_token}"
 

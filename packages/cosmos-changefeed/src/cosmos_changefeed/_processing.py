@@ -188,6 +188,10 @@ class ProcessorBase:
         )
         for warning in start_warnings(facts, opts.processor_name):
             logger.warning("processor '%s': %s", opts.processor_name, warning, stacklevel=2)
+        if facts.keda_prefix is None and facts.loopback:
+            logger.info(
+                "processor '%s': %s", opts.processor_name, keda_blind(facts, opts.processor_name)
+            )
 
     def _listening_now(self, tokens: Iterable[str]) -> None:
         logger.info(
@@ -543,14 +547,8 @@ def start_warnings(facts: Started, processor_name: str) -> list[str]:
             ".NET's; the old documents are left -- delete them once no instance of 1.0 runs"
         )
     if facts.keda_prefix is None:
-        warnings.append(
-            "the account's host has no dot (localhost) or is an IPv6 literal: KEDA's "
-            f"azure-cosmosdb scaler finds leases by '{processor_name}' + the host (without "
-            "brackets) up to its first dot + '.', which these leases' ids "
-            f"('{facts.prefix}..') do not start with: it would find none and never scale. Use "
-            "an address with a dot (127.0.0.1, or a name such as cosmos.local) for a KEDA rule "
-            "to read these leases"
-        )
+        if not facts.loopback:  # this machine's emulator: said at INFO (`keda_blind`)
+            warnings.append(keda_blind(facts, processor_name))
     elif facts.foreign_leases:
         warnings.append(
             f"{len(facts.foreign_leases)} lease(s) under KEDA's prefix '{facts.keda_prefix}' "
@@ -560,6 +558,18 @@ def start_warnings(facts: Started, processor_name: str) -> list[str]:
             "its own"
         )
     return warnings
+
+
+def keda_blind(facts: Started, processor_name: str) -> str:
+    """Why KEDA's scaler would find none of these leases (the account's host)."""
+    return (
+        "the account's host has no dot (localhost) or is an IPv6 literal: KEDA's "
+        f"azure-cosmosdb scaler finds leases by '{processor_name}' + the host (without "
+        "brackets) up to its first dot + '.', which these leases' ids "
+        f"('{facts.prefix}..') do not start with: it would find none and never scale. Use "
+        "an address with a dot (127.0.0.1, or a name such as cosmos.local) for a KEDA rule "
+        "to read these leases"
+    )
 
 
 def _batch_fields(batch: FailedBatch) -> dict[str, Any]:

@@ -51,6 +51,8 @@ class Started:
     #: how many of them this instance adopted.
     legacy_prefix: str | None = None
     adopted: int = 0
+    #: Whether the account is on this machine (``_names.is_loopback``): a developer's emulator.
+    loopback: bool = False
 
     @property
     def prefix(self) -> str:
@@ -95,4 +97,7 @@ def start_flow(
             )
     legacy = _names.legacy_prefix(options.processor_name, account_endpoint, rid)
     created = yield from manager.initialize(adopt=legacy)
-    return Started(manager, created, start, expires, keda, foreign, legacy, manager.adopted)
+    loopback = _names.is_loopback(account_endpoint)
+    return Started(
+        manager, created, start, expires, keda, foreign, legacy, manager.adopted, loopback
+    )
