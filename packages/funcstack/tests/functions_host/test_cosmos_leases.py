@@ -11,6 +11,7 @@ leases); a container declared with four physical partitions gets four leases, as
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections import Counter
@@ -23,6 +24,7 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
+from funcstack import deadlines
 from funcstack.cosmos import PhysicalPartition, physical_partitions
 from funcstack.deadlines import LOOPBACK, SHORT
 from funcstack.scaleout import AppInstances, RestartPolicy
@@ -215,11 +217,19 @@ def test_two_instances_share_the_leases_evenly_and_a_third_steals_its_share(
         ),
         "the third instance's share",
     )
-    assert "stolen from app-" in third.log_path.read_text()
+    # its lease's line is written just after the lease (which owners() saw): waited for
+    wait_for(lambda: "stolen from app-" in third.log_path.read_text(), "the steal logged", LOOPBACK)
     more = write_docs(scaled.container, [f"q{i:02d}" for i in range(32)], per_pk=2)
     expected += [d["id"] for d in more]
     wait_for(lambda: set(scaled.delivered_ids()) >= set(expected), "the later documents")
     assert "app-3" in {instance for instance, doc in scaled.delivered() if doc.startswith("q")}
+
+
+#: A lease acquisition in a host's log (cosmos_changefeed's line): its token, and how it came
+#: (``unowned``, ``expired, was <owner>'s``, ``stolen from <owner>``).
+ACQUIRED = re.compile(r": lease (\S+) acquired \(([^)]*)\)")
+#: A lease given back by an instance over its fair share: its token.
+GIVEN_BACK = re.compile(r": lease (\S+) given back: ")
 
 
 #: Lease intervals of the kill test (ms: acquire, renew, expiry), and the restart delay it
@@ -235,9 +245,10 @@ def test_a_killed_instance_comes_back_and_its_leases_move_as_documented(scaled: 
     """SIGKILL releases nothing: the survivor takes the leases at its first acquire after
     their expiry (5 s + up to 1 s here), and delivers what the killed one had not checkpointed
     again (nothing lost); the killed instance is restarted (its name, a new pid, a new owner)
-    and takes its share back from the survivor (one steal per acquire pass, or once expired where
-    the survivor renews late), as the equal partitions strategy balances (docs/functions-host.md,
-    The lease protocol; Scaled out)."""
+    and takes its share back from the survivor as the fair share balances: holding none, it
+    steals one to be counted (or takes it once expired, where the survivor renews late), and
+    the survivor, over its share, gives the rest back, which it takes unowned (or expired)
+    (docs/functions-host.md, The lease protocol: Balancing, Stop; Scaled out)."""
     app = scaled.host(
         2,
         restart=KILL_RESTART,
@@ -257,8 +268,14 @@ def test_a_killed_instance_comes_back_and_its_leases_move_as_documented(scaled: 
     wait_for(lambda: scaled.owners() == Counter({"app-2": 4}), "the survivor owns every lease")
     takeover = time.monotonic() - killed_at
     assert victim.state == "restarting" and victim.last_exit == "killed by SIGKILL"
-    log = app.instance("app-2").log_path.read_text()
-    assert log.count(f"expired, was app-1:{killed_pid}:") == 2  # taken once expired, not stolen
+    # a lease's line is written just after its write, which owners() saw: waited for
+    survivor = app.instance("app-2").log_path
+    was_app1 = f"expired, was app-1:{killed_pid}:"
+    wait_for(
+        lambda: survivor.read_text().count(was_app1) >= 2, "app-2's takeovers logged", LOOPBACK
+    )
+    assert survivor.read_text().count(was_app1) == 2  # taken once expired, not stolen
+    holding_all = survivor.stat().st_size  # what app-2 says from here on: as the sole owner
     wait_for(lambda: victim.state == "running", "app-1 back", KILL_RESTART.delay + SHORT)
     back = time.monotonic() - killed_at
     assert victim.pid != killed_pid and victim.restarts == 1
@@ -267,12 +284,26 @@ def test_a_killed_instance_comes_back_and_its_leases_move_as_documented(scaled: 
         "two leases each again",
     )
     balanced = time.monotonic() - killed_at
-    # each taken from the survivor: stolen, or, where the survivor's renewal came more than the
-    # 5 s expiry late (a loaded machine: a fresh clone's make test once), taken once expired
-    # (a steal's own proof is the third instance's, above)
-    back_log = victim.log_path.read_text()
-    taken = ("acquired (stolen from app-2:", "acquired (expired, was app-2:")
-    assert sum(back_log.count(how) for how in taken) >= 2
+    # The restarted instance's acquisitions: its log is app-1's, appended to (the first run's
+    # lines come before the supervisor's note of the kill), and a line comes just after its
+    # lease's write, which owners() saw: waited for.
+    killed = f"app-1 was killed (killed by SIGKILL, asked): pid {killed_pid}"
+
+    def back_acquired() -> list[tuple[str, str]]:
+        _, noted, after = victim.log_path.read_text().partition(killed)
+        found: list[tuple[str, str]] = ACQUIRED.findall(after) if noted else []
+        return found if len(found) >= 2 else []
+
+    taken = deadlines.wait_for(back_acquired, "the restarted app-1's leases logged", LOOPBACK)
+    given_back = GIVEN_BACK.findall(survivor.read_bytes()[holding_all:].decode())
+    # The first, holding none: stolen from the survivor, or, where the survivor's renewal came
+    # more than the 5 s expiry late (a loaded machine), taken once expired. The next: one the
+    # survivor gave back, over its share once it counts app-1 (taken unowned), or expired.
+    assert taken[0][1].startswith(("stolen from app-2:", "expired, was app-2:")), taken
+    for token, how in taken[1:]:
+        assert how.startswith(("stolen from app-2:", "expired, was app-2:")) or (
+            how == "unowned" and token in given_back
+        ), (token, how, given_back)
     wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in docs}, "every document")
     more = write_docs(scaled.container, [f"r{i:02d}" for i in range(16)], per_pk=1)
     wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in more}, "later documents")

@@ -18,11 +18,12 @@ builds the .NET processor (``InitializeBuilder``) and runs it:
   starts from ``startFromBeginning`` / ``startFromTime``, else from now -- the processor's
   start, as .NET 3.60+ anchors it: never written into a lease, so what was written while no
   host ran is skipped.
-* The processor does the rest (cosmos_changefeed: a lease per physical partition, equal
-  balancing with stealing, renewals, checkpoints after the handler, splits, a release at a
-  stop). The handler is the invocation, the host's as for every trigger (``TriggerListener.
-  invoke``): the documents as one JSON array (``TypedData.json``), written as the Azure host
-  writes them (its Newtonsoft.Json re-formats date-like strings, ``_newtonsoft``;
+* The processor does the rest (cosmos_changefeed: a lease per physical partition, balancing
+  by fair share -- one lease stolen by an instance that holds none, a surplus given back --,
+  renewals, checkpoints after the handler, splits, a release at a stop). The handler is the
+  invocation, the host's as for every trigger (``TriggerListener.invoke``): the documents as
+  one JSON array (``TypedData.json``), written as the Azure host writes them (its
+  Newtonsoft.Json re-formats date-like strings, ``_newtonsoft``;
   ``FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true`` hands them over verbatim); a failed
   invocation is retried with the same batch per the function's retry policy (``-1``: for
   ever), and once it succeeds, or fails for good, the handler returns: the batch is
