@@ -242,7 +242,12 @@ def test_a_killed_instance_comes_back_while_the_stack_serves_and_its_lease_moves
         lambda: running.owners() == Counter({newcomer: 1, second: 1}), "a lease each again", LONG
     )
     taken = f"acquired (expired, was {first}:"
-    assert (running.log("relay-1") + running.log("relay-2")).count(taken) == 1
+
+    def logged() -> int:  # the line follows the lease's write that owners() saw
+        return (running.log("relay-1") + running.log("relay-2")).count(taken)
+
+    wait_for(logged, "the expired lease's acquisition logged", LOOPBACK)
+    assert logged() == 1
 
 
 def test_pause_resume_add_and_a_kill_for_good_from_another_terminal(running: Running) -> None:

@@ -125,7 +125,7 @@ def test_a_live_split_replaces_the_lease_by_children_the_instances_share(
     """One physical partition, so one lease, owned by one of two instances; documents are
     written all along; the partition splits. The owner's next read meets the split: the lease
     is replaced by two children starting where it was, the owner takes both and the other
-    instance steals one (equal partitions). Every document is delivered, in order per key."""
+    instance steals one (its fair share). Every document is delivered, in order per key."""
     app = scaled.host(2)
     owner = sole_owner(scaled)
     database = scaled.settings["COSMOS_DATABASE"]
