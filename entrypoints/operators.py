@@ -18,24 +18,29 @@ from domain.contact import Contact
 CONTACT = Contact.aggregate_type
 
 
-class RedriveRequest(operators.RedriveRequest):
-    """Body of POST /outbox/redrive: `since` (RFC 3339 with offset); optionally one aggregate
-    type, and one aggregate of it (`aggregateId`, which needs `aggregateType`); `contactId` is
-    this app's alias of `aggregateType: "contact"` + `aggregateId`."""
-
-    model_config = ConfigDict(
-        json_schema_extra=omit_null_defaults(
-            {
-                "dependentRequired": {"aggregateId": ["aggregateType"]},
-                "dependentSchemas": {
-                    "contactId": {
-                        "properties": {"aggregateType": {"const": CONTACT}},
-                        "not": {"required": ["aggregateId"]},
-                    }
-                },
-            }
-        )
+#: The cross-field rules of a re-drive's body (`contactId` among them), in its schema.
+CONFIG = ConfigDict(
+    json_schema_extra=omit_null_defaults(
+        {
+            "dependentRequired": {"aggregateId": ["aggregateType"]},
+            "dependentSchemas": {
+                "contactId": {
+                    "properties": {"aggregateType": {"const": CONTACT}},
+                    "not": {"required": ["aggregateId"]},
+                }
+            },
+        }
     )
+)
+
+
+class RedriveScope(operators.RedriveScope):
+    """Body of POST /outbox/redrive/operation (and the base of POST /outbox/redrive's): `since`
+    (RFC 3339 with offset); optionally one aggregate type, and one aggregate of it
+    (`aggregateId`, which needs `aggregateType`); `contactId` is this app's alias of
+    `aggregateType: "contact"` + `aggregateId`."""
+
+    model_config = CONFIG
 
     contact_id: Identifier | None = Field(
         default=None, description="Alias of aggregateType contact + aggregateId"
@@ -68,6 +73,13 @@ class RedriveRequest(operators.RedriveRequest):
         return super().scope
 
 
+class RedriveRequest(RedriveScope, operators.RedriveRequest):
+    """Body of POST /outbox/redrive (one page per request): a `RedriveScope` (`contactId` its
+    alias), `pageSize` and the previous page's `continuationToken`."""
+
+    model_config = CONFIG
+
+
 class QuarantineItem(operators.QuarantineItem):
     contact_id: str | None = Field(
         description="Alias of aggregateId when the aggregate is a contact, else null"
@@ -87,6 +99,7 @@ class QuarantineListPage(operators.QuarantineListPage):
 
 MODELS = operators.OperatorModels(
     redrive_request=RedriveRequest,
+    redrive_scope=RedriveScope,
     quarantine_item=QuarantineItem,
     quarantine_page=QuarantineListPage,
 )

@@ -46,6 +46,7 @@ def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
         "discard_quarantined",
         "redrive_events",
         "preview_redrive",
+        "redrive_events_operation",
         "count_dead_letters",
         "list_dead_letters",
         "peek_dead_letter",

@@ -14,6 +14,7 @@ KEYED = {
     "discard_quarantined",
     "redrive_events",
     "preview_redrive",
+    "redrive_events_operation",
     "count_dead_letters",
     "list_dead_letters",
     "peek_dead_letter",

@@ -15,6 +15,7 @@ from cosmos_outbox_operators._routes.models import (
     QuarantineItem,
     QuarantineListPage,
     RedriveRequest,
+    RedriveScope,
 )
 from cosmos_outbox_operators._types import parse_instant
 
@@ -29,6 +30,7 @@ __all__ = [
     "QuarantineItem",
     "QuarantineListPage",
     "RedriveRequest",
+    "RedriveScope",
     "__version__",
     "operators_blueprint",
     "parse_instant",

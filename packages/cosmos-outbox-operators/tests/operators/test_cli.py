@@ -157,6 +157,29 @@ def test_a_long_redrive_shows_its_progress_and_its_numbers(
     assert len(world.sent) == 5
 
 
+def test_a_redrive_as_a_bulk_operation_followed_until_done(
+    served: RecoveryWorld, capsys: Any
+) -> None:
+    world = served
+    for n in range(5):
+        world.publish(f"w{n}", "StockAdded")
+    code, out, err = run(
+        world, "redrive", "--since", "2000-01-01T00:00:00Z", "--wait", capsys=capsys
+    )
+    assert code == 0, err
+    # started (its id said), followed (progress on stderr, worked from here too) until done
+    assert "started: operation " in err and "done: 5 of 5 done" in err
+    assert out.startswith("operation ") and " done: 5 of 5 done, 0 failed" in out, out
+    assert "Re-drive of the stored events created since 2000-01-01" in out
+    operation = out.split()[1]
+    redriven = [m for m in world.sent if m.application_properties["outboxRedrive"] == operation]
+    assert len(redriven) == len(world.sent) == 5
+    code, out, _ = run(
+        world, "redrive", "--since", "2000-01-01T00:00:00Z", "--operation", capsys=capsys
+    )
+    assert code == 0 and " created: 0 of ? (counting) done" in out, out  # started, not followed
+
+
 def test_journey_and_subscribers_from_the_command_line(served: RecoveryWorld, capsys: Any) -> None:
     world = served
     ids = world.publish("w1", "StockAdded", "StockAdded", "StockAdded")

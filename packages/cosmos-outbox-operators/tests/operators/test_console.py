@@ -460,7 +460,7 @@ def test_the_page_is_an_operators_with_a_strict_policy_and_the_pages_token(
     assert "Signed in as <strong>ada@example.com</strong>" in html
     for panel in ("status", "backlog", "quarantine"):
         assert f'hx-get="/api/outbox/console/{panel}"' in html
-    assert 'hx-post="/api/outbox/console/redrive"' in html
+    assert 'hx-post="/api/outbox/console/redrive/operation"' in html
     assert 'id="dead-letters"' in html and 'id="journey"' in html  # part 2's panels
     assert 'hx-get="/api/outbox/console/groups"' in html  # failure groups (issue 72)
     # its icon is in the page: no request for /favicon.ico, a 404 on every page (issue 72)

@@ -308,7 +308,7 @@ def test_a_redrive_shows_its_preview_per_subscription_first(world: RecoveryWorld
     world.deliver_new()
     sent = len(world.sent)
     html = world.call("GET", "outbox/console", headers=PAGE).get_body().decode()
-    [(form, _)] = elements(html, hx_post=f"{CONSOLE}/redrive")
+    [(form, _)] = elements(html, hx_post=f"{CONSOLE}/redrive/operation")
     shown = preview(world, form, since="2000-01-01T00:00:00Z", aggregateType=KIND)
     [(box, text)] = elements(shown.get_body().decode(), data_preview="redrive")
     assert box["data-events"] == "2" and "2 stored events of 1 aggregate" in text
@@ -441,12 +441,37 @@ def test_a_held_version_says_why_and_is_released_from_the_subscribers_panel(
 # -- the re-drive -----------------------------------------------------------------------------
 
 
-def test_a_redrive_is_continued_from_the_page_with_its_running_totals(
+def test_a_redrive_from_the_page_is_an_operation_shown_with_its_progress(
     world: RecoveryWorld,
 ) -> None:
+    """The Re-drive form starts a bulk operation: the result shows it (progress, state, a
+    Cancel), asking for itself while it is open, until the relay's worker finished it."""
     world.publish("w1", "StockAdded", "StockAdded", "StockAdded")
     html = world.call("GET", "outbox/console", headers=PAGE).get_body().decode()
-    [(form, _)] = elements(html, hx_post=f"{CONSOLE}/redrive")
+    [(form, _)] = elements(html, hx_post=f"{CONSOLE}/redrive/operation")
+    begun = act(world, form, since="2000-01-01T00:00:00Z", aggregateType=KIND)
+    [(shown, text)] = elements(begun, data_outcome="redrive")
+    assert (shown["data-state"], shown["data-done"]) == ("created", "0")
+    assert shown["hx-get"] == f"{CONSOLE}/operations/{shown['data-operation-id']}"  # asks again
+    assert "Re-drive of the stored events created since 2000-01-01" in text
+    assert "(counting its items)" in text and not world.sent  # nothing sent by the request
+    [(cancel, _)] = elements(
+        begun, hx_post=f"{CONSOLE}/operations/{shown['data-operation-id']}/cancel"
+    )
+    assert cancel["hx-target"] == "closest .result"
+    run_sync(world.outbox.wiring().operations().bulk.work(budget_seconds=60))
+    after = page(world, f"operations/{shown['data-operation-id']}")
+    [(done, text)] = elements(after, data_outcome="redrive")
+    assert (done["data-state"], done["data-done"], done["data-items"]) == ("done", "3", "3")
+    assert "hx-get" not in done and "3 of 3 done" in text
+    assert len(world.sent) == 3
+
+
+def test_a_paged_redrive_is_continued_with_its_running_totals(world: RecoveryWorld) -> None:
+    """`console/redrive` (one page per request) shows a page's report, and Continue sends the
+    next page of the same re-drive."""
+    world.publish("w1", "StockAdded", "StockAdded", "StockAdded")
+    form = {"hx-post": f"{CONSOLE}/redrive"}
     first = act(world, form, since="2000-01-01T00:00:00Z", pageSize=2)
     [(report, text)] = elements(first, data_outcome="redrive")
     assert "in progress: 2 of 3 stored events sent so far" in text and "1 left" in text

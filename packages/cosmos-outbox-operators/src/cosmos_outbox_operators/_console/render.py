@@ -33,6 +33,7 @@ _SHARED = {
             "act_on_group",
             "resubmit_dead_letters_operation",
             "discard_dead_letters_operation",
+            "redrive_events_operation",
             "show_operation",
             "cancel_operation",
             "continue_operation",

@@ -1,8 +1,8 @@
-"""The operators' models an app may extend (`OperatorModels`: subclass `RedriveRequest`
-(overriding `scope`), `QuarantineItem` (overriding `fields_of`) and `QuarantineListPage`): an
-app whose clients know another spelling of an aggregate (an alias of its id) hands its
-subclasses to the blueprint, and the routes, their parsing and the OpenAPI document read them;
-and the quarantine's views built on them."""
+"""The operators' models an app may extend (`OperatorModels`: subclass `RedriveScope` and
+`RedriveRequest` (overriding `scope`), `QuarantineItem` (overriding `fields_of`) and
+`QuarantineListPage`): an app whose clients know another spelling of an aggregate (an alias of
+its id) hands its subclasses to the blueprint, and the routes, their parsing and the OpenAPI
+document read them; and the quarantine's views built on them."""
 
 from __future__ import annotations
 
@@ -33,16 +33,16 @@ __all__ = [
     "QuarantineListPage",
     "QuarantinedEventView",
     "RedriveRequest",
+    "RedriveScope",
 ]
 
 
-class RedriveRequest(RequestModel):
-    """Body of POST /outbox/redrive (and of its preview, POST /outbox/redrive/preview, which
-    ignores the token): `since` (RFC 3339 with offset); optionally one aggregate type, and one
+class RedriveScope(RequestModel):
+    """Body of POST /outbox/redrive/operation (a re-drive as a bulk operation; the base of
+    `RedriveRequest`): `since` (RFC 3339 with offset); optionally one aggregate type, and one
     aggregate of it (`aggregateId`, the session id its messages carry, which needs
     `aggregateType`); one watched subscription to send to (`subscription`; else every
-    subscription); `pageSize` events per call (default 100) and the `continuationToken` of the
-    previous page."""
+    subscription)."""
 
     model_config = ConfigDict(
         json_schema_extra=omit_null_defaults(
@@ -56,8 +56,6 @@ class RedriveRequest(RequestModel):
     aggregate_type: AggregateType | None = None
     aggregate_id: Identifier | None = None
     subscription: Identifier | None = None
-    page_size: Annotated[int, Field(ge=1, le=1000)] = 100
-    continuation_token: Annotated[str, Field(pattern=TOKEN_PATTERN)] | None = None
 
     @model_validator(mode="after")
     def _one_aggregate(self) -> Self:
@@ -69,6 +67,15 @@ class RedriveRequest(RequestModel):
     def scope(self) -> tuple[str | None, str | None]:
         """(aggregate type, aggregate id) to re-drive."""
         return self.aggregate_type, self.aggregate_id
+
+
+class RedriveRequest(RedriveScope):
+    """Body of POST /outbox/redrive (one page per request; and of its preview, POST
+    /outbox/redrive/preview, which ignores the token): a `RedriveScope`, `pageSize` events per
+    call (default 100) and the `continuationToken` of the previous page."""
+
+    page_size: Annotated[int, Field(ge=1, le=1000)] = 100
+    continuation_token: Annotated[str, Field(pattern=TOKEN_PATTERN)] | None = None
 
 
 class QuarantineItem(Model):
@@ -144,5 +151,7 @@ class OperatorModels:
     """The models the operators' routes parse and answer with: these, or an app's subclasses."""
 
     redrive_request: type[RedriveRequest] = RedriveRequest
+    #: a re-drive operation's (`RedriveRequest` without its paging)
+    redrive_scope: type[RedriveScope] = RedriveScope
     quarantine_item: type[QuarantineItem] = QuarantineItem
     quarantine_page: type[QuarantineListPage] = QuarantineListPage

@@ -288,10 +288,13 @@ def _subscribers(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
 
 
 def _redrive(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
-    scope = {"since": args.since, "pageSize": args.page_size}
+    scope: dict[str, Any] = {"since": args.since}
     scope |= {
         k: v for k in ("aggregateType", "aggregateId", "subscription") if (v := vars(args)[k])
     }
+    if args.operation or args.wait:  # a bulk operation: said, and with --wait followed
+        return started(api, args, out, api.call("redrive_events_operation", scope))
+    scope["pageSize"] = args.page_size
 
     def said(p: Any, so_far: str = "") -> str:
         return (
@@ -476,6 +479,12 @@ def _more_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     redrive.add_argument("--aggregate-id", dest="aggregateId", help="this one's (with the type)")
     redrive.add_argument("--subscription", help="to this subscription only (else to all)")
     redrive.add_argument("--page-size", type=int, default=100, help="events per call")
+    redrive.add_argument(
+        "--operation",
+        action="store_true",
+        help="as a bulk operation, worked by the relay's hosts (not page by page from here)",
+    )
+    bulk_flags(redrive, canary=False)
 
 
 _RUN: dict[str, Callable[[DirectApi, argparse.Namespace, Output], int]] = {

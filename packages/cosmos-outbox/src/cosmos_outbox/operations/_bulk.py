@@ -1,5 +1,6 @@
 """Bulk operations (DESIGN §19): an operators' action on many items -- a failure group's retry
-or discard, every dead letter of a subscription matching a filter resubmitted or discarded -- is
+or discard, every dead letter of a subscription matching a filter resubmitted or discarded, a
+re-drive of the stored events (`cosmos_outbox.operations._redrive_items`) -- is
 an *operation*: created by one request, which answers at once with it; worked in batches by
 whoever runs the relay (`cosmos_outbox.operations._worker`), never inside a request's bound;
 kept in the outbox's container (`cosmos_outbox._mapper.operation`, by `OperationStore`), so
@@ -54,13 +55,16 @@ __all__ = [
     "view",
 ]
 
-Kind = Literal["groups.retry", "groups.discard", "deadletters.resubmit", "deadletters.discard"]
+Kind = Literal[
+    "groups.retry", "groups.discard", "deadletters.resubmit", "deadletters.discard", "redrive"
+]
 State = Literal["created", "canary", "running", "paused", "cancelled", "done"]
 KINDS: tuple[Kind, ...] = (
     "groups.retry",
     "groups.discard",
     "deadletters.resubmit",
     "deadletters.discard",
+    "redrive",
 )
 #: What an operation's kind does, in words (its one-line summary).
 _DOES = {
@@ -68,6 +72,7 @@ _DOES = {
     "groups.discard": "Discard of failure group",
     "deadletters.resubmit": "Resubmit of the dead letters at",
     "deadletters.discard": "Discard of the dead letters at",
+    "redrive": "Re-drive of the stored events",
 }
 #: The kind named in a 404.
 OPERATION = "operation"
@@ -77,7 +82,9 @@ class OperationSelector(Model):
     """Which items an operation acts on: a failure group (`group`, and what it is: `source`,
     `entity`, `cause`, `aggregateType`, `action`), or the dead letters of `entity` matching a
     filter (`aggregateType`, `aggregateId`, `action`, `text` in the dead-letter reason or
-    description, enqueued `since` / `until`) or `every` one of them."""
+    description, enqueued `since` / `until`) or `every` one of them; or a re-drive's stored
+    events, created `since` (of `aggregateType`, and `aggregateId`), sent to the topic or to
+    one watched subscription (`entity`)."""
 
     group: str | None = None
     source: str | None = None
@@ -160,6 +167,11 @@ def summary_of(record: OperationRecord) -> str:
     if record.kind.startswith("groups."):
         where = "the quarantine" if scope.source == "quarantine" else f"{scope.entity}"
         return f"{_DOES[record.kind]} {scope.group} ({where}: {scope.cause})"
+    if record.kind == "redrive":
+        of = " ".join(p for p in (scope.aggregate_type, scope.aggregate_id) if p)
+        return f"{_DOES['redrive']} created since {scope.since}{f' of {of}' if of else ''} " + (
+            f"to subscription {scope.entity}" if scope.entity else "to the topic"
+        )
     named = [
         f"{label} {value}"
         for label, value in (

@@ -1,8 +1,9 @@
 """The bulk operations' use cases (`Operations.bulk`): start one (a failure group's retry or
 discard; the dead letters of a subscription matching a filter, or every one, resubmitted or
-discarded), read them, cancel one, continue one paused after its canary -- each a request's
-worth of work: one read of what it names, one write -- and `work`, the worker's tick
-(`cosmos_outbox.operations._worker`), which whoever runs the relay calls."""
+discarded; a re-drive of the stored events), read them, cancel one, continue one paused after
+its canary -- each a request's worth of work: one read of what it names, one write -- and
+`work`, the worker's tick (`cosmos_outbox.operations._worker`), which whoever runs the relay
+calls."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems
 from cosmos_outbox.operations._letters import Described, LetterFilter
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
+from cosmos_outbox.operations._redrive import RedriveOperators
+from cosmos_outbox.operations._redrive_items import RedriveItems
 from cosmos_outbox.operations._worker import OperationWorker, audited, worker_name
 
 __all__ = [
@@ -64,6 +67,7 @@ class BulkOperators:
         quarantine: QuarantineOperators,
         letters: DeadLetterOperators,
         groups: GroupOperators,
+        redrive: RedriveOperators,
     ) -> None:
         self._parts, self._quarantine, self._letters, self._groups = (
             parts,
@@ -71,6 +75,7 @@ class BulkOperators:
             letters,
             groups,
         )
+        self._redrive = redrive
         self._store = OperationStore(parts.store, clock=parts.clock)
 
     # -- starting one ----------------------------------------------------------------------------
@@ -129,6 +134,28 @@ class BulkOperators:
         record = self._new(f"deadletters.{action}", scope, reason, canary, canary_wait_seconds)
         return view(await self._store.create(record))
 
+    async def start_redrive(
+        self,
+        since: datetime,
+        *,
+        aggregate_type: str | None = None,
+        aggregate_id: str | None = None,
+        subscription: str | None = None,
+        reason: str | None = None,
+    ) -> Operation:
+        """A re-drive of the stored events created at or after `since` (of one aggregate type,
+        and one aggregate of it, if given; to one watched subscription if given: NotFoundError
+        for another) as an operation: the events stored when a worker counts them, sent in
+        batches under the operation's id as the re-drive id (`_redrive_items`)."""
+        scope = OperationScope(
+            entity=self._redrive.target(subscription),
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            since=since.isoformat(),
+        )
+        record = self._new("redrive", scope, reason, None, None)
+        return view(await self._store.create(record))
+
     def _new(
         self,
         kind: str,
@@ -138,7 +165,7 @@ class BulkOperators:
         wait: float | None,
     ) -> OperationRecord:
         retry = kind in ("groups.retry", "deadletters.resubmit")
-        if not retry and not reason:
+        if kind.endswith(".discard") and not reason:
             raise ValueError("a discard needs a reason")
         size = (DEFAULT_CANARY if canary is None else canary) if retry else 0
         if not 0 <= size <= MAX_CANARY:
@@ -151,6 +178,7 @@ class BulkOperators:
             "groups.discard": "groups.discard",
             "deadletters.resubmit": "deadletters.resubmit",
             "deadletters.discard": "deadletters.discard",
+            "redrive": "redrive",
         }
         return new_record(
             kinds[kind],
@@ -226,6 +254,17 @@ class BulkOperators:
         """The items `record` acts on (see `cosmos_outbox.operations._items`)."""
         scope = record.scope
         kind = record.kind
+        if kind == "redrive":
+            return RedriveItems(
+                self._redrive,
+                self._parts.relay,
+                record.id,
+                since=datetime.fromisoformat(scope.since or ""),
+                aggregate_type=scope.aggregate_type,
+                aggregate_id=scope.aggregate_id,
+                subscription=scope.entity,
+                clock=lambda: datetime.fromtimestamp(self._parts.clock(), UTC),
+            )
         if kind.startswith("groups.") and scope.source == "quarantine":
             return QuarantineItems(
                 self._parts.quarantine,

@@ -3,8 +3,8 @@ its message store: `status` (the relay's backlog, its history, health), `quarant
 show, replay, discard), `dead_letters`, `journey` (an event's, an aggregate's, its documents),
 `subscribers` (their holds and their release), `redrive`, `groups` (failures grouped by cause)
 and `bulk` (bulk operations: a group's retry or discard, a subscription's dead letters
-resubmitted or discarded, worked in batches by whoever runs the relay). Replay and re-drive
-send through the relay itself (`cosmos_outbox._relay.forwarding`), so an event goes out
+resubmitted or discarded, a re-drive, worked in batches by whoever runs the relay). Replay and
+re-drive send through the relay itself (`cosmos_outbox._relay.forwarding`), so an event goes out
 exactly as the change-feed trigger sends it."""
 
 from __future__ import annotations
@@ -45,4 +45,4 @@ class Operations:
         self.groups = GroupOperators(
             self.quarantine, letters, self.status.rule_check, source_base=parts.source_base
         )
-        self.bulk = BulkOperators(parts, self.quarantine, letters, self.groups)
+        self.bulk = BulkOperators(parts, self.quarantine, letters, self.groups, self.redrive)

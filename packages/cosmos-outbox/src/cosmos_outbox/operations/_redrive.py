@@ -180,7 +180,8 @@ class RedrivePage(Model):
     cancelled: int = 0
 
 
-def _key(event: OutboxRecord | Unreadable) -> tuple[str, int, str]:
+def redrive_key(event: OutboxRecord | Unreadable) -> tuple[str, int, str]:
+    """A re-drive's order: per aggregate, in version order."""
     return (event.aggregate_id or "", event.version or 0, event.event_id)
 
 
@@ -214,15 +215,20 @@ class RedriveOperators:
             )
         return state
 
-    def _target(self, subscription: str | None) -> str | None:
+    def target(self, subscription: str | None) -> str | None:
         """The watched subscription named (NotFoundError: not watched), None: the topic."""
         return None if subscription is None else self._letters.entity(subscription).name
 
-    async def _scope(
-        self, since: datetime, aggregate_type: str | None, aggregate_id: str | None
+    async def scope(
+        self,
+        since: datetime,
+        aggregate_type: str | None,
+        aggregate_id: str | None,
+        *,
+        until: datetime | None = None,
     ) -> tuple[list[OutboxRecord | Unreadable], int]:
-        """The stored events a re-drive of this scope sends, in its order, and how many
-        discarded ones it leaves out."""
+        """The stored events a re-drive of this scope sends (created by `until`, if given), in
+        its order (`redrive_key`), and how many discarded ones it leaves out."""
         discarded = discarded_event_ids(
             await answered(
                 COSMOS_DB, of_aggregate(self._parts.store, QUARANTINE_TYPE, aggregate_id)
@@ -236,9 +242,10 @@ class RedriveOperators:
                 aggregate_type=aggregate_type,
                 aggregate_id=aggregate_id,
                 legacy=self._parts.legacy,
+                until=until,
             ),
         )
-        kept = sorted((e for e in found if e.event_id not in discarded), key=_key)
+        kept = sorted((e for e in found if e.event_id not in discarded), key=redrive_key)
         return kept, len(found) - len(kept)
 
     async def preview(
@@ -252,8 +259,8 @@ class RedriveOperators:
     ) -> RedrivePreview:
         """What a re-drive of this scope would send (see RedrivePreview); nothing is sent.
         Refused as the re-drive would be (NotFoundError: a subscription not watched)."""
-        subscription = self._target(subscription)
-        events, discarded = await self._scope(since, aggregate_type, aggregate_id)
+        subscription = self.target(subscription)
+        events, discarded = await self.scope(since, aggregate_type, aggregate_id)
         records = [e for e in events if isinstance(e, OutboxRecord)]
         cancelled = sum(e.cancelled_at is not None for e in records)
         scheduled = sum(
@@ -302,16 +309,16 @@ class RedriveOperators:
         given: NotFoundError for another), the first or the one `continuation` names."""
         from cosmos_outbox.http import bounded
 
-        subscription = self._target(subscription)
+        subscription = self.target(subscription)
         scope = [since.isoformat(), aggregate_type, aggregate_id, subscription]
         state = (
             self._open(continuation, scope)
             if continuation
             else RedriveState(redrive_id=str(uuid.uuid4()), scope=scope)
         )
-        events, _ = await self._scope(since, aggregate_type, aggregate_id)
+        events, _ = await self.scope(since, aggregate_type, aggregate_id)
         after = tuple(state.after) if state.after is not None else None
-        pending = [e for e in events if after is None or _key(e) > after]
+        pending = [e for e in events if after is None or redrive_key(e) > after]
         page = pending[:page_size]
         try:
             report = await answered(
@@ -330,7 +337,7 @@ class RedriveOperators:
         state.scheduled += report.scheduled
         state.cancelled += report.cancelled
         if page:
-            state.after = list(_key(page[-1]))
+            state.after = list(redrive_key(page[-1]))
         more = len(pending) > len(page)
         token = (
             self._tokens.encode(
@@ -472,15 +479,29 @@ def _will_see(state: RedriveState, subscription: str | None, counts: list[Subscr
     return text
 
 
-def _sent_as(what: str, counts: list[SubscriberCounts], counted: int | None = None) -> str:
+def operation_will_see(subscription: str | None, *, sent: int, failed: int) -> str:
+    """What subscribers will see of a re-drive operation, as its counts say (the preview says
+    it per subscription)."""
+    text = _sent_as(f"{sent} new message(s) so far {_where(subscription)}", None)
+    if failed:
+        text += f"; {failed} event(s) not sent (quarantined again, or failed: see the failures)"
+    return text
+
+
+def _sent_as(what: str, counts: list[SubscriberCounts] | None, counted: int | None = None) -> str:
     """What subscribers will see of `what` a re-drive sends, as each subscription's rules
-    decide."""
+    decide (`counts` None: not counted here, its preview says)."""
     return (
         f"{what}, in each aggregate's session in version order, each with a MessageId of its "
         "own (outboxRedrive) and the event id unchanged (cloudEvents_id): a subscriber that "
         "deduplicates on the event id applies only what it has not applied yet; one that "
-        "deduplicates on MessageId takes each for a new message. As each subscription's rules "
-        f"decide: {_per_subscription(counts, counted) or 'no subscription known'}"
+        "deduplicates on MessageId takes each for a new message. "
+        + (
+            f"As each subscription's rules decide: "
+            f"{_per_subscription(counts, counted) or 'no subscription known'}"
+            if counts is not None
+            else "What each subscription receives of it: the re-drive's preview"
+        )
     )
 
 

@@ -23,6 +23,7 @@ from cosmos_outbox._mapper import (
     AGGREGATE_PARTITIONS,
     EVENT_TYPE,
     aggregate_partition,
+    document_created_at,
     named_aggregate,
     read_feed,
     selected,
@@ -77,15 +78,18 @@ async def stored_events(
     aggregate_type: str | None = None,
     aggregate_id: str | None = None,
     legacy: LegacyEvents | None = None,
+    until: datetime | None = None,
 ) -> list[OutboxRecord | Unreadable]:
     """Every event document still stored (not expired) created at or after `since` (by its
     creation time, `cosmos_outbox._mapper.document_created_at`: not indexed, filtered
-    here; no index is added for an operator's occasional re-drive), of one aggregate type and
-    one aggregate (read in its partition) if given."""
+    here; no index is added for an operator's occasional re-drive), and at or before `until`
+    if given (a re-drive operation's: the events stored when it began), of one aggregate type
+    and one aggregate (read in its partition) if given."""
     documents = [
         d
         for d in await of_aggregate(store, EVENT_TYPE, aggregate_id)
         if selected(d, since, aggregate_type, legacy=legacy)
+        and (until is None or (document_created_at(d) or 0.0) <= until.timestamp())
     ]
     return [
         item for item in read_feed(documents, legacy=legacy) if not isinstance(item, NotAnEvent)
