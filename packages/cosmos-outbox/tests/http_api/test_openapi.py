@@ -14,7 +14,9 @@ from conftest import TicketWorld, body
 from tickets import OpenTicket
 
 from cosmos_outbox.http import (
+    RequestModel,
     is_page,
+    omit_null_defaults,
 )
 
 
@@ -73,3 +75,35 @@ def test_every_reference_resolves(served: tuple[dict[str, Any], TicketWorld]) ->
     schemas = document["components"]["schemas"]
     for ref in {part.split('"')[0] for part in text.split('"$ref": "#/components/schemas/')[1:]}:
         assert ref in schemas, ref
+
+
+def test_a_models_cross_field_rules_add_to_its_fields_schema() -> None:
+    """`omit_null_defaults(extra)`: a property's rule in `extra` is added to what the field's
+    type says, not put in its place (a `{"minItems": 1}` alone let null through the schema the
+    route refuses), `false` leaves a field out, and the fields `extra` requires are added to
+    those the model requires (schemathesis sent a body without the required `reason`)."""
+    from pydantic import ConfigDict
+
+    class Numbers(RequestModel):
+        model_config = ConfigDict(
+            json_schema_extra=omit_null_defaults(
+                {
+                    "required": ["numbers"],
+                    "properties": {"numbers": {"minItems": 1}, "since": False},
+                }
+            )
+        )
+        numbers: list[int] = []
+        since: str | None = None
+        reason: str
+
+    schema = Numbers.model_json_schema(by_alias=True)
+    assert schema["properties"]["numbers"] == {
+        "default": [],
+        "items": {"type": "integer"},
+        "minItems": 1,
+        "title": "Numbers",
+        "type": "array",
+    }
+    assert schema["properties"]["since"] is False
+    assert schema["required"] == ["reason", "numbers"]

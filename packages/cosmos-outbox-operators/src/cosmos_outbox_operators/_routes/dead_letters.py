@@ -161,6 +161,9 @@ class DeadLetterResubmitPreview(DeadLetterSelection, CanaryOptions):
     """A selection whose resubmit is previewed: as the resubmit (or its bulk operation, with
     its canary, which the preview does not change) names it."""
 
+    # the selection's one way, which CanaryOptions' config would otherwise replace
+    model_config = ConfigDict(json_schema_extra=omit_null_defaults({"oneOf": _ONE_WAY}))
+
 
 class DeadLetterBulkDiscard(DeadLetterBulk):
     """The dead letters a bulk discard gives up (a filter, or all), and why."""

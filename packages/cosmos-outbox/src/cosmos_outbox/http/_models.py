@@ -80,7 +80,17 @@ def omit_null_defaults(extra: dict[str, Any]) -> Any:
                 schema["properties"][name] = (
                     {**rest[0], **prop} if len(rest) == 1 else {**prop, "anyOf": rest}
                 )
-        schema.update(extra)
+        # a property's rule is added to what its type says (`false`: the field left out)
+        properties = schema.setdefault("properties", {})
+        for name, rule in extra.get("properties", {}).items():
+            known = properties.get(name)
+            properties[name] = {**known, **rule} if isinstance(known, dict) and rule else rule
+        # and a field it requires to those the model requires
+        required = [*schema.get("required", [])]
+        required += [name for name in extra.get("required", []) if name not in required]
+        if required:
+            schema["required"] = required
+        schema.update({k: v for k, v in extra.items() if k not in ("properties", "required")})
 
     return edit
 
