@@ -529,6 +529,11 @@ ALLOWED_PRIVATE_IMPORTS = {
         "packages/cosmos-outbox-operators/tests/operators/test_bulk_operations.py",
         "cosmos_outbox.operations._worker",
     ),
+    # the same for the re-drive's operation, and its batch's size (a batch in flight)
+    (
+        "packages/cosmos-outbox-operators/tests/operators/test_redrive_operation.py",
+        "cosmos_outbox.operations._worker",
+    ),
     # The stored forms' field names are derived from the mapper's own writers (the rule that
     # only the mapper reads them): only the mapper can say what it writes.
     ("tests/repository/test_layering.py", "cosmos_outbox._mapper"),
