@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
-from cosmos_changefeed import _clock, _keeping
-from cosmos_changefeed._balancing import Planner, Round, plan_round
+from cosmos_changefeed import _clock, _handover, _keeping
+from cosmos_changefeed._balancing import Outcome, Round, dotnet_round, plan_round
 from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import (
     Monitor,
@@ -50,8 +50,6 @@ class ProcessorBase:
     _flavour: ClassVar[Flavour]
     _lease_ports: ClassVar[tuple[type, ...]]
     _feed_ports: ClassVar[tuple[type, ...]] = ()
-    #: What a balancing round decides (``_balancing``): the fair share; .NET's for comparison.
-    _planner: Planner = staticmethod(plan_round)
 
     def __init__(
         self,
@@ -142,9 +140,10 @@ class ProcessorBase:
     def _plan(self, leases: Sequence[Lease], manager: LeaseManager) -> Round:
         """This round's plan, from one listing of the leases."""
         opts = self.options
-        return self._planner(
-            leases, opts.instance_name, opts.lease_expiration_interval, manager.now()
-        )
+        name, expiration, now = opts.instance_name, opts.lease_expiration_interval, manager.now()
+        if opts.balancing == "dotnet":
+            return dotnet_round(leases, name, expiration, now)
+        return plan_round(leases, name, expiration, now)
 
     def _refuse_while_started(self, what: str, started: bool) -> None:
         if started:
@@ -171,6 +170,8 @@ class ProcessorBase:
         """Keep what a start found (``_starting``), say it, and warn of what it found wrong."""
         self._manager, self._start = facts.manager, facts.start
         opts = self.options
+        if opts.balancing == "dotnet":  # .NET's renewal reads first; its updates drop handOver
+            facts.manager.read_before_renew, facts.manager.hands_over = True, False
         prefix, created, start = facts.prefix, facts.created, facts.start
         logger.info(
             "processor '%s' (instance %s): leases '%s..*'%s; acquire %gs, renew %gs, expiry %gs; "
@@ -295,14 +296,60 @@ class ProcessorBase:
         )
         self._notify(self._monitor.on_lease_acquired, seen.lease_token)
 
-    def _giving_back(self, token: str) -> None:
+    def _asked(self, lease: Lease) -> None:
+        logger.info(
+            "processor '%s' (instance %s): lease %s asked of %s (this instance holds none and "
+            "is under its fair share): its owner hands it over once its batch in flight is "
+            "handled and checkpointed",
+            self.processor_name,
+            self.instance_name,
+            lease.lease_token,
+            lease.owner,
+            stacklevel=2,
+        )
+
+    def _not_asked(self, lease: Lease, exc: Exception) -> Outcome:
+        """A request that failed: said as an acquisition that failed; its outcome."""
+        self._not_acquired(lease, exc)
+        return "lost" if isinstance(exc, LeaseLostError) else "failed"
+
+    def _asker(self, lease: Lease) -> str | None:
+        """The instance that asked for ``lease``, which this instance owns (``_handover``)."""
+        opts = self.options
+        manager = self._manager
+        if manager is None or not manager.hands_over:
+            return None
+        expiration = opts.lease_expiration_interval
+        return _handover.asked_by(lease, opts.instance_name, manager.now(), expiration)
+
+    def _hand_over_asked(self, lease: Lease) -> bool:
+        """Whether another instance asked for ``lease`` (seen as it was just written): it is
+        then handed over -- said here."""
+        if self._asker(lease) is None:
+            return False
+        self._giving_back(lease, stacklevel=3)
+        return True
+
+    def _giving_back(self, lease: Lease, stacklevel: int = 2) -> None:
+        asker = self._asker(lease)
+        if asker is not None:
+            logger.info(
+                "processor '%s' (instance %s): lease %s asked for by %s (under its fair share):"
+                " handed over once its batch in flight is handled and checkpointed",
+                self.processor_name,
+                self.instance_name,
+                lease.lease_token,
+                asker,
+                stacklevel=stacklevel,
+            )
+            return
         logger.info(
             "processor '%s' (instance %s): lease %s given back: this instance holds more than "
             "its fair share, another holds less; released once its batch in flight is done",
             self.processor_name,
             self.instance_name,
-            token,
-            stacklevel=2,
+            lease.lease_token,
+            stacklevel=stacklevel,
         )
 
     def _lost(self, token: str, exc: LeaseLostError) -> None:
@@ -326,9 +373,12 @@ class ProcessorBase:
         )
         self._notify_error(token, exc, "process")
 
-    def _released(self, lease: Lease, failure: Exception | None) -> None:
+    def _released(
+        self, lease: Lease, failure: Exception | None, released: Lease | None = None
+    ) -> None:
         """The end of a release: done (``failure`` None, or another instance took the lease
-        meanwhile: a LeaseLostError, theirs), or not done (the lease expires)."""
+        meanwhile: a LeaseLostError, theirs), or not done (the lease expires); ``released``:
+        the lease as written (its owner: the instance it was handed over to)."""
         if isinstance(failure, LeaseLostError):
             failure = None
         if failure is not None:
@@ -344,9 +394,12 @@ class ProcessorBase:
             self._notify_error(lease.lease_token, failure, "release")
             return
         logger.info(
-            "processor '%s': lease %s released",
+            "processor '%s': lease %s %s",
             self.processor_name,
             lease.lease_token,
+            f"handed over to {released.owner}"
+            if released is not None and released.owner
+            else "released",
             stacklevel=2,
         )
         self._notify(self._monitor.on_lease_released, lease.lease_token)

@@ -34,6 +34,7 @@ from cosmos_changefeed._options import (
     DEFAULT_MAX_RETRY_DELAY,
     DEFAULT_POLL_DELAY,
     DEFAULT_RENEW_INTERVAL,
+    Balancing,
     FailedBatch,
     Failure,
     LeaseContext,
@@ -88,6 +89,7 @@ class ChangeFeedProcessor(ProcessorBase):
         set_aside_after: int | None = None,
         checkpoint: Checkpointing = PER_BATCH,
         keep_start: bool = True,
+        balancing: Balancing = "fair-share",
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[Failure], object] | None = None,
@@ -114,6 +116,7 @@ class ChangeFeedProcessor(ProcessorBase):
             max_retry_delay=max_retry_delay,
             checkpoint=checkpoint,
             keep_start=keep_start,
+            balancing=balancing,
         )
         self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (
@@ -239,8 +242,10 @@ class ChangeFeedProcessor(ProcessorBase):
                         self._try_add(lease)
                 for lease in plan.to_try():
                     plan.tried(lease, self._try_add(lease))
+                for lease in plan.to_ask():
+                    plan.asked(lease, self._try_ask(lease))
                 for lease in plan.release:
-                    self._give_back(lease.lease_token)
+                    self._give_back(lease)
                 if first:
                     first = False
                     with self._lock:
@@ -274,13 +279,24 @@ class ChangeFeedProcessor(ProcessorBase):
             self._not_acquired(lease, exc)
             return "lost" if isinstance(exc, LeaseLostError) else "failed"
 
-    def _give_back(self, token: str) -> None:
+    def _try_ask(self, lease: Lease) -> Outcome:
+        """Ask the owner of ``lease`` to hand it over (``_handover``)."""
+        manager = self._manager
+        assert manager is not None
+        try:
+            self._run(manager.request(lease))
+        except Exception as exc:
+            return self._not_asked(lease, exc)
+        self._asked(lease)
+        return "acquired"
+
+    def _give_back(self, lease: Lease) -> None:
         """End a lease's processing as a stop ends it (after its batch in flight, checkpointed)
-        and release it: another instance is under its fair share."""
+        and release it: another instance asked for it, or is under its fair share."""
         with self._lock:
-            worker = self._workers.get(token)
-        if worker is not None:
-            self._giving_back(token)
+            worker = self._workers.get(lease.lease_token)
+        if worker is not None and not worker.halted:
+            self._giving_back(lease)
             worker.halt()
 
     def _add(self, lease: Lease) -> bool:
@@ -346,9 +362,10 @@ class ChangeFeedProcessor(ProcessorBase):
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
+        released: Lease | None = None
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             try:
-                drive(manager.release(lease), self._store, self._reader, no_sleep)
+                released = drive(manager.release(lease), self._store, self._reader, no_sleep)
                 failure = None
                 break
             except LeaseLostError as lost:
@@ -359,7 +376,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 if not self._release_again(lease, attempt):
                     break
                 time.sleep(self._release_delay(attempt))
-        self._released(lease, failure)
+        self._released(lease, failure, released)
 
     def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:
         manager = self._manager

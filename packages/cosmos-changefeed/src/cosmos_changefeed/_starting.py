@@ -73,6 +73,7 @@ def start_flow(
         options.instance_name,
         partition_key_path=path,
         mode=options.mode,
+        expiration=options.lease_expiration_interval,
     )
     keda = _names.keda_prefix(options.processor_name, account_endpoint)
     foreign: list[str] = []

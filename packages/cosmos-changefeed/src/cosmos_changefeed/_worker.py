@@ -99,6 +99,17 @@ class LeaseWorker:
                 self.processor._checkpoint_failed(token, exc, again_in)
             time.sleep(again_in)
 
+    @property
+    def halted(self) -> bool:
+        """Whether its processing is ending (given back, handed over, stopped)."""
+        return self.stop.is_set()
+
+    def _heed(self) -> None:
+        """Another instance asked for the lease (``_handover``, seen in the lease as just
+        written): its processing ends after the batch in flight, released to that instance."""
+        if not self.stop.is_set() and self.processor._hand_over_asked(self.lease):
+            self.halt()
+
     def halt(self) -> None:
         """End this lease's processing (at once when it waits, after the handler when one
         runs)."""
@@ -123,6 +134,7 @@ class LeaseWorker:
                     if self.stop.is_set():
                         return
                     self.lease = self._write(self.manager.renew(self.lease))
+                    self._heed()
                 failures = 0
             except LeaseLostError as lost:
                 self._lost = lost
@@ -144,6 +156,7 @@ class LeaseWorker:
             with self._writing:
                 if not _keeping.fresh(self.lease, self.manager.now(), expiration):
                     self.lease = self._write(self.manager.renew(self.lease))
+                    self._heed()
         except LeaseLostError as lost:
             self._lost = lost
             raise
@@ -320,6 +333,7 @@ class LeaseWorker:
         with self._writing:
             try:
                 self.lease = self._write(self.manager.checkpoint(self.lease, etag))
+                self._heed()
             except LeaseLostError as lost:
                 self._lost = lost
                 raise

@@ -49,6 +49,7 @@ from cosmos_changefeed._options import (
     DEFAULT_MAX_RETRY_DELAY,
     DEFAULT_POLL_DELAY,
     DEFAULT_RENEW_INTERVAL,
+    Balancing,
     FailedBatch,
     Failure,
     LeaseContext,
@@ -103,6 +104,7 @@ class ChangeFeedProcessor(ProcessorBase):
         set_aside_after: int | None = None,
         checkpoint: Checkpointing = PER_BATCH,
         keep_start: bool = True,
+        balancing: Balancing = "fair-share",
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[Failure], object] | None = None,
@@ -129,6 +131,7 @@ class ChangeFeedProcessor(ProcessorBase):
             max_retry_delay=max_retry_delay,
             checkpoint=checkpoint,
             keep_start=keep_start,
+            balancing=balancing,
         )
         self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (
@@ -257,8 +260,10 @@ class ChangeFeedProcessor(ProcessorBase):
                         await self._try_add(lease)
                 for lease in plan.to_try():
                     plan.tried(lease, await self._try_add(lease))
+                for lease in plan.to_ask():
+                    plan.asked(lease, await self._try_ask(lease))
                 for lease in plan.release:
-                    self._give_back(lease.lease_token)
+                    self._give_back(lease)
                 if first:
                     first = False
                     self._listen_task = asyncio.create_task(
@@ -287,12 +292,24 @@ class ChangeFeedProcessor(ProcessorBase):
             self._not_acquired(lease, exc)
             return "lost" if isinstance(exc, LeaseLostError) else "failed"
 
-    def _give_back(self, token: str) -> None:
+    async def _try_ask(self, lease: Lease) -> Outcome:
+        """Ask the owner of ``lease`` to hand it over (``_handover``)."""
+        manager = self._manager
+        assert manager is not None
+        try:
+            await self._run(manager.request(lease))
+        except Exception as exc:
+            return self._not_asked(lease, exc)
+        self._asked(lease)
+        return "acquired"
+
+    def _give_back(self, lease: Lease) -> None:
         """End a lease's processing as a stop ends it (its batch in flight finished and
-        checkpointed), and release it: another instance is under its fair share."""
-        worker = self._workers.get(token)
-        if worker is not None:
-            self._giving_back(token)
+        checkpointed), and release it: another instance asked for it, or is under its fair
+        share."""
+        worker = self._workers.get(lease.lease_token)
+        if worker is not None and not worker.halted:
+            self._giving_back(lease)
             worker.halt()
 
     async def _add(self, lease: Lease) -> bool:
@@ -356,9 +373,10 @@ class ChangeFeedProcessor(ProcessorBase):
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
+        released: Lease | None = None
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             try:
-                await self._run(manager.release(lease))
+                released = await self._run(manager.release(lease))
                 failure = None
                 break
             except LeaseLostError as lost:
@@ -369,7 +387,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 if not self._release_again(lease, attempt):
                     break
                 await asyncio.sleep(self._release_delay(attempt))
-        self._released(lease, failure)
+        self._released(lease, failure, released)
 
     async def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:
         """``HandlePartitionGoneAsync``: the children created and taken, the parent deleted."""

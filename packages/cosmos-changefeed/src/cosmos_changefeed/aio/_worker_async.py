@@ -97,6 +97,7 @@ class LeaseWorker:
             try:
                 async with self._writing:
                     self.lease = await self.processor._run(self.manager.renew(self.lease))
+                    self._heed()
                 failures = 0
             except LeaseLostError:
                 raise
@@ -117,6 +118,7 @@ class LeaseWorker:
             async with self._writing:
                 if not _keeping.fresh(self.lease, self.manager.now(), expiration):
                     self.lease = await self.processor._run(self.manager.renew(self.lease))
+                    self._heed()
         except LeaseLostError as lost:
             self._lost = lost
             raise
@@ -306,6 +308,7 @@ class LeaseWorker:
         async with self._writing:
             try:
                 self.lease = await self.processor._run(self.manager.checkpoint(self.lease, etag))
+                self._heed()
             except LeaseLostError as lost:
                 self._lost = lost
                 raise
@@ -381,6 +384,17 @@ class LeaseWorker:
         await self._settle()
         await self._wait(self.processor.options.poll_delay if seconds is None else seconds)
         self._check_lost()
+
+    @property
+    def halted(self) -> bool:
+        """Whether its processing is ending (given back, handed over, stopped)."""
+        return self._halting
+
+    def _heed(self) -> None:
+        """Another instance asked for the lease (``_handover``, seen in the lease as just
+        written): its processing ends after the batch in flight, released to that instance."""
+        if not self._halting and self.processor._hand_over_asked(self.lease):
+            self.halt()
 
     def halt(self) -> None:
         """End this lease's processing after the batch in flight (its lease is given back)."""

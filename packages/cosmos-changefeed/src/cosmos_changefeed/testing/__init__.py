@@ -47,11 +47,8 @@ from cosmos_changefeed._store import (
 from cosmos_changefeed.aio._memory_feed_async import InMemoryFeedSource as AsyncInMemoryFeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore as AsyncLeaseStore
 from cosmos_changefeed.testing._feed_contract import FeedHarness, FeedSourceContract, blocking
-from cosmos_changefeed.testing._simulation import (
-    SimulatedFleet,
-    SimulatedLeaseContainer,
-    SimulatedLeaseStore,
-)
+from cosmos_changefeed.testing._lease_container import SimulatedLeaseContainer, SimulatedLeaseStore
+from cosmos_changefeed.testing._simulation import SimulatedFleet, Timing
 from cosmos_changefeed.testing._virtual import VirtualClock
 
 __all__ = [
@@ -65,6 +62,7 @@ __all__ = [
     "SimulatedFleet",
     "SimulatedLeaseContainer",
     "SimulatedLeaseStore",
+    "Timing",
     "VirtualClock",
     "blocking",
 ]
