@@ -102,12 +102,20 @@ class Round:
     #: A lease of this instance's to give back once it took one from an owner that does not
     #: hand over, for an instance under its share that does not take from this one (a relay).
     relay: list[Lease] = field(default_factory=list)
+    #: Ask for as many leases as it misses (else one, while it holds none).
+    ask_all: bool = False
     #: Stop after ``LOSSES_IN_A_ROW`` leases found taken since the listing (.NET: go on).
     stop_when_outdated: bool = True
     _taken: int = 0
     _stolen: int = 0
     _losses: int = 0
     _asked: int = 0
+
+    @property
+    def idle(self) -> bool:
+        """Whether the round had nothing to do: at its target, nothing taken, asked for or
+        given back."""
+        return self.wanted <= 0 and not (self.release or self._taken or self._asked)
 
     @property
     def wanted(self) -> int:
@@ -141,11 +149,11 @@ class Round:
 
     def to_ask(self) -> Iterator[Lease]:
         """The leases to ask for, until one is asked for -- while this instance still holds
-        none and has none coming."""
+        none and has none coming (``ask_all``: as long as they are wanted)."""
         for lease in self.requests:
             if self._losses >= LOSSES_IN_A_ROW or self.wanted <= 0:
                 return
-            if self.mine or self.coming or self._taken or self._asked:
+            if not self.ask_all and (self.mine or self.coming or self._taken or self._asked):
                 return
             yield lease
 
@@ -162,8 +170,12 @@ def plan_round(
     instance_name: str,
     expiration: float,
     now: dt.datetime,
+    *,
+    pressed: bool = False,
 ) -> Round:
-    """The fair-share round of ``instance_name`` (see the module)."""
+    """The fair-share round of ``instance_name`` (see the module); ``pressed``: the lease
+    container throttles, and the others list the leases seldom (``_keeping``): an instance
+    under its share asks for all it misses, as the owners see a request at their next write."""
     view = _View.of(leases, instance_name, expiration, now)
     mine, target = view.owners[instance_name], view.targets[instance_name]
     leaving = view.leaving.get(instance_name, 0)
@@ -202,6 +214,7 @@ def plan_round(
         coming=view.coming,
         leaving=leaving,
         relay=relay,
+        ask_all=pressed,
     )
 
 

@@ -37,7 +37,7 @@ from cosmos_changefeed._options import (
 from cosmos_changefeed._protocol import LeaseLostError, LeaseManager
 from cosmos_changefeed._reading import Page, ProcessorStart
 from cosmos_changefeed._retries import retry_delay, to_set_aside
-from cosmos_changefeed._starting import Started
+from cosmos_changefeed._starting import Started, start_wait, throttled
 
 #: How many times a lease's release is tried (the lease expires if none is done).
 RELEASE_ATTEMPTS = 4
@@ -108,8 +108,10 @@ class ProcessorBase:
         self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
-        #: When the lease container last refused a write or a listing (``_clock.monotonic``).
+        #: When the lease container last refused a write or a listing (``_clock.monotonic``),
+        #: and last throttled one.
         self._refused_at: float | None = None
+        self._throttled_at: float | None = None
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -143,7 +145,7 @@ class ProcessorBase:
         name, expiration, now = opts.instance_name, opts.lease_expiration_interval, manager.now()
         if opts.balancing == "dotnet":
             return dotnet_round(leases, name, expiration, now)
-        return plan_round(leases, name, expiration, now)
+        return plan_round(leases, name, expiration, now, pressed=self._pressed)
 
     def _refuse_while_started(self, what: str, started: bool) -> None:
         if started:
@@ -194,6 +196,24 @@ class ProcessorBase:
                 "processor '%s': %s", opts.processor_name, keda_blind(facts, opts.processor_name)
             )
 
+    def _start_patience(self, error: Exception, failures: int) -> float | None:
+        """A start's operation failed: the wait before it is done again (a 429: said), or None
+        (``_starting.start_wait``)."""
+        wait = start_wait(error, failures)
+        if wait is not None:
+            logger.warning(
+                "processor '%s' (instance %s): starting: the lease container throttles (%s, "
+                "past azure-cosmos's own retries); waiting %gs and trying again (attempt %d) -- "
+                "a start waits for as long as it takes",
+                self.processor_name,
+                self.instance_name,
+                error_text(error),
+                wait,
+                failures + 1,
+                stacklevel=2,
+            )
+        return wait
+
     def _listening_now(self, tokens: Iterable[str]) -> None:
         logger.info(
             "processor '%s' (instance %s): listening, lease(s) %s",
@@ -205,16 +225,27 @@ class ProcessorBase:
 
     # -- a lease container that refuses (throttles) -------------------------------------------
 
-    def _refused(self) -> None:
+    def _refused(self, error: BaseException) -> None:
         """The lease container refused a request (not a conflict: throttled, unreachable)."""
         self._refused_at = _clock.monotonic()
+        if throttled(error):
+            self._throttled_at = self._refused_at
+
+    def _within_expiration(self, at: float | None) -> bool:
+        return at is not None and _clock.monotonic() - at < self.options.lease_expiration_interval
 
     @property
     def _pressed(self) -> bool:
         """Whether the lease container refused a request within the expiration interval: the
         instance then asks less of it (``_keeping``: renewals and listings less often)."""
-        at = self._refused_at
-        return at is not None and _clock.monotonic() - at < self.options.lease_expiration_interval
+        return self._within_expiration(self._refused_at)
+
+    @property
+    def _throttled(self) -> bool:
+        """Whether the lease container answered a 429 (past azure-cosmos's retries) within the
+        expiration interval: a handled batch's checkpoint then waits for the lease's renewal
+        (``_keeping``)."""
+        return self._within_expiration(self._throttled_at)
 
     def _renew_interval(self) -> float:
         """How long after its last write a lease is renewed (``_keeping.pressed_interval`` while
@@ -225,16 +256,19 @@ class ProcessorBase:
             return pressed_interval(interval, opts.lease_expiration_interval)
         return interval
 
-    def _balance_delay(self, failures: int) -> float:
+    def _balance_delay(self, failures: int, idle: bool = False) -> float:
         """The wait before the next balancing round: the acquire interval; after ``failures``
         failed rounds in a row, doubled at each up to the expiration interval; while the lease
-        container refuses requests, the expiration interval."""
+        container refuses requests, the expiration interval -- two after a round that had
+        nothing to do (``idle``: at its share, nothing taken, given or asked for)."""
         opts = self.options
         interval = opts.lease_acquire_interval
         longest = max(interval, opts.lease_expiration_interval)
         if failures:
             return float(min(interval * 2.0 ** min(failures, 16), longest))
-        return longest if self._pressed else interval
+        if self._pressed:
+            return longest * (2 if idle else 1)
+        return interval
 
     def _release_again(self, lease: Lease, attempt: int) -> bool:
         """Whether a release that failed (the ``attempt``-th time) is tried again: a few
@@ -251,7 +285,7 @@ class ProcessorBase:
 
     def _balancing_failed(self, exc: Exception, failures: int) -> float:
         """Say that a round failed (the ``failures``-th in a row); the wait before the next."""
-        self._refused()
+        self._refused(exc)
         delay = self._balance_delay(failures)
         logger.warning(
             "processor '%s': lease balancing failed (%s); again in %gs",
@@ -264,7 +298,7 @@ class ProcessorBase:
 
     def _not_acquired(self, lease: Lease, exc: Exception) -> None:
         if not isinstance(exc, LeaseLostError):
-            self._refused()
+            self._refused(exc)
         if isinstance(exc, LeaseLostError):
             logger.info(
                 "processor '%s': %s not acquired (%s)",
@@ -382,7 +416,7 @@ class ProcessorBase:
         if isinstance(failure, LeaseLostError):
             failure = None
         if failure is not None:
-            self._refused()
+            self._refused(failure)
             logger.warning(
                 "processor '%s': lease %s not released (%s); it expires after %gs",
                 self.processor_name,
@@ -449,7 +483,7 @@ class ProcessorBase:
         )
 
     def _renewal_failed(self, token: str, exc: Exception, again_in: float) -> None:
-        self._refused()
+        self._refused(exc)
         self._again(token, "renewal", exc, again_in)
         self._notify_error(token, exc, "renew")
 
@@ -515,7 +549,7 @@ class ProcessorBase:
         self._notify_error(batch.context.lease_token, batch.error, "handler", batch)
 
     def _checkpoint_failed(self, token: str, exc: Exception, again_in: float) -> None:
-        self._refused()
+        self._refused(exc)
         self._again(token, "checkpoint", exc, again_in)
         self._notify_error(token, exc, "checkpoint")
 

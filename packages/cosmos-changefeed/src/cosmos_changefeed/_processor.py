@@ -186,7 +186,8 @@ class ChangeFeedProcessor(ProcessorBase):
         opts = self.options
         self._stopping.clear()
         self._listening.clear()
-        self._started(self._run(start_flow(opts, self._reader.account_endpoint, started)))
+        flow = start_flow(opts, self._reader.account_endpoint, started)
+        self._started(drive(flow, self._store, self._reader, self._sleep, self._start_patience))
         self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
         self._reading = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="read-ahead")
         self._balancer = threading.Thread(
@@ -260,7 +261,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 self._stopping.wait(self._balancing_failed(exc, failures))
                 continue
             failures = 0
-            self._stopping.wait(self._balance_delay(0))
+            self._stopping.wait(self._balance_delay(0, plan.idle))
 
     def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         for worker in workers:
@@ -348,7 +349,8 @@ class ChangeFeedProcessor(ProcessorBase):
             pass
         except Exception as exc:
             self._processing_failed(token, exc)
-        self._release(worker.lease)  # still listed as its own: not taken again meanwhile
+        # still listed as its own: not taken again meanwhile
+        self._release(worker.lease, worker.unwritten())
         self._forget(worker)
 
     def _forget(self, worker: LeaseWorker) -> None:
@@ -356,16 +358,18 @@ class ChangeFeedProcessor(ProcessorBase):
             if self._workers.get(worker.lease.lease_token) is worker:
                 del self._workers[worker.lease.lease_token]
 
-    def _release(self, lease: Lease) -> None:
-        """Release ``lease`` -- tried again after a failure (``RELEASE_ATTEMPTS``), while it
-        is within its bound: else it expires."""
+    def _release(self, lease: Lease, continuation: str | None = None) -> None:
+        """Release ``lease`` (with ``continuation`` checkpointed by the same write) -- tried
+        again after a failure (``RELEASE_ATTEMPTS``), while it is within its bound: else it
+        expires."""
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
         released: Lease | None = None
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             try:
-                released = drive(manager.release(lease), self._store, self._reader, no_sleep)
+                flow = manager.release(lease, continuation)
+                released = drive(flow, self._store, self._reader, no_sleep)
                 failure = None
                 break
             except LeaseLostError as lost:

@@ -297,11 +297,13 @@ class LeaseManager:
         current = (yield from self._reread(lease)) if self.read_before_renew else lease
         return (yield from self._update(current, stamp))
 
-    def release(self, lease: Lease) -> Flow:
+    def release(self, lease: Lease, continuation: str | None = None) -> Flow:
         """``ReleaseAsync``: ``Owner`` cleared, unless another instance owns it now
         (``LeaseLostError``); a lease already deleted is released (None). A lease another
         instance asked for (a live request, ``_handover``) is released to it: ``Owner`` that
-        instance. The lease as written."""
+        instance. ``continuation``: a checkpoint written by the same write (what was handled
+        and not yet checkpointed: the next owner reads on from there, or the lease stays).
+        The lease as written."""
         try:
             current = yield from self._reread(lease)
         except LeaseLostError as lost:
@@ -315,7 +317,9 @@ class LeaseManager:
             asker = None
             if self.hands_over:
                 asker = _handover.asked_by(server, self.instance_name, self.now(), self.expiration)
-            return server.evolve(owner=asker, hand_over=None)
+            return server.evolve(
+                owner=asker, hand_over=None, continuation=continuation or server.continuation
+            )
 
         return (yield from self._update(current, clear))
 

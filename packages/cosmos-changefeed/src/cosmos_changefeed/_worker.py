@@ -60,6 +60,8 @@ class LeaseWorker:
         self._checkpointing: Future[None] | None = None
         self._due: str | None = None
         self._ahead: Future[Page] | None = None
+        #: A position handled whose checkpoint the next renewal writes (``_keeping``).
+        self._deferred: str | None = None
         self.attempts = Attempts()
         self.plan = CheckpointPlan(processor.options.checkpoint)
         #: Whether a batch was handed over (a lease's start is kept only before).
@@ -99,6 +101,12 @@ class LeaseWorker:
                 self.processor._checkpoint_failed(token, exc, again_in)
             time.sleep(again_in)
 
+    def unwritten(self) -> str | None:
+        """The last position handled, if its checkpoint was not written (a flush that did not
+        get through): the release writes it."""
+        plan = self.plan
+        return None if plan.manual or plan.last == plan.stored else plan.last
+
     @property
     def halted(self) -> bool:
         """Whether its processing is ending (given back, handed over, stopped)."""
@@ -133,7 +141,9 @@ class LeaseWorker:
                 with self._writing:
                     if self.stop.is_set():
                         return
-                    self.lease = self._write(self.manager.renew(self.lease))
+                    flow, carried = self._renewal()
+                    self.lease = self._write(flow)
+                    self._carried(carried)
                     self._heed()
                 failures = 0
             except LeaseLostError as lost:
@@ -147,6 +157,19 @@ class LeaseWorker:
                 )
                 self.processor._renewal_failed(self.lease.lease_token, exc, again_in)
 
+    def _renewal(self) -> tuple[Flow, str | None]:
+        """A renewal's write (``aio/_worker_async.LeaseWorker._renewal``)."""
+        due, writing = self._deferred, self._checkpointing
+        if due is None or (writing is not None and not writing.done()):
+            return self.manager.renew(self.lease), None
+        return self.manager.checkpoint(self.lease, due), due
+
+    def _carried(self, due: str | None) -> None:
+        if due is not None:
+            self.plan.written(due)
+            if self._deferred == due:
+                self._deferred = None
+
     def _fresh(self) -> bool:
         """Whether a batch may be handed over (``aio/_worker_async.LeaseWorker._fresh``)."""
         expiration = self.processor.options.lease_expiration_interval
@@ -155,7 +178,9 @@ class LeaseWorker:
         try:
             with self._writing:
                 if not _keeping.fresh(self.lease, self.manager.now(), expiration):
-                    self.lease = self._write(self.manager.renew(self.lease))
+                    flow, carried = self._renewal()
+                    self.lease = self._write(flow)
+                    self._carried(carried)
                     self._heed()
         except LeaseLostError as lost:
             self._lost = lost
@@ -218,9 +243,11 @@ class LeaseWorker:
                 self._pause()
                 continue
             due = self.plan.handled(page.etag)
+            if due is not None and processor._throttled:  # written with the renewal: _keeping
+                self._deferred, due = due, None
             if due is not None:  # written while the next batch is read
                 self._checkpointing = processor._write_behind(self._checkpoint, due)
-                self._due = due
+                self._due, self._deferred = due, None
             position = page.etag
 
     def _next(self, position: str | None, start: Start) -> Page | None:

@@ -209,7 +209,10 @@ class ChangeFeedProcessor(ProcessorBase):
         opts = self.options
         self._closing = False
         self._listening = asyncio.Event()
-        self._started(await self._run(start_flow(opts, self._reader.account_endpoint, started)))
+        flow = start_flow(opts, self._reader.account_endpoint, started)
+        self._started(
+            await drive(flow, self._store, self._reader, asyncio.sleep, self._start_patience)
+        )
         self._balancer = asyncio.create_task(
             self._balance(), name=f"cosmos-changefeed-balancer-{opts.processor_name}"
         )
@@ -276,7 +279,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 await asyncio.sleep(self._balancing_failed(exc, failures))
                 continue
             failures = 0
-            await asyncio.sleep(self._balance_delay(0))
+            await asyncio.sleep(self._balance_delay(0, plan.idle))
 
     async def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         await asyncio.gather(*(worker.position_fixed.wait() for worker in workers))
@@ -354,29 +357,31 @@ class ChangeFeedProcessor(ProcessorBase):
             return
         except asyncio.CancelledError:
             await worker.flush()
-            await self._release(worker.lease)
+            await self._release(worker.lease, worker.unwritten())
             self._forget(worker)
             raise
         except Exception as exc:
             self._processing_failed(token, exc)
         await worker.flush()
-        await self._release(worker.lease)  # still listed as its own: not taken again meanwhile
+        # still listed as its own: not taken again meanwhile
+        await self._release(worker.lease, worker.unwritten())
         self._forget(worker)
 
     def _forget(self, worker: LeaseWorker) -> None:
         if self._workers.get(worker.lease.lease_token) is worker:
             del self._workers[worker.lease.lease_token]
 
-    async def _release(self, lease: Lease) -> None:
-        """Release ``lease`` -- tried again after a failure (``RELEASE_ATTEMPTS``), while it
-        is within its bound: else it expires."""
+    async def _release(self, lease: Lease, continuation: str | None = None) -> None:
+        """Release ``lease`` (with ``continuation`` checkpointed by the same write) -- tried
+        again after a failure (``RELEASE_ATTEMPTS``), while it is within its bound: else it
+        expires."""
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
         released: Lease | None = None
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             try:
-                released = await self._run(manager.release(lease))
+                released = await self._run(manager.release(lease, continuation))
                 failure = None
                 break
             except LeaseLostError as lost:

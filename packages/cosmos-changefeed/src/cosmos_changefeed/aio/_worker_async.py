@@ -26,7 +26,7 @@ from cosmos_changefeed._checks import not_awaitable
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
-from cosmos_changefeed._protocol import FeedRangeGoneError, LeaseLostError
+from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
 from cosmos_changefeed._retries import Attempts, apart
 
@@ -58,6 +58,8 @@ class LeaseWorker:
         self._due: str | None = None
         #: The next page, read while the handler handles this one.
         self._ahead: asyncio.Task[Page] | None = None
+        #: A position handled whose checkpoint the next renewal writes (``_keeping``).
+        self._deferred: str | None = None
         self.attempts = Attempts()
         self.plan = CheckpointPlan(processor.options.checkpoint)
         #: Whether a batch was handed over (a lease's start is kept only before).
@@ -96,7 +98,9 @@ class LeaseWorker:
                 continue  # written since (a checkpoint stamps it too)
             try:
                 async with self._writing:
-                    self.lease = await self.processor._run(self.manager.renew(self.lease))
+                    flow, carried = self._renewal()
+                    self.lease = await self.processor._run(flow)
+                    self._carried(carried)
                     self._heed()
                 failures = 0
             except LeaseLostError:
@@ -108,6 +112,20 @@ class LeaseWorker:
                 )
                 self.processor._renewal_failed(self.lease.lease_token, exc, again_in)
 
+    def _renewal(self) -> tuple[Flow, str | None]:
+        """A renewal's write: the position whose checkpoint waits for it (the lease container
+        throttles: ``_keeping``), unless a checkpoint is being written; else a renewal."""
+        due, writing = self._deferred, self._checkpointing
+        if due is None or (writing is not None and not writing.done()):
+            return self.manager.renew(self.lease), None
+        return self.manager.checkpoint(self.lease, due), due
+
+    def _carried(self, due: str | None) -> None:
+        if due is not None:
+            self.plan.written(due)
+            if self._deferred == due:
+                self._deferred = None
+
     async def _fresh(self) -> bool:
         """Whether a batch may be handed over: this instance's last write of the lease within
         the expiry bound, or a renewal now (False: it failed; the caller goes round again)."""
@@ -117,7 +135,9 @@ class LeaseWorker:
         try:
             async with self._writing:
                 if not _keeping.fresh(self.lease, self.manager.now(), expiration):
-                    self.lease = await self.processor._run(self.manager.renew(self.lease))
+                    flow, carried = self._renewal()
+                    self.lease = await self.processor._run(flow)
+                    self._carried(carried)
                     self._heed()
         except LeaseLostError as lost:
             self._lost = lost
@@ -172,9 +192,11 @@ class LeaseWorker:
                     await self._pause()
                     continue
                 due = self.plan.handled(page.etag)
+                if due is not None and self.processor._throttled:  # with the renewal: _keeping
+                    self._deferred, due = due, None
                 if due is not None:  # written while the next batch is read
                     self._checkpointing = asyncio.create_task(self._checkpoint(due))
-                    self._due = due
+                    self._due, self._deferred = due, None
                 position = page.etag
         finally:
             self._drop_ahead()
@@ -384,6 +406,12 @@ class LeaseWorker:
         await self._settle()
         await self._wait(self.processor.options.poll_delay if seconds is None else seconds)
         self._check_lost()
+
+    def unwritten(self) -> str | None:
+        """The last position handled, if its checkpoint was not written (a flush that did not
+        get through): the release writes it."""
+        plan = self.plan
+        return None if plan.manual or plan.last == plan.stored else plan.last
 
     @property
     def halted(self) -> bool:

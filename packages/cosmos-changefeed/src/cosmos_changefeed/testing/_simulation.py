@@ -48,8 +48,8 @@ from cosmos_changefeed.testing._lease_container import (
 )
 from cosmos_changefeed.testing._virtual import VirtualClock
 
-#: A start that fails (anything but a throttled lease container, which a start waits through)
-#: is tried again, as an orchestrator restarts an instance: this many times, this far apart.
+#: A start that fails is tried again, as an orchestrator restarts an instance: this many times,
+#: this far apart (``start_failures``).
 START_ATTEMPTS, START_RETRY = 20, 5.0
 
 
@@ -228,6 +228,9 @@ class SimulatedFleet:
         self.rng = random.Random(seed + 2)
         self._next = 0
         self.watch = _Watch()
+        #: Starts that failed (and were tried again, as an orchestrator restarts an instance):
+        #: (time, instance, error).
+        self.start_failures: list[tuple[float, str, str]] = []
         self._written: list[str] = []
         #: Awaited with (instance, context, changes) inside each handler call, if set (what a
         #: test's handler does besides taking its time).
@@ -299,7 +302,8 @@ class SimulatedFleet:
             try:
                 await processor.start()
                 return
-            except Exception:
+            except Exception as failed:
+                self.start_failures.append((self.clock.elapsed, name, repr(failed)))
                 if attempt == START_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(START_RETRY)
