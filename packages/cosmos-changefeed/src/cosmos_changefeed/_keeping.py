@@ -9,16 +9,15 @@ when it may hand a batch over, and how it waits after a failed write. Pure.
   a row would otherwise let it expire.
 * **While the lease container refuses requests** (a write or a listing failed within the
   expiration interval: throttled, most often), an instance asks less of it: it renews a lease
-  at the last safe moment, 90 % of the expiration interval after its last write
-  (``pressed_interval``: a tenth of the interval left for the write to get through), lists the
-  leases once per expiration interval -- once per two when its last round had nothing to do --
-  and writes a handled batch's checkpoint with the lease's
-  next renewal rather than at once (one write per lease per renewal, whatever its traffic: a
-  crash then gives again what its owner handled since that write; a stop, a hand-over or a
-  release write it first). At .NET's defaults (renew 17 s, acquire 13 s, expiry 60 s) that is
-  31 % of the renewals' requests and 11-22 % of the listings', and checkpoints at no cost of
-  their own: near the least a fleet can ask and keep its leases, one write per lease per
-  expiration interval.
+  at the last safe moment -- two thirds of the expiration interval after its last write, when
+  it could no longer hand a batch of it over (``pressed_interval``, ``fresh``): a third of the
+  interval is left for the write to get through --, lists the leases once per expiration
+  interval (once per two after a round that had nothing to do), and, while the refusals are
+  429s, writes a handled batch's checkpoint with the lease's next renewal rather than at once
+  (one write per lease per renewal, whatever its traffic: a crash then gives again what its
+  owner handled since that write; a stop, a hand-over or a release write it first). At .NET's
+  defaults (renew 17 s, acquire 13 s, expiry 60 s) that is 43 % of the renewals' requests and
+  11-22 % of the listings', and checkpoints at no cost of their own.
 * **The expiry bound** (``fresh``): another instance may take a lease not written for
   ``lease_expiration_interval``. An instance hands a batch of a lease over only while its own
   last write of it is younger than two thirds of that (a third is left for the batch and its
@@ -50,12 +49,13 @@ from cosmos_changefeed._leases import Lease
 #: A failed renewal is tried again after this part of the renew interval, at most this long
 #: (a renewal at the last safe moment has little time left).
 RENEWAL_RETRY_PART, RENEWAL_RETRY_MOST = 0.25, 5.0
-#: While the lease container refuses requests, a lease is renewed after this part of the
-#: expiration interval (the last safe moment: the rest is for the write to get through).
-PRESSED_PART = 0.9
 #: A batch is handed over while the lease's last write is younger than this part of the
 #: expiration interval.
 FRESH_PART = 2 / 3
+#: While the lease container refuses requests, a lease is renewed after this part of the
+#: expiration interval: the last moment it may hand a batch over (``FRESH_PART``); the rest
+#: is for the write to get through.
+PRESSED_PART = FRESH_PART
 
 
 def age(lease: Lease, now: dt.datetime) -> float:
@@ -72,9 +72,9 @@ def until_renewal(lease: Lease, now: dt.datetime, interval: float, failures: int
 
 
 def pressed_interval(interval: float, expiration: float) -> float:
-    """The renew interval while the lease container refuses requests: 90 % of the expiration
-    interval (at least the renew interval), which leaves a tenth for the renewal to get
-    through before the lease expires."""
+    """The renew interval while the lease container refuses requests: two thirds of the
+    expiration interval (at least the renew interval) -- the expiry bound past which a lease
+    hands no batch over -- which leaves a third for the renewal to get through."""
     return max(interval, expiration * PRESSED_PART)
 
 

@@ -112,6 +112,8 @@ class ProcessorBase:
         #: and last throttled one.
         self._refused_at: float | None = None
         self._throttled_at: float | None = None
+        #: Balancing rounds done since the start.
+        self._rounds = 0
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -256,19 +258,22 @@ class ProcessorBase:
             return pressed_interval(interval, opts.lease_expiration_interval)
         return interval
 
-    def _balance_delay(self, failures: int, idle: bool = False) -> float:
-        """The wait before the next balancing round: the acquire interval; after ``failures``
-        failed rounds in a row, doubled at each up to the expiration interval; while the lease
-        container refuses requests, the expiration interval -- two after a round that had
-        nothing to do (``idle``: at its share, nothing taken, given or asked for)."""
+    def _balance_delay(self, failures: int, done: Round | None = None) -> float:
+        """The wait before the next balancing round (after ``done``): the acquire interval -- a
+        round more half-way through the first (an instance that started with others took what
+        it could before it saw them: its surplus is given back, and taken, sooner); after
+        ``failures`` failed rounds in a row, doubled at each up to the expiration interval;
+        while the lease container refuses requests, the expiration interval -- two after a
+        round that had nothing to do (at its share, nothing taken, given or asked for)."""
         opts = self.options
         interval = opts.lease_acquire_interval
         longest = max(interval, opts.lease_expiration_interval)
         if failures:
             return float(min(interval * 2.0 ** min(failures, 16), longest))
         if self._pressed:
-            return longest * (2 if idle else 1)
-        return interval
+            return longest * (2 if done is not None and done.idle else 1)
+        self._rounds += 1
+        return interval / 2 if self._rounds <= 2 else interval
 
     def _release_again(self, lease: Lease, attempt: int) -> bool:
         """Whether a release that failed (the ``attempt``-th time) is tried again: a few

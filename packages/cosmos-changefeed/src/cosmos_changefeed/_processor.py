@@ -261,7 +261,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 self._stopping.wait(self._balancing_failed(exc, failures))
                 continue
             failures = 0
-            self._stopping.wait(self._balance_delay(0, plan.idle))
+            self._stopping.wait(self._balance_delay(0, plan))
 
     def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         for worker in workers:

@@ -52,8 +52,10 @@ class LeaseWorker:
         self.start = start
         self.thread: threading.Thread | None = None
         self.position_fixed = threading.Event()
-        #: Set to end this lease's processing (the processor stops, or gives the lease back).
+        #: Set to end this lease's processing (the processor stops, or gives the lease back);
+        #: set once it ended (the renewals end then).
         self.stop = threading.Event()
+        self._finished = threading.Event()
         self._writing = threading.Lock()
         self._lost: LeaseLostError | None = None
         self._wake = threading.Event()
@@ -80,6 +82,7 @@ class LeaseWorker:
             with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
                 self._settle()
             self.flush()
+            self._finished.set()
             renewer.join(5.0)
 
     def flush(self) -> None:
@@ -133,13 +136,15 @@ class LeaseWorker:
         failures = 0
         while True:
             interval, now = self.processor._renew_interval(), self.manager.now()
-            if self.stop.wait(_keeping.until_renewal(self.lease, now, interval, failures)):
+            # renewed until the processing ends (a lease handed over or given back is still
+            # this instance's while its batch in flight is handled and checkpointed)
+            if self._finished.wait(_keeping.until_renewal(self.lease, now, interval, failures)):
                 return
             if not failures and _keeping.age(self.lease, self.manager.now()) < interval:
                 continue  # written since (a checkpoint stamps it too)
             try:
                 with self._writing:
-                    if self.stop.is_set():
+                    if self._finished.is_set():
                         return
                     flow, carried = self._renewal()
                     self.lease = self._write(flow)

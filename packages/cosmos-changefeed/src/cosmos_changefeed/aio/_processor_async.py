@@ -279,7 +279,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 await asyncio.sleep(self._balancing_failed(exc, failures))
                 continue
             failures = 0
-            await asyncio.sleep(self._balance_delay(0, plan.idle))
+            await asyncio.sleep(self._balance_delay(0, plan))
 
     async def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         await asyncio.gather(*(worker.position_fixed.wait() for worker in workers))

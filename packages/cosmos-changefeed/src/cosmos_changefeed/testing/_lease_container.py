@@ -268,6 +268,9 @@ class SimulatedLeaseStore(LeaseStore):
     def __init__(self, container: SimulatedLeaseContainer, instance: str) -> None:
         self.container, self.instance = container, instance
         self.crashed = False
+        #: Every request of this instance answered 429 (after azure-cosmos's retries): as the
+        #: physical partition that holds its leases throttles while the others' get through.
+        self.refused = False
 
     async def partition_key_path(self) -> str:
         return self.container.documents.partition_key_path
@@ -359,7 +362,7 @@ class SimulatedLeaseStore(LeaseStore):
             if self.crashed:
                 raise CrashedError(f"instance {self.instance} crashed")
             budget = container.budgets[partition % len(container.budgets)]
-            retry_after = budget.admit(loop.time())
+            retry_after = SDK_MAX_WAIT if self.refused else budget.admit(loop.time())
             if retry_after is None:
                 result = operation()
                 charge = units(result) if callable(units) else units

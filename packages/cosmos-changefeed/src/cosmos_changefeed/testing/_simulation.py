@@ -88,8 +88,10 @@ class Overlap:
     token: str
     instances: tuple[str, ...]
     #: The lease came to the later one from an owner that had let it expire (a crash, a
-    #: pause past the bound): allowed. Otherwise the lease protocol failed.
+    #: pause past the bound): allowed. Otherwise the lease protocol failed -- unless one of
+    #: them balances as .NET does (``dotnet``: its steals overlap, as in a fleet of .NET's).
     after_expiry: bool
+    dotnet: bool = False
 
 
 @dataclass
@@ -166,6 +168,10 @@ class _Watch:
 
     #: Each change handled: its (id, _lsn) -> the instances that handled it, in order.
     deliveries: defaultdict[tuple[str, int], list[str]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    #: Each change handed to a handler (handled or not): the count the harness once kept.
+    handed: defaultdict[tuple[str, int], list[str]] = field(
         default_factory=lambda: defaultdict(list)
     )
     handled: defaultdict[tuple[str, int], list[Delivery]] = field(
@@ -320,6 +326,8 @@ class SimulatedFleet:
             if inside - {name}:
                 watch.overlaps.append(self._overlap(name, token, inside))
             inside.add(name)
+            for change in changes:
+                watch.handed[(str(change["id"]), int(change.get("_lsn", 0)))].append(name)
             try:
                 await asyncio.sleep(self.handler_time.draw(self.rng))
                 if self.on_batch is not None:
@@ -341,11 +349,18 @@ class SimulatedFleet:
 
     def _overlap(self, name: str, token: str, inside: set[str]) -> Overlap:
         """``name`` enters the handler of ``token`` while others are inside: after an expiry
-        when the move that gave it the lease took it expired."""
+        when the move that gave it the lease took it expired; .NET's when one of them
+        balances as .NET does (its steals, and steals from it, overlap its batches)."""
         came = [m for m in self.container.moves if m.token == token and m.to == name]
         after_expiry = bool(came) and came[-1].how == "expired"
-        at = self.clock.elapsed
-        return Overlap(at, token, tuple(sorted(inside | {name})), after_expiry)
+        everyone = inside | {name}
+        return Overlap(
+            self.clock.elapsed,
+            token,
+            tuple(sorted(everyone)),
+            after_expiry,
+            bool(everyone & self.dotnet_instances),
+        )
 
     async def stop(self, names: list[str]) -> None:
         """Stop these instances as a deployment scales in: each releases its leases."""
@@ -386,8 +401,9 @@ class SimulatedFleet:
         )
 
     def failures_seen(self) -> list[Overlap]:
-        """Two instances inside one lease's handler, not after an expiry: the protocol failed."""
-        return [overlap for overlap in self.overlaps if not overlap.after_expiry]
+        """Two instances inside one lease's handler, neither after an expiry nor .NET's: the
+        protocol failed."""
+        return [o for o in self.overlaps if not (o.after_expiry or o.dotnet)]
 
     def duplicates(self) -> int:
         """Changes given more than once."""
@@ -410,9 +426,12 @@ class SimulatedFleet:
         if first.instance == again.instance:
             counts.same_instance += 1
             return
-        away = [m for m in moves if m.was == first.instance and first.started <= m.at]
-        away = [m for m in away if m.at <= again.started] or away[:1]
-        expired = [m for m in away if m.how == "expired"]
+        # the moves of the lease to or from either instance around the two handlings (a former
+        # owner handles a batch until it learns the lease moved: at its next write)
+        pair = {first.instance, again.instance}
+        window = [m for m in moves if first.started - self.expiration <= m.at <= again.started]
+        between = [m for m in window if m.was in pair or m.to in pair]
+        expired = [m for m in between if m.how == "expired"]
         if expired:
             counts.after_expiry += 1
             checkpoint = lsn_of(expired[0].continuation)
@@ -420,9 +439,8 @@ class SimulatedFleet:
                 counts.behind_checkpoint += 1
             return
         counts.by_move += 1
-        if any(m.how == "stolen" and m.to in self.dotnet_instances for m in away) or (
-            first.instance in self.dotnet_instances
-        ):
+        dotnet = self.dotnet_instances
+        if pair & dotnet or any(m.how == "stolen" and {m.was, m.to} & dotnet for m in between):
             counts.from_dotnet += 1
 
     def lost_checkpoints(self) -> int:
@@ -468,9 +486,10 @@ class SimulatedFleet:
             await asyncio.sleep(1 / per_second)
         return written
 
-    def undelivered(self) -> list[str]:
-        """The changes written (``write``) whose handler no instance completed."""
-        given = {change_id for change_id, _ in self.deliveries}
+    def undelivered(self, *, handed: bool = False) -> list[str]:
+        """The changes written (``write``) whose handler no instance completed (``handed``:
+        that no instance was handed, completed or not -- what the harness once counted)."""
+        given = {change_id for change_id, _ in (self.watch.handed if handed else self.deliveries)}
         return [change_id for change_id in self._written if change_id not in given]
 
     def requests_between(self, began: float, ended: float) -> float:
