@@ -325,11 +325,12 @@ class ProcessorBase:
     def _acquired(
         self, seen: Lease, acquired: Lease, manager: LeaseManager, start: ProcessorStart
     ) -> None:
+        opts = self.options
         logger.info(
             "processor '%s': lease %s acquired (%s); %s",
             self.processor_name,
             seen.lease_token,
-            came_from(seen, self.options.lease_expiration_interval, manager.now()),
+            came_from(seen, opts.lease_expiration_interval, manager.now(), opts.instance_name),
             where_it_starts(acquired, start),
             stacklevel=2,
         )
