@@ -4,10 +4,12 @@ aio processor run a round every lease acquire interval, from one listing of the 
 **The fair share** (``plan_round``). The instances are the owners of the leases that are not
 expired, the instances that asked for one (a live hand-over request, ``_handover``), and this
 one; a lease without an owner (null or blank) or not updated within the expiration interval is
-available. With N leases and W instances each instance's target is N // W, and N % W of them --
-those holding the most now, then by name: the fewest moves -- target one more, so that the
-targets add up to N and every instance computes the same ones. A lease its owner was asked for
-counts as leaving it, and as coming to the instance that asked. In a round an instance:
+available. With N leases and W instances each instance's target is N // W, and N % W of them
+target one more -- first the instances that do not hand over (.NET's: they aim at
+``ceil(N / W)`` themselves and never give a lease back), then those holding the most now, then
+by name: the fewest moves --, so that the targets add up to N and every instance computes the
+same ones. A lease its owner was asked for counts as leaving it, and as coming to the instance
+that asked. In a round an instance:
 
 * takes the leases the store says are its own but that it does not process (a restart under
   the same name; a lease handed over to it; a lease whose processing ended without its release);
@@ -17,27 +19,40 @@ counts as leaving it, and as coming to the instance that asked. In a round an in
   one of an instance over its target (``_handover``: the owner hands it over once its batch in
   flight is handled and checkpointed) -- from its **surplus**, the same leases for everyone (its
   leases ranked by a hash of their token) -- to be counted by the others: the rest comes as they
-  give their surplus back. An owner that does not hand over (.NET's processor: its leases have
-  no ``handOver``) never gives back either: from such an owner over its target, an instance
-  under its own takes **one** lease per round, as .NET's balancing steals (its batch in flight
-  may be given again, as in a fleet of .NET instances). When three leases in a row were taken
-  by others since the listing (``LeaseLostError``), the listing is out of date: the round stops
-  taking (at a cold start, where no instance sees the others, every instance would otherwise
-  try every lease); so does a lease the store refused to write (throttled: the next round comes
-  after a back-off);
+  give their surplus back (while the lease container throttles, it asks for all it misses:
+  the owners see a request at their next write, and list the leases seldom). When three leases
+  in a row were taken by others since the listing (``LeaseLostError``), the listing is out of
+  date: the round stops taking (at a cold start, where no instance sees the others, every
+  instance would otherwise try every lease); so does a lease the store refused to write
+  (throttled: the next round comes after a back-off);
 * hands over the leases another instance asked for, and, over its target, gives back its
   surplus (each released as a stop releases a lease: the batch in flight finished and
   checkpointed -- to the instance that asked, or for the instances under theirs to take): an
   owner sees a request at its next write of the lease or its next round, whichever comes first,
   so the lease reaches the instance that asked at that instance's next round.
 
+**Beside instances that do not hand over** (.NET's processor; a lease it wrote last has no
+``handOver``), which take only available leases or steal one a round from the instance with the
+most, and never give back:
+
+* an instance under its target takes what it misses from such an owner's surplus in one round,
+  as it would take available leases (.NET would take one a round); its batch in flight may be
+  given again, as in a fleet of .NET instances;
+* the first available leases in the store's order -- the order .NET takes them in -- are left to
+  them, as many as they miss of their targets;
+* an instance at its target **relays**: it takes from an owner beyond .NET's own target
+  (``ceil(N / owners)``: one that will not take a lease back) as many leases as the instances
+  under their targets that do not hand over miss beyond those available, and gives as many of
+  its own back, for them to take (the first instance to see the need meets it; the others then
+  find the leases available).
+
 An instance that joins holds nothing, so the others do not count it until it holds a lease or
 asked for one; it counts itself, which lowers the others' targets below what they hold: their
 surplus is there for it to ask one lease of at its first round. At their next round they count
 it, give their surplus back, and it takes it at its next. A change of membership so comes to an
 even spread (within one lease) in one to three acquire intervals, moving about the leases that
-must move (docs/benchmarks.md); beside .NET instances, in as many as .NET's own balancing needs
-at most.
+must move; a fleet half of .NET instances in two to five (docs/benchmarks.md), where .NET's alone
+needs six to seventeen.
 
 **.NET's** ``EqualPartitionsBalancingStrategy`` (``select_leases_to_take``), kept for
 comparison (the simulation's figures, docs/benchmarks.md): Azure/azure-cosmos-dotnet-v3,

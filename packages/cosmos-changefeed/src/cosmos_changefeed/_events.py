@@ -43,7 +43,7 @@ def came_from(seen: Lease, expiration: float, now: dt.datetime, me: str = "") ->
     before), expired, or stolen."""
     if not (seen.owner or "").strip():
         return "unowned"
-    if me and seen.owner.lower() == me.lower():
+    if me and (seen.owner or "").lower() == me.lower():
         return "handed over to it"
     if seen.is_expired(expiration, now):
         return f"expired, was {seen.owner}'s"

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
-from cosmos_changefeed import _clock, _handover, _keeping
-from cosmos_changefeed._balancing import Outcome, Round, dotnet_round, plan_round
+from cosmos_changefeed import _clock, _keeping
+from cosmos_changefeed._balancing import Round, dotnet_round, plan_round
 from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import (
     Monitor,
@@ -26,6 +26,7 @@ from cosmos_changefeed._events import (
 )
 from cosmos_changefeed._keeping import pressed_interval
 from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._moves_log import MovesLog
 from cosmos_changefeed._options import (
     DEFAULT_SET_ASIDE_AFTER,
     During,
@@ -37,13 +38,13 @@ from cosmos_changefeed._options import (
 from cosmos_changefeed._protocol import LeaseLostError, LeaseManager
 from cosmos_changefeed._reading import Page, ProcessorStart
 from cosmos_changefeed._retries import retry_delay, to_set_aside
-from cosmos_changefeed._starting import Started, start_wait, throttled
+from cosmos_changefeed._starting import Started, throttled
 
 #: How many times a lease's release is tried (the lease expires if none is done).
 RELEASE_ATTEMPTS = 4
 
 
-class ProcessorBase:
+class ProcessorBase(MovesLog):
     """The part of a processor that neither waits nor runs anything."""
 
     #: The shell's flavour, and the ports it takes in place of a container.
@@ -198,24 +199,6 @@ class ProcessorBase:
                 "processor '%s': %s", opts.processor_name, keda_blind(facts, opts.processor_name)
             )
 
-    def _start_patience(self, error: Exception, failures: int) -> float | None:
-        """A start's operation failed: the wait before it is done again (a 429: said), or None
-        (``_starting.start_wait``)."""
-        wait = start_wait(error, failures)
-        if wait is not None:
-            logger.warning(
-                "processor '%s' (instance %s): starting: the lease container throttles (%s, "
-                "past azure-cosmos's own retries); waiting %gs and trying again (attempt %d) -- "
-                "a start waits for as long as it takes",
-                self.processor_name,
-                self.instance_name,
-                error_text(error),
-                wait,
-                failures + 1,
-                stacklevel=2,
-            )
-        return wait
-
     def _listening_now(self, tokens: Iterable[str]) -> None:
         logger.info(
             "processor '%s' (instance %s): listening, lease(s) %s",
@@ -335,62 +318,6 @@ class ProcessorBase:
             stacklevel=2,
         )
         self._notify(self._monitor.on_lease_acquired, seen.lease_token)
-
-    def _asked(self, lease: Lease) -> None:
-        logger.info(
-            "processor '%s' (instance %s): lease %s asked of %s (this instance holds none and "
-            "is under its fair share): its owner hands it over once its batch in flight is "
-            "handled and checkpointed",
-            self.processor_name,
-            self.instance_name,
-            lease.lease_token,
-            lease.owner,
-            stacklevel=2,
-        )
-
-    def _not_asked(self, lease: Lease, exc: Exception) -> Outcome:
-        """A request that failed: said as an acquisition that failed; its outcome."""
-        self._not_acquired(lease, exc)
-        return "lost" if isinstance(exc, LeaseLostError) else "failed"
-
-    def _asker(self, lease: Lease) -> str | None:
-        """The instance that asked for ``lease``, which this instance owns (``_handover``)."""
-        opts = self.options
-        manager = self._manager
-        if manager is None or not manager.hands_over:
-            return None
-        expiration = opts.lease_expiration_interval
-        return _handover.asked_by(lease, opts.instance_name, manager.now(), expiration)
-
-    def _hand_over_asked(self, lease: Lease) -> bool:
-        """Whether another instance asked for ``lease`` (seen as it was just written): it is
-        then handed over -- said here."""
-        if self._asker(lease) is None:
-            return False
-        self._giving_back(lease, stacklevel=3)
-        return True
-
-    def _giving_back(self, lease: Lease, stacklevel: int = 2) -> None:
-        asker = self._asker(lease)
-        if asker is not None:
-            logger.info(
-                "processor '%s' (instance %s): lease %s asked for by %s (under its fair share):"
-                " handed over once its batch in flight is handled and checkpointed",
-                self.processor_name,
-                self.instance_name,
-                lease.lease_token,
-                asker,
-                stacklevel=stacklevel,
-            )
-            return
-        logger.info(
-            "processor '%s' (instance %s): lease %s given back: this instance holds more than "
-            "its fair share, another holds less; released once its batch in flight is done",
-            self.processor_name,
-            self.instance_name,
-            lease.lease_token,
-            stacklevel=stacklevel,
-        )
 
     def _lost(self, token: str, exc: LeaseLostError) -> None:
         logger.info(
