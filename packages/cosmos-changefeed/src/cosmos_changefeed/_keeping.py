@@ -36,8 +36,10 @@ when it may hand a batch over, and how it waits after a failed write. Pure.
   is checkpointed after that batch, here as there).
 * **A failed checkpoint** (not lost: refused or throttled) is written again, after
   ``write_retry_delay``, before the next batch is handed over, until it is written or the lease
-  is lost: a handled batch is never given again because its checkpoint met a 429. (0.1 and 1.0
-  ended the lease's processing there and left the lease to expire: given again, 60 s later.)
+  is lost: a handled batch is given again for a 429 only when the lease container refused its
+  owner's checkpoint and renewals for the whole expiration interval and another instance took
+  the lease meanwhile (``tests/test_fleets.py``). (0.1 and 1.0 ended the lease's processing
+  there and left the lease to expire: given again, 60 s later.)
 """
 
 from __future__ import annotations
