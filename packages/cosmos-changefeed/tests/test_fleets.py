@@ -49,7 +49,9 @@ def test_a_mixed_fleet_is_even_within_five_acquire_intervals_cold_and_after_a_sc
     clock = VirtualClock(START)
 
     async def scenario() -> tuple[float | None, float | None, SimulatedFleet]:
-        fleet = SimulatedFleet(clock, partitions=leases, seed=leases + instances)
+        fleet = SimulatedFleet(
+            clock, partitions=leases, seed=leases + instances, start_from="beginning"
+        )
         writer = asyncio.create_task(fleet.write(leases / 30, 10**9))
         await add_mixed(fleet, instances)
         cold = await fleet.until_even(hold=HOLD, limit=LIMIT)
@@ -65,6 +67,7 @@ def test_a_mixed_fleet_is_even_within_five_acquire_intervals_cold_and_after_a_sc
     assert fleet.failures_seen() == [], "two instances inside one lease's handler"
     given = fleet.given_twice()
     assert given.by_move == given.from_dotnet, f"given twice by this package's moves: {given}"
+    assert fleet.undelivered() == []
 
 
 def test_balancing_moves_hand_over_and_a_crash_gives_again_only_what_followed_a_checkpoint() -> (

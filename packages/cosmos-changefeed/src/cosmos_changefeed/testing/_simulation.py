@@ -111,6 +111,8 @@ class GivenTwice:
     by_move: int = 0
     after_expiry: int = 0
     same_instance: int = 0
+    #: Given by two leases over one range (a split's or a merge's leases, not a move).
+    by_reshape: int = 0
     #: Given again after an expiry though the dead owner had checkpointed them.
     behind_checkpoint: int = 0
     #: Of ``by_move``, after a steal from an instance that does not hand over (.NET's).
@@ -118,7 +120,7 @@ class GivenTwice:
 
     @property
     def total(self) -> int:
-        return self.by_move + self.after_expiry + self.same_instance
+        return self.by_move + self.after_expiry + self.same_instance + self.by_reshape
 
 
 class SimulatedFeedSource(InMemoryFeedSource):
@@ -423,6 +425,9 @@ class SimulatedFleet:
     def _classify(
         self, counts: GivenTwice, first: Delivery, again: Delivery, lsn: int, moves: list[Move]
     ) -> None:
+        if first.token != again.token:
+            counts.by_reshape += 1
+            return
         if first.instance == again.instance:
             counts.same_instance += 1
             return
