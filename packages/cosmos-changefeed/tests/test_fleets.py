@@ -58,6 +58,10 @@ def test_a_mixed_fleet_is_even_within_five_acquire_intervals_cold_and_after_a_sc
         await add_mixed(fleet, instances // 2)
         out = await fleet.until_even(hold=HOLD, limit=LIMIT)
         writer.cancel()
+        for _ in range(60):  # what was written last, handled
+            if not fleet.undelivered():
+                break
+            await fleet.clock_sleep(5)
         await fleet.close()
         return cold, out, fleet
 
