@@ -51,8 +51,8 @@ asked for one; it counts itself, which lowers the others' targets below what the
 surplus is there for it to ask one lease of at its first round. At their next round they count
 it, give their surplus back, and it takes it at its next. A change of membership so comes to an
 even spread (within one lease) in one to three acquire intervals, moving about the leases that
-must move; a fleet half of .NET instances in two to five (docs/benchmarks.md), where .NET's alone
-needs six to seventeen.
+must move; a fleet half of .NET instances in one to four (docs/benchmarks.md), where .NET's
+alone needs five to twenty.
 
 **.NET's** ``EqualPartitionsBalancingStrategy`` (``select_leases_to_take``), kept for
 comparison (the simulation's figures, docs/benchmarks.md): Azure/azure-cosmos-dotnet-v3,
