@@ -21,9 +21,9 @@ bound -- lets an instance take a lease without its owner's hand-over.
 **Beside .NET.** .NET's processor drops ``handOver`` when it writes a lease (it writes only its
 own fields), never hands over and never gives a lease back. A lease written last by .NET (or by a
 processor that does not hand over) has no ``handOver`` member (``Lease.hands_over`` False): an
-instance under its fair share takes one such lease per acquire interval from an owner over its
-share, as .NET's balancing steals -- and as with .NET, the batch that owner has in flight may be
-given again.
+instance under its fair share takes what it misses of such leases from an owner over its share,
+as .NET's balancing steals (``_balancing``) -- and as with .NET, the batch that owner has in
+flight may be given again.
 """
 
 from __future__ import annotations
