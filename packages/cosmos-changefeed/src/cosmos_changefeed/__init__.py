@@ -36,6 +36,7 @@ from cosmos_changefeed._protocol import LeaseLostError
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import Page, Start
 from cosmos_changefeed._resources import MissingResourceError
+from cosmos_changefeed._shared_headers import read_again_on_headers_race
 from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import (
     ConflictError,
@@ -90,5 +91,6 @@ __all__ = [
     "__version__",
     "export_leases",
     "lease_prefix",
+    "read_again_on_headers_race",
     "restore_leases",
 ]

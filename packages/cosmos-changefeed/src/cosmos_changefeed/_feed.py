@@ -32,7 +32,7 @@ from cosmos_changefeed._reading import (
     range_of,
 )
 from cosmos_changefeed._resources import read_properties
-from cosmos_changefeed._shared_headers import read_again_on_the_race
+from cosmos_changefeed._shared_headers import read_again_on_headers_race
 from cosmos_changefeed._source import FeedSource
 
 
@@ -74,7 +74,7 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
                 list(page)
                 break
 
-        read_again_on_the_race(learn, what="a range's id")
+        read_again_on_headers_race(learn, what="a range's id")
         return capture.range_id(rng)
 
     def _gone(self, lease: Lease) -> bool:
@@ -107,7 +107,7 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
                 return list(page)
             return []
 
-        items = read_again_on_the_race(first_page, what="a change feed read")
+        items = read_again_on_headers_race(first_page, what="a change feed read")
         # decided after the read only: a read of a range already gone is answered by the SDK
         # from the children (it handles the 410), and dropped here as any split under a read
         if self._gone(lease):
