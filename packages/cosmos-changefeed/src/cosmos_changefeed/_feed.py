@@ -29,6 +29,7 @@ from cosmos_changefeed._reading import (
     change_feed_kwargs,
     is_gone,
     merge_ranges,
+    paths_of,
     range_of,
 )
 from cosmos_changefeed._resources import read_properties
@@ -46,7 +47,9 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
 
     def container_rid(self) -> str:
         if self._rid is None:
-            self._rid = str(read_properties(self.container, "monitored container")["_rid"])
+            properties = read_properties(self.container, "monitored container")
+            self._rid = str(properties["_rid"])
+            self._paths = paths_of(properties)
         return self._rid
 
     def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:

@@ -655,6 +655,9 @@ class InMemoryFeedSource(FeedSource):
     def container_rid(self) -> str:
         return self.feed.container_rid
 
+    def partition_key_paths(self) -> list[str]:
+        return [self.feed.partition_key_path]
+
     def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
         if self._seen is None or force_refresh:
             self._seen = self.feed.ranges()
