@@ -151,7 +151,6 @@ class InMemoryDocuments:
                     raise ConflictError(f"document {item_id!r} exists")
             for _, document in keyed:
                 self.feed.batch([("create", exported(document), None)])
-            self._save()
 
     def _exported(self) -> list[dict[str, Any]]:
         return sorted(
