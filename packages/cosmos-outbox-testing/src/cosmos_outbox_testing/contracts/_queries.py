@@ -68,24 +68,10 @@ class _Loans:
         )
         return found
 
-    def page(
-        self,
-        sql: str,
-        parameters: QueryParameters = None,
-        *,
-        partition_key: str | None = None,
-        page_size: int,
-        continuation: str | None = None,
-    ) -> Page[Any]:
-        found: Page[Any] = self.world.run(
-            self.world.async_store.query_page(
-                sql,
-                self.parameters(parameters),
-                partition_key=partition_key,
-                page_size=page_size,
-                continuation=continuation,
-            )
-        )
+    def page(self, sql: str, **options: Any) -> Page[Any]:
+        """A page of `sql`'s results (`query_page`'s options: page_size, continuation, ...)."""
+        store = self.world.async_store
+        found: Page[Any] = self.world.run(store.query_page(sql, self.parameters(None), **options))
         return found
 
     def parameters(self, parameters: QueryParameters) -> QueryParameters:
