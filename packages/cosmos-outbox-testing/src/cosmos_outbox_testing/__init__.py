@@ -53,7 +53,12 @@ from cosmos_outbox_testing._checks import (
     check_openapi_events,
     check_text_schemas,
 )
-from cosmos_outbox_testing._committed import ScheduledEvent, committed_events, scheduled_events
+from cosmos_outbox_testing._committed import (
+    ScheduledEvent,
+    changed_since,
+    committed_events,
+    scheduled_events,
+)
 from cosmos_outbox_testing._dead_letters import InMemoryDeadLetters
 from cosmos_outbox_testing._delivery import delivered, dispatch_all
 from cosmos_outbox_testing._fakes import (
@@ -188,12 +193,7 @@ class InMemory:
         before = len(self.publisher.messages)
         while True:
             with self.store._lock:
-                changed = [
-                    dict(d)
-                    for key, d in self.store.documents.items()
-                    if (key, d.get("_etag")) not in self._relayed
-                ]
-                self._relayed |= {(k, d.get("_etag")) for k, d in self.store.documents.items()}
+                changed = changed_since(self._relayed, self.store._all())
             run_sync(wiring.relay().relay(read_feed(changed, legacy=wiring.legacy)))
             if not self.release_due():  # a scheduled event due already: released, relayed
                 return self.publisher.messages[before:]

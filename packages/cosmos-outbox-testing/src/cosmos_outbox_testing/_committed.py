@@ -61,6 +61,18 @@ def committed_events(store: InMemoryStore, partition_key: str | None = None) -> 
     )
 
 
+def changed_since(seen: set[Any], documents: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What a change-feed trigger hands over since its last read: each document not in `seen`
+    (by partition, id and etag: one written again is new), added to it."""
+    found = []
+    for document in documents:
+        key = (str(document.get("partitionKey")), str(document["id"]), document.get("_etag"))
+        if key not in seen:
+            seen.add(key)
+            found.append(dict(document))
+    return found
+
+
 def scheduled_events(documents: Iterable[Mapping[str, Any]]) -> list[ScheduledEvent]:
     """The scheduled events among `documents`, soonest due first."""
     found = []

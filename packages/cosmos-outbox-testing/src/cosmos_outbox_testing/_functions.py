@@ -151,33 +151,15 @@ class FunctionClient:
         assert isinstance(response, func.HttpResponse)
         return response
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        raw: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-        trace_parent: str = "",
-    ) -> func.HttpResponse:
-        """`method` `/<route prefix>/<path>`, routed as the host routes it: a query string in
-        `path` (`stock/wh-1?lowerThan=10`) is not part of the route; its values become the
-        request's `params`, with those of `params` (a name in both is a `ValueError`)."""
-        _query(path, params)  # a name given twice is refused before anything runs
+    def request(self, method: str, path: str, **options: Any) -> func.HttpResponse:
+        """`method` `/<route prefix>/<path>`, routed as the host routes it, with `call`'s
+        options but the route's values (`body`, `raw`, `headers`, `params`, `trace_parent`): a
+        query string in `path` (`stock/wh-1?lowerThan=10`) is not part of the route; its values
+        become the request's `params`, with those of `params` (a name in both is a
+        `ValueError`)."""
+        _query(path, options.get("params"))  # a name given twice is refused before anything runs
         name, values = self.route(method, path)
-        return self.call(
-            name,
-            method,
-            path,
-            body=body,
-            raw=raw,
-            headers=headers,
-            route_params=values,
-            params=params,
-            trace_parent=trace_parent,
-        )
+        return self.call(name, method, path, route_params=values, **options)
 
     def route(self, method: str, path: str) -> tuple[str, dict[str, str]]:
         """The function the host would call for `method` `/<route prefix>/<path>`, and its route

@@ -118,16 +118,9 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
             sorts.append(
                 (compiler.expression(expression), str(direction or "asc").lower() == "desc")
             )
-    return Compiled(
-        where=(compiler.expression(where.children[0]) if isinstance(where, Tree) else None),
-        order=tuple(sorts),
-        skip=skip,
-        take=take,
-        shape=shape,
-        fold=fold,
-        fields_aggregate=fields_aggregate,
-        has_source=source is not None,
-    )
+    kept = compiler.expression(where.children[0]) if isinstance(where, Tree) else None
+    from_ = source is not None
+    return Compiled(kept, tuple(sorts), skip, take, shape, fold, fields_aggregate, from_)
 
 
 def _is_path(expression: Any, alias: str | None) -> bool:

@@ -38,7 +38,7 @@ from cosmos_outbox.relay import Quarantine, Relay, Releases
 from cosmos_outbox.subscriber import IncomingEvent, Outcome, Projection
 from cosmos_outbox.subscriber.aio import Projector as AsyncProjector
 from cosmos_outbox.telemetry import RelayTelemetry
-from cosmos_outbox_testing._committed import incoming, scheduled_events
+from cosmos_outbox_testing._committed import changed_since, incoming, scheduled_events
 from cosmos_outbox_testing._fakes import FakePublisher, InMemoryScheduleQueue, InMemoryStore
 from cosmos_outbox_testing._kit_clock import KitClock
 from cosmos_outbox_testing.contracts._worlds import InMemoryStoreWorld, StoreWorld, Suite, unique
@@ -323,12 +323,7 @@ class RelayingWorld(ScheduleWorld):
 
     def relay_changes(self) -> None:
         """What was written since the last run, as the change-feed trigger hands it over."""
-        changed = []
-        for document in self.documents():
-            key = (str(document.get("partitionKey")), str(document["id"]), document.get("_etag"))
-            if key not in self._seen:
-                self._seen.add(key)
-                changed.append(document)
+        changed = changed_since(self._seen, self.documents())
         if changed:
             self.store.run(self.relay().relay(read_feed(changed)))
 
