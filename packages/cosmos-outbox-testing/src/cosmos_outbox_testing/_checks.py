@@ -432,33 +432,15 @@ def _nested_models(annotation: Any) -> Iterator[type[BaseModel]]:
 
 #: Values that probe every text rule and the usual field patterns.
 _PROBES = (
-    "",
-    " ",
-    "Ada",
-    "ada",
-    "ADA",
-    "A",
-    "1",
-    "a b",
-    "  Ada  ",
-    "Ada\u0000",
-    "\u200b",
-    "\u2800",
-    "\u0301a",
-    "a\u0301",
-    "\u0915\u094d\u200d\u0937",
-    "\u200d",
+    # empty, blank, cased, padded, a control character
+    *("", " ", "Ada", "ada", "ADA", "A", "1", "a b", "  Ada  ", "Ada\u0000"),
+    # invisible, combining marks, joiners, emoji sequences, replacement, private use
+    *("\u200b", "\u2800", "\u0301a", "a\u0301", "\u0915\u094d\u200d\u0937", "\u200d"),
     "Zo\u00eb \U0001f469\u200d\U0001f52c",
     "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f",
-    "\ufffd",
-    "\ue000",
-    "x" * 9,
-    "x" * 10,
-    "x" * 11,
-    "ab-12",
-    "AB12",
-    "ab_12.c",
-    "2026-01-02",
+    *("\ufffd", "\ue000"),
+    # lengths around 10, and the usual patterns (codes, dates)
+    *("x" * 9, "x" * 10, "x" * 11, "ab-12", "AB12", "ab_12.c", "2026-01-02"),
 )
 
 
