@@ -40,13 +40,6 @@ from pydantic.alias_generators import to_camel
 
 from cosmos_outbox.clock import now as _now
 
-#: What the library's models share (events, aggregates, the values it answers with:
-#: `cosmos_outbox._model.Model`): no field they do not declare, camelCase on the wire (their
-#: Python names accepted too), built by pydantic on first use (`defer_build`).
-STRICT_CAMEL = ConfigDict(
-    extra="forbid", alias_generator=to_camel, populate_by_name=True, defer_build=True
-)
-
 A = TypeVar("A", bound="Aggregate")
 E = TypeVar("E", bound="Event")
 
@@ -212,7 +205,13 @@ class Event(BaseModel):
     A scheduled event (`deliver_at`: when it is due, recorded with `record(..., deliver_at=...)`
     or `deliver_after=`) has `version` 0: it takes no place in the aggregate's order."""
 
-    model_config = STRICT_CAMEL | ConfigDict(frozen=True)
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        defer_build=True,
+    )
 
     #: The type of the aggregate the event happened to (set when the class is bound).
     aggregate_type: ClassVar[str]
@@ -273,7 +272,13 @@ class Aggregate(BaseModel):
     `aggregate_type` and `collection` default to the class name with a lower-case first letter
     and that name plus `s` (`Order`: `order`, `orders`); set them on the class to choose."""
 
-    model_config = STRICT_CAMEL | ConfigDict(validate_assignment=True)
+    model_config = ConfigDict(
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_assignment=True,
+        defer_build=True,
+    )
 
     aggregate_type: ClassVar[str]
     #: Where aggregates of this type are kept and published from: the API's collection (a path

@@ -9,15 +9,19 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
-
-from cosmos_outbox._domain import STRICT_CAMEL
+from pydantic.alias_generators import to_camel
 
 
 class Model(BaseModel):
-    # STRICT_CAMEL's defer_build: each model's validator and serializer are built on first use,
-    # not at import (a Functions worker's start defines about 100 models and uses a few).
-    model_config = STRICT_CAMEL | ConfigDict(
-        frozen=True, json_schema_serialization_defaults_required=True
+    # defer_build: each model's validator and serializer are built on its first use, not at
+    # import (a Functions worker's start defines about 100 models and uses a few).
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        json_schema_serialization_defaults_required=True,
+        defer_build=True,
     )
 
 
