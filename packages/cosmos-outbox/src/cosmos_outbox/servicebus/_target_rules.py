@@ -32,19 +32,21 @@ from azure.core.exceptions import (
 )
 from azure.core.pipeline.transport import HttpRequest, RequestsTransport
 
-from cosmos_outbox.ports import (
-    TARGET_RULES_COMMAND,
-    AsyncTargetRules,
+from cosmos_outbox._subscription_rules import (
     CorrelationFilter,
     FalseFilter,
     Rule,
     RuleFilter,
     SqlFilter,
+    TrueFilter,
+    UnreadableFilter,
+)
+from cosmos_outbox.ports import (
+    TARGET_RULES_COMMAND,
+    AsyncTargetRules,
     SubscriptionLacking,
     TargetRuleCheck,
     TargetRules,
-    TrueFilter,
-    UnreadableFilter,
 )
 
 if TYPE_CHECKING:
