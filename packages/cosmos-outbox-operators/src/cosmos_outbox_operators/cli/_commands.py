@@ -22,6 +22,7 @@ from cosmos_outbox.errors import OutboxError
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
+from cosmos_outbox_operators.cli._mcp import mcp_command, serve_mcp
 from cosmos_outbox_operators.cli._operations import (
     bulk_flags,
     canary_of,
@@ -47,8 +48,8 @@ def _version(version: Any) -> str:
 
 
 def _what(item: Any, *, action: bool = True) -> str:
-    """An event (an answer's item) in words, never "None" (issue 92, M8): "contact c-1 v3
-    ContactRenamed"; "aggregate unknown" for a record that could not be read."""
+    """An event (an answer's item) in words, never "None" (an operator cannot act on it):
+    "contact c-1 v3 ContactRenamed"; "aggregate unknown" for a record that could not be read."""
     named = f" {item['action']}" if action and item.get("action") else ""
     if not item.get("aggregateId"):
         return "aggregate unknown" + named
@@ -386,7 +387,13 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     top.add_argument("--json", action="store_true", help="print the answers' JSON (for scripts)")
     top.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_readings, _quarantine_commands, _dead_letter_commands, _more_commands):
+    for add in (
+        _readings,
+        _quarantine_commands,
+        _dead_letter_commands,
+        _more_commands,
+        mcp_command,
+    ):
         add(commands, flags)
     return top
 
@@ -498,6 +505,7 @@ _RUN: dict[str, Callable[[DirectApi, argparse.Namespace, Output], int]] = {
     "redrive": _redrive,
     "groups": _groups,
     "operations": operations,
+    "mcp": serve_mcp,
 }
 
 
