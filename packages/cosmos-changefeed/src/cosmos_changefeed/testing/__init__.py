@@ -194,18 +194,21 @@ class LeaseStoreContract:
         assert listed == [f"{docs.prefix}..1", f"{docs.prefix}..2"]
         assert all("_etag" in d for d in store.list_documents(f"{docs.prefix}.."))
 
-    def test_a_document_with_a_ttl_is_gone_after_it(
+    def test_a_document_with_a_ttl_is_gone_after_it_and_one_of_minus_one_never(
         self, store: LeaseStore, docs: _Documents
     ) -> None:
         if not self.supports_ttl:
             pytest.skip("this store keeps documents for ever")
         body, key = docs.doc("lock", ttl=1)
+        kept, kept_key = docs.doc("kept", ttl=-1)
+        assert store.create(kept, kept_key) is not None
         assert store.create(body, key) is not None
         deadline = time.monotonic() + 10
         while store.read(body["id"], key) is not None:
             assert time.monotonic() < deadline, "the document outlived its ttl"
             time.sleep(0.2)
         assert store.create(body, key) is not None
+        assert store.read(kept["id"], kept_key) is not None, "a ttl of -1 expired"
 
 
 class AsyncLeaseStoreContract:
