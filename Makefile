@@ -9,6 +9,9 @@ OUTBOX := packages/cosmos-outbox
 OPERATORS := packages/cosmos-outbox-operators
 TESTKIT := packages/cosmos-outbox-testing
 CHANGEFEED := packages/cosmos-changefeed
+# The operators' commands: their entry points are made from this list (hatch_build.py), so the
+# venv's install is made again when it changes.
+OPERATOR_NAMES := $(OPERATORS)/src/cosmos_outbox_operators/cli/_names.py $(OPERATORS)/hatch_build.py
 
 
 .PHONY: help setup browser venvs run test test-slow chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast release-check
@@ -61,7 +64,7 @@ $(UV):
 # needs no reinstall. python-qpid-proton (funcstack's AMQP codec) has no Linux wheel on PyPI: it
 # is built from its sdist with the interpreter's compiler flags and no debug information (-g0);
 # CFLAGS, if set and not empty, is used instead.
-$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml | $(UV)
+$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml $(OPERATOR_NAMES) | $(UV)
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
 	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; \

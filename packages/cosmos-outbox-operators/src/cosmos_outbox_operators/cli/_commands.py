@@ -365,30 +365,46 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
-    # --json and --quiet are taken after the command too (`cosmos-outbox status --json`)
-    flags = argparse.ArgumentParser(add_help=False)
-    flags.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    flags.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
     top = argparse.ArgumentParser(
         prog=prog,
         description="Operate an app's outbox on its stores, with its settings (the "
         "environment's, and --settings).",
     )
-    top.add_argument(
-        "--settings", metavar="FILE", help="a local.settings.json read too (the environment wins)"
-    )
-    top.add_argument(
-        "--timeout",
-        type=_timeout,
-        default=os.environ.get(TIMEOUT_VARIABLE, str(DEFAULT_TIMEOUT)),
-        help=f"seconds each call may take ({TIMEOUT_VARIABLE}; default {DEFAULT_TIMEOUT:g})",
-    )
-    top.add_argument("--json", action="store_true", help="print the answers' JSON (for scripts)")
-    top.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _global_options(top, defaults=True)
+    # the global options are taken after the command too (`cosmos-outbox status --settings F`)
+    flags = argparse.ArgumentParser(add_help=False)
+    _global_options(flags, defaults=False)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_readings, _quarantine_commands, _dead_letter_commands, _more_commands):
         add(commands, flags)
     return top
+
+
+def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """`--settings`, `--timeout`, `--json`, `--quiet`: on the top parser with their defaults;
+    on each command's with none (given there, they win; not given, the top's stand)."""
+
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--settings",
+        metavar="FILE",
+        default=default(None),
+        help="a local.settings.json read too (the environment wins)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=default(os.environ.get(TIMEOUT_VARIABLE, str(DEFAULT_TIMEOUT))),
+        help=f"seconds each call may take ({TIMEOUT_VARIABLE}; default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=default(False), help="print the answers' JSON"
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", default=default(False), help="no progress on stderr"
+    )
 
 
 def _readings(commands: Commands, flags: argparse.ArgumentParser) -> None:
@@ -406,7 +422,7 @@ def _readings(commands: Commands, flags: argparse.ArgumentParser) -> None:
 
 
 def _quarantine_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
-    quarantine = commands.add_parser("quarantine", help="list, replay or discard")
+    quarantine = commands.add_parser("quarantine", parents=[flags], help="list, replay or discard")
     actions = quarantine.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", parents=[flags], help="every quarantine record")
     listing.add_argument("--page-size", type=int, default=100)
