@@ -255,7 +255,8 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
         name = operation.name.removeprefix(f"{CONSOLE_SEGMENT}_")
 
         def answer(req: func.HttpRequest, response: func.HttpResponse) -> func.HttpResponse:
-            return negotiated(req, name, response, base=console_base(req, prefix))
+            base = console_base(req, prefix)
+            return negotiated(req, name, response, base=base, answers=operation.response)
 
         def admitted(req: func.HttpRequest) -> Actor | func.HttpResponse:
             try:
