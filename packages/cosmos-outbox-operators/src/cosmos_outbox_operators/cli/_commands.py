@@ -351,13 +351,15 @@ def _groups(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
 
 
 def _timeout(text: str) -> float:
+    """A call's bound (`cosmos_outbox.http.bounded.checked_bound`: more than 0, at most 230)."""
+    from cosmos_outbox.http.bounded import checked_bound
+
     try:
-        value = float(text)
+        return checked_bound(float(text), name="--timeout")
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be more than 0 seconds")
-    return value
+        raise argparse.ArgumentTypeError(
+            f"not a number of seconds more than 0 and at most 230: {text!r}"
+        ) from None
 
 
 #: The top parser's commands, each added by one of the functions below.
@@ -524,17 +526,12 @@ def main(
     the settings describe); its exit code. The values of a `--settings` file are in the
     environment for the run only (where it had none of its own): the caller's process goes on
     without them."""
-    from cosmos_outbox.http import bounded
-
     args = parser(prog).parse_args(argv)
     acting = args.command == "deadletters" and args.action in ("resubmit", "discard")
     if acting and not (args.sequence_numbers or args.all or _filter(args)):
         print(f"{prog}: error: name the dead letters: numbers, a filter, or --all", file=sys.stderr)
         return USAGE
     out = Output(as_json=args.json, quiet=args.quiet, out=sys.stdout, err=sys.stderr)
-    # the calls' bound: a person at a terminal waits for the stores' first answer, which a
-    # host's caller would not (in this process only)
-    bound, bounded.BOUND_SECONDS = bounded.BOUND_SECONDS, args.timeout
     added: list[str] = []
     try:
         if args.settings:
@@ -546,7 +543,9 @@ def main(
 
             outbox = Outbox()
         outbox.operations()  # the settings read before any call: a wrong one is one line
-        return _RUN[args.command](DirectApi(outbox), args, out)
+        # the calls' bound: a person at a terminal waits for the stores' first answer, which a
+        # host's caller would not
+        return _RUN[args.command](DirectApi(outbox, bound_seconds=args.timeout), args, out)
     except SettingsError as error:
         print(f"error: {error}", file=sys.stderr)
         return FAILED
@@ -565,7 +564,6 @@ def main(
         print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
         return FAILED
     finally:
-        bounded.BOUND_SECONDS = bound
         # the file's settings were this run's: a process that calls main() goes on without them
         for name in added:
             os.environ.pop(name, None)

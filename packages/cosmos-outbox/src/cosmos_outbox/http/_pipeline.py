@@ -57,9 +57,15 @@ async def respond(
         if not operation.bounded:
             result = await resolved(handler(call))
         elif asynchronous:
-            result = await await_bounded(resolved(handler(call)), what=operation.name)
+            result = await await_bounded(
+                resolved(handler(call)), what=operation.name, seconds=operation.bound_seconds
+            )
         else:
-            result = run_bounded(lambda: run_sync(resolved(handler(call))), what=operation.name)
+            result = run_bounded(
+                lambda: run_sync(resolved(handler(call))),
+                what=operation.name,
+                seconds=operation.bound_seconds,
+            )
         if isinstance(result, func.HttpResponse):
             return result
         return answer(operation, cast(Reply, result))
