@@ -22,7 +22,7 @@ help:
 	@echo "make test-slow  make test with every core kept busy by a CPU hog (the slow-machine mode: a verdict must not depend on speed; HOGS=N)"
 	@echo "make release-check  build, check and serve the five distributions; each README's install lines, first example and own tests in clean 3.11-3.13 venvs (PYTHONS=3.11 for one)"
 	@echo "make chaos  the relay's long fault-injection runs, not in make test: processes, a mixed fleet, the hand-over (about 4 min)"
-	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
+	@echo "make unit   every test that starts no server (the suite's, the packages', the examples' in-process ones)"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
 	@echo "make docs   the documentation site, strict (a broken link fails it), into .site/; make docs-serve to edit it live"
 	@echo "make bench  benchmarks (figures, not assertions)"
@@ -132,12 +132,14 @@ lint: $(PY_STAMP)
 	$(VENV)/bin/zizmor --offline --quiet .github/workflows
 	$(VENV)/bin/shellcheck deploy/smoke.sh scripts/slow-machine
 
-# The fast tiers: every test under tests/ and the library's that starts no server (the ones
-# that do are marked integration or e2e), then the examples'.
+# The fast tiers: every test that starts no server (the ones that do are marked integration or
+# e2e): the suite's and cosmos-outbox's, the operators', the processor's, then each example's
+# in-process tests in its folder (its end-to-end test, on funcstack, is make example-tests').
 unit: $(PY_STAMP)
 	$(PY) -m pytest tests $(OUTBOX)/tests -m "not integration and not e2e" -q
 	cd $(OPERATORS) && ../../$(PY) -m pytest -m "not integration and not e2e" -q
-	$(MAKE) --no-print-directory example-tests
+	cd $(CHANGEFEED) && ../../$(PY) -m pytest -m "not integration" -q
+	for app in $(EXAMPLES); do (cd examples/$$app && ../../$(PY) -m pytest -q -m "not e2e") || exit; done
 
 # Each example is an app of its own (its own function_app.py): its tests run in its folder, as
 # in a copy of it, one after another, on one set of services started once for the three

@@ -36,6 +36,7 @@ GUIDES = (
     "subscribers",
     "operating-the-outbox",
     "upgrading",
+    "testing",
 )
 #: The READMEs whose Python blocks must run: this repository's, the packages', the examples',
 #: and the guides.
