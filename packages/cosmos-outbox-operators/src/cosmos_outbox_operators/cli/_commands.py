@@ -22,6 +22,7 @@ from cosmos_outbox.errors import OutboxError
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
+from cosmos_outbox_operators.cli._mcp import mcp_command, serve_mcp
 from cosmos_outbox_operators.cli._operations import (
     bulk_flags,
     canary_of,
@@ -377,7 +378,13 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     flags = argparse.ArgumentParser(add_help=False)
     _global_options(flags, defaults=False)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_readings, _quarantine_commands, _dead_letter_commands, _more_commands):
+    for add in (
+        _readings,
+        _quarantine_commands,
+        _dead_letter_commands,
+        _more_commands,
+        mcp_command,
+    ):
         add(commands, flags)
     return top
 
@@ -516,6 +523,7 @@ _RUN: dict[str, Callable[[DirectApi, argparse.Namespace, Output], int]] = {
     "redrive": _redrive,
     "groups": _groups,
     "operations": operations,
+    "mcp": serve_mcp,
 }
 
 

@@ -61,7 +61,8 @@ class DirectApi:
     def __init__(self, outbox: Outbox, *, bound_seconds: float | None = None) -> None:
         from cosmos_outbox_operators._part import Operators, routes_blueprint
 
-        self._outbox = outbox
+        #: the outbox its operations are served on (the MCP server serves it too)
+        self.outbox = outbox
         app = func.FunctionApp()
         app.register_functions(
             routes_blueprint(
@@ -83,9 +84,7 @@ class DirectApi:
         from cosmos_outbox.operations import acting_as
 
         with acting_as(command_line_actor()):
-            steps: int = run_sync(
-                self._outbox.operations().bulk.work(budget_seconds=budget_seconds)
-            )
+            steps: int = run_sync(self.outbox.operations().bulk.work(budget_seconds=budget_seconds))
         return steps
 
     def call(self, operation: str, body: Any = None, **parameters: Any) -> Any:

@@ -26,4 +26,5 @@ COMMANDS: dict[str, str] = {
     "redrive": CLI,
     "groups": CLI,
     "operations": CLI,
+    "mcp": CLI,
 }

@@ -1,11 +1,11 @@
 """`cosmos-outbox`, the package's command line (also `python -m cosmos_outbox`): its commands
 are found by name in the entry-point group `cosmos_outbox.commands`, which the distributions
 on top of the core fill (cosmos-outbox-operators: `status`, `health`, `journey`, `documents`,
-`quarantine`, `deadletters`, `subscribers`, `redrive`, `groups`, `operations`, on the stores with
-the app's settings), beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a process of
-its own; `target-rules`, the targeted-delivery rule of the topic's subscriptions). The command
-named first on the line runs with the whole line (its options before it included); an
-operators' command without cosmos-outbox-operators installed says which package to install.
+`quarantine`, `deadletters`, `subscribers`, `redrive`, `groups`, `operations`, `mcp`, on the
+stores with the app's settings), beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a
+process of its own; `target-rules`, the targeted-delivery rule of the topic's subscriptions).
+The command named first on the line runs with the whole line (its options before it included);
+an operators' command without cosmos-outbox-operators installed says which package to install.
 
 The global `--settings FILE` is every command's, before the command's name or after it: a
 command whose options follow its name (`relay`, `target-rules`) is handed it there. A script
@@ -64,6 +64,7 @@ OPERATOR_COMMANDS = (
     "redrive",
     "groups",
     "operations",
+    "mcp",
 )
 USAGE = 2
 FAILED = 1
