@@ -17,10 +17,10 @@ OPERATOR_NAMES := $(OPERATORS)/src/cosmos_outbox_operators/cli/_names.py $(OPERA
 .PHONY: help setup browser venvs run test test-slow chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast release-check
 
 help:
-	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
+	@echo "make run    start Cosmos + Service Bus + Azurite, the Functions app (http://127.0.0.1:7071/api) and the subscriber (7072)"
 	@echo "make test   set up, then lint, the docs and every test tier (unit, contract, conformance, integration, e2e, deploy, release check); jobs sized by nproc"
 	@echo "make test-slow  make test with every core kept busy by a CPU hog (the slow-machine mode: a verdict must not depend on speed; HOGS=N)"
-	@echo "make release-check  build, check and serve the five distributions; each README's install lines, first example and own tests in clean 3.11-3.13 venvs (PYTHONS=3.11 for one)"
+	@echo "make release-check  build, check and serve the five distributions; each README's install lines, first example and own tests in clean venvs of each Python 3.11-3.14 found (PYTHONS=3.11 for one)"
 	@echo "make chaos  the relay's long fault-injection runs, not in make test: processes, a mixed fleet, the hand-over (about 4 min)"
 	@echo "make unit   every test that starts no server (the suite's, the packages', the examples' in-process ones)"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"

@@ -44,7 +44,8 @@ LONG_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(r"^make tail\b"),
-        "runs until Ctrl-C: tests/tooling tail tests print what reaches the topic the same way",
+        "runs until Ctrl-C: it prints what reaches the topic as it arrives (tools/tail.py); no "
+        "test runs it",
     ),
     (
         re.compile(r"^funcstack (run|up)\b"),
