@@ -219,9 +219,9 @@ def broken_promise(text: str, out: str, err: str) -> str | None:
         summary = next(
             (line for line in reversed(out.splitlines()) if re.search(r"\d+ passed", line)), ""
         )
-        expected = f"{promised['count']} passed"
-        if not summary.strip().startswith(expected) or "warning" in summary or "," in summary:
-            return f"its comment promises `{expected}`, pytest said `{summary.strip()}`"
+        expected, said = f"{promised['count']} passed", summary.strip(" =")
+        if not said.startswith(expected) or "warning" in said or "," in said:
+            return f"its comment promises `{expected}`, pytest said `{said}`"
     if text.lstrip().startswith("curl") and re.search(r"\s-[A-Za-z]*i", text.split("#", 1)[0]):
         statuses = [int(s) for s in STATUS_LINE.findall(out)]
         wanted = STATUS_PROMISE.search(text)

@@ -9,6 +9,13 @@ interpreter: its modules imported in order (a `FunctionApp` named `app` indexed,
 indexes it), its scripts run; then its test files (`test_*.py`) run by pytest in another; and
 everything checked by `mypy --strict`. A block fenced ```` ```python test="typecheck" ````
 (one that needs a running stack) is only type-checked.
+
+And every shell line of docs/ and the READMEs, as tools/doclines.py plans it: those whose block
+says `<!-- run="repo" -->` or `<!-- run="stack" -->` are run here (the stack's against the stack
+`make run` starts, `docs_stack`; tests/repository/doclines_stack.py fills in what a reader
+would), listed at the end of the run; every other line is a skip naming where it runs (the
+release check, make test, the test of a command that runs until stopped) or why it is only
+shown; a line nobody runs fails `test_every_documented_shell_line_is_run_or_says_why_not`.
 """
 
 from __future__ import annotations
@@ -337,6 +344,7 @@ def test_a_documented_lines_promises_are_held(tmp_path: Path) -> None:
     where it runs."""
     promise = "python -m pytest    # 1 passed"
     assert broken_promise(promise, "..\n1 passed in 0.41s\n", "") is None
+    assert broken_promise(promise, "=== 1 passed in 1.59s ===\n", "") is None  # without -q
     assert broken_promise(promise, ".\n1 passed, 7 warnings in 0.41s\n", "") is not None
     config = "PytestConfigWarning: Unknown config option: timeout\n1 passed in 2s"
     assert broken_promise("python -m pytest", config, "") == "it printed PytestConfigWarning"
