@@ -49,7 +49,7 @@ LONG_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(r"^funcstack (run|up)\b"),
-        "runs until Ctrl-C: funcstack's tests/test_cli.py starts and stops it; the guides' "
+        "runs until Ctrl-C: packages/funcstack/tests/test_cli.py starts and stops it; the guides' "
         "funcstack run lines run in the release check",
     ),
     (
@@ -59,7 +59,8 @@ LONG_RUNNING: tuple[tuple[re.Pattern[str], str], ...] = (
     ),
     (
         re.compile(r"cosmos-outbox\b.*\bmcp\b"),
-        "an MCP server on stdin and stdout: cosmos-outbox-operators' tests/operators/test_mcp.py "
+        "an MCP server on stdin and stdout: "
+        "packages/cosmos-outbox-operators/tests/operators/test_mcp.py "
         "starts the installed command and talks to it",
     ),
 )
