@@ -188,8 +188,8 @@ KEY_HEADER = "x-functions-key"
 #: funcstack's word to its workers that its host checks keys (`funcstack run --enforce-keys`;
 #: the host sets it, "true" or "false", whatever the settings say).
 KEYS_ENFORCED_SETTING = "FUNCSTACK_KEYS_ENFORCED"
-#: A key was sent to a host that checked none (issue 72: audited "admin key" though any text
-#: would have done).
+#: A key was sent to a host that checked none (audited as such: not as "admin key", which any
+#: text would have passed for).
 SENT_UNCHECKED = Actor("nobody", name="keys not enforced locally (a key was sent, not checked)")
 
 
@@ -224,7 +224,7 @@ def key_door(
     def admit(req: func.HttpRequest) -> Actor | func.HttpResponse:
         try:
             _no_key_in_url(req)
-            check_local_host(req.method, req.headers)  # reads too (issue 92, M10)
+            check_local_host(req.method, req.headers)  # reads too: a rebinding page reads bodies
             check_same_site(req.method, req.headers)
         except CrossSiteError as exc:
             logger.warning("operators' routes refused an action: %s", exc)
@@ -262,7 +262,7 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
         def admitted(req: func.HttpRequest) -> Actor | func.HttpResponse:
             try:
                 _no_key_in_url(req)
-                check_local_host(req.method, req.headers)  # reads too (issue 92, M10)
+                check_local_host(req.method, req.headers)  # reads too: a rebinding page reads
                 trust = sign_in_trust()
                 actor = admit_signed_in(
                     req.headers, role=role, return_to=console_base(req, prefix), trust=trust

@@ -48,8 +48,8 @@ def _version(version: Any) -> str:
 
 
 def _what(item: Any, *, action: bool = True) -> str:
-    """An event (an answer's item) in words, never "None" (issue 92, M8): "contact c-1 v3
-    ContactRenamed"; "aggregate unknown" for a record that could not be read."""
+    """An event (an answer's item) in words, never "None" (an operator cannot act on it):
+    "contact c-1 v3 ContactRenamed"; "aggregate unknown" for a record that could not be read."""
     named = f" {item['action']}" if action and item.get("action") else ""
     if not item.get("aggregateId"):
         return "aggregate unknown" + named

@@ -1,12 +1,11 @@
-"""The operators' operations served in-process on the stores (issue 72 item 7, DESIGN §18: the
-command line runs them on the stores, the routes serve the console): the operators' routes'
-own handlers (`cosmos_outbox_operators._routes`, over `cosmos_outbox.operations`) called by
-their operation's name, with no host and no HTTP, so that every command answers what the
-route answers (its JSON, its problem documents, its request checks) and no command exists only
-here. The outbox is the app's, built from its settings (the environment's, and a
-local.settings.json's where given: the environment wins), or one an app's own tool hands over.
-The actions are audited as "the command line as <user>@<machine>" and can do what the
-settings' credentials allow."""
+"""The operators' operations served in-process on the stores (the command line runs them on the
+stores, the routes serve the console): the operators' routes' own handlers
+(`cosmos_outbox_operators._routes`, over `cosmos_outbox.operations`) called by their operation's
+name, with no host and no HTTP, so that every command answers what the route answers (its JSON, its
+problem documents, its request checks) and no command exists only here. The outbox is the app's,
+built from its settings (the environment's, and a local.settings.json's where given: the environment
+wins), or one an app's own tool hands over. The actions are audited as "the command line as
+<user>@<machine>" and can do what the settings' credentials allow."""
 
 from __future__ import annotations
 

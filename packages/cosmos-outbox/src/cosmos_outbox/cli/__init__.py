@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
 
 def _settings_after(args: list[str], named: str) -> list[str]:
     """`args` with the global `--settings FILE` (given before the command's name) moved after
-    it, where the command's own options are read (`relay`, `target-rules`)."""
+    it, where the command's own options are read (`relay`, `target-rules`): the global options
+    are taken before the command's name too."""
     at = args.index(named)
     before = args[:at]
     moved: list[str] = []

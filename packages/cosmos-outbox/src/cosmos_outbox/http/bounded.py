@@ -122,7 +122,7 @@ def waiting_on(dependency: str) -> Iterator[None]:
         yield
     except asyncio.CancelledError:
         # the bound ran out and cancelled the wait: it is still what the call waited on (its
-        # 503 names it; removed, the answer said "the store or the message broker": issue 72)
+        # 503 names it; without it, the answer could only say "the store or the message broker")
         cancelled = True
         raise
     finally:
