@@ -30,6 +30,7 @@ from cosmos_outbox.http import (
     PathParameter,
     is_local_host,
 )
+from cosmos_outbox.http.bounded import BOUND_SECONDS
 from cosmos_outbox.operations import ADMIN_KEY, NO_KEY, Actor, acting_as
 from cosmos_outbox_operators._console.guard import (
     CrossSiteError,
@@ -255,7 +256,8 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
         name = operation.name.removeprefix(f"{CONSOLE_SEGMENT}_")
 
         def answer(req: func.HttpRequest, response: func.HttpResponse) -> func.HttpResponse:
-            return negotiated(req, name, response, base=console_base(req, prefix))
+            base = console_base(req, prefix)
+            return negotiated(req, name, response, base=base, answers=operation.response)
 
         def admitted(req: func.HttpRequest) -> Actor | func.HttpResponse:
             try:
@@ -282,8 +284,8 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
 
 class OperatorDoors:
     """The operators' operations on one blueprint, each through both doors (`console=False`:
-    the admin key's only; `actor`: served in-process to that actor, through no door).
-    `operation(...)` takes `HttpApi.operation`'s declaration; the route
+    the admin key's only; `actor`: served in-process to that actor, through no door), bounded
+    by `bound_seconds`. `operation(...)` takes `HttpApi.operation`'s declaration; the route
     is the key door's, under `prefix`."""
 
     def __init__(
@@ -295,12 +297,14 @@ class OperatorDoors:
         console: bool,
         role: str = OPERATOR_ROLE,
         actor: Actor | None = None,
+        bound_seconds: float = BOUND_SECONDS,
     ) -> None:
         self.prefix = prefix
         self.key = HttpApi(
             parameters=parameters,
             auth_level=auth_level,
             bounded=True,
+            bound_seconds=bound_seconds,
             wrap=functools.partial(key_door, actor=actor) if actor is not None else key_door,
             security=("masterKey",) if auth_level == func.AuthLevel.ADMIN else None,
         )
@@ -311,6 +315,7 @@ class OperatorDoors:
                 parameters=parameters,
                 auth_level=func.AuthLevel.ANONYMOUS,
                 bounded=True,
+                bound_seconds=bound_seconds,
                 wrap=signed_in_door(role, prefix),
                 security=("signedInOperator",),
             )

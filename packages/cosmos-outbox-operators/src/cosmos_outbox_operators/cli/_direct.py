@@ -54,9 +54,10 @@ def command_line_actor() -> Actor:
 
 
 class DirectApi:
-    """The operators' operations of `outbox` (a sync one), served in-process."""
+    """The operators' operations of `outbox` (a sync one), served in-process, each call within
+    `bound_seconds` (default: the outbox's bound)."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, *, bound_seconds: float | None = None) -> None:
         from cosmos_outbox_operators._part import Operators, routes_blueprint
 
         #: the outbox its operations are served on (the MCP server serves it too)
@@ -68,6 +69,7 @@ class DirectApi:
                 asynchronous=False,
                 options=Operators(console=False),
                 actor=command_line_actor(),
+                bound_seconds=outbox.bound_seconds if bound_seconds is None else bound_seconds,
             )
         )
         indexed = app.get_functions()

@@ -2,7 +2,7 @@
 lists each tool with its schemas and hints, and calls one as the operators' routes call their use
 case -- as the caller the door admitted (`Caller`: the actor every audit line names, and their
 roles), bounded (`cosmos_outbox.http.bounded`: a store or a broker that hangs is an error within
-BOUND_SECONDS, never a wait on the SDKs' timeouts), its answer the model's JSON (the structured
+the outbox's bound, never a wait on the SDKs' timeouts), its answer the model's JSON (the structured
 content, and the same as text). An action needs the operator role, and a destructive one the
 preview's token (`cosmos_outbox_operators._preview`); a refusal is an error the agent reads and
 one audit line naming who was refused. Errors the use cases raise are answered as the routes'
@@ -95,17 +95,21 @@ def _audit_refusal(caller: Caller, tool: Tool, why: str) -> None:
 async def _bounded(
     outbox: Any, actor: Actor, work: Callable[[Operations], Coroutine[Any, Any, T]]
 ) -> T:
-    """`work` on the outbox's operations as `actor`, within the routes' bound: on the event loop
-    for an async outbox; for a sync one, on a thread (its calls never suspend)."""
+    """`work` on the outbox's operations as `actor`, within the routes' bound (the outbox's,
+    `Outbox(bound_seconds=...)`): on the event loop for an async outbox; for a sync one, on a
+    thread (its calls never suspend)."""
+    seconds = outbox.bound_seconds
     if outbox.asynchronous:
         with acting_as(actor):
-            return await await_bounded(work(outbox.operations()), what="mcp tool")
+            return await await_bounded(work(outbox.operations()), what="mcp tool", seconds=seconds)
 
     def run() -> T:
         from cosmos_outbox.bridge import run_sync
 
         with acting_as(actor):
-            return run_bounded(lambda: run_sync(work(outbox.operations())), what="mcp tool")
+            return run_bounded(
+                lambda: run_sync(work(outbox.operations())), what="mcp tool", seconds=seconds
+            )
 
     return await anyio.to_thread.run_sync(run)
 
