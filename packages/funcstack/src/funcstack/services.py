@@ -45,6 +45,7 @@ from funcstack._processes import (
     stop_child,
 )
 from funcstack.cosmos._launcher import CosmosEndpoint, CosmosStartError, start_cosmos
+from funcstack.functions_host import _forkserver
 from funcstack.functions_host._launcher import (
     HostOptions,
     RunnerStartError,
@@ -479,6 +480,7 @@ class LocalServices:
         (0: a free one), or, started again, on the port it had; ready when this returns."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         previous = self.hosts.get(name)
+        _forkserver.hold(self)  # the process's fork server runs until its last stack stops
         with _starting(name):
             self.hosts[name] = launch_host(
                 options,
@@ -513,7 +515,8 @@ class LocalServices:
         language worker), waited for until it has ended. The hosts first, while the endpoints
         still answer: a Cosmos DB trigger releases its leases as it stops (the Azure host does
         at shutdown), which it cannot do once Cosmos DB is gone; its next start would wait out
-        their expiry."""
+        their expiry. Last, the fork server its hosts were forked from ends when no other stack
+        of this process holds it (``functions_host._forkserver.release``)."""
         hosts = set(self.hosts)
         for group in (
             [(name, part) for name, part in self._parts() if name in hosts],
@@ -522,6 +525,7 @@ class LocalServices:
             stop_all(
                 [(name, functools.partial(part.stop, timeout=STOP_TIMEOUT)) for name, part in group]
             )
+        _forkserver.release(self)
 
     def pids(self) -> list[tuple[str, int]]:
         """Each part's process (not a part waiting for its first connection)."""

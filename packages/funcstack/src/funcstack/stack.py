@@ -237,9 +237,9 @@ class LocalStack(LocalServices):
     language worker, what a declared process started). When it returns, none of the processes
     the stack started runs (a kill is waited for up to ``_processes.KILLED_WAIT``, 15 s; what
     still runs then is named in the part's log), so a stack started again at once on the same
-    ports or state finds them free. It leaves the fork server its first host started
-    (``functions_host._forkserver``), which is the process's, not the stack's: it holds no
-    port and no state, forks the next stack's hosts, and ends with the process.
+    ports or state finds them free. The fork server its hosts were forked from
+    (``functions_host._forkserver``) is shared by the stacks of the process: it ends with the
+    last of them to stop (the next stack starts one again: about 0.8 s).
     """
 
     config: StackConfig | None = None
