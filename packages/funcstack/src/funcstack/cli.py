@@ -28,8 +28,10 @@ merge DATABASE CONTAINER [--range ID ...]`` merges adjacent ones, as Azure's par
 ``funcstack partitions DATABASE CONTAINER`` lists them (``_partitions_cli.py``).
 ``funcstack instances [list|kill|pause|resume|add]``: the instances of the apps ``run`` serves
 from this folder, through its control channel (``_instances_cli.py``, ``_stack_control.py``).
-Under ``run --instances``, an instance that exits is restarted as Azure replaces one
-(``scaleout.RestartPolicy``); each exit, restart and give-up is a line on stderr.
+An app's host that exits is restarted as Azure restarts a host (on its port: its URL is the
+same) or replaces an instance (``run --instances``; ``scaleout.RestartPolicy``,
+``_host_restarts``); each exit, restart and give-up is a line on stderr; a host given up after
+3 failures at start in a row stops the run (exit status 1).
 ``--json`` (``run`` and ``up``): stdout holds one JSON line once the stack is up (connection
 strings, URLs, ports, pids) and nothing else; every other line goes to stderr.
 
@@ -370,6 +372,7 @@ def _local_http_port(directory: Path) -> int | None:
 
 def _start(args: argparse.Namespace) -> int:
     from funcstack._stack_control import ControlServer, StackControl
+    from funcstack.scaleout import AppInstances, RestartPolicy
     from funcstack.serving import serve
     from funcstack.stack import SETTINGS, LocalStack
 
@@ -388,8 +391,22 @@ def _start(args: argparse.Namespace) -> int:
     pidfile = workdir / "pids.json"
     ports = _claim(pidfile, apps, free=args.free_ports)
     _prepare(workdir, fresh=args.fresh)
-    stack = LocalStack(workdir=workdir, state_dir=workdir / "state", config=config, ports=ports)
     hosts: dict[str, RunningRunner | AppInstances] = {}
+
+    def restarted(line: str) -> None:  # a host run alone, restarted: the new one is the app's
+        for name, hosted in list(hosts.items()):
+            if not isinstance(hosted, AppInstances) and name in stack.hosts:
+                hosts[name] = stack.hosts[name]
+        _say(line)
+
+    stack = LocalStack(
+        workdir=workdir,
+        state_dir=workdir / "state",
+        config=config,
+        ports=ports,
+        host_restart=RestartPolicy(),  # a host that dies comes back on its port, as in Azure
+        on_host_event=restarted,
+    )
 
     quiet = getattr(args, "quiet", False)
     as_json = getattr(args, "json", False)
