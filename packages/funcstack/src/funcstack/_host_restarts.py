@@ -165,7 +165,8 @@ class HostRestarts:
         self._event(
             f"{name} exited unexpectedly ({watched.last_exit}); restarting it in {wait:g} s on "
             f"127.0.0.1:{runner.port}, as Azure restarts a host that dies (what it held, its "
-            f"Cosmos DB leases, is taken over once its lease expires). Last lines of {log}:",
+            f"Cosmos DB leases, is taken over once its lease expires)"
+            + (f". Last lines of {log}:" if lines else ""),
             lines,
         )
 

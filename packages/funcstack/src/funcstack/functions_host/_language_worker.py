@@ -520,8 +520,8 @@ class LanguageWorker:
             if wait > 0:
                 await asyncio.sleep(wait)
             async with self._lock:
-                if self._stopping or self._writer is not None:
-                    return  # stopped, or started by an invocation meanwhile
+                if self._stopping or self._exhausted or self._writer is not None:
+                    return  # stopped, recycling, or started by an invocation meanwhile
                 try:
                     await self._start_locked()
                 except (WorkerError, OSError, TimeoutError) as exc:
