@@ -372,7 +372,7 @@ def _local_http_port(directory: Path) -> int | None:
 
 def _start(args: argparse.Namespace) -> int:
     from funcstack._stack_control import ControlServer, StackControl
-    from funcstack.scaleout import AppInstances, RestartPolicy
+    from funcstack.scaleout import RestartPolicy
     from funcstack.serving import serve
     from funcstack.stack import SETTINGS, LocalStack
 
@@ -392,20 +392,13 @@ def _start(args: argparse.Namespace) -> int:
     ports = _claim(pidfile, apps, free=args.free_ports)
     _prepare(workdir, fresh=args.fresh)
     hosts: dict[str, RunningRunner | AppInstances] = {}
-
-    def restarted(line: str) -> None:  # a host run alone, restarted: the new one is the app's
-        for name, hosted in list(hosts.items()):
-            if not isinstance(hosted, AppInstances) and name in stack.hosts:
-                hosts[name] = stack.hosts[name]
-        _say(line)
-
     stack = LocalStack(
         workdir=workdir,
         state_dir=workdir / "state",
         config=config,
         ports=ports,
         host_restart=RestartPolicy(),  # a host that dies comes back on its port, as in Azure
-        on_host_event=restarted,
+        on_host_event=lambda line: _restarted(line, hosts, stack.hosts),
     )
 
     quiet = getattr(args, "quiet", False)
@@ -502,6 +495,21 @@ def _printer(app: str, out: TextIO) -> Callable[[Mapping[str, Any]], None]:
             out.flush()
 
     return show
+
+
+def _restarted(
+    line: str,
+    hosts: dict[str, RunningRunner | AppInstances],
+    live: Mapping[str, RunningRunner],
+) -> None:
+    """A host's exit, restart or give-up (``_say``); a host run alone that was restarted is
+    the app's from now on (``live``: the stack's hosts), for the control channel's list."""
+    from funcstack.scaleout import AppInstances
+
+    for name, hosted in list(hosts.items()):
+        if not isinstance(hosted, AppInstances) and name in live:
+            hosts[name] = live[name]
+    _say(line)
 
 
 def _say(line: str) -> None:
