@@ -9,17 +9,20 @@ OUTBOX := packages/cosmos-outbox
 OPERATORS := packages/cosmos-outbox-operators
 TESTKIT := packages/cosmos-outbox-testing
 CHANGEFEED := packages/cosmos-changefeed
+# The operators' commands: their entry points are made from this list (hatch_build.py), so the
+# venv's install is made again when it changes.
+OPERATOR_NAMES := $(OPERATORS)/src/cosmos_outbox_operators/cli/_names.py $(OPERATORS)/hatch_build.py
 
 
 .PHONY: help setup browser venvs run test test-slow chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast release-check
 
 help:
-	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
+	@echo "make run    start Cosmos + Service Bus + Azurite, the Functions app (http://127.0.0.1:7071/api) and the subscriber (7072)"
 	@echo "make test   set up, then lint, the docs and every test tier (unit, contract, conformance, integration, e2e, deploy, release check); jobs sized by nproc"
 	@echo "make test-slow  make test with every core kept busy by a CPU hog (the slow-machine mode: a verdict must not depend on speed; HOGS=N)"
-	@echo "make release-check  build, check and serve the five distributions; each README's install lines, first example and own tests in clean 3.11-3.13 venvs (PYTHONS=3.11 for one)"
+	@echo "make release-check  build, check and serve the five distributions; each README's install lines, first example and own tests in clean venvs of each Python 3.11-3.14 found (PYTHONS=3.11 for one)"
 	@echo "make chaos  the relay's long fault-injection runs, not in make test: processes, a mixed fleet, the hand-over (about 4 min)"
-	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
+	@echo "make unit   every test that starts no server (the suite's, the packages', the examples' in-process ones)"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
 	@echo "make docs   the documentation site, strict (a broken link fails it), into .site/; make docs-serve to edit it live"
 	@echo "make bench  benchmarks (figures, not assertions)"
@@ -61,7 +64,7 @@ $(UV):
 # needs no reinstall. python-qpid-proton (funcstack's AMQP codec) has no Linux wheel on PyPI: it
 # is built from its sdist with the interpreter's compiler flags and no debug information (-g0);
 # CFLAGS, if set and not empty, is used instead.
-$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml | $(UV)
+$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml $(OPERATOR_NAMES) | $(UV)
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
 	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; \
@@ -129,12 +132,14 @@ lint: $(PY_STAMP)
 	$(VENV)/bin/zizmor --offline --quiet .github/workflows
 	$(VENV)/bin/shellcheck deploy/smoke.sh scripts/slow-machine
 
-# The fast tiers: every test under tests/ and the library's that starts no server (the ones
-# that do are marked integration or e2e), then the examples'.
+# The fast tiers: every test that starts no server (the ones that do are marked integration or
+# e2e): the suite's and cosmos-outbox's, the operators', the processor's, then each example's
+# in-process tests in its folder (its end-to-end test, on funcstack, is make example-tests').
 unit: $(PY_STAMP)
 	$(PY) -m pytest tests $(OUTBOX)/tests -m "not integration and not e2e" -q
 	cd $(OPERATORS) && ../../$(PY) -m pytest -m "not integration and not e2e" -q
-	$(MAKE) --no-print-directory example-tests
+	cd $(CHANGEFEED) && ../../$(PY) -m pytest -m "not integration" -q
+	for app in $(EXAMPLES); do (cd examples/$$app && ../../$(PY) -m pytest -q -m "not e2e") || exit; done
 
 # Each example is an app of its own (its own function_app.py): its tests run in its folder, as
 # in a copy of it, one after another, on one set of services started once for the three

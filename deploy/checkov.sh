@@ -70,6 +70,15 @@ cd "$ROOT"
 # operators-signin.bicep holds Microsoft Graph (Entra ID) resources only, which checkov has no
 # checks for, and its parser (pycep 0.5) predates Bicep's `extension` keyword that they need;
 # tests/deploy parses and checks that file (pycep 0.7).
-exec "$VENV/bin/checkov" --quiet --compact --skip-download \
+# A template checkov cannot parse is one it checked nothing of, and it says so only in its
+# summary ("Parsing errors: 1"): that fails the scan (its pycep 0.5 reads no lambda, `=>`).
+status=0
+output="$("$VENV/bin/checkov" --quiet --compact --skip-download \
   --skip-path deploy/modules/operators-signin.bicep \
-  --framework bicep secrets --directory deploy
+  --framework bicep secrets --directory deploy 2>&1)" || status=$?
+printf '%s\n' "$output"
+if grep -Eq 'Parsing errors: [1-9]' <<<"$output"; then
+  echo "checkov.sh: checkov could not parse a template under deploy/, so none of its checks ran on it" >&2
+  exit 1
+fi
+exit "$status"

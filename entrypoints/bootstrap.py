@@ -41,25 +41,22 @@ LEGACY_EVENTS = LegacyEvents(aggregate_type=Contact.aggregate_type, source=Conta
 #: seconds: unset, cosmos-outbox's `bounded.BOUND_SECONDS` (4 s). The test suite's stacks set a
 #: longer one where a test does not test the bound (a busy machine's 503 is not what they test).
 BOUND_SETTING = "HTTP_BOUND_SECONDS"
-#: The longest bound the setting takes: Azure ends an HTTP request not answered in 230 s.
-MAX_BOUND_SECONDS = 230.0
 
 
-def bound_from_settings(settings: Mapping[str, str] = os.environ) -> None:
-    """`bounded.BOUND_SECONDS` from the app setting `HTTP_BOUND_SECONDS`, when set (the library's
-    default else); a value it cannot honour is an error naming it."""
+def bound_from_settings(settings: Mapping[str, str] = os.environ) -> float:
+    """The bound the app setting `HTTP_BOUND_SECONDS` gives, when set (the library's default
+    else): a number of seconds more than 0 and at most 230 (`bounded.checked_bound`), else an
+    error naming the setting."""
     text = settings.get(BOUND_SETTING, "").strip()
     if not text:
-        return
+        return bounded.BOUND_SECONDS
     try:
-        seconds = float(text)
+        return bounded.checked_bound(float(text), name=BOUND_SETTING)
     except ValueError:
-        raise ValueError(f"{BOUND_SETTING}={text!r}: not a number of seconds") from None
-    if not 0 < seconds <= MAX_BOUND_SECONDS:
         raise ValueError(
-            f"{BOUND_SETTING}={text!r}: must be more than 0 and at most {MAX_BOUND_SECONDS:g} s"
-        )
-    bounded.BOUND_SECONDS = seconds
+            f"{BOUND_SETTING}={text!r}: not a number of seconds more than 0 and at most "
+            f"{bounded.MAX_BOUND_SECONDS:g} (Azure ends an HTTP request not answered in 230 s)"
+        ) from None
 
 
 def cosmos_contact_list(services: Services) -> ContactList:
@@ -86,10 +83,15 @@ def bootstrap(
     """The app: the contact API, the outbox (relay, backlog timer, operators' routes, with this
     app's `contactId` alias) and the docs, on `services()` (default: from the app settings, on
     the SDKs' `aio` clients; their sync ones when not `asynchronous`). The bound of its bounded
-    routes is the app setting `HTTP_BOUND_SECONDS`'s, when set (`bound_from_settings`)."""
-    bound_from_settings()
+    routes is the app setting `HTTP_BOUND_SECONDS`'s, when set (`bound_from_settings`), given
+    to the outbox, which passes it to what it serves."""
     kind = AsyncOutbox if asynchronous else Outbox
-    outbox = kind((Contact,), services=services, legacy_events=LEGACY_EVENTS)
+    outbox = kind(
+        (Contact,),
+        services=services,
+        legacy_events=LEGACY_EVENTS,
+        bound_seconds=bound_from_settings(),
+    )
 
     @functools.cache
     def dependencies() -> ContactsDependencies:

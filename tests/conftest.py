@@ -398,3 +398,18 @@ def client(target: Target) -> Iterator[Client]:
         yield c
     finally:
         c.close()
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The docs' shell lines this run ran, each with what it showed (tests/repository/
+    test_docs_run.py records them; those it did not run are its skips, with where they run)."""
+    ran = sorted(
+        value
+        for report in terminalreporter.stats.get("passed", [])
+        for key, value in getattr(report, "user_properties", [])
+        if key == "docs-line"
+    )
+    if ran:
+        terminalreporter.section(f"the docs' shell lines run here: {len(ran)}")
+        for line in ran:
+            terminalreporter.line(line)

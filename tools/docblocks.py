@@ -13,8 +13,13 @@ from the local index).
   run by the interpreter under test, imports the modules (indexing a `FunctionApp` named
   `app`, as the worker does), runs the scripts, then runs the test files (`test_*.py`) with
   pytest in an interpreter of their own.
-- Shell blocks (```` ```bash ````, ```` ```sh ````, or a fence with no language): their lines,
-  which the release check runs verbatim (`shell_lines`).
+- Shell blocks (```` ```bash ````, ```` ```sh ````, or a fence with no language): their lines
+  (`shell_lines`), each run as written by the release check (a clean venv's installs, a guide's
+  steps) or by the docs' test (tools/doclines.py), or shown and not run: an HTML comment on the
+  line before the block's fence (which no reader sees, and no renderer minds) says where it
+  runs, `<!-- run="stack" -->` (one of `tools.doclines.CONTEXTS`), or that it is only shown and
+  why, `<!-- illustrative="a synopsis of the options" -->` (`ShellLine.run`,
+  `ShellLine.illustrative`).
 """
 
 from __future__ import annotations
@@ -66,6 +71,9 @@ SERVICES: dict[str, tuple[str, ...]] = {
 #: The fences whose lines are shell commands.
 SHELL_FENCES = ("bash", "sh", "shell", "")
 FENCE = re.compile(r"^(?P<indent>\s*)```(?P<info>[^`]*)$")
+#: A block's setting, in the HTML comment on the line before its fence: `<!-- run="stack" -->`.
+FENCE_SETTING = re.compile(r'(?P<key>[A-Za-z_]+)="(?P<value>[^"]*)"')
+COMMENT_LINE = re.compile(r"^\s*<!--(?P<text>.*)-->\s*$")
 
 
 def python_blocks(doc: Path) -> list[CodeExample]:
@@ -126,17 +134,46 @@ class ShellLine:
     text: str
     #: The line of the fence that opens its block.
     block: int = 0
+    #: The settings the comment before its block gives (`run`, `illustrative`), as pairs.
+    settings: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def run(self) -> str | None:
+        """Where the docs' test runs it (`<!-- run="..." -->` before its block), if said."""
+        return dict(self.settings).get("run")
+
+    @property
+    def illustrative(self) -> str | None:
+        """Why it is shown and not run (`<!-- illustrative="..." -->`), if it is."""
+        return dict(self.settings).get("illustrative")
+
+    @property
+    def where(self) -> str:
+        return f"{self.doc}:{self.line}"
+
+
+def block_settings(before: str) -> tuple[tuple[str, str], ...]:
+    """The `key="value"` settings of the HTML comment `before` a block's fence (none if the
+    line is not one)."""
+    comment = COMMENT_LINE.match(before)
+    if comment is None:
+        return ()
+    return tuple((m["key"], m["value"]) for m in FENCE_SETTING.finditer(comment["text"]))
 
 
 def shell_lines(doc: Path, name: str) -> list[ShellLine]:
     """Every command line of the document's shell blocks (a line continued with `\\` joined to
-    the next), with the heading of the section it is in."""
+    the next), with the heading of the section it is in and its block's settings."""
     found: list[ShellLine] = []
     heading, fence, pending, start, block = "", None, "", 0, 0
+    settings: tuple[tuple[str, str], ...] = ()
+    previous = ""
     for number, raw in enumerate(doc.read_text("utf-8").splitlines(), start=1):
         opened = FENCE.match(raw)
+        before, previous = previous, raw
         if opened:
             fence = None if fence is not None else opened["info"].strip().split(" ", 1)[0]
+            settings = block_settings(before) if fence is not None else ()
             block = number
             continue
         if fence is None:
@@ -153,8 +190,46 @@ def shell_lines(doc: Path, name: str) -> list[ShellLine]:
             continue
         command, pending = (pending + text).strip(), ""
         if command and not command.startswith("#"):
-            found.append(ShellLine(name, start, heading, command, block))
+            found.append(ShellLine(name, start, heading, command, block, settings))
     return found
+
+
+#: What pytest (or the interpreter) says when a documented run is not what it promises: a
+#: config option it ignores, a mark it does not know, a plugin's deprecation, runpy's warning.
+COMPLAINTS = re.compile(
+    r"PytestConfigWarning|PytestUnknownMarkWarning|PytestDeprecationWarning|RuntimeWarning|"
+    r"Traceback \(most recent call last\)"
+)
+#: A line's comment that promises pytest's summary: `# 1 passed`.
+PROMISE = re.compile(r"#\s*(?P<count>\d+) passed\s*$")
+#: An HTTP status a line's comment promises: `# 304`.
+STATUS_PROMISE = re.compile(r"#\s*(?P<status>[1-5]\d\d)\b")
+STATUS_LINE = re.compile(r"^HTTP/[\d.]+ (?P<status>\d{3})", re.MULTILINE)
+
+
+def broken_promise(text: str, out: str, err: str) -> str | None:
+    """What a line's run does that the line (its comment) or a reader would not accept: a
+    complaint of pytest's or a traceback, a pytest summary other than the one promised, an HTTP
+    status other than the one promised (an error status where none is)."""
+    complaint = COMPLAINTS.search(out + err)
+    if complaint:
+        return f"it printed {complaint[0]}"
+    promised = PROMISE.search(text)
+    if promised:
+        summary = next(
+            (line for line in reversed(out.splitlines()) if re.search(r"\d+ passed", line)), ""
+        )
+        expected, said = f"{promised['count']} passed", summary.strip(" =")
+        if not said.startswith(expected) or "warning" in said or "," in said:
+            return f"its comment promises `{expected}`, pytest said `{said}`"
+    if text.lstrip().startswith("curl") and re.search(r"\s-[A-Za-z]*i", text.split("#", 1)[0]):
+        statuses = [int(s) for s in STATUS_LINE.findall(out)]
+        wanted = STATUS_PROMISE.search(text)
+        if statuses and wanted and statuses[-1] != int(wanted["status"]):
+            return f"its comment promises {wanted['status']}, it answered {statuses[-1]}"
+        if statuses and not wanted and statuses[-1] >= 400:
+            return f"it answered {statuses[-1]}"
+    return None
 
 
 def install_lines(doc: Path, name: str) -> list[ShellLine]:

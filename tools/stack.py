@@ -13,7 +13,9 @@ groups apart, behind one front) and give the contacts container more physical pa
 container (`split_contacts`).
 
 `python -m tools` (what `make run` calls) starts it on the well-known ports and serves until
-Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faults.
+Ctrl-C, restarting a host that dies on its port (`serve`); tests use `Stack` on free ports and
+stop/kill parts of it to inject faults (a host killed stays down unless the test gives the
+stack funcstack's `host_restart`).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from funcstack.config import CosmosSpec, StackConfig
 from funcstack.cosmos import local_tls
 from funcstack.functions_host import HostOptions, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
-from funcstack.scaleout import AppInstances, parse_instances
+from funcstack.scaleout import AppInstances, RestartPolicy, parse_instances
 from funcstack.servicebus import control_request
 from funcstack.services import PartStartError, free_port, port_in_use, running_stack
 from funcstack.serving import serve as serve_stack
@@ -575,9 +577,16 @@ def run_settings(otel_dir: Path) -> dict[str, str]:
 
 def serve(stack: Stack, pidfile: Path) -> int:
     """Start the stack, print the banner, serve until Ctrl-C (SIGINT), SIGTERM or SIGHUP, or
-    until a part dies; stop everything (funcstack's serving loop). Exit status: 0 after a stop
-    asked for, 130 when interrupted while starting, 1 when a part did not start or died (the
-    cause on stderr in a line or two). The processes are recorded in `pidfile` while they run."""
+    until a part dies; stop everything (funcstack's serving loop). A Functions host that dies
+    (the contacts app's, the subscriber's) is started again on its port, as Azure restarts a
+    host (funcstack's `host_restart`: after 1 s, doubling after each failure at start, given up
+    after 3 in a row), each exit and restart a line in this terminal; the banner's URLs stay
+    true. Exit status: 0 after a stop asked for, 130 when interrupted while starting, 1 when a
+    part did not start, died (an endpoint) or was given up (a host failing at start; the cause
+    on stderr in a line or two). The processes are recorded in `pidfile` while they run (again
+    when a host is restarted)."""
+    if stack.host_restart is None:
+        stack.host_restart = RestartPolicy()
     return serve_stack(
         stack,
         pidfile,

@@ -126,6 +126,10 @@ resource leases 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2
         kind: 'Hash'
         version: 2
       }
+      // TTL on, no default (nothing expires but what asks to): the change feed processor's
+      // initialisation lock carries a ttl, so a lock left by an instance that died while it
+      // created the leases goes; with TTL off every instance would wait for it for ever
+      defaultTtl: -1
     }
   }
 }

@@ -173,9 +173,11 @@ var relayFunctions = [
   'outbox_backlog'
   'outbox_operations'
 ]
-// The operators' routes (auth level ADMIN: the host's master key). They publish through the
-// relay path and read the leases, so they run where the relay runs: in the relay app when it is
-// split off, never in the api app. (`outbox_health`, anonymous, runs in both.)
+// The operators' routes (auth level ADMIN: the host's master key), as function_app.py indexes
+// them (tests/deploy/test_app_roles.py holds this list to the indexed app: the lists below are
+// made from it). They publish through the relay path and read the leases, so they run where the
+// relay runs: in the relay app when it is split off, never in the api app. (`outbox_health`,
+// anonymous, runs in both.)
 var adminHttpFunctions = [
   'outbox_status'
   'backlog_history'
@@ -209,120 +211,23 @@ var adminHttpFunctions = [
   'continue_operation'
 ]
 // The same routes for a signed-in operator (outbox/console/..., admitted by App Service
-// Authentication and the operator app role: operators-signin.bicep) and the console page.
-var consoleHttpFunctions = [
-  'console_outbox_status'
-  'console_backlog_history'
-  'console_list_quarantine'
-  'console_show_quarantined'
-  'console_replay_quarantined'
-  'console_discard_quarantined'
-  'console_redrive_events'
-  'console_preview_redrive'
-  'console_redrive_events_operation'
-  'console_count_dead_letters'
-  'console_list_dead_letters'
-  'console_peek_dead_letter'
-  'console_resubmit_dead_letters'
-  'console_discard_dead_letters'
-  'console_preview_resubmit_dead_letters'
-  'console_preview_discard_dead_letters'
-  'console_event_journey'
-  'console_aggregate_journey'
-  'console_aggregate_documents'
-  'console_subscribers_status'
-  'console_release_held'
-  'console_list_groups'
-  'console_preview_group'
-  'console_act_on_group'
-  'console_resubmit_dead_letters_operation'
-  'console_discard_dead_letters_operation'
-  'console_list_operations'
-  'console_show_operation'
-  'console_cancel_operation'
-  'console_continue_operation'
+// Authentication and the operator app role: operators-signin.bicep), and the console page and
+// its files: made from the list above, as the operators' package names its console's twins.
+var consolePages = [
   'console_page'
   'console_static'
 ]
+var consoleTwins = [for name in adminHttpFunctions: 'console_${name}']
+var consoleHttpFunctions = concat(consoleTwins, consolePages)
 // What the api app does not run: the relay's functions and the operators' routes.
-var relayAndAdminFunctions = [
-  'relay_events'
-  'outbox_backlog'
-  'outbox_operations'
-  'outbox_status'
-  'backlog_history'
-  'list_quarantine'
-  'show_quarantined'
-  'replay_quarantined'
-  'discard_quarantined'
-  'redrive_events'
-  'preview_redrive'
-  'redrive_events_operation'
-  'count_dead_letters'
-  'list_dead_letters'
-  'peek_dead_letter'
-  'resubmit_dead_letters'
-  'discard_dead_letters'
-  'preview_resubmit_dead_letters'
-  'preview_discard_dead_letters'
-  'event_journey'
-  'aggregate_journey'
-  'aggregate_documents'
-  'subscribers_status'
-  'release_held'
-  'list_groups'
-  'preview_group'
-  'act_on_group'
-  'resubmit_dead_letters_operation'
-  'discard_dead_letters_operation'
-  'list_operations'
-  'show_operation'
-  'cancel_operation'
-  'continue_operation'
-  'console_outbox_status'
-  'console_backlog_history'
-  'console_list_quarantine'
-  'console_show_quarantined'
-  'console_replay_quarantined'
-  'console_discard_quarantined'
-  'console_redrive_events'
-  'console_preview_redrive'
-  'console_redrive_events_operation'
-  'console_count_dead_letters'
-  'console_list_dead_letters'
-  'console_peek_dead_letter'
-  'console_resubmit_dead_letters'
-  'console_discard_dead_letters'
-  'console_preview_resubmit_dead_letters'
-  'console_preview_discard_dead_letters'
-  'console_event_journey'
-  'console_aggregate_journey'
-  'console_aggregate_documents'
-  'console_subscribers_status'
-  'console_release_held'
-  'console_list_groups'
-  'console_preview_group'
-  'console_act_on_group'
-  'console_resubmit_dead_letters_operation'
-  'console_discard_dead_letters_operation'
-  'console_list_operations'
-  'console_show_operation'
-  'console_cancel_operation'
-  'console_continue_operation'
-  'console_page'
-  'console_static'
-]
+var relayAndAdminFunctions = concat(relayFunctions, adminHttpFunctions, consoleHttpFunctions)
 // The relay app keeps `health` so it still has a probe, and the operators' routes.
 var disabledByRole = {
   all: []
   api: relayAndAdminFunctions
   relay: contactHttpFunctions
 }
-var relayElsewhere = [
-  'relay_events'
-  'outbox_backlog'
-  'outbox_operations'
-]
+var relayElsewhere = relayFunctions
 var disabledFunctions = relayHere ? disabledByRole[appRole] : union(disabledByRole[appRole], relayElsewhere)
 var disabledFunctionSettings = [for functionName in disabledFunctions: {
   name: 'AzureWebJobs.${functionName}.Disabled'

@@ -1,4 +1,12 @@
-"""cosmos-outbox-operators' build hook (hatchling): puts htmx -- the console page's hypermedia
+"""cosmos-outbox-operators' hooks (hatchling).
+
+The metadata hook makes the package's entry points in the group `cosmos_outbox.commands` (where
+the core's `cosmos-outbox` finds the operators' commands) from the one list of the commands,
+`src/cosmos_outbox_operators/cli/_names.py` (`COMMANDS`: name -> `module:function`), read by
+running that file, which imports nothing: a command added there is one of the installed
+`cosmos-outbox`, with no second list to keep.
+
+The build hook puts htmx -- the console page's hypermedia
 library -- into the package, from npm, pinned by version and by the SHA-256 of the file shipped.
 
 The console (`cosmos_outbox_operators._console`) serves htmx itself, so that the page loads
@@ -16,6 +24,7 @@ file is there: no npm is needed. Otherwise the build needs npm on the PATH and t
 from __future__ import annotations
 
 import hashlib
+import runpy
 import shutil
 import subprocess
 import tarfile
@@ -24,12 +33,22 @@ from pathlib import Path
 from typing import Any
 
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
+from hatchling.metadata.plugin.interface import MetadataHookInterface
 
 HTMX_VERSION = "2.0.11"
 HTMX_SHA256 = "d6fdc75f204e6bdefa99b69bf1e6d4ac69b8a364f77929f45c13476b4000f717"
 VENDOR = Path("src/cosmos_outbox_operators/_console/static/vendor")
 #: what the package's tarball holds -> where it goes in VENDOR
 FILES = {"package/dist/htmx.min.js": "htmx.min.js", "package/LICENSE": "htmx.LICENSE"}
+#: The one list of the operators' commands, and the entry-point group the core reads.
+NAMES = Path("src/cosmos_outbox_operators/cli/_names.py")
+COMMANDS_GROUP = "cosmos_outbox.commands"
+
+
+def command_entry_points(root: Path) -> dict[str, dict[str, str]]:
+    """The package's entry points: the group `COMMANDS_GROUP`, one per command of `NAMES`."""
+    commands = runpy.run_path(str(root / NAMES))["COMMANDS"]
+    return {COMMANDS_GROUP: dict(commands)}
 
 
 def _sha256(path: Path) -> str:
@@ -86,3 +105,12 @@ class CustomBuildHook(BuildHookInterface):  # type: ignore[type-arg]
 
     def initialize(self, version: str, build_data: dict[str, Any]) -> None:
         vendor_htmx(Path(self.root))
+
+
+class CustomMetadataHook(MetadataHookInterface):
+    """The entry points (pyproject.toml: `dynamic = ["entry-points"]`) from `NAMES`."""
+
+    PLUGIN_NAME = "custom"
+
+    def update(self, metadata: dict[str, Any]) -> None:
+        metadata["entry-points"] = command_entry_points(Path(self.root))

@@ -150,9 +150,29 @@ def app_settings() -> dict[str, Any]:
 
 
 def string_list(path: Path, name: str) -> list[str]:
-    items = variable(path, name)
-    assert isinstance(items, list) and all(isinstance(i, str) for i in items)
-    return cast(list[str], items)
+    """A variable's list of strings: a literal, or made of others (`concat`, `union`, a loop
+    `[for x in list: '...${x}...']`, another variable's name), as Bicep evaluates it."""
+    return _strings(path, variable(path, name))
+
+
+def _strings(path: Path, node: Any) -> list[str]:
+    if isinstance(node, list):
+        assert all(isinstance(i, str) for i in node), node
+        return cast(list[str], node)
+    if isinstance(node, str):  # another variable, by its name
+        return string_list(path, node)
+    if isinstance(node, dict) and "loop_type" in node:  # [for name in list: '...${name}...']
+        loop = node["loop_type"]["detail"]
+        assert node.get("condition") is None and isinstance(node["config"], str), node
+        items = string_list(path, loop["array_name"])
+        return [node["config"].replace("${" + loop["item_name"] + "}", i) for i in items]
+    function = node.get("function") if isinstance(node, dict) else None
+    assert function is not None, f"not a list of strings: {node}"
+    arguments = list(function["parameters"].values())
+    if function["type"] in ("concat", "union"):
+        joined = [item for argument in arguments for item in _strings(path, argument)]
+        return joined if function["type"] == "concat" else list(dict.fromkeys(joined))
+    raise AssertionError(f"{function['type']}(): not read as a list of strings here")
 
 
 def iso_duration_seconds(text: str) -> float:

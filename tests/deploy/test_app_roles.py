@@ -35,40 +35,11 @@ def test_all_role_disables_nothing_api_disables_the_relay_relay_keeps_only_healt
 
 
 def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
+    """The roles' lists are the indexed app's functions (never restated here: a route added to
+    the operators' package that the Bicep does not name fails below)."""
     roles = disabled_by_role()
     admin = functions.admin_functions()
-    assert admin == {
-        "outbox_status",
-        "backlog_history",
-        "list_quarantine",
-        "show_quarantined",
-        "replay_quarantined",
-        "discard_quarantined",
-        "redrive_events",
-        "preview_redrive",
-        "redrive_events_operation",
-        "count_dead_letters",
-        "list_dead_letters",
-        "peek_dead_letter",
-        "resubmit_dead_letters",
-        "discard_dead_letters",
-        "preview_resubmit_dead_letters",
-        "preview_discard_dead_letters",
-        "event_journey",
-        "aggregate_journey",
-        "aggregate_documents",
-        "subscribers_status",
-        "release_held",
-        "list_groups",
-        "preview_group",
-        "act_on_group",
-        "resubmit_dead_letters_operation",
-        "discard_dead_letters_operation",
-        "list_operations",
-        "show_operation",
-        "cancel_operation",
-        "continue_operation",
-    }
+    assert {"outbox_status", "redrive_events_operation", "list_operations"} <= admin
     console = functions.console_functions()
     assert console == {f"console_{name}" for name in admin} | {"console_page", "console_static"}
     assert set(roles["api"]) == functions.trigger_functions() | admin | console
@@ -83,10 +54,10 @@ def test_the_operators_routes_run_beside_the_relay_never_in_the_api_app() -> Non
     assert set(admin) == functions.admin_functions()
     console = t.string_list(FUNCTION_APP_MODULE, "consoleHttpFunctions")
     assert set(console) == functions.console_functions()
-    relay = set(t.string_list(FUNCTION_APP_MODULE, "relayFunctions"))
-    assert set(t.string_list(FUNCTION_APP_MODULE, "relayAndAdminFunctions")) == relay | set(
-        admin
-    ) | set(console)
+    relay = t.string_list(FUNCTION_APP_MODULE, "relayFunctions")
+    assert set(relay) == functions.trigger_functions()
+    both = t.string_list(FUNCTION_APP_MODULE, "relayAndAdminFunctions")
+    assert len(both) == len(set(both)) and set(both) == set(relay) | set(admin) | set(console)
 
 
 def test_split_deploys_a_second_app_in_the_relay_role_only_when_asked() -> None:

@@ -4,7 +4,8 @@ kit) but through the one module that names them for 0.5's deprecated paths; the 
 core's public names only; the test kit uses them and a declared set of the core's internals,
 each named here with why; the core's wheel carries no HTML, JavaScript, CSS, template or sign-in
 code; no source file of a package is over 700 lines (funcstack's own cap, for every
-package), and no function of one over 80 (issue 74)."""
+package), no function of one over 80 (issue 74), and none names a tracker id where its reason
+belongs."""
 
 from __future__ import annotations
 
@@ -213,6 +214,50 @@ def test_a_long_function_is_found(tmp_path: Path) -> None:
         + "    x = 1\n" * MAX_FUNCTION_LINES
     )
     assert long_functions(tmp_path, tmp_path) == {"m.py:long": MAX_FUNCTION_LINES + 1}
+
+
+#: An issue ("issue 92", "issues #7"), a milestone ("M10") or a round ("round 9") named in a
+#: package's source: a reader of the shipped code cannot look it up; the reason it stood for can.
+TRACKER_ID = re.compile(r"\b[Ii]ssues?\s+#?\d+|\bM\d{1,2}\b|\b[Rr]ounds?\s+\d+")
+#: The core's operators' operations, being rewritten beside this rule: their ids go with it.
+TRACKER_IDS_LEFT = {
+    f"cosmos_outbox/operations/{name}.py"
+    for name in ("_actor", "_audit", "_deliveries", "_groups", "_watch")
+}
+
+
+def tracker_ids(folder: Path, root: Path = ROOT) -> list[str]:
+    """`path:line` of each line under `folder` where a tracker id starts (source files only)."""
+    found = []
+    for path in sorted(folder.rglob("*")):
+        if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
+            continue
+        if {"node_modules", "vendor", "__pycache__"} & set(path.parts):
+            continue
+        text = path.read_text("utf-8")
+        lines = sorted({text.count("\n", 0, m.start()) + 1 for m in TRACKER_ID.finditer(text)})
+        found += [f"{path.relative_to(root)}:{line}" for line in lines]
+    return found
+
+
+@pytest.mark.parametrize(
+    "package", sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "src").is_dir())
+)
+def test_no_source_of_a_package_names_a_tracker_id(package: str) -> None:
+    folder = ROOT / "packages" / package / "src"
+    found = [
+        place
+        for place in tracker_ids(folder, folder)
+        if place.split(":")[0].removeprefix("/") not in TRACKER_IDS_LEFT
+    ]
+    assert not found, f"say the reason the id stood for instead: {found}"
+
+
+def test_a_tracker_id_is_found_and_a_milestone_only_as_a_word(tmp_path: Path) -> None:
+    (tmp_path / "m.py").write_text(
+        '"""Refused (issue\n92): a name."""\n# round 9, M10\nm1 = "M100 or XM1"\n'
+    )
+    assert tracker_ids(tmp_path, tmp_path) == ["m.py:1", "m.py:3"]
 
 
 @pytest.fixture(scope="module")

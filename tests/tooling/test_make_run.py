@@ -12,7 +12,8 @@ listens: above the test, why); the part that dies is its own Cosmos DB endpoint,
 Service Bus endpoint of the part that dies and of Ctrl-C as the subscriber host listens is the
 run's (`shared_servicebus` of tests/conftest.py, handed to the run's process by
 `funcstack.handoff`): the run makes its topic there under a name of its own and deletes it when
-it stops, and never stops that endpoint (the test checks both)."""
+it stops, and never stops that endpoint (the test checks both). So does the run whose contacts
+app's host is SIGKILLed: the stack restarts it on its port, as Azure restarts a host."""
 
 from __future__ import annotations
 
@@ -288,6 +289,42 @@ def test_a_part_that_dies_is_named_with_the_last_lines_of_its_own_log(
     assert any("cosmos endpoint ready at" in line for line in log)
     assert log[-1].endswith(f"cosmos (pid {cosmos}) exited unexpectedly: killed by SIGKILL")
     assert log[-1] in run.text  # shown on the console too
+    assert run.leftovers() == []
+    left_nothing_on(run, shared_servicebus)
+
+
+def test_a_host_killed_comes_back_on_its_port_and_sigterm_still_stops_everything(
+    run: Run, shared_servicebus: ServiceBusEndpoint
+) -> None:
+    """The contacts app's host SIGKILLed from outside (a crash, the out-of-memory killer): the
+    stack goes on, starts it again on its port (the banner's URLs answer again), says so in two
+    lines, records its new pid; a SIGTERM (`kill PID`, a service manager) then stops everything
+    it started, the new host and the fork server the hosts were forked from too."""
+    run.share(shared_servicebus).start().wait_for("Ctrl-C stops everything.")
+    [killed] = [p["pid"] for p in json.loads(run.pidfile.read_text()) if p["name"] == "runner"]
+    port = run.ports[2]
+    os.kill(killed, signal.SIGKILL)
+    run.wait_for("runner restarted (pid ")
+    [line] = [line for line in run.output if "runner restarted (pid " in line]
+    restarted = int(line.split("runner restarted (pid ")[1].split(",")[0])
+    assert line.endswith(f"127.0.0.1:{port})"), line  # the banner's port
+    assert health(run.api) == 200, run.text
+    exited = "runner exited unexpectedly (killed by SIGKILL); restarting it in "
+    assert exited in run.text and f"s on 127.0.0.1:{port}, as Azure restarts" in run.text
+    deadlines.wait_for(
+        lambda: (
+            {p["name"]: p["pid"] for p in json.loads(run.pidfile.read_text())}.get("runner")
+            == restarted
+        ),
+        "the restarted host's pid recorded",
+        SHORT,
+    )
+    log = (run.workdir / "stack" / "runner.log").read_text()
+    assert f"runner (pid {killed}) exited unexpectedly: killed by SIGKILL" in log
+    assert run.process is not None
+    run.process.send_signal(signal.SIGTERM)
+    assert run.exit_code() == 0, run.text
+    assert "Traceback" not in run.text and "stopping the stack" not in run.text
     assert run.leftovers() == []
     left_nothing_on(run, shared_servicebus)
 

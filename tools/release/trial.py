@@ -28,8 +28,11 @@ from pathlib import Path
 from pytest_examples import CodeExample
 
 from tools.docblocks import (
+    COMPLAINTS,
     DRIVER,
     SERVICES,
+    ShellLine,
+    broken_promise,
     install_lines,
     json_files,
     needs,
@@ -199,6 +202,8 @@ class Trial:
         if not lines:
             outcome.failures.append(f"{self.doc} shows no `pip install` line")
             return False
+        if self.doc.startswith("packages/"):  # then an extra a later section names
+            lines += extra_installs(ROOT / self.doc, self.doc)
         for line in lines:
             by_pip = self.pip is None or command(line.text) in self.pip
             path = env["PATH"] if by_pip else f"{folder / 'by-uv'}:{env['PATH']}"
@@ -274,10 +279,28 @@ class Trial:
         if not self.collect_only:
             arguments = spec.arguments(self.python)
             done = _pytest(python, arguments, unpacked, run_env)
-            outcome.step(f"{dist.sdist}'s tests ({' '.join(arguments)})", done)
+            what = f"{dist.sdist}'s tests ({' '.join(arguments)})"
+            complaint = COMPLAINTS.search(done.stdout + done.stderr)
+            if done.returncode == 0 and complaint is not None:  # an option ignored, a mark unknown
+                outcome.failures.append(
+                    f"{what}: pytest printed {complaint[0]}\n{done.stdout[-2000:]}"
+                )
+            else:
+                outcome.step(what, done)
         if dist.name == "cosmos-outbox" and not self.collect_only:
             done = _pytest(python, ("-m", "not e2e"), EXAMPLE, run_env)
             outcome.step("examples/orders' in-process tests", done)
+
+
+def extra_installs(doc: Path, name: str) -> list[ShellLine]:
+    """A package README's `pip install` lines outside its "Install" and "Tests" sections (an
+    extra a later section names: the operators' `[mcp]`), which its trial runs after its install
+    lines, in the same venv."""
+    return [
+        s
+        for s in shell_lines(doc, name)
+        if s.heading not in ("Install", "Tests") and s.text.startswith("pip install ")
+    ]
 
 
 def _pytest(
@@ -364,7 +387,16 @@ def _guide_steps(trial: Trial, project: Path, env: dict[str, str], outcome: Outc
                 outcome.steps.append(f"{what}: ready (--free-ports --json)")
                 port = str(answer["ports"][project.name])
                 continue
-            if not outcome.step(what, trial._shell(text, project, env)):
+            done = trial._shell(text, project, env)
+            broken = (
+                broken_promise(line.text, done.stdout, done.stderr)
+                if done.returncode == 0
+                else None
+            )
+            if broken is not None:
+                outcome.failures.append(f"{what}: {broken}\n{done.stdout[-2000:]}")
+                return
+            if not outcome.step(what, done):
                 return
     finally:
         if stack is not None:
@@ -379,8 +411,9 @@ def _guide_steps(trial: Trial, project: Path, env: dict[str, str], outcome: Outc
             ]
 
 
-#: A warning in an app's log (its own, the outbox's, the host's), as funcstack writes it.
-WARNING = re.compile(r"\bWARNING\b")
+#: A warning in an app's log (its own, the outbox's, the host's), as funcstack writes it, or as
+#: Python prints one (`RuntimeWarning: ...`).
+WARNING = re.compile(r"\bWARNING\b|\w+Warning: ")
 
 
 def warnings(log: Path) -> list[str]:

@@ -108,6 +108,7 @@ class _FrozenFeed(InMemoryFeed):
     def __init__(self, feed: InMemoryFeed, switch: Frozen) -> None:
         self._inner, self._switch = feed, switch
         self.account_endpoint, self.container_rid = feed.account_endpoint, feed.container_rid
+        self.partition_key_path = feed.partition_key_path
 
     def ranges(self) -> Any:
         self._switch.check()

@@ -25,7 +25,7 @@ FAST: dict[str, Any] = {
     "lease_expiration_interval": 0.6,
 }
 #: Callables a scenario gives as plain functions; in aio they are wrapped in coroutines.
-AWAITED = ("handler", "set_aside", "on_estimate")
+AWAITED = ("handler", "set_aside", "still_set_aside", "on_estimate")
 
 
 def wrapped(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -1,19 +1,25 @@
 """When a lease is checkpointed (``_checkpoints``), on the sync and the aio processor in-process:
-per batch (the default), every N batches or T seconds (``CheckpointPolicy``), and manually
-(``checkpoint="manual"``). A crash is an instance frozen in its handler (``inprocess.Frozen``:
-from then on nothing it writes reaches the lease container, as after a SIGKILL); the heir's
-deliveries say what was given again -- the resend bound. ``test_takeover`` holds the same bound
-against a process SIGKILLed for real."""
+per batch (the default), every N batches or T seconds (``CheckpointPolicy``), at most once per
+``checkpoint_interval``, and manually (``checkpoint="manual"``). A crash is an instance frozen
+in its handler (``inprocess.Frozen``: from then on nothing it writes reaches the lease
+container, as after a SIGKILL); the heir's deliveries say what was given again -- the resend
+bound. ``test_takeover`` holds the same bound against a process SIGKILLed for real."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 from inprocess import CHECKPOINT, FLAVOURS, Delivered, Flavour, Member, eventually, fleet
 
-from cosmos_changefeed import ChangeFeedProcessor, CheckpointPolicy, InMemoryLeaseStore
+from cosmos_changefeed import (
+    ChangeFeedProcessor,
+    CheckpointPolicy,
+    InMemoryDocuments,
+    InMemoryLeaseStore,
+)
 from cosmos_changefeed._checkpoints import CheckpointPlan
 from cosmos_changefeed.testing import InMemoryFeed, InMemoryFeedSource
 
@@ -120,6 +126,81 @@ def test_a_stop_checkpoints_what_the_policy_had_not_yet(flavour: Flavour) -> Non
     assert all(delivered.count(item) == 1 for item in ids)
 
 
+class Checkpoints:
+    """The checkpoints written to ``documents`` (a replace that moves a lease's
+    ``ContinuationToken``), with when each was written (``time.monotonic``)."""
+
+    def __init__(self, documents: InMemoryDocuments) -> None:
+        self.written: list[tuple[float, str]] = []
+        replace = documents.replace
+
+        def counting(
+            document: Mapping[str, Any], partition_key: str, etag: str | None
+        ) -> dict[str, Any]:
+            before = documents.read(str(document["id"]), partition_key) or {}
+            stored = replace(document, partition_key, etag)
+            moved = stored.get("ContinuationToken")
+            if moved is not None and moved != before.get("ContinuationToken"):
+                self.written.append((time.monotonic(), str(moved)))
+            return stored
+
+        documents.replace = counting  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_with_an_interval_a_busy_lease_is_checkpointed_at_most_once_per_interval_and_at_its_stop(
+    flavour: Flavour,
+) -> None:
+    interval, feed, delivered = 0.25, InMemoryFeed(1), Delivered()
+
+    def slow(context: Any, changes: list[dict[str, Any]]) -> None:
+        delivered(context, changes)
+        time.sleep(0.01)  # a handler that writes somewhere: the lease stays busy
+
+    with fleet(flavour, feed) as f:
+        checkpoints = Checkpoints(f.leases)
+        member = f.processor("p", slow, max_items=2, checkpoint_interval=interval).start()
+        member.wait_until_listening()
+        ids = one_key(feed, 80)
+        eventually(lambda: delivered.ids >= set(ids))
+        running = list(checkpoints.written)
+        member.stop()
+        assert f.stored()["0"].continuation == delivered.batches[-1][0].continuation
+    assert len(delivered.batches) >= 40
+    span = running[-1][0] - running[0][0]
+    # the first at once, then one per interval at most (a write may start a little after the
+    # plan took it: one more allowed); a checkpoint per batch would be 40
+    assert len(running) <= span / interval + 2, (len(running), span)
+    assert checkpoints.written[-1][1] == delivered.batches[-1][0].continuation
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_with_an_interval_a_crash_gives_again_what_followed_the_last_written_checkpoint(
+    flavour: Flavour,
+) -> None:
+    handed, again = given_again(flavour, crash=8, checkpoint_interval=60.0)
+    # the first batch's checkpoint is written at once; the next is not due for a minute
+    assert again == sorted(doc for batch in handed[1:8] for doc in batch)
+
+
+def test_a_plan_with_an_interval_writes_at_most_once_per_interval() -> None:
+    now = [0.0]
+    plan = CheckpointPlan(CheckpointPolicy(), clock=lambda: now[0], interval=10.0)
+    assert plan.handled('"1"') == '"1"'  # the first at once
+    now[0] = 4.0
+    assert plan.handled('"2"') is None and plan.caught_up() is None
+    now[0] = 10.0
+    assert plan.handled('"3"') == '"3"'
+    now[0] = 15.0
+    assert plan.handled('"4"') is None
+    now[0] = 20.0
+    assert plan.caught_up() == '"4"'  # an idle lease: at its next read once the time passed
+    plan.written('"4"')
+    now[0] = 21.0
+    plan.handled('"5"')
+    assert plan.stopping() == '"5"'  # a stop (or a release) writes it whatever the interval
+
+
 @pytest.mark.parametrize("flavour", FLAVOURS)
 def test_manual_checkpoints_store_only_what_the_handler_checkpointed(flavour: Flavour) -> None:
     feed = InMemoryFeed(1)
@@ -209,3 +290,29 @@ def test_a_checkpoint_option_that_cannot_be_honoured_is_refused(option: Any, mes
         )
     with pytest.raises(ValueError, match="seconds"):
         CheckpointPolicy(seconds=0)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"checkpoint_interval": 0}, "checkpoint_interval must be a finite number"),
+        ({"checkpoint_interval": float("inf")}, "checkpoint_interval must be a finite number"),
+        ({"checkpoint_interval": "1s"}, "checkpoint_interval is a number of seconds"),
+        (
+            {"checkpoint_interval": 1.0, "checkpoint": "manual"},
+            "checkpoint_interval is given with checkpoint='manual'",
+        ),
+    ],
+)
+def test_a_checkpoint_interval_that_cannot_be_honoured_is_refused(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises((TypeError, ValueError), match=message):
+        ChangeFeedProcessor(
+            InMemoryFeedSource(),
+            InMemoryLeaseStore(),
+            processor_name="p",
+            instance_name="i",
+            handler=lambda context, changes: None,
+            **options,
+        )

@@ -1,6 +1,7 @@
 """Every feed source held to the contract suite the package ships
 (``cosmos_changefeed.testing.FeedSourceContract``): the in-memory feed, sync and aio, in-process;
-the Cosmos DB adapter, sync and aio, against funcstack's endpoint through azure-cosmos (marked
+the model the in-memory lease store keeps its documents in; the Cosmos DB adapter, sync and aio,
+against funcstack's endpoint through azure-cosmos (marked
 integration: what only a server proves -- the SDK's requests, its routing map, a live split)."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from azure.cosmos import ContainerProxy, DatabaseProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from cosmos_changefeed import CosmosFeedSource
+from cosmos_changefeed._store import lease_container
 from cosmos_changefeed.aio import CosmosFeedSource as AsyncCosmosFeedSource
 from cosmos_changefeed.testing import (
     AsyncInMemoryFeedSource,
@@ -70,6 +72,29 @@ class TestAsyncInMemoryFeed(FeedSourceContract):
     @pytest.fixture
     def make_feed(self) -> Callable[[int], FeedHarness]:
         return lambda partitions: MemoryHarness(partitions, aio=True)
+
+
+class LeaseContainerHarness(MemoryHarness):
+    """The model of a lease container ``InMemoryDocuments`` keeps its documents in
+    (``_store.lease_container``), partitioned on ``/id``: the same container model as the
+    monitored feed's, its latest versions only."""
+
+    partition_key_path = "/id"
+
+    def __init__(self, partitions: int) -> None:
+        self.feed = lease_container("/id", partitions)
+        self.source = InMemoryFeedSource(self.feed)
+
+    def delete(self, item_id: str, partition_key: Any) -> None:
+        self.feed.delete(item_id, item_id)  # on /id, a document's id is its partition key
+
+
+class TestTheLeaseContainersModel(FeedSourceContract):
+    supports_all_versions_and_deletes = False
+
+    @pytest.fixture
+    def make_feed(self) -> Callable[[int], FeedHarness]:
+        return LeaseContainerHarness
 
 
 class CosmosHarness(FeedHarness):

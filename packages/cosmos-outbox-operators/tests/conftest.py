@@ -53,9 +53,13 @@ class TicketWorld:
     """The tickets app, with the operators' routes, on in-memory services (`options`:
     `in_memory`'s)."""
 
-    def __init__(self, *, etag_request_header: bool = False, **options: Any) -> None:
+    def __init__(
+        self, *, etag_request_header: bool = False, bound_seconds: float = 4.0, **options: Any
+    ) -> None:
         self.memory: InMemory = in_memory(**options)
-        self.outbox = Outbox([Ticket], services=lambda: self.memory.services)
+        self.outbox = Outbox(
+            [Ticket], services=lambda: self.memory.services, bound_seconds=bound_seconds
+        )
         self.app = self.outbox.function_app(
             ticket_routes(self.outbox, etag_request_header=etag_request_header),
             Operators(),

@@ -57,14 +57,14 @@ class Stock(Projection):
 
 
 class RecoveryWorld:
-    def __init__(self, **options: Any) -> None:
+    def __init__(self, *, bound_seconds: float = 4.0, **options: Any) -> None:
         self.projections = InMemoryStore()
         self.memory: InMemory = in_memory(
             max_payload_bytes=0,
             subscriptions={SUBSCRIPTION: self.projections, OTHER: None},
             **options,
         )
-        self.outbox = Outbox(services=lambda: self.memory.services)
+        self.outbox = Outbox(services=lambda: self.memory.services, bound_seconds=bound_seconds)
         app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
         app.register_functions(self.outbox.relay_blueprint())
         app.register_functions(operators_blueprint(self.outbox))
@@ -150,9 +150,9 @@ class RecoveryWorld:
         self.client.close()
 
     @classmethod
-    def running(cls) -> Iterator[RecoveryWorld]:
+    def running(cls, **options: Any) -> Iterator[RecoveryWorld]:
         """A world for a test's fixture (`yield from RecoveryWorld.running()`), closed after."""
-        world = cls()
+        world = cls(**options)
         try:
             yield world
         finally:

@@ -667,6 +667,38 @@ def test_run_with_instances_lists_them_each_with_its_log_behind_the_apps_url(
         cli.kill_leftovers()  # the test's own clean-up: the guarantee is the wait above
 
 
+def test_run_restarts_an_apps_host_killed_on_its_port_as_azure_restarts_a_host(
+    project: Path, clis: list[Cli]
+) -> None:
+    """The app's host SIGKILLed from outside (a crash): the run goes on, starts it again on its
+    port (the URL it printed answers again), says so on stderr and records the new pid; Ctrl-C
+    then stops everything, the new host too."""
+    cli = Cli(project, ["run", "--app", "hello", "--free-ports"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    url = app_url(cli, "hello")
+    pidfile = project / ".funcstack" / "pids.json"
+    [killed] = [p["pid"] for p in json.loads(pidfile.read_text()) if p["name"] == "hello"]
+    os.kill(killed, signal.SIGKILL)
+    line = cli.wait_for("hello restarted (pid ")
+    restarted = int(line.split("(pid ")[1].split(",")[0])
+    port = url.split(":")[2].split("/")[0]
+    assert line.endswith(f"127.0.0.1:{port})"), line
+    exited = cli.wait_for("hello exited unexpectedly (killed by SIGKILL); restarting it in ")
+    assert f"on 127.0.0.1:{port}, as Azure restarts a host that dies" in exited
+    status, created = post(f"{url}/greetings", {"name": "Ada"})
+    assert status == 201, created
+    wait_for(
+        lambda: (
+            {p["name"]: p["pid"] for p in json.loads(pidfile.read_text())}["hello"] == restarted
+        ),
+        "the restarted host's pid recorded",
+    )
+    assert cli.interrupt() == 0, cli.text
+    assert "Traceback" not in cli.text and "stopping the stack" not in cli.text
+    assert cli.leftovers() == []
+
+
 def test_a_bad_instances_value_is_one_line_naming_it(project: Path) -> None:
     line = one_line(run_once(project, "run", "--app", "hello", "--instances", "http=none"))
     assert "--instances http=none: instances: 'none' is not a count of instances" in line

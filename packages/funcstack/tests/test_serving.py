@@ -35,6 +35,7 @@ SCRIPT = textwrap.dedent(
             # the group's Ctrl-C ended a part; it reaches this process a moment later
             threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT)).start()
             return ("cosmos", -2)
+        def ended(self, name, code): return f"exited unexpectedly (exit code {code})"
         def record_exit(self, name, code): return []
         def log_path(self, name): return folder / f"{name}.log"
 

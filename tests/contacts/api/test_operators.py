@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.documents import EVENT_TYPE
-from cosmos_outbox.http import bounded
-from entrypoints.bootstrap import BOUND_SETTING, bootstrap, bound_from_settings
+from cosmos_outbox.http import bounded, operation_of
+from entrypoints.bootstrap import BOUND_SETTING, bound_from_settings
 from tests.contacts.api.test_http_api import ADA, Api, body, problem
 from tests.contacts.conftest import FakeWorld
 
@@ -90,15 +90,31 @@ def test_a_redrive_scope_that_names_the_contact_twice_or_another_type_is_a_400(
 def test_the_bound_of_the_bounded_routes_is_the_app_settings_and_a_bad_one_is_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """`HTTP_BOUND_SECONDS` sets cosmos-outbox's bound when the app is built (the suite's stacks
-    set a generous one where a test does not test the bound); unset, the library's default."""
-    monkeypatch.setattr(bounded, "BOUND_SECONDS", bounded.BOUND_SECONDS)  # restored after
-    bound_from_settings({})
-    assert bounded.BOUND_SECONDS == 4.0  # cosmos-outbox's
+    """`HTTP_BOUND_SECONDS=12.5`: the app's bounded routes (/health, the operators') answer within
+    12.5 s, and its OpenAPI document says so (the bound reaches them through the outbox the app
+    builds, never a library global: the document said 4 s when it was assigned); unset, the
+    library's default; a bad one is refused naming the setting."""
     monkeypatch.setenv(BOUND_SETTING, "12.5")
-    bootstrap(lambda: FakeWorld().services)
-    assert bounded.BOUND_SECONDS == 12.5
+    world = FakeWorld()
+    try:
+        declared = {n: operation_of(f.get_user_function()) for n, f in world.functions.items()}
+        bounds = {n: op.bound_seconds for n, op in declared.items() if op and op.bounded}
+        assert {"health", "outbox_status", "console_list_operations"} <= set(bounds)
+        assert set(bounds.values()) == {12.5}, bounds
+        document = body(world.client.call("openapi", "GET", "openapi.json"))
+        health = document["paths"]["/health"]["get"]
+        assert "answers within 12.5 s" in health["summary"], health["summary"]
+        said = [
+            op["responses"]["503"]["description"]
+            for item in document["paths"].values()
+            for op in item.values()
+            if "answered within" in str(op.get("responses", {}).get("503", ""))
+        ]
+        assert len(said) > 20 and all("within 12.5 s" in d for d in said), said
+        assert "within 4 s" not in json.dumps(document)
+    finally:
+        world.client.close()
+    assert bound_from_settings({}) == bounded.BOUND_SECONDS == 4.0  # cosmos-outbox's
     for bad in ("soon", "0", "-1", "231", "nan"):
         with pytest.raises(ValueError, match=f"{BOUND_SETTING}='{bad}'"):
             bound_from_settings({BOUND_SETTING: bad})
-    assert bounded.BOUND_SECONDS == 12.5

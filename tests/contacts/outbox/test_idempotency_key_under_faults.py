@@ -31,14 +31,18 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.documents import IDEMPOTENCY_TYPE
+from funcstack import deadlines
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.deadlines import LONG, LOOPBACK, SHORT
+from funcstack.functions_host import RunningRunner
+from funcstack.scaleout import RestartPolicy
 from funcstack.servicebus import ServiceBusEndpoint
 from tests.contacts.faults import (
     commit_then_kill_worker,
     frozen,
     kill_worker_with_answers_pending,
     wait_for,
+    worker_pids,
 )
 from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
@@ -101,6 +105,9 @@ def stack(
         shared_cosmos=faulted_cosmos,
         shared_servicebus=shared_servicebus,
         settings_overrides=QUIET,
+        # as `make run`'s: a host that dies comes back on its port (the worker's third death
+        # within 30 minutes recycles it, as the Functions host does; the tests kill it often)
+        host_restart=RestartPolicy(),
     ) as s:
         yield s
 
@@ -402,19 +409,33 @@ FAULTS = (
 )
 
 
+def running_host(stack: Stack, *, not_: RunningRunner | None = None) -> RunningRunner:
+    """The contacts app's host (another than `not_`) once it runs with its worker (after a
+    restart: the stack's, or the host's own recycling at its worker's third death)."""
+
+    def running() -> RunningRunner | None:
+        runner = stack.runner
+        if runner is None or runner is not_ or runner.process.poll() is not None:
+            return None
+        return runner if len(worker_pids(runner.process.pid)) == 1 else None
+
+    return deadlines.wait_for(running, "the host running with its worker", SHORT, every=0.01)
+
+
 def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
     """FAULTS, then `stop`. Killing the worker: with the store's answers to its calls waiting,
     unread, in its sockets (the writes among them have committed, and their answers die with
-    it: what a client retries after a 500). Pausing the store: 2-8 s (past the store client's
-    5 s bound now and then: 503). Restarting the host: killed, started again. Its sleeps are
-    the faults' schedule (how far apart, how long a pause), never a verdict."""
+    it: what a client retries after a 500); at its third death within 30 minutes (the tests
+    before killed it twice) the host recycles itself and the stack starts it again. Pausing the
+    store: 2-8 s (past the store client's 5 s bound now and then: 503). Restarting the host:
+    SIGKILLed, started again by the stack on its port. Its sleeps are the faults' schedule (how
+    far apart, how long a pause), never a verdict."""
     assert stack.cosmos is not None
     rng = random.Random(31)
     try:
         for fault in FAULTS:
             time.sleep(rng.uniform(1, 2))
-            runner = stack.runner
-            assert runner is not None
+            runner = running_host(stack)
             if fault == "kill worker":
                 if kill_worker_with_answers_pending(
                     stack.cosmos.started(), runner.process, stack.cosmos.port
@@ -427,9 +448,8 @@ def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
                     time.sleep(rng.uniform(2, 8))
                 faults["store_paused"] += 1
             else:
-                stack.kill_runner()
-                time.sleep(0.5)  # down a moment, as a host being replaced is
-                stack.start_runner(**QUIET)
+                stack.kill_runner()  # the stack starts it again, as Azure restarts a host
+                running_host(stack, not_=runner)
                 faults["host_killed_and_restarted"] += 1
         time.sleep(2)  # the writers write on after the last fault
     finally:

@@ -32,11 +32,14 @@ from cosmos_changefeed._options import (
     PendingChanges,
     StartFrom,
 )
+from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._processor import ChangeFeedProcessor, Handler, ManualCheckpointHandler
 from cosmos_changefeed._protocol import LeaseLostError
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import Page, Start
 from cosmos_changefeed._resources import MissingResourceError
+from cosmos_changefeed._retries import TransientError
+from cosmos_changefeed._shared_headers import read_again_on_headers_race
 from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import (
     ConflictError,
@@ -70,6 +73,7 @@ __all__ = [
     "FeedSource",
     "Handler",
     "HandlerKindError",
+    "HeldBehindError",
     "InMemoryDocuments",
     "InMemoryLeaseStore",
     "Lease",
@@ -87,10 +91,13 @@ __all__ = [
     "PartitionKeyRange",
     "PendingChanges",
     "PreconditionFailedError",
+    "SetAsideChange",
     "Start",
     "StartFrom",
+    "TransientError",
     "__version__",
     "export_leases",
     "lease_prefix",
+    "read_again_on_headers_race",
     "restore_leases",
 ]

@@ -19,7 +19,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from cosmos_changefeed._resources import read_properties
-from cosmos_changefeed._shared_headers import read_again_on_the_race
+from cosmos_changefeed._shared_headers import read_again_on_headers_race
 from cosmos_changefeed._store import (
     ConflictError,
     LeaseStore,
@@ -62,7 +62,7 @@ class CosmosLeaseStore(LeaseStore):
                 )
             ]
 
-        return read_again_on_the_race(listing, what="the lease listing")
+        return read_again_on_headers_race(listing, what="the lease listing")
 
     def read(self, item_id: str, partition_key: str) -> dict[str, Any] | None:
         try:

@@ -132,7 +132,9 @@ def prefix_flow(processor_name: str, endpoint: str) -> Generator[Op, Any, str]:
 
 def estimate(found: PendingChanges) -> ChangeFeedProcessorState:
     """A lease's state from what ``pending_flow`` read of it (``get_estimates``)."""
-    return ChangeFeedProcessorState(found.lease_token, found.estimated_lag, found.instance_name)
+    return ChangeFeedProcessorState(
+        found.lease_token, found.estimated_lag, found.instance_name, found.stalled_since
+    )
 
 
 def targets_flow(

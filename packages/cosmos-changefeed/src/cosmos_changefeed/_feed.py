@@ -29,10 +29,11 @@ from cosmos_changefeed._reading import (
     change_feed_kwargs,
     is_gone,
     merge_ranges,
+    paths_of,
     range_of,
 )
 from cosmos_changefeed._resources import read_properties
-from cosmos_changefeed._shared_headers import read_again_on_the_race
+from cosmos_changefeed._shared_headers import read_again_on_headers_race
 from cosmos_changefeed._source import FeedSource
 
 
@@ -46,7 +47,9 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
 
     def container_rid(self) -> str:
         if self._rid is None:
-            self._rid = str(read_properties(self.container, "monitored container")["_rid"])
+            properties = read_properties(self.container, "monitored container")
+            self._rid = str(properties["_rid"])
+            self._paths = paths_of(properties)
         return self._rid
 
     def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
@@ -74,7 +77,7 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
                 list(page)
                 break
 
-        read_again_on_the_race(learn, what="a range's id")
+        read_again_on_headers_race(learn, what="a range's id")
         return capture.range_id(rng)
 
     def _gone(self, lease: Lease) -> bool:
@@ -107,7 +110,7 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
                 return list(page)
             return []
 
-        items = read_again_on_the_race(first_page, what="a change feed read")
+        items = read_again_on_headers_race(first_page, what="a change feed read")
         # decided after the read only: a read of a range already gone is answered by the SDK
         # from the children (it handles the 410), and dropped here as any split under a read
         if self._gone(lease):

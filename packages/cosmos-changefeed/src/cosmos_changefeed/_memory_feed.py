@@ -30,6 +30,18 @@ What it keeps, as the service keeps it (``_source`` lists what the port promises
   ``{"metadata": {"operationType": "delete", "lsn", "crts", "previousImageLSN",
   "timeToLiveExpired", "id", "partitionKey": {<path>: <value>}}}``.
 
+* **Documents** (``batch``, ``document``, ``documents``): as a container keeps them -- a new
+  ``_etag`` and ``_ts`` at every write (this is the one place in the package that writes them),
+  409 / 404 / 412 refusals, transactional batches all or none -- and **time to live** as
+  Cosmos DB's: the container's ``default_ttl`` (None: TTL off, a document's ``ttl`` ignored;
+  -1, the default: on, nothing expires but what asks to; n > 0: a document without ``ttl``
+  expires n seconds after its last write), a document's ``ttl`` (-1: never; n > 0: n seconds
+  after its last write; absent: the container's), ``expire`` deleting by ``clock`` what ran out.
+  The in-memory lease store (``InMemoryDocuments``) keeps its documents in one of these.
+* **Versions**: every change is kept, for the all-versions-and-deletes mode; a feed made with
+  ``all_versions=False`` keeps each document's latest change only (what the latest-version mode
+  reads), so a container written again and again -- a lease container -- does not grow.
+
 Thread-safe (one lock): sync and aio sources and the test's own writes may share one feed.
 """
 
@@ -37,10 +49,10 @@ from __future__ import annotations
 
 import base64
 import bisect
-import copy
 import datetime as dt
 import hashlib
 import heapq
+import itertools
 import json
 import math
 import threading
@@ -55,6 +67,12 @@ from cosmos_changefeed._continuation import (
     raw_etag,
     sdk_token,
 )
+from cosmos_changefeed._documents import (
+    ConflictError,
+    NotFoundError,
+    PreconditionFailedError,
+    json_copy,
+)
 from cosmos_changefeed._leases import EPK_RANGE_BASED, Lease
 from cosmos_changefeed._ranges import MAX_EPK, MIN_EPK, EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import (
@@ -65,7 +83,6 @@ from cosmos_changefeed._reading import (
     range_of,
 )
 from cosmos_changefeed._source import FeedSource
-from cosmos_changefeed._store import ConflictError, NotFoundError, PreconditionFailedError
 
 #: The page size when a read names none (the service's default is its own; 100 here).
 DEFAULT_PAGE = 100
@@ -123,7 +140,9 @@ class InMemoryFeed:
     ``partition_key_path``, with its change feed. Write with ``upsert`` / ``create`` /
     ``delete``; reshape with ``split`` / ``merge``; read it through ``InMemoryFeedSource``
     (sync) or ``cosmos_changefeed.testing.AsyncInMemoryFeedSource``. ``clock`` gives the time
-    a write is made at (a test writes "in the past" with one of its own)."""
+    a write is made at (a test writes "in the past" with one of its own). ``default_ttl``: the
+    container's time to live, and ``all_versions``: whether every version is kept (see the
+    module)."""
 
     def __init__(
         self,
@@ -133,9 +152,18 @@ class InMemoryFeed:
         account_endpoint: str = "https://in-memory.documents.azure.com:443/",
         container_rid: str | None = None,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        default_ttl: int | None = -1,
+        all_versions: bool = True,
     ) -> None:
         if partitions < 1:
             raise ValueError("partitions must be at least 1")
+        if default_ttl is not None and not _valid_ttl(default_ttl):
+            raise ValueError(
+                f"default_ttl: None (TTL off), -1 (on, nothing expires unasked) or a number of "
+                f"seconds > 0, as Cosmos DB's defaultTtl, not {default_ttl!r}"
+            )
+        self.default_ttl = default_ttl
+        self.all_versions = all_versions
         self.partition_key_path = partition_key_path
         self.account_endpoint = account_endpoint
         self.container_rid = container_rid or base64.b64encode(uuid.uuid4().bytes[:8]).decode(
@@ -149,7 +177,8 @@ class InMemoryFeed:
             for i in range(partitions)
         ]
         self._next_id = partitions
-        self._log: list[_Change] = []
+        #: Writes counted: the order of two expiries at the same time.
+        self._writes = itertools.count()
         #: The latest change of each document (partition key JSON, id), deletes included.
         self._latest: dict[tuple[str, str], _Change] = {}
         #: Per live partition: the changes of its EPK range, in LSN order (a read scans its
@@ -157,7 +186,7 @@ class InMemoryFeed:
         self._buckets: dict[str, list[_Change]] = {p.id: [] for p in self._partitions}
         #: The live partitions by id and their EPK minimums, in order (None: to be made again).
         self._index: tuple[dict[str, _Partition], list[str]] | None = None
-        #: When each document with a positive ``ttl`` expires, soonest first (``expire``): an
+        #: When each document with a time to live expires, soonest first (``expire``): an
         #: entry whose change is no longer the document's latest is stale and skipped.
         self._expiries: list[tuple[dt.datetime, int, tuple[str, str], _Change]] = []
 
@@ -214,7 +243,7 @@ class InMemoryFeed:
                     previous = None
                 change = self._append(key, epk, body, previous, lsn=lsn)
                 lsn = change.lsn
-                stored.append(copy.deepcopy(change.document) if body is not None else None)
+                stored.append(json_copy(change.document) if body is not None else None)
             return stored
 
     def _staged(
@@ -243,7 +272,9 @@ class InMemoryFeed:
         epk = epk_of(json.loads(key[0]))
         if kind == "delete":
             return key, epk, None
-        return key, epk, {k: copy.deepcopy(v) for k, v in document.items() if not k.startswith("_")}
+        body = {k: json_copy(v) for k, v in document.items() if not k.startswith("_")}
+        _check_ttl(body)
+        return key, epk, body
 
     def _key_of(self, document: Mapping[str, Any]) -> tuple[str, str]:
         if not isinstance(document.get("id"), str) or not document["id"]:
@@ -259,21 +290,22 @@ class InMemoryFeed:
         ``_ts``), None when there is none."""
         with self._lock:
             found = self._current((json.dumps(partition_key), item_id))
-            return copy.deepcopy(found) if found is not None else None
+            return json_copy(found) if found is not None else None
 
-    def documents(self) -> list[dict[str, Any]]:
-        """Every document as stored, in the order they were first written."""
+    def documents(self, id_prefix: str = "") -> list[dict[str, Any]]:
+        """Every document as stored (those whose id starts with ``id_prefix``), in the order
+        they were first written."""
         with self._lock:
             return [
-                copy.deepcopy(change.document)
-                for change in self._latest.values()
-                if change.document is not None
+                json_copy(change.document)
+                for (_, item_id), change in self._latest.items()
+                if change.document is not None and item_id.startswith(id_prefix)
             ]
 
     def expire(self) -> int:
         """Delete, as Cosmos DB's time to live does (a delete with ``timeToLiveExpired``),
-        every document whose positive ``ttl`` ran out since it was last written, by
-        ``clock``; how many. (A container with TTL on and no default: ``defaultTtl -1``.)"""
+        every document whose time to live (its ``ttl``, else the container's ``default_ttl``)
+        ran out since it was last written, by ``clock``; how many."""
         gone = 0
         with self._lock:
             now = self.clock().astimezone(dt.UTC)
@@ -298,9 +330,10 @@ class InMemoryFeed:
             return [self._item(change, LATEST_VERSION) for change in changes]
 
     def _write(self, document: Mapping[str, Any], *, must_exist: bool | None) -> dict[str, Any]:
-        body = {k: copy.deepcopy(v) for k, v in document.items() if not k.startswith("_")}
+        body = {k: json_copy(v) for k, v in document.items() if not k.startswith("_")}
         if not isinstance(body.get("id"), str) or not body["id"]:
             raise ValueError("a document needs an id (a non-empty string)")
+        _check_ttl(body)
         partition_key = self.partition_key_of(body)
         key = (json.dumps(partition_key), body["id"])
         with self._lock:
@@ -312,7 +345,8 @@ class InMemoryFeed:
                 raise KeyError(f"no document {body['id']!r} (404)")
             change = self._append(key, epk_of(partition_key), body, current if exists else None)
             assert change.document is not None
-            return copy.deepcopy(change.document)
+            stored: dict[str, Any] = json_copy(change.document)
+            return stored
 
     def _append(
         self,
@@ -340,15 +374,29 @@ class InMemoryFeed:
             previous_lsn=previous.lsn if previous is not None else None,
             ttl_expired=ttl_expired,
         )
-        self._log.append(change)
         self._latest[key] = change
-        self._buckets[partition.id].append(change)
-        ttl = body.get("ttl") if body is not None else None
-        if type(ttl) is int and ttl > 0:
-            heapq.heappush(
-                self._expiries, (at + dt.timedelta(seconds=ttl), len(self._log), key, change)
-            )
+        bucket = self._buckets[partition.id]
+        bucket.append(change)
+        if not self.all_versions:
+            if body is None:  # a delete: nothing of the document is read any more
+                del self._latest[key]
+            if len(bucket) > 2 * len(self._latest) + 64:
+                bucket[:] = [c for c in bucket if self._latest.get(c.key) is c]
+        ttl = self._time_to_live(body) if body is not None else None
+        if ttl is not None:
+            expires = at + dt.timedelta(seconds=ttl)
+            heapq.heappush(self._expiries, (expires, next(self._writes), key, change))
         return change
+
+    def _time_to_live(self, body: Mapping[str, Any]) -> int | None:
+        """The seconds a document written as ``body`` lives (None: for ever), as Cosmos DB's
+        time to live: its ``ttl``, else the container's; -1 never; TTL off, never."""
+        if self.default_ttl is None:
+            return None
+        ttl = body.get("ttl")
+        if ttl is None:
+            ttl = self.default_ttl
+        return int(ttl) if ttl > 0 else None
 
     def partition_key_of(self, document: Mapping[str, Any]) -> Any:
         """The value at the container's partition key path (None when absent)."""
@@ -467,6 +515,11 @@ class InMemoryFeed:
         """One page of ``lease``'s range (see the module)."""
         if mode not in (LATEST_VERSION, ALL_VERSIONS_AND_DELETES):
             raise ValueError(f"mode: {LATEST_VERSION!r} or {ALL_VERSIONS_AND_DELETES!r}")
+        if mode != LATEST_VERSION and not self.all_versions:
+            raise ValueError(
+                "this feed keeps each document's latest version only (all_versions=False): "
+                "the AllVersionsAndDeletes mode cannot read it"
+            )
         scope = range_of(lease)
         with self._lock:
             holders = self._overlapping(scope)
@@ -532,7 +585,7 @@ class InMemoryFeed:
                 _holds(scope, change.epk)
                 and (
                     not latest
-                    or (change.document is not None and self._latest[change.key] is change)
+                    or (change.document is not None and self._latest.get(change.key) is change)
                 )
                 and (not_before is None or change.at >= not_before)
             ):
@@ -543,7 +596,8 @@ class InMemoryFeed:
     def _item(self, change: _Change, mode: str) -> dict[str, Any]:
         if mode == LATEST_VERSION:
             assert change.document is not None
-            return copy.deepcopy(change.document) | {"_lsn": change.lsn}
+            item: dict[str, Any] = json_copy(change.document)
+            return item | {"_lsn": change.lsn}
         metadata: dict[str, Any] = {
             "operationType": "create",
             "lsn": change.lsn,
@@ -554,7 +608,7 @@ class InMemoryFeed:
             if change.previous is not None:
                 metadata["operationType"] = "replace"
                 metadata["previousImageLSN"] = previous_lsn
-            return {"current": copy.deepcopy(change.document), "metadata": metadata}
+            return {"current": json_copy(change.document), "metadata": metadata}
         partition_key = json.loads(change.key[0])
         metadata |= {
             "operationType": "delete",
@@ -568,6 +622,21 @@ class InMemoryFeed:
 
 def _holds(rng: EpkRange, epk: str) -> bool:
     return rng.min <= epk < rng.max
+
+
+def _valid_ttl(ttl: object) -> bool:
+    """A time to live Cosmos DB takes: -1 or a whole number of seconds > 0."""
+    return type(ttl) is int and (ttl == -1 or ttl > 0)
+
+
+def _check_ttl(body: Mapping[str, Any]) -> None:
+    """A document's ``ttl``, if it has one, is one Cosmos DB takes (else its 400)."""
+    ttl = body.get("ttl")
+    if ttl is not None and not _valid_ttl(ttl):
+        raise ValueError(
+            f"document {body.get('id')!r}: ttl must be -1 (never expires) or a whole number of "
+            f"seconds > 0, not {ttl!r}"
+        )
 
 
 class InMemoryFeedSource(FeedSource):
@@ -585,6 +654,9 @@ class InMemoryFeedSource(FeedSource):
 
     def container_rid(self) -> str:
         return self.feed.container_rid
+
+    def partition_key_paths(self) -> list[str]:
+        return [self.feed.partition_key_path]
 
     def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
         if self._seen is None or force_refresh:

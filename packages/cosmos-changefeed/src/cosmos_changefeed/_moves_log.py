@@ -43,7 +43,7 @@ class MovesLog:
             )
         return wait
 
-    def _asked(self, lease: Lease) -> None:
+    def _requested(self, lease: Lease) -> None:
         logger.info(
             "processor '%s' (instance %s): lease %s asked of %s (this instance holds none and "
             "is under its fair share): its owner hands it over once its batch in flight is "
@@ -55,7 +55,7 @@ class MovesLog:
             stacklevel=2,
         )
 
-    def _not_asked(self, lease: Lease, exc: Exception) -> Outcome:
+    def _request_failed(self, lease: Lease, exc: Exception) -> Outcome:
         """A request that failed: said as an acquisition that failed; its outcome."""
         self._not_acquired(lease, exc)
         return "lost" if isinstance(exc, LeaseLostError) else "failed"

@@ -23,7 +23,9 @@ from cosmos_changefeed._continuation import (
     LATEST_VERSION,
     Continuation,
 )
-from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._health import STALLED_SINCE
+from cosmos_changefeed._leases import Lease, parse_time
+from cosmos_changefeed._order import SetAsideChange
 from cosmos_changefeed._reading import REQUEST_CHARGE_HEADER, SESSION_TOKEN_HEADER
 
 #: Where a lease without a checkpoint starts: "now" (the processor's start), "beginning", a
@@ -76,12 +78,15 @@ class ProcessorOptions:
     #: Whether a lease without a checkpoint keeps its start once a read of it finds nothing
     #: (``_keeping``); False: as .NET, each new owner starts at its own ``start_from``.
     keep_start: bool = True
+    #: At most one checkpoint per lease per this many seconds (``_checkpoints``); None: as
+    #: ``checkpoint`` asks.
+    checkpoint_interval: float | None = None
     #: How the instance balances and keeps its leases.
     balancing: Balancing = "fair-share"
 
     def __post_init__(self) -> None:
         check_processor_name(self.processor_name)
-        check_checkpointing(self.checkpoint)
+        check_checkpointing(self.checkpoint, self.checkpoint_interval)
         if not isinstance(self.instance_name, str) or not self.instance_name.strip():
             raise ValueError(
                 "instance_name is required for the processor to initialize: a name unique among "
@@ -239,8 +244,12 @@ class FailedBatch:
     context: LeaseContext
     changes: list[dict[str, Any]]
     attempt: int
-    #: What the handler raised at this attempt.
+    #: What the handler raised at this attempt (for a change held behind another: a
+    #: ``HeldBehindError``, which it did not raise).
     error: BaseException
+    #: With ``still_set_aside``: the change set aside that this one waits behind (its
+    #: partition key's earlier change), None for a change that failed itself.
+    behind: SetAsideChange | None = None
 
 
 #: What a processor was doing when something failed (``Failure.during``).
@@ -275,6 +284,9 @@ class ChangeFeedProcessorState:
     estimated_lag: int
     #: The owner, None when no instance holds the lease.
     instance_name: str | None
+    #: When the owner's handler began to fail on every change it is given, as the owner wrote it
+    #: into the lease (``ChangeFeedProcessor.stalled_since``); None: not stalled (or not said).
+    stalled_since: dt.datetime | None = None
 
 
 #: Where an estimator reads a lease that has no checkpoint yet from (the processor's
@@ -302,3 +314,17 @@ class PendingChanges:
     changes: list[dict[str, Any]] = field(default_factory=list)
     #: Whether ``changes`` are all of them: the feed ended within the read.
     complete: bool = False
+
+    @property
+    def stalled_since(self) -> dt.datetime | None:
+        """As ``ChangeFeedProcessorState.stalled_since``: the lease's owner's stall."""
+        return stalled_since_of(self.lease)
+
+
+def stalled_since_of(lease: Lease | None) -> dt.datetime | None:
+    """When ``lease``'s owner said its handler began to fail on every change (``_health``'s
+    ``STALLED_SINCE`` property, written while it holds the lease); None for a lease without an
+    owner or the property."""
+    if lease is None or lease.owner is None:
+        return None
+    return parse_time(lease.properties.get(STALLED_SINCE))

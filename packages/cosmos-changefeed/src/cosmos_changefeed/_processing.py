@@ -10,6 +10,7 @@ that decided, as it did when each shell logged its own lines.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -24,27 +25,28 @@ from cosmos_changefeed._events import (
     start_label,
     where_it_starts,
 )
+from cosmos_changefeed._failing import FailingBatches
+from cosmos_changefeed._health import HandlerHealth
 from cosmos_changefeed._keeping import pressed_interval
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._moves_log import MovesLog
 from cosmos_changefeed._options import (
     DEFAULT_SET_ASIDE_AFTER,
-    During,
     FailedBatch,
     Failure,
     LeaseContext,
     ProcessorOptions,
 )
+from cosmos_changefeed._order import SetAsideChange
 from cosmos_changefeed._protocol import LeaseLostError, LeaseManager
 from cosmos_changefeed._reading import Page, ProcessorStart
-from cosmos_changefeed._retries import retry_delay, to_set_aside
 from cosmos_changefeed._starting import Started, throttled
 
 #: How many times a lease's release is tried (the lease expires if none is done).
 RELEASE_ATTEMPTS = 4
 
 
-class ProcessorBase(MovesLog):
+class ProcessorBase(FailingBatches, MovesLog):
     """The part of a processor that neither waits nor runs anything."""
 
     #: The shell's flavour, and the ports it takes in place of a container.
@@ -63,6 +65,7 @@ class ProcessorBase(MovesLog):
         on_error: Callable[[Failure], object] | None,
         set_aside: Callable[[FailedBatch], Any] | None,
         set_aside_after: int | None,
+        still_set_aside: Callable[[SetAsideChange], Any] | None = None,
         **options: Any,
     ) -> None:
         """Every check a processor makes when it is made (``_checks``, ``ProcessorOptions``):
@@ -97,6 +100,20 @@ class ProcessorBase(MovesLog):
                 "set_aside_after is given without set_aside: no batch would ever be set aside "
                 "(give set_aside, the callable that keeps a batch the handler keeps failing on)"
             )
+        if still_set_aside is not None:
+            if set_aside is None:
+                raise ValueError(
+                    "still_set_aside is given without set_aside: no change is ever set aside to "
+                    "hold its partition key behind (give set_aside too)"
+                )
+            check_callable(
+                still_set_aside,
+                "still_set_aside",
+                flavour=flavour,
+                takes="(change) -- a cosmos_changefeed.SetAsideChange",
+                arity=1,
+                awaited=True,
+            )
         if set_aside is not None and set_aside_after is None:
             set_aside_after = DEFAULT_SET_ASIDE_AFTER
         self.options = ProcessorOptions(set_aside_after=set_aside_after, **options)
@@ -105,6 +122,11 @@ class ProcessorBase(MovesLog):
         )
         self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
         self._set_aside = set_aside
+        self._still_set_aside = still_set_aside
+        #: The monitored container's partition key paths (``still_set_aside``), once started.
+        self._paths: list[str] | None = None
+        #: The handler's calls across the leases: an outage told from a poison, a stall said.
+        self._health = HandlerHealth()
         self._manager: LeaseManager | None = None
         self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
@@ -135,6 +157,12 @@ class ProcessorBase(MovesLog):
     def batches_set_aside(self) -> int:
         """How many batches this instance handed to ``set_aside`` and checkpointed past."""
         return self._set_aside_count
+
+    @property
+    def stalled_since(self) -> dt.datetime | None:
+        """When this instance's handler began to fail on every change it is given (None: it
+        is not stalled): the metric of an outage (a gauge: now minus this)."""
+        return self._health.stalled_since
 
     @property
     def start_position(self) -> ProcessorStart | None:
@@ -435,91 +463,10 @@ class ProcessorBase(MovesLog):
             stacklevel=3,
         )
 
-    # -- a failing batch (the poison policy: ``_retries``) ------------------------------------
-
-    def _handler_failed(self, batch: FailedBatch) -> float:
-        """Say that the handler failed on ``batch``; the wait before it is given again."""
-        opts = self.options
-        delay = retry_delay(batch.attempt, opts.first_retry_delay, opts.max_retry_delay)
-        logger.error(
-            "processor '%s': lease %s: the handler failed on a batch of %d (attempt %d: %s); "
-            "the batch is given again in %gs",
-            self.processor_name,
-            batch.context.lease_token,
-            len(batch.changes),
-            batch.attempt,
-            error_text(batch.error),
-            delay,
-            stacklevel=2,
-            extra=_batch_fields(batch),
-        )
-        self._notify_error(batch.context.lease_token, batch.error, "handler", batch)
-        return delay
-
-    def _taking_apart(self, batch: FailedBatch) -> None:
-        logger.warning(
-            "processor '%s': lease %s: a batch of %d failed its attempt %d: its changes are "
-            "given to the handler again in halves, and only those that fail alone are set aside",
-            self.processor_name,
-            batch.context.lease_token,
-            len(batch.changes),
-            batch.attempt,
-            stacklevel=2,
-            extra=_batch_fields(batch),
-        )
-
-    def _piece_failed(self, batch: FailedBatch) -> None:
-        """A part of a batch taken apart failed (``on_error`` is told, with that part)."""
-        logger.info(
-            "processor '%s': lease %s: %d change(s) of the batch taken apart failed (%s)",
-            self.processor_name,
-            batch.context.lease_token,
-            len(batch.changes),
-            error_text(batch.error),
-            stacklevel=2,
-            extra=_batch_fields(batch),
-        )
-        self._notify_error(batch.context.lease_token, batch.error, "handler", batch)
-
     def _checkpoint_failed(self, token: str, exc: Exception, again_in: float) -> None:
         self._refused(exc)
         self._again(token, "checkpoint", exc, again_in)
         self._notify_error(token, exc, "checkpoint")
-
-    def _to_set_aside(self, batch: FailedBatch) -> bool:
-        """Whether ``batch`` goes to ``set_aside`` now."""
-        if self._set_aside is None or batch.context.continuation is None:
-            return False
-        return to_set_aside(batch.attempt, self.options.set_aside_after, batch.error)
-
-    def _set_aside_done(self, batch: FailedBatch) -> None:
-        self._set_aside_count += 1
-        logger.warning(
-            "processor '%s': lease %s: a batch of %d set aside after %d attempt(s) (%s); the "
-            "application's set_aside took it; the lease moves past it, checkpointed as any "
-            "handled batch (%s)",
-            self.processor_name,
-            batch.context.lease_token,
-            len(batch.changes),
-            batch.attempt,
-            error_text(batch.error),
-            batch.context.continuation,
-            stacklevel=2,
-            extra=_batch_fields(batch),
-        )
-
-    def _set_aside_failed(self, batch: FailedBatch, exc: Exception) -> None:
-        logger.error(
-            "processor '%s': lease %s: set_aside failed on a batch of %d (%s); it is not "
-            "checkpointed, and is given to the handler again",
-            self.processor_name,
-            batch.context.lease_token,
-            len(batch.changes),
-            error_text(exc),
-            stacklevel=2,
-            extra=_batch_fields(batch),
-        )
-        self._notify_error(batch.context.lease_token, exc, "set_aside", batch)
 
     def _no_etag(self, token: str) -> None:
         logger.error(
@@ -528,25 +475,6 @@ class ProcessorBase(MovesLog):
             token,
             stacklevel=2,
         )
-
-    def _notify(self, hook: Callable[[str], object] | None, token: str) -> None:
-        if hook is None:
-            return
-        try:
-            hook(token)
-        except Exception:
-            logger.exception("processor '%s': a lease notification failed", self.processor_name)
-
-    def _notify_error(
-        self, token: str, exc: BaseException, during: During, batch: FailedBatch | None = None
-    ) -> None:
-        hook = self._monitor.on_error
-        if hook is None:
-            return
-        try:
-            hook(Failure(token, exc, during, batch))
-        except Exception:
-            logger.exception("processor '%s': an error notification failed", self.processor_name)
 
 
 def start_warnings(facts: Started, processor_name: str) -> list[str]:
@@ -590,13 +518,3 @@ def keda_blind(facts: Started, processor_name: str) -> str:
         "an address with a dot (127.0.0.1, or a name such as cosmos.local) for a KEDA rule "
         "to read these leases"
     )
-
-
-def _batch_fields(batch: FailedBatch) -> dict[str, Any]:
-    """A failing batch's structured fields on its log records (``extra``)."""
-    return {
-        "lease_token": batch.context.lease_token,
-        "attempt": batch.attempt,
-        "changes": len(batch.changes),
-        "continuation": batch.context.continuation,
-    }

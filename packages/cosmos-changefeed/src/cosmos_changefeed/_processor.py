@@ -41,6 +41,7 @@ from cosmos_changefeed._options import (
     Mode,
     StartFrom,
 )
+from cosmos_changefeed._order import SetAsideChange
 from cosmos_changefeed._processing import RELEASE_ATTEMPTS, ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Page, Start
@@ -87,7 +88,9 @@ class ChangeFeedProcessor(ProcessorBase):
         max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
         set_aside: Callable[[FailedBatch], object] | None = None,
         set_aside_after: int | None = None,
+        still_set_aside: Callable[[SetAsideChange], object] | None = None,
         checkpoint: Checkpointing = PER_BATCH,
+        checkpoint_interval: float | None = None,
         keep_start: bool = True,
         balancing: Balancing = "fair-share",
         on_lease_acquired: Callable[[str], object] | None = None,
@@ -103,6 +106,7 @@ class ChangeFeedProcessor(ProcessorBase):
             on_error=on_error,
             set_aside=set_aside,
             set_aside_after=set_aside_after,
+            still_set_aside=still_set_aside,
             processor_name=processor_name,
             instance_name=instance_name,
             start_from=start_from,
@@ -115,6 +119,7 @@ class ChangeFeedProcessor(ProcessorBase):
             min_retry_delay=min_retry_delay,
             max_retry_delay=max_retry_delay,
             checkpoint=checkpoint,
+            checkpoint_interval=checkpoint_interval,
             keep_start=keep_start,
             balancing=balancing,
         )
@@ -188,6 +193,7 @@ class ChangeFeedProcessor(ProcessorBase):
         self._listening.clear()
         flow = start_flow(opts, self._reader.account_endpoint, started)
         self._started(drive(flow, self._store, self._reader, self._sleep, self._start_patience))
+        self._paths = self._checked_paths(self._reader.partition_key_paths())
         self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
         self._reading = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="read-ahead")
         self._balancer = threading.Thread(
@@ -287,8 +293,8 @@ class ChangeFeedProcessor(ProcessorBase):
         try:
             self._run(manager.request(lease))
         except Exception as exc:
-            return self._not_asked(lease, exc)
-        self._asked(lease)
+            return self._request_failed(lease, exc)
+        self._requested(lease)
         return "acquired"
 
     def _give_back(self, lease: Lease) -> None:

@@ -194,11 +194,22 @@ class Reader(Generic[C]):
     def __init__(self, container: C) -> None:
         self.container = container
         self._rid: str | None = None
+        self._paths: list[str] | None = None
         self._ids: dict[EpkRange, str] = {}
 
     @property
     def account_endpoint(self) -> str:
         return str(self.container.client_connection.url_connection)
+
+    def partition_key_paths(self) -> list[str] | None:
+        """The container's partition key paths, read with its resource id."""
+        return self._paths
+
+
+def paths_of(properties: Mapping[str, Any]) -> list[str] | None:
+    """A container's partition key paths, from its properties (``partitionKey.paths``)."""
+    paths = (properties.get("partitionKey") or {}).get("paths")
+    return [str(path) for path in paths] if paths else None
 
 
 def is_gone(lease: Lease, ranges: Sequence[PartitionKeyRange]) -> bool:

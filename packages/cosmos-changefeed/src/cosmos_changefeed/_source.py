@@ -64,5 +64,11 @@ class FeedSource(ABC):
         or from ``start`` when there is none, of at most ``max_items`` changes (None: the
         source's page)."""
 
+    def partition_key_paths(self) -> list[str] | None:
+        """The container's partition key paths (one; several for a hierarchical key), once
+        ``container_rid`` was read; None when the source cannot say (the default). Only
+        ``still_set_aside`` needs them."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - nothing to close by default
         """Release what the source holds."""

@@ -14,11 +14,9 @@ and ids listed by prefix. ``cosmos_changefeed.testing`` holds both stores to one
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import threading
-import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -26,25 +24,17 @@ from typing import Any
 
 from cosmos_changefeed import _clock
 
+# The refusals are the container model's (``_documents``), named here as the port's.
+from cosmos_changefeed._documents import ConflictError as ConflictError
+from cosmos_changefeed._documents import LeaseStoreError as LeaseStoreError
+from cosmos_changefeed._documents import NotFoundError as NotFoundError
+from cosmos_changefeed._documents import PreconditionFailedError as PreconditionFailedError
+from cosmos_changefeed._documents import json_copy
+from cosmos_changefeed._memory_feed import InMemoryFeed
+
 #: ``DocumentServiceLeaseStoreManagerBuilder``: the partition key paths a lease container may have.
 ID_PATH = "/id"
 PARTITION_KEY_PATH = "/partitionKey"
-
-
-class LeaseStoreError(Exception):
-    """A lease store operation the service refused."""
-
-
-class NotFoundError(LeaseStoreError):
-    """404: no such document."""
-
-
-class PreconditionFailedError(LeaseStoreError):
-    """412: the document changed since the etag the write was conditioned on."""
-
-
-class ConflictError(LeaseStoreError):
-    """409: a document with that id exists."""
 
 
 def check_partition_key_path(path: str) -> str:
@@ -99,9 +89,28 @@ class LeaseStore(ABC):
         """Release what the store holds (a client it made)."""
 
 
+def lease_container(partition_key_path: str = ID_PATH, partitions: int = 1) -> InMemoryFeed:
+    """The in-memory model of a lease container that ``InMemoryDocuments`` keeps its documents
+    in: the package's one model of a Cosmos DB container (``InMemoryFeed``: etags, ``_ts``,
+    409/404/412, time to live as Cosmos DB's) with TTL on and no default (``default_ttl=-1``, as
+    a lease container should be: a ``ttl`` of -1 never expires, a positive one does), each
+    document's latest version only (a lease written again and again does not grow it), on the
+    processor's clock (``_clock``: virtual under ``VirtualClock``)."""
+    return InMemoryFeed(
+        partitions,
+        partition_key_path=check_partition_key_path(partition_key_path),
+        clock=_clock.now,
+        default_ttl=-1,
+        all_versions=False,
+    )
+
+
 class InMemoryDocuments:
     """The documents of an in-memory lease container, shared by the sync and the aio store
-    (and by every processor given the same one); thread-safe.
+    (and by every processor given the same one); thread-safe. They are kept in ``feed``, an
+    ``InMemoryFeed`` (``lease_container``): the same model of a container as the in-memory
+    monitored feed and the outbox's test kit, so a document's etag, ``_ts`` and ``ttl`` behave
+    alike in all three.
 
     ``state_file``: the documents are read from it when it exists, and written to it (whole,
     atomically: a temporary file renamed over it) after every change -- .NET's in-memory
@@ -116,34 +125,36 @@ class InMemoryDocuments:
         state_file: str | os.PathLike[str] | None = None,
     ) -> None:
         self.partition_key_path = check_partition_key_path(partition_key_path)
+        #: The container the documents are kept in.
+        self.feed = lease_container(self.partition_key_path)
+        #: Held by every write: a write and its ``state_file`` saved together.
         self._lock = threading.Lock()
-        self._docs: dict[tuple[str, str], dict[str, Any]] = {}
-        #: The documents with a ``ttl``: when each expires (``_expire`` looks at these only).
-        self._expiring: dict[tuple[str, str], float] = {}
         self.state_file = Path(state_file) if state_file is not None else None
         if self.state_file is not None and self.state_file.exists():
             self.restore(json.loads(self.state_file.read_text(encoding="utf-8")))
 
     def export(self) -> list[dict[str, Any]]:
-        """Every document but the transient ones (a ``ttl``: the initialisation lock), without
-        the store's own fields, in id order."""
-        with self._lock:
-            self._expire()
-            return self._exported()
+        """Every document but the transient ones (a ``ttl`` that expires: the initialisation
+        lock), without the store's own fields, in id order."""
+        self.feed.expire()
+        return self._exported()
 
     def restore(self, documents: Iterable[Mapping[str, Any]]) -> None:
-        """Add ``documents`` (as ``export`` gives them); ``ConflictError`` if one exists."""
+        """Add ``documents`` (as ``export`` gives them); ``ConflictError`` if one exists (and
+        then none is added)."""
+        documents = list(documents)
         with self._lock:
-            for document in documents:
-                field = "id" if self.partition_key_path == ID_PATH else "partitionKey"
-                key = self._key(document, str(document.get(field)))
-                if key in self._docs:
-                    raise ConflictError(f"document {key[1]!r} exists")
-                self._write(key, exported(document))
+            self.feed.expire()
+            keyed = [(self._key(d, str(d.get(self._field))), d) for d in documents]
+            for (partition_key, item_id), _ in keyed:
+                if self.feed.document(item_id, partition_key) is not None:
+                    raise ConflictError(f"document {item_id!r} exists")
+            for _, document in keyed:
+                self.feed.batch([("create", exported(document), None)])
 
     def _exported(self) -> list[dict[str, Any]]:
         return sorted(
-            (exported(doc) for doc in self._docs.values() if "ttl" not in doc),
+            (exported(doc) for doc in self.feed.documents() if not _expires(doc)),
             key=lambda doc: str(doc["id"]),
         )
 
@@ -155,85 +166,58 @@ class InMemoryDocuments:
         temporary.replace(self.state_file)
 
     def list_documents(self, prefix: str) -> list[dict[str, Any]]:
-        with self._lock:
-            self._expire()
-            return [_copy(doc) for doc in self._docs.values() if str(doc["id"]).startswith(prefix)]
+        self.feed.expire()
+        return self.feed.documents(prefix)
 
     def read(self, item_id: str, partition_key: str) -> dict[str, Any] | None:
-        with self._lock:
-            self._expire()
-            found = self._docs.get((partition_key, item_id))
-            return _copy(found) if found is not None else None
+        self.feed.expire()
+        return self.feed.document(item_id, partition_key)
 
     def create(self, document: Mapping[str, Any], partition_key: str) -> dict[str, Any] | None:
-        key = self._key(document, partition_key)
+        self._key(document, partition_key)
         with self._lock:
-            self._expire()
-            if key in self._docs:
+            self.feed.expire()
+            try:
+                [written] = self.feed.batch([("create", document, None)])
+            except ConflictError:
                 return None
-            written = self._write(key, document)
             self._save()
             return written
 
     def replace(
         self, document: Mapping[str, Any], partition_key: str, etag: str | None
     ) -> dict[str, Any]:
-        key = self._key(document, partition_key)
+        self._key(document, partition_key)
         with self._lock:
-            self._expire()
-            current = self._docs.get(key)
-            if current is None:
-                raise NotFoundError(f"no document {key[1]!r}")
-            if etag is not None and current["_etag"] != etag:
-                raise PreconditionFailedError(f"document {key[1]!r} changed since {etag}")
-            written = self._write(key, document)
+            self.feed.expire()
+            [written] = self.feed.batch([("replace", document, etag)])
             self._save()
-            return written
+        assert written is not None
+        return written
 
     def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
+        key = {"id": item_id, self._field: partition_key}
         with self._lock:
-            self._expire()
-            current = self._docs.get((partition_key, item_id))
-            if current is None or (etag is not None and current["_etag"] != etag):
+            self.feed.expire()
+            try:
+                self.feed.batch([("delete", key, etag)])
+            except (NotFoundError, PreconditionFailedError):
                 return False
-            del self._docs[(partition_key, item_id)]
             self._save()
             return True
 
+    @property
+    def _field(self) -> str:
+        return "id" if self.partition_key_path == ID_PATH else "partitionKey"
+
     def _key(self, document: Mapping[str, Any], partition_key: str) -> tuple[str, str]:
         item_id = str(document["id"])
-        field = "id" if self.partition_key_path == ID_PATH else "partitionKey"
-        if str(document.get(field)) != partition_key:
+        if str(document.get(self._field)) != partition_key:
             raise LeaseStoreError(
                 f"document {item_id!r}: partition key {partition_key!r} is not its "
-                f"{self.partition_key_path} ({document.get(field)!r})"
+                f"{self.partition_key_path} ({document.get(self._field)!r})"
             )
         return partition_key, item_id
-
-    def _write(self, key: tuple[str, str], document: Mapping[str, Any]) -> dict[str, Any]:
-        stored = {k: json_copy(v) for k, v in document.items() if not k.startswith("_")}
-        stored["_etag"] = f'"{uuid.uuid4()}"'
-        stored["_ts"] = int(_clock.now().timestamp())
-        ttl = stored.get("ttl")
-        expires = _clock.monotonic() + float(ttl) if isinstance(ttl, int | float) else None
-        stored["_expires"] = expires
-        self._docs[key] = stored
-        if expires is not None:
-            self._expiring[key] = expires
-        else:
-            self._expiring.pop(key, None)
-        return _copy(stored)
-
-    def _expire(self) -> None:
-        """Documents past their ``ttl`` deleted (only those with one are looked at)."""
-        if not self._expiring:
-            return
-        now = _clock.monotonic()
-        gone = [key for key, at in self._expiring.items() if at <= now]
-        for key in gone:
-            del self._expiring[key]
-            if self._docs.get(key, {}).get("_expires") is not None:
-                del self._docs[key]
 
 
 class InMemoryLeaseStore(LeaseStore):
@@ -292,27 +276,7 @@ def exported(document: Mapping[str, Any]) -> dict[str, Any]:
     return {key: json_copy(value) for key, value in document.items() if not key.startswith("_")}
 
 
-def _copy(stored: dict[str, Any]) -> dict[str, Any]:
-    """A stored document as a reader sees it (without the store's own expiry)."""
-    return {
-        k: v if type(v) in _SCALARS else json_copy(v) for k, v in stored.items() if k != "_expires"
-    }
-
-
-def json_copy(value: Any) -> Any:
-    """A deep copy of a JSON value (dicts, lists and scalars; anything else deep-copied):
-    ``copy.deepcopy``'s result, several times faster on documents."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is dict:
-        return {
-            key: item if type(item) in _SCALARS else json_copy(item) for key, item in value.items()
-        }
-    if kind is list:
-        return [item if type(item) in _SCALARS else json_copy(item) for item in value]
-    return copy.deepcopy(value)
-
-
-#: What ``json_copy`` returns as it is (immutable).
-_SCALARS = frozenset({str, int, float, bool, type(None)})
+def _expires(document: Mapping[str, Any]) -> bool:
+    """Whether a stored document asked to expire (a ``ttl`` of some seconds: transient)."""
+    ttl = document.get("ttl")
+    return type(ttl) is int and ttl > 0

@@ -11,21 +11,24 @@ checkpoints that batch first, as it completed).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from cosmos_changefeed import _keeping
+from cosmos_changefeed import _keeping, _order
 from cosmos_changefeed._checkpoints import CheckpointPlan
 from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
+from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
-from cosmos_changefeed._retries import Attempts, apart
+from cosmos_changefeed._retries import Apart, Attempts, apart
 
 if TYPE_CHECKING:
     from cosmos_changefeed._processor import ChangeFeedProcessor
@@ -65,9 +68,12 @@ class LeaseWorker:
         #: A position handled whose checkpoint the next renewal writes (``_keeping``).
         self._deferred: str | None = None
         self.attempts = Attempts()
-        self.plan = CheckpointPlan(processor.options.checkpoint)
+        opts = processor.options
+        self.plan = CheckpointPlan(opts.checkpoint, interval=opts.checkpoint_interval)
         #: Whether a batch was handed over (a lease's start is kept only before).
         self._handed = False
+        #: The change handled as a probe (``_retries``): not given again in its turn.
+        self._probed: tuple[str | None, int | None] | None = None
 
     def run(self) -> None:
         renewer = threading.Thread(
@@ -166,8 +172,8 @@ class LeaseWorker:
         """A renewal's write (``aio/_worker_async.LeaseWorker._renewal``)."""
         due, writing = self._deferred, self._checkpointing
         if due is None or (writing is not None and not writing.done()):
-            return self.manager.renew(self.lease), None
-        return self.manager.checkpoint(self.lease, due), due
+            return self.manager.renew(self._marked()), None
+        return self.manager.checkpoint(self._marked(), due), due
 
     def _carried(self, due: str | None) -> None:
         if due is not None:
@@ -301,52 +307,125 @@ class LeaseWorker:
         processor = self.processor
         context = self._context(page)
         self._handed = True
+        probed, self._probed = self._probed, None
+        items, behind = self._sorted_out(_order.without(page.items, probed))
         try:
-            awaited_nothing(processor._handler(context, page.items))
+            if items:
+                awaited_nothing(processor._handler(context, items))
         except Exception as exc:
             if exc is self._lost:  # the handler's checkpoint() found the lease lost
                 raise
-            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
+            batch = FailedBatch(context, items, self.attempts.failed(position), exc)
             delay = processor._handler_failed(batch)
-            if processor._to_set_aside(batch) and self._apart(batch):
-                self.attempts.passed()
-                return True
+            outcome = self._apart(batch) if processor._to_set_aside(batch) else None
+            if outcome is not None and outcome.settled:
+                self._probed = _order.identity(outcome.probed) if outcome.probed else None
+                return self._settled(context, behind, outcome.held)
+            processor._still_failing(batch, self.attempts.since, outcome)
             self._pause(delay)
             return False
+        if items:
+            processor._handler_succeeded()
+        return self._settled(context, behind)
+
+    def _settled(
+        self,
+        context: LeaseContext,
+        behind: list[tuple[dict[str, Any], SetAsideChange]],
+        held: dict[str, SetAsideChange] | None = None,
+    ) -> bool:
+        """The batch handled, or its failing changes set aside: the changes of keys held set
+        aside behind their change, the keys held from now kept in the lease (``_order``);
+        False when a ``set_aside`` failed (the batch comes again)."""
+        for change, holder in behind:
+            waiting = FailedBatch(context, [change], 0, HeldBehindError(holder), behind=holder)
+            if not self._set_aside(waiting):
+                self._pause(self.processor.options.first_retry_delay)
+                return False
+        if held:
+            with self._writing:
+                self.lease = _order.holding(self.lease, _order.held(self.lease) | held)
         self.attempts.passed()
         return True
 
-    def _apart(self, batch: FailedBatch) -> bool:
-        """Take a batch that failed its last attempt apart (``_retries.apart``): True when every
-        change was handled or set aside."""
+    def _sorted_out(
+        self, changes: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], SetAsideChange]]]:
+        """``changes`` of a lease that holds keys (``still_set_aside``): those to hand over,
+        and those to set aside behind their key's change -- once ``still_set_aside`` was asked
+        about each key they have (a key it says is free is held no more)."""
+        processor = self.processor
+        ask, paths = processor._still_set_aside, processor._paths
+        if ask is None or paths is None or _order.HELD not in self.lease.properties:
+            return changes, []
+        keys = _order.held(self.lease)
+        free = [k for k in _order.present(changes, keys, paths) if not self._still(ask, keys[k])]
+        for key in free:
+            processor._key_released(keys.pop(key))
+        if free:
+            with self._writing:
+                self.lease = _order.holding(self.lease, keys)
+        found = _order.sort_out(changes, keys, paths)
+        return found.handle, found.behind
+
+    def _still(self, ask: Callable[[SetAsideChange], Any], change: SetAsideChange) -> bool:
+        try:
+            return bool(ask(change))
+        except Exception as exc:
+            self.processor._not_asked(change, exc)
+            return True
+
+    def _apart(self, batch: FailedBatch) -> Apart:
+        """Take a batch that failed its last attempt apart (``_retries.apart``): what it came
+        to (``settled`` when every change was handled or set aside)."""
         processor, requested = self.processor, []
         context = batch.context
         if isinstance(context, ManualCheckpointContext):  # written once all is settled
             context = with_checkpoint(context, ManualCheckpointContext, lambda: requested.append(1))
         if len(batch.changes) > 1:
             processor._taking_apart(batch)
-        steps = apart(batch.changes)
+        steps = apart(
+            dataclasses.replace(batch, context=context),
+            evidence=lambda: processor._health.succeeded_since(self.attempts.since),
+            paths=processor._paths if processor._still_set_aside is not None else None,
+        )
+        outcome: Any = None
         try:
-            kind, piece = next(steps)
             while True:
-                part = FailedBatch(context, piece, batch.attempt, batch.error)
-                outcome = self._piece(part) if kind == "handle" else self._set_aside(part)
-                kind, piece = steps.send(outcome)
+                kind, given = steps.send(outcome)
+                if kind == "handle":
+                    outcome = self._piece(FailedBatch(context, given, batch.attempt, batch.error))
+                elif kind == "set_aside":
+                    outcome = self._set_aside(given)
+                else:
+                    outcome = self._probe(batch)
         except StopIteration as done:
-            settled = bool(done.value)
-        if settled and requested and isinstance(batch.context, ManualCheckpointContext):
+            result: Apart = done.value
+        if result.settled and requested and isinstance(batch.context, ManualCheckpointContext):
             batch.context.checkpoint()
-        return settled
+        return result
 
-    def _piece(self, part: FailedBatch) -> bool:
+    def _piece(self, part: FailedBatch) -> BaseException | None:
+        """Hand a part of a batch taken apart over: what the handler raised, or None."""
         try:
             awaited_nothing(self.processor._handler(part.context, part.changes))
         except Exception as exc:
             if exc is self._lost:
                 raise
             self.processor._piece_failed(FailedBatch(part.context, part.changes, part.attempt, exc))
-            return False
-        return True
+            return exc
+        self.processor._handler_succeeded()
+        return None
+
+    def _probe(self, batch: FailedBatch) -> list[dict[str, Any]] | None:
+        """The lease's changes after ``batch`` (None: they could not be read)."""
+        etag = batch.context.continuation
+        if etag is None:
+            return None
+        try:
+            return self._read(etag, "Now").items
+        except Exception:
+            return None
 
     def _set_aside(self, batch: FailedBatch) -> bool:
         processor = self.processor
@@ -359,12 +438,17 @@ class LeaseWorker:
         processor._set_aside_done(batch)
         return True
 
+    def _marked(self) -> Lease:
+        """The lease as its next write leaves it: with the instance's stall while its batch
+        keeps failing (``_failing``)."""
+        return self.processor._marked(self.lease, self.attempts.count > 0)
+
     # -- checkpoints ------------------------------------------------------------------------------
 
     def _checkpoint(self, etag: str) -> None:
         with self._writing:
             try:
-                self.lease = self._write(self.manager.checkpoint(self.lease, etag))
+                self.lease = self._write(self.manager.checkpoint(self._marked(), etag))
                 self._heed()
             except LeaseLostError as lost:
                 self._lost = lost

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import azure.functions as func
 
 from cosmos_outbox.http import HttpApi
+from cosmos_outbox.http.bounded import BOUND_SECONDS
 from cosmos_outbox_operators._console.doors import OperatorDoors
 from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
 from cosmos_outbox_operators._routes import RESOURCES
@@ -47,8 +48,14 @@ class Operators:
     operator_role: str = OPERATOR_ROLE
 
     def blueprint_for(self, outbox: Any) -> func.Blueprint:
-        """The blueprint of these routes served by `outbox` (what `function_app` calls)."""
-        return routes_blueprint(outbox.operations, asynchronous=outbox.asynchronous, options=self)
+        """The blueprint of these routes served by `outbox` (what `function_app` calls), within
+        its bound (`outbox.bound_seconds`)."""
+        return routes_blueprint(
+            outbox.operations,
+            asynchronous=outbox.asynchronous,
+            options=self,
+            bound_seconds=outbox.bound_seconds,
+        )
 
 
 def routes_blueprint(
@@ -57,13 +64,14 @@ def routes_blueprint(
     asynchronous: bool,
     options: Operators,
     actor: Actor | None = None,
+    bound_seconds: float = BOUND_SECONDS,
 ) -> func.Blueprint:
     """The operators' routes under `options.route_prefix` (`outbox/status`, ...), at
     `options.auth_level` (ADMIN: the host's master key), served by `operations()`, parsing and
     answering `options.models` (an app's subclasses). Bounded: a store or a broker that hangs
-    makes a call a 503 + Retry-After within BOUND_SECONDS, never a wait on the SDKs' own
-    timeouts. With `options.console`, each also under `route_prefix/console/` for a signed-in
-    operator with the app role `options.operator_role`, and the console page at
+    makes a call a 503 + Retry-After within `bound_seconds` (the outbox's), never a wait on the
+    SDKs' own timeouts. With `options.console`, each also under `route_prefix/console/` for a
+    signed-in operator with the app role `options.operator_role`, and the console page at
     `route_prefix/console`. `actor`: served in-process to that actor (the command line)."""
     prefix = options.route_prefix.strip("/")
     doors = OperatorDoors(
@@ -73,10 +81,15 @@ def routes_blueprint(
         console=options.console,
         role=options.operator_role,
         actor=actor,
+        bound_seconds=bound_seconds,
     )
     # outbox/health is anonymous: through neither door (no key, no sign-in), bounded like them
     anonymous = HttpApi(
-        doors.blueprint, parameters={}, auth_level=func.AuthLevel.ANONYMOUS, bounded=True
+        doors.blueprint,
+        parameters={},
+        auth_level=func.AuthLevel.ANONYMOUS,
+        bounded=True,
+        bound_seconds=bound_seconds,
     )
 
     def operation(**declared: Any) -> Callable[[Any], Any]:

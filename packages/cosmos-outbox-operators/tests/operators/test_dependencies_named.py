@@ -12,13 +12,23 @@ import pytest
 from conftest import body, problem
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
-from cosmos_outbox.http import bounded
 from cosmos_outbox.ports import LeaseBacklog
 
 
 @pytest.fixture
 def world() -> Iterator[RecoveryWorld]:
     yield from RecoveryWorld.running()
+
+
+@pytest.fixture
+def bound_04() -> Iterator[RecoveryWorld]:
+    """The world with its routes' bound 0.4 s (the outbox's: `Outbox(bound_seconds=...)`)."""
+    yield from RecoveryWorld.running(bound_seconds=0.4)
+
+
+@pytest.fixture
+def bound_12() -> Iterator[RecoveryWorld]:
+    yield from RecoveryWorld.running(bound_seconds=1.2)
 
 
 def test_with_service_bus_down_the_journey_shows_what_cosmos_db_holds_and_names_the_rest(
@@ -45,9 +55,9 @@ def test_with_service_bus_down_the_journey_shows_what_cosmos_db_holds_and_names_
 
 
 def test_a_hung_broker_is_named_in_the_503(
-    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+    bound_04: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.4)  # public: read at each call
+    world = bound_04
 
     def hangs(*args: Any, **kwargs: Any) -> Any:
         time.sleep(2)
@@ -72,9 +82,9 @@ def test_a_hung_broker_is_named_in_the_async_outboxs_503_even_when_it_hangs_on_c
     from cosmos_outbox_operators import Operators
     from cosmos_outbox_testing import FunctionClient, in_memory
 
-    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.4)
     memory = in_memory(subscriptions={SUBSCRIPTION: None})
-    app = AsyncOutbox(services=lambda: memory.services).function_app(Operators(), title="t")
+    outbox = AsyncOutbox(services=lambda: memory.services, bound_seconds=0.4)
+    app = outbox.function_app(Operators(), title="t")
 
     async def frozen(*args: Any, **kwargs: Any) -> Any:
         try:
@@ -95,13 +105,13 @@ def test_a_hung_broker_is_named_in_the_async_outboxs_503_even_when_it_hangs_on_c
 
 
 def test_a_redrive_whose_broker_hangs_is_a_503_naming_service_bus_within_the_bound(
-    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+    bound_12: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The re-drive's own wait on Service Bus (0.9 of the bound) fires before the bound's: its
     DependencyUnavailableError was wrapped as "re-drive failed to send:
     DependencyUnavailableError", a 503 that named neither Service Bus nor the wait
     (test_operators_bounded's frozen broker met it about 1 run in 2)."""
-    monkeypatch.setattr(bounded, "BOUND_SECONDS", 1.2)
+    world = bound_12
     world.publish("w1", "StockAdded")
 
     def hangs(*args: Any, **kwargs: Any) -> Any:

@@ -401,12 +401,11 @@ def bound(
 ) -> Iterator[tuple[TicketWorld, Hanging]]:
     """The tickets app on the sync outbox or on the `aio` one (the same routes), without the
     claim check, and a `Hanging` for it; the bound is 0.2 s instead of 4 s."""
-    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.2)
-    world = TicketWorld(max_payload_bytes=0)
+    world = TicketWorld(max_payload_bytes=0, bound_seconds=0.2)
     world.memory.publisher.max_batch_bytes = LIMIT
     asynchronous = request.param == "aio"
     if asynchronous:
-        outbox = AsyncOutbox([Ticket], services=lambda: world.memory.services)
+        outbox = AsyncOutbox([Ticket], services=lambda: world.memory.services, bound_seconds=0.2)
         app = outbox.function_app(ticket_routes(outbox), Operators(), title="Tickets")  # type: ignore[arg-type]
         world.client = FunctionClient(app)
     hanging = Hanging(monkeypatch, asynchronous=asynchronous)

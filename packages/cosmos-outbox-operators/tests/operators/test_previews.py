@@ -72,6 +72,7 @@ def test_a_dead_letter_that_is_not_an_outbox_event_shows_no_version() -> None:
     """Issue 66, item 3's display faults: a non-outbox dead letter's line said "vNone"."""
     import azure.functions as func
 
+    from cosmos_outbox.operations import ActionReport
     from cosmos_outbox_operators._console.render import fragment
 
     handled = {
@@ -97,5 +98,6 @@ def test_a_dead_letter_that_is_not_an_outbox_event_shows_no_version() -> None:
         status=200,
         request=request,
         base="/api/outbox/console",
+        answers=ActionReport,
     )
     assert "<code>o-1</code>" in html and "vNone" not in html

@@ -22,7 +22,6 @@ from conftest import TicketWorld, body, console_fragment
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox.aio import Outbox as AsyncOutbox
-from cosmos_outbox.http import bounded
 from cosmos_outbox_operators import Operators
 from cosmos_outbox_testing import FunctionClient, InMemoryDeadLetters, InMemoryStore
 from operators.test_operators import relay_all, too_large
@@ -38,13 +37,12 @@ BOUND = 2.0 * float(os.environ.get("TEST_DEADLINE_SCALE") or 1)
 def world(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """The tickets app with three watched subscriptions (one with its subscriber's container),
     a quarantined event, and the bound BOUND; sync or `aio`."""
-    monkeypatch.setattr(bounded, "BOUND_SECONDS", BOUND)
     subscriptions: dict[str, InMemoryStore | None] = dict.fromkeys(SUBSCRIPTIONS)
     subscriptions["billing"] = InMemoryStore()
-    world: Any = TicketWorld(max_payload_bytes=0, subscriptions=subscriptions)
+    world: Any = TicketWorld(max_payload_bytes=0, subscriptions=subscriptions, bound_seconds=BOUND)
     world.memory.publisher.max_batch_bytes = 4096
     if request.param == "aio":
-        outbox = AsyncOutbox([Ticket], services=lambda: world.memory.services)
+        outbox = AsyncOutbox([Ticket], services=lambda: world.memory.services, bound_seconds=BOUND)
         app = outbox.function_app(ticket_routes(outbox), Operators(), title="Tickets")  # type: ignore[arg-type]
         world.client = FunctionClient(app)
     too_large(world)

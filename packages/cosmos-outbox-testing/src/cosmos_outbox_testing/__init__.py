@@ -29,21 +29,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from datetime import timedelta
+from typing import Any
 
 from cosmos_outbox import Outbox, clock
 from cosmos_outbox import aio as outbox_aio
 from cosmos_outbox.aggregates import EVENTS
 from cosmos_outbox.bridge import as_async, run_sync
-from cosmos_outbox.documents import (
-    EVENT_TYPE,
-    EventFields,
-    event_fields,
-    parse_time,
-    read_feed,
-    schedule_of,
-)
+from cosmos_outbox.documents import EVENT_TYPE, EventFields, event_fields, read_feed
 from cosmos_outbox.ports import DeadLetterEntity, OutboxMessage
 from cosmos_outbox.relay import ReleaseOutcome
 from cosmos_outbox.services import Services, leaves
@@ -60,7 +53,12 @@ from cosmos_outbox_testing._checks import (
     check_openapi_events,
     check_text_schemas,
 )
-from cosmos_outbox_testing._committed import committed_events
+from cosmos_outbox_testing._committed import (
+    ScheduledEvent,
+    changed_since,
+    committed_events,
+    scheduled_events,
+)
 from cosmos_outbox_testing._dead_letters import InMemoryDeadLetters
 from cosmos_outbox_testing._delivery import delivered, dispatch_all
 from cosmos_outbox_testing._fakes import (
@@ -112,19 +110,6 @@ __all__ = [
 
 #: What the in-memory services seal paging tokens with (tests only).
 TEST_SECRET = "cosmos-outbox-tests"  # noqa: S105
-
-
-class ScheduledEvent(NamedTuple):
-    """A scheduled event as committed: its id, type, aggregate (session) id, when it is due,
-    and where it is: `waiting` (its due time has not come, or its release has not been handed
-    back yet), `released` (sent, or sent by the relay's next run) or `cancelled` (never
-    sent)."""
-
-    event_id: str
-    type: str
-    aggregate_id: str
-    deliver_at: datetime
-    state: str
 
 
 @dataclass
@@ -187,23 +172,7 @@ class InMemory:
 
     def scheduled(self, partition_key: str | None = None) -> list[ScheduledEvent]:
         """The scheduled events committed (of one partition, when given), soonest due first."""
-        found = []
-        for document in self.store.of_type(EVENT_TYPE, partition_key=partition_key):
-            schedule = schedule_of(document)
-            due = parse_time(schedule.deliver_at) if schedule is not None else None
-            if schedule is None or due is None:
-                continue
-            event = event_fields(document)
-            found.append(
-                ScheduledEvent(
-                    str(event.event_id),
-                    str(event.action),
-                    str(event.aggregate_id),
-                    due,
-                    schedule.state,
-                )
-            )
-        return sorted(found, key=lambda e: e.deliver_at)
+        return scheduled_events(self.store.of_type(EVENT_TYPE, partition_key=partition_key))
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
@@ -224,12 +193,7 @@ class InMemory:
         before = len(self.publisher.messages)
         while True:
             with self.store._lock:
-                changed = [
-                    dict(d)
-                    for key, d in self.store.documents.items()
-                    if (key, d.get("_etag")) not in self._relayed
-                ]
-                self._relayed |= {(k, d.get("_etag")) for k, d in self.store.documents.items()}
+                changed = changed_since(self._relayed, self.store._all())
             run_sync(wiring.relay().relay(read_feed(changed, legacy=wiring.legacy)))
             if not self.release_due():  # a scheduled event due already: released, relayed
                 return self.publisher.messages[before:]
@@ -272,24 +236,17 @@ def in_memory(
     `subscriptions`: the watched subscriptions (OUTBOX_SUBSCRIPTIONS), each with the store of
     its subscriber's projections when the test has one; `queues`: watched queues; their
     dead-letter queues are `world.dead_letters`."""
-    clock = KitClock()
     store = InMemoryStore()
-    publisher = FakePublisher(max_batch_bytes=max_batch_bytes)
-    backlog = FixedBacklog()
-    payloads = InMemoryPayloadStore()
-    schedule = InMemoryScheduleQueue()
-    dead_letters = InMemoryDeadLetters()
     watched = dict(subscriptions or {})
-    # the watched subscriptions, each carrying the targeted-delivery rule
-    target_rules = FakeTargetRules(topic, dict.fromkeys(watched, ()))
     projections = {name: s for name, s in watched.items() if s is not None}
-    fakes: dict[str, object] = {
-        "publisher": publisher,
-        "payloads": payloads,
-        "backlog": backlog,
-        "schedule": schedule,
-        "dead_letters": dead_letters,
-        "target_rules": target_rules,
+    fakes: dict[str, Any] = {
+        "publisher": FakePublisher(max_batch_bytes=max_batch_bytes),
+        "payloads": InMemoryPayloadStore(),
+        "backlog": FixedBacklog(),
+        "schedule": InMemoryScheduleQueue(),
+        "dead_letters": InMemoryDeadLetters(),
+        # the watched subscriptions, each carrying the targeted-delivery rule
+        "target_rules": FakeTargetRules(topic, dict.fromkeys(watched, ())),
     }
     services = Services(
         store=store,
@@ -303,15 +260,4 @@ def in_memory(
         + tuple(DeadLetterEntity(name, "queue") for name in queues),
         subscriber_stores=lambda: projections,
     )
-    return InMemory(
-        store=store,
-        publisher=publisher,
-        backlog=backlog,
-        payloads=payloads,
-        services=services,
-        outbox=outbox,
-        schedule=schedule,
-        clock=clock,
-        dead_letters=dead_letters,
-        target_rules=target_rules,
-    )
+    return InMemory(store=store, services=services, outbox=outbox, **fakes)

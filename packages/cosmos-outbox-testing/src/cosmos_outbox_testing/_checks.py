@@ -248,15 +248,17 @@ def _commands(
             )
 
 
-def _run_sync(value: object) -> Any:
-    """What a sync route does with what a callable returned: an awaitable that needs no I/O is
-    awaited (SuspendedError if it waits on I/O)."""
-    return run_sync(_resolved(value))
+def _runner(asynchronous: bool) -> Callable[[object], Any]:
+    """What a route does with what a callable returned (a user's callable may return an
+    awaitable or not): an async route awaits it on an event loop (here, one of its own); a sync
+    route awaits one that needs no I/O (SuspendedError if it waits on I/O)."""
 
+    async def resolved(value: object) -> Any:
+        return await value if inspect.isawaitable(value) else value
 
-async def _resolved(value: object) -> Any:
-    """`value`, awaited when it is awaitable (a user's callable may return either)."""
-    return await value if inspect.isawaitable(value) else value
+    return (
+        (lambda v: asyncio.run(resolved(v))) if asynchronous else (lambda v: run_sync(resolved(v)))
+    )
 
 
 def is_async(fn: object) -> bool:
@@ -269,17 +271,6 @@ def is_async(fn: object) -> bool:
 
 def name_of(fn: object) -> str:
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
-
-
-def _run_async(value: object) -> Any:
-    """What an async route does: an awaitable is awaited, on an event loop of its own."""
-    if not inspect.isawaitable(value):
-        return value
-
-    async def awaited() -> Any:
-        return await value
-
-    return asyncio.run(awaited())
 
 
 def check_commands(app: func.FunctionRegister) -> None:
@@ -317,9 +308,7 @@ def check_commands(app: func.FunctionRegister) -> None:
             f"{name_of(command.apply)} does not accept: a request sending them would fail (500)"
         )
     built = {
-        command.aggregate: _created(
-            name, command, request, _run_async if asynchronous else _run_sync
-        )
+        command.aggregate: _created(name, command, request, _runner(asynchronous))
         for name, command, request, asynchronous in commands
         if command.verb == "create"
     }
@@ -327,14 +316,7 @@ def check_commands(app: func.FunctionRegister) -> None:
         aggregate = built.get(command.aggregate)
         if command.verb == "change" and aggregate is not None:
             for variant in (0, 1):
-                _check_change(
-                    name,
-                    command,
-                    request,
-                    aggregate,
-                    variant,
-                    _run_async if asynchronous else _run_sync,
-                )
+                _check_change(name, command, request, aggregate, variant, _runner(asynchronous))
 
 
 def _created(
@@ -450,33 +432,15 @@ def _nested_models(annotation: Any) -> Iterator[type[BaseModel]]:
 
 #: Values that probe every text rule and the usual field patterns.
 _PROBES = (
-    "",
-    " ",
-    "Ada",
-    "ada",
-    "ADA",
-    "A",
-    "1",
-    "a b",
-    "  Ada  ",
-    "Ada\u0000",
-    "\u200b",
-    "\u2800",
-    "\u0301a",
-    "a\u0301",
-    "\u0915\u094d\u200d\u0937",
-    "\u200d",
+    # empty, blank, cased, padded, a control character
+    *("", " ", "Ada", "ada", "ADA", "A", "1", "a b", "  Ada  ", "Ada\u0000"),
+    # invisible, combining marks, joiners, emoji sequences, replacement, private use
+    *("\u200b", "\u2800", "\u0301a", "a\u0301", "\u0915\u094d\u200d\u0937", "\u200d"),
     "Zo\u00eb \U0001f469\u200d\U0001f52c",
     "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f",
-    "\ufffd",
-    "\ue000",
-    "x" * 9,
-    "x" * 10,
-    "x" * 11,
-    "ab-12",
-    "AB12",
-    "ab_12.c",
-    "2026-01-02",
+    *("\ufffd", "\ue000"),
+    # lengths around 10, and the usual patterns (codes, dates)
+    *("x" * 9, "x" * 10, "x" * 11, "ab-12", "AB12", "ab_12.c", "2026-01-02"),
 )
 
 

@@ -1,9 +1,6 @@
-"""A relayed message as a subscriber receives it: `delivered(message)` makes one of the
-messages the relay sent (`FakePublisher.messages`, or any `OutboxMessage`) into the
-`func.ServiceBusMessage` a Service Bus trigger hands a function, with the application
-properties the relay puts on the wire (the outbox's and the CloudEvents attributes:
-`cosmos_outbox.servicebus.application_properties`), so a `Dispatcher` reads it as it reads the
-real one. `dispatch_all(dispatcher, messages)` hands them over in order."""
+"""A relayed message as a subscriber receives it: one of the messages the relay sent
+(`FakePublisher.messages`, or any `OutboxMessage`) as the `func.ServiceBusMessage` a Service Bus
+trigger hands a function, so a `Dispatcher` reads it as it reads the real one."""
 
 from __future__ import annotations
 

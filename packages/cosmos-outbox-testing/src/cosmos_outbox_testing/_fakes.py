@@ -1,10 +1,6 @@
-"""In-memory fakes of the package's ports. Each is held to the same contract suite as the real
-adapter (`cosmos_outbox_testing.contracts`, run on both), so a test on a fake says something
-true of production. The store keeps documents as Cosmos DB does, on cosmos-changefeed's
-in-memory feed (JSON, etags, per-item TTL, atomic batches: one model of a container for both
-packages), and pages them with continuation tokens; the async API awaits these sync fakes as
-they are. The store runs an app's Cosmos DB SQL queries with the test kit's query engine
-(`cosmos_outbox_testing._sql`), refusing by name what it does not serve."""
+"""In-memory fakes of the core's ports, each held to the same contract suite as the real adapter
+(`cosmos_outbox_testing.contracts`, run on both), so a test on a fake says something true of
+production; the async API awaits these sync fakes as they are."""
 
 from __future__ import annotations
 
@@ -168,14 +164,7 @@ class InMemoryStore(DocumentStore):
         self, type_: str, *, page_size: int, continuation: str | None
     ) -> Page[dict[str, Any]]:
         rows = sorted(self.of_type(type_), key=lambda d: (d["partitionKey"], d["id"]))
-        start = 0
-        if continuation is not None:
-            if not continuation.startswith("mem:") or not continuation[4:].isdigit():
-                raise InvalidContinuationError("bad continuation token")
-            start = int(continuation[4:])
-        page = rows[start : start + page_size]
-        end = start + len(page)
-        return Page(page, f"mem:{end}" if end < len(rows) else None)
+        return _page(rows, "mem", page_size, continuation)
 
     def query(
         self, query: str, parameters: QueryParameters = None, *, partition_key: str | None = None
@@ -210,19 +199,9 @@ class InMemoryStore(DocumentStore):
         if page_size < 1:
             raise ValueError("page_size is at least 1")
         rows = self.query(query, parameters, partition_key=partition_key)
-        digest = hashlib.sha256(
-            json.dumps(
-                [query, sorted(named_parameters(parameters).items()), partition_key], default=str
-            ).encode()
-        ).hexdigest()[:16]
-        start = 0
-        if continuation is not None:
-            prefix, _, offset = continuation.rpartition(":")
-            if prefix != f"mem-query:{digest}" or not offset.isdigit():
-                raise InvalidContinuationError("this continuation token is not one of this query's")
-            start = int(offset)
-        end = start + page_size
-        return Page(rows[start:end], f"mem-query:{digest}:{end}" if end < len(rows) else None)
+        asked = [query, sorted(named_parameters(parameters).items()), partition_key]
+        digest = hashlib.sha256(json.dumps(asked, default=str).encode()).hexdigest()[:16]
+        return _page(rows, f"mem-query:{digest}", page_size, continuation)
 
     def ping(self) -> None:
         if self.unavailable is not None:
@@ -262,6 +241,22 @@ class InMemoryStore(DocumentStore):
                 )
                 failure.operation_index = index
                 raise failure from None
+
+
+def _page(rows: list[Any], name: str, page_size: int, continuation: str | None) -> Page[Any]:
+    """The page of `rows` a token `<name>:<offset>` (None: the first) points at, and the next
+    one's token; a token of another name (another query's, or none the store issued) is
+    InvalidContinuationError."""
+    start = 0
+    if continuation is not None:
+        prefix, _, offset = continuation.rpartition(":")
+        if prefix != name or not offset.isdigit():
+            raise InvalidContinuationError(
+                "this continuation token is not one the store gave this listing"
+            )
+        start = int(offset)
+    end = start + page_size
+    return Page(rows[start:end], f"{name}:{end}" if end < len(rows) else None)
 
 
 class _Documents(MutableMapping[tuple[str, str], dict[str, Any]]):

@@ -21,6 +21,7 @@ import re
 import threading
 import weakref
 from collections.abc import Awaitable, Iterable, Mapping
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -32,78 +33,25 @@ from cosmos_outbox.http import http_routes
 __all__ = ["FunctionClient", "InvocationContext"]
 
 
-# The trace and retry contexts a `func.Context` hands out: the Functions library declares their
-# types in a private module (azure.functions._abc) and exports neither, so these are classes of
-# their own with the same properties (what a function reads: `context.trace_context.trace_parent`,
-# `context.retry_context.retry_count`), and `InvocationContext` declares them as `Any`.
-
-
-class _TraceContext:
-    """The W3C trace context of the invocation."""
-
-    def __init__(self, trace_parent: str = "", trace_state: str = "") -> None:
-        self._parent, self._state = trace_parent, trace_state
-
-    @property
-    def trace_parent(self) -> str:
-        return self._parent
-
-    @property
-    def trace_state(self) -> str:
-        return self._state
-
-    @property
-    def attributes(self) -> dict[str, str]:
-        return {}
-
-
-class _RetryContext:
-    """A first attempt: no retry yet, none configured."""
-
-    @property
-    def retry_count(self) -> int:
-        return 0
-
-    @property
-    def max_retry_count(self) -> int:
-        return 0
-
-    @property
-    def exception(self) -> Any:
-        return None
-
-
 class InvocationContext(func.Context):
     """The invocation context the host passes to a parameter named `context` (a first
-    attempt: no retry)."""
+    attempt: no retry). Its trace and retry contexts have the properties a function reads
+    (`context.trace_context.trace_parent`, `context.retry_context.retry_count`): their types
+    are in a private module of azure.functions (`_abc`), so they are `Any` here."""
+
+    invocation_id = "00000000-0000-0000-0000-000000000000"
+    function_name = ""
+    function_directory = ""
+    thread_local_storage: Any = None
+    trace_context: Any = None
+    retry_context: Any = SimpleNamespace(retry_count=0, max_retry_count=0, exception=None)
 
     def __init__(self, function_name: str = "", *, trace_parent: str = "") -> None:
-        self._name = function_name
-        self._trace = _TraceContext(trace_parent)
-
-    @property
-    def invocation_id(self) -> str:
-        return "00000000-0000-0000-0000-000000000000"
-
-    @property
-    def thread_local_storage(self) -> Any:
-        return threading.local()
-
-    @property
-    def function_name(self) -> str:
-        return self._name
-
-    @property
-    def function_directory(self) -> str:
-        return ""
-
-    @property
-    def trace_context(self) -> Any:  # its type is not a public name of azure.functions
-        return self._trace
-
-    @property
-    def retry_context(self) -> Any:  # its type is not a public name of azure.functions
-        return _RetryContext()
+        self.function_name = function_name
+        self.thread_local_storage = threading.local()
+        self.trace_context = SimpleNamespace(
+            trace_parent=trace_parent, trace_state="", attributes={}
+        )
 
 
 class FunctionClient:
@@ -203,33 +151,15 @@ class FunctionClient:
         assert isinstance(response, func.HttpResponse)
         return response
 
-    def request(
-        self,
-        method: str,
-        path: str,
-        *,
-        body: Any = None,
-        raw: bytes | None = None,
-        headers: Mapping[str, str] | None = None,
-        params: Mapping[str, str] | None = None,
-        trace_parent: str = "",
-    ) -> func.HttpResponse:
-        """`method` `/<route prefix>/<path>`, routed as the host routes it: a query string in
-        `path` (`stock/wh-1?lowerThan=10`) is not part of the route; its values become the
-        request's `params`, with those of `params` (a name in both is a `ValueError`)."""
-        _query(path, params)  # a name given twice is refused before anything runs
+    def request(self, method: str, path: str, **options: Any) -> func.HttpResponse:
+        """`method` `/<route prefix>/<path>`, routed as the host routes it, with `call`'s
+        options but the route's values (`body`, `raw`, `headers`, `params`, `trace_parent`): a
+        query string in `path` (`stock/wh-1?lowerThan=10`) is not part of the route; its values
+        become the request's `params`, with those of `params` (a name in both is a
+        `ValueError`)."""
+        _query(path, options.get("params"))  # a name given twice is refused before anything runs
         name, values = self.route(method, path)
-        return self.call(
-            name,
-            method,
-            path,
-            body=body,
-            raw=raw,
-            headers=headers,
-            route_params=values,
-            params=params,
-            trace_parent=trace_parent,
-        )
+        return self.call(name, method, path, route_params=values, **options)
 
     def route(self, method: str, path: str) -> tuple[str, dict[str, str]]:
         """The function the host would call for `method` `/<route prefix>/<path>`, and its route

@@ -1,13 +1,7 @@
-"""The test kit's clock (`memory.clock`): the wall clock, moved on by what a test adds, so an event
-due in 15 minutes is delivered without waiting for them:
-
-    with in_memory(outbox) as memory:
-        ...  # a transaction publishes an event with deliver_after=timedelta(minutes=15)
-        memory.clock.advance(timedelta(minutes=15))  # due now: released
-
-Inside `with in_memory(...)` it is the outbox's time (`cosmos_outbox.clock`): the due time of
-`deliver_after`, whether a release has come, the time an aggregate's event is recorded at; the
-in-memory store's TTLs run by it too (`InMemoryStore.elapse`)."""
+"""The test kit's clock (`memory.clock`), so an event due in 15 minutes is delivered without
+waiting for them: `memory.clock.advance(timedelta(minutes=15))`. Inside `with in_memory(...)` it
+is the outbox's time (`cosmos_outbox.clock`): the due time of `deliver_after`, whether a release
+has come, the time an aggregate's event is recorded at, the in-memory store's TTLs."""
 
 from __future__ import annotations
 

@@ -47,6 +47,7 @@ from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._declaration import PathParameter
 from cosmos_outbox.http._models import View
 from cosmos_outbox.http._routing import IndexedFunctionApp
+from cosmos_outbox.http.bounded import BOUND_SECONDS, checked_bound
 from cosmos_outbox.ports import (
     AsyncDocumentStore,
     DocumentStore,
@@ -90,8 +91,13 @@ class OutboxBase:
         *,
         services: Callable[[], Services] | None = None,
         legacy_events: LegacyEvents | None = None,
+        bound_seconds: float = BOUND_SECONDS,
     ) -> None:
         self.aggregates: tuple[type[Aggregate], ...] = tuple(aggregates)
+        #: the bound of its bounded routes (/health, the operators'), in seconds
+        #: (`cosmos_outbox.http.bounded`): what they answer within, and what the OpenAPI
+        #: document says they do
+        self.bound_seconds = checked_bound(bound_seconds)
         asynchronous = self.asynchronous
         self._build = (
             services
@@ -201,6 +207,7 @@ class OutboxBase:
             description=description,
             aggregates=self.aggregates,
             asynchronous=self.asynchronous,
+            bound_seconds=self.bound_seconds,
         )
 
     def function_app(
@@ -270,7 +277,9 @@ class Outbox(OutboxBase):
 
     `services`: the services factory (default: Cosmos DB, Service Bus and Blob Storage from the
     app settings); `legacy_events`: how to read event documents written before documents named
-    their aggregate type and source (an older app's)."""
+    their aggregate type and source (an older app's); `bound_seconds`: what its bounded routes
+    (/health, the operators') answer within (default `cosmos_outbox.http.bounded.BOUND_SECONDS`,
+    4 s; at most 230), said in its OpenAPI document."""
 
     asynchronous: ClassVar[bool] = False
 

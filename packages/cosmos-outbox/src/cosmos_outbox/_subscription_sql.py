@@ -292,8 +292,7 @@ def _compare(op: str, a: Any, b: Any) -> Any:
         return (a == b) == (op == "=")
     if kind in ("boolean", "text"):
         # Service Bus's documentation does not say how (or whether) it orders these: unknown,
-        # said as such (issue 92, M12: "C# does not order texts" was no reason anyone could
-        # check)
+        # said as such (a guess at .NET's ordering would be a reason no one could check)
         raise UnknowableError(f"{a!r} {op} {b!r}: how Service Bus orders {kind}s is not documented")
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
 

@@ -29,23 +29,20 @@ async def three_peeks() -> None:
 def test_an_async_call_cut_by_the_bound_names_what_it_waited_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.3)
     # the bound's 503, or (since issue 92) the last wait's own, cut to what was left of the
     # call's time (`bounded.Budget`): both name Service Bus (a route answers either as a 503)
     with pytest.raises((HttpProblemError, DependencyUnavailableError)) as cut:
-        asyncio.run(bounded.await_bounded(three_peeks(), what="count_dead_letters"))
+        asyncio.run(bounded.await_bounded(three_peeks(), what="count_dead_letters", seconds=0.3))
     assert str(cut.value).startswith("Service Bus did not answer within 0."), str(cut.value)
 
 
 def test_a_sync_call_cut_by_the_bound_names_what_it_waited_on(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.3)
-
     def waits() -> None:
         with bounded.waiting_on(SERVICE_BUS):
             time.sleep(1)
 
     with pytest.raises(HttpProblemError) as cut:
-        bounded.run_bounded(waits, what="count_dead_letters")
+        bounded.run_bounded(waits, what="count_dead_letters", seconds=0.3)
     assert str(cut.value).startswith("Service Bus did not answer within 0.3 s"), str(cut.value)

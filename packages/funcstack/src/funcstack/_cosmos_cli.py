@@ -87,6 +87,9 @@ class _Alone:
     def dead_part(self) -> tuple[str, int | None] | None:
         return self.services.dead_part()
 
+    def ended(self, name: str, code: int | None) -> str:
+        return self.services.ended(name, code)
+
     def record_exit(self, name: str, code: int | None) -> list[str]:
         return self.services.record_exit(name, code)
 

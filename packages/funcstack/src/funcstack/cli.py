@@ -28,8 +28,10 @@ merge DATABASE CONTAINER [--range ID ...]`` merges adjacent ones, as Azure's par
 ``funcstack partitions DATABASE CONTAINER`` lists them (``_partitions_cli.py``).
 ``funcstack instances [list|kill|pause|resume|add]``: the instances of the apps ``run`` serves
 from this folder, through its control channel (``_instances_cli.py``, ``_stack_control.py``).
-Under ``run --instances``, an instance that exits is restarted as Azure replaces one
-(``scaleout.RestartPolicy``); each exit, restart and give-up is a line on stderr.
+An app's host that exits is restarted as Azure restarts a host (on its port: its URL is the
+same) or replaces an instance (``run --instances``; ``scaleout.RestartPolicy``,
+``_host_restarts``); each exit, restart and give-up is a line on stderr; a host given up after
+3 failures at start in a row stops the run (exit status 1).
 ``--json`` (``run`` and ``up``): stdout holds one JSON line once the stack is up (connection
 strings, URLs, ports, pids) and nothing else; every other line goes to stderr.
 
@@ -370,6 +372,7 @@ def _local_http_port(directory: Path) -> int | None:
 
 def _start(args: argparse.Namespace) -> int:
     from funcstack._stack_control import ControlServer, StackControl
+    from funcstack.scaleout import RestartPolicy
     from funcstack.serving import serve
     from funcstack.stack import SETTINGS, LocalStack
 
@@ -388,8 +391,15 @@ def _start(args: argparse.Namespace) -> int:
     pidfile = workdir / "pids.json"
     ports = _claim(pidfile, apps, free=args.free_ports)
     _prepare(workdir, fresh=args.fresh)
-    stack = LocalStack(workdir=workdir, state_dir=workdir / "state", config=config, ports=ports)
     hosts: dict[str, RunningRunner | AppInstances] = {}
+    stack = LocalStack(
+        workdir=workdir,
+        state_dir=workdir / "state",
+        config=config,
+        ports=ports,
+        host_restart=RestartPolicy(),  # a host that dies comes back on its port, as in Azure
+        on_host_event=lambda line: _restarted(line, hosts, stack.hosts),
+    )
 
     quiet = getattr(args, "quiet", False)
     as_json = getattr(args, "json", False)
@@ -485,6 +495,21 @@ def _printer(app: str, out: TextIO) -> Callable[[Mapping[str, Any]], None]:
             out.flush()
 
     return show
+
+
+def _restarted(
+    line: str,
+    hosts: dict[str, RunningRunner | AppInstances],
+    live: Mapping[str, RunningRunner],
+) -> None:
+    """A host's exit, restart or give-up (``_say``); a host run alone that was restarted is
+    the app's from now on (``live``: the stack's hosts), for the control channel's list."""
+    from funcstack.scaleout import AppInstances
+
+    for name, hosted in list(hosts.items()):
+        if not isinstance(hosted, AppInstances) and name in live:
+            hosts[name] = live[name]
+    _say(line)
 
 
 def _say(line: str) -> None:

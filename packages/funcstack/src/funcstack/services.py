@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import json
 import logging
 import random
 import signal
@@ -34,6 +33,14 @@ from funcstack._activation import (
     listened_on,
 )
 from funcstack._cache import SetupError, node_executable, node_modules
+from funcstack._host_restarts import HostRestarts
+from funcstack._own_processes import (
+    OwnProcess,
+    already_running,
+    own_workdir,
+    record_processes,
+    running_stack,
+)
 from funcstack._processes import (
     KILLED_WAIT,
     OWN_PROCESS_GROUP,
@@ -45,12 +52,14 @@ from funcstack._processes import (
     stop_child,
 )
 from funcstack.cosmos._launcher import CosmosEndpoint, CosmosStartError, start_cosmos
+from funcstack.functions_host import _forkserver
 from funcstack.functions_host._launcher import (
     HostOptions,
     RunnerStartError,
     RunningRunner,
     launch_host,
 )
+from funcstack.scaleout import RestartPolicy
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 from funcstack.starts import record_start
 
@@ -371,6 +380,13 @@ class LocalServices:
     servicebus: ServiceBusEndpoint | None = None
     azurite: Azurite | None = None
     hosts: dict[str, RunningRunner] = field(default_factory=dict)
+    #: A host run alone (``run_host``, ``LocalStack.host_app`` without instances) that exits is
+    #: started again on its port under this policy, as Azure restarts a host that dies
+    #: (``_host_restarts``); None: it stays down, and ``dead_part`` reports it.
+    #: ``on_host_event``: a line for each exit, restart and give-up (else logged).
+    host_restart: RestartPolicy | None = None
+    on_host_event: Callable[[str], None] | None = field(default=None, repr=False)
+    _restarts: HostRestarts | None = field(default=None, init=False, repr=False)
 
     def _state(self, name: str) -> Path | None:
         return self.state_dir / name if self.state_dir else None
@@ -465,7 +481,18 @@ class LocalServices:
             group=group,
             on_console=on_console,
         )
-        return self.start_host(name, options, port=port, cancel=cancel)
+        runner = self.start_host(name, options, port=port, cancel=cancel)
+        self.supervise(name)
+        return runner
+
+    def supervise(self, name: str) -> None:
+        """Host ``name``, run alone, restarted when it exits (``host_restart``; nothing
+        without one)."""
+        if self.host_restart is None:
+            return
+        if self._restarts is None:
+            self._restarts = HostRestarts(self, self.host_restart, self.on_host_event)
+        self._restarts.watch(name)
 
     def start_host(
         self,
@@ -479,6 +506,7 @@ class LocalServices:
         (0: a free one), or, started again, on the port it had; ready when this returns."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         previous = self.hosts.get(name)
+        _forkserver.hold(self)  # the process's fork server runs until its last stack stops
         with _starting(name):
             self.hosts[name] = launch_host(
                 options,
@@ -499,6 +527,8 @@ class LocalServices:
         return [*((n, p) for n, p in fixed if p is not None), *self.hosts.items()]
 
     def stop_part(self, name: str) -> None:
+        if self._restarts is not None:  # stopped on purpose: not restarted
+            self._restarts.forget(name)
         for part_name, part in self._parts():
             if part_name == name:
                 part.stop(timeout=STOP_TIMEOUT)
@@ -513,7 +543,11 @@ class LocalServices:
         language worker), waited for until it has ended. The hosts first, while the endpoints
         still answer: a Cosmos DB trigger releases its leases as it stops (the Azure host does
         at shutdown), which it cannot do once Cosmos DB is gone; its next start would wait out
-        their expiry."""
+        their expiry. Last, the fork server its hosts were forked from ends when no other stack
+        of this process holds it (``functions_host._forkserver.release``)."""
+        restarts, self._restarts = self._restarts, None
+        if restarts is not None:  # first: the hosts stopped are not taken for crashed ones
+            restarts.stop()
         hosts = set(self.hosts)
         for group in (
             [(name, part) for name, part in self._parts() if name in hosts],
@@ -522,6 +556,7 @@ class LocalServices:
             stop_all(
                 [(name, functools.partial(part.stop, timeout=STOP_TIMEOUT)) for name, part in group]
             )
+        _forkserver.release(self)
 
     def pids(self) -> list[tuple[str, int]]:
         """Each part's process (not a part waiting for its first connection)."""
@@ -530,17 +565,36 @@ class LocalServices:
         ]
 
     def dead_part(self) -> tuple[str, int | None] | None:
-        """The first part whose process has exited, with its exit code."""
+        """The first part whose process has exited, with its exit code (a host being restarted
+        is not; one given up after failures at start is)."""
+        restarted = self._restarted()
         for name, part in self._parts():
-            if part.process is not None and part.process.poll() is not None:
-                return name, part.process.returncode
+            process = part.process  # None: a part waiting for its first connection
+            if name not in restarted and process is not None and process.poll() is not None:
+                return name, process.returncode
         return None
+
+    def _restarted(self) -> set[str]:
+        """The parts restarted when they exit: the hosts under ``host_restart``."""
+        restarts = self._restarts
+        return {name for name in self.hosts if restarts is not None and restarts.watched(name)}
+
+    def ended(self, name: str, code: int | None) -> str:
+        """How a dead part ended, for the console: ``exited unexpectedly (killed by SIGKILL)``,
+        or, a host given up, ``failed at start 3 times in a row (last: ...)``."""
+        given_up = self._restarts.given_up(name) if self._restarts is not None else None
+        return given_up or f"exited unexpectedly ({describe_exit(code)})"
 
     def record_exit(self, name: str, code: int | None) -> list[str]:
         """Note in a part's own log that its process exited unexpectedly (a process that dies
-        of a signal writes nothing itself); the last lines of that log, for the console."""
+        of a signal writes nothing itself; a host given up is noted by its supervisor); the last
+        lines of that log, for the console."""
         pid = next((pid for part, pid in self.pids() if part == name), None)
-        note(self.log_path(name), f"{name} (pid {pid}) exited unexpectedly: {describe_exit(code)}")
+        if self._restarts is None or self._restarts.given_up(name) is None:
+            note(
+                self.log_path(name),
+                f"{name} (pid {pid}) exited unexpectedly: {describe_exit(code)}",
+            )
         return last_lines(self.log_path(name))
 
 
@@ -573,82 +627,3 @@ def _logged(name: str, stop: Callable[[], None]) -> None:
         stop()
     except Exception as exc:
         logger.warning("%s did not stop cleanly: %s: %s", name, type(exc).__name__, exc)
-
-
-# -- processes a stack started --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class OwnProcess:
-    """A process a stack started, recorded so that a later run can tell whether it still
-    runs — by PID *and* kernel start time *and* command line, so a reused PID never passes
-    for one of ours."""
-
-    name: str
-    pid: int
-    start_time: str
-    cmdline: str
-
-    @classmethod
-    def of(cls, name: str, pid: int) -> OwnProcess | None:
-        identity = _identity(pid)
-        return None if identity is None else cls(name, pid, *identity)
-
-    def alive(self) -> bool:
-        return _identity(self.pid) == (self.start_time, self.cmdline)
-
-
-def _identity(pid: int) -> tuple[str, str] | None:
-    """(start time in clock ticks since boot, command line) of a live process, from /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return None
-    # the command name (field 2) is in parentheses and may hold spaces: split after it
-    fields = stat[stat.rindex(")") + 2 :].split()
-    if fields[0] == "Z":  # a zombie has exited
-        return None
-    return fields[19], cmdline.replace(b"\0", b" ").decode("utf-8", "replace").strip()
-
-
-def record_processes(pidfile: Path, pids: list[tuple[str, int]]) -> None:
-    """Write the processes' identities, whole: a reader never sees half a file (it is written
-    again while the stack runs, when an instance is restarted)."""
-    own = [OwnProcess.of(name, pid) for name, pid in pids]
-    pidfile.parent.mkdir(parents=True, exist_ok=True)
-    written = pidfile.with_name(f".{pidfile.name}.new")
-    written.write_text(json.dumps([p.__dict__ for p in own if p is not None]))
-    written.replace(pidfile)
-
-
-def running_stack(pidfile: Path) -> list[OwnProcess]:
-    """The processes recorded in ``pidfile`` that still run (never signalled)."""
-    try:
-        recorded = json.loads(pidfile.read_text())
-        procs = [OwnProcess(**entry) for entry in recorded]
-    except (OSError, ValueError, TypeError):
-        return []
-    return [p for p in procs if p.alive()]
-
-
-def already_running(pidfile: Path) -> str | None:
-    """Why a stack cannot start from the folder of ``pidfile`` (one of its own runs there: the
-    processes it recorded, in one line), or None; a stale pidfile is removed."""
-    running = running_stack(pidfile)
-    if running:
-        listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
-        return (
-            f"a stack is already running from this folder: {listed}; stop it first "
-            "(Ctrl-C in its terminal)"
-        )
-    pidfile.unlink(missing_ok=True)
-    return None
-
-
-def own_workdir(workdir: Path) -> None:
-    """Make the folder a stack keeps its state and logs in, ignored by git."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    ignore = workdir / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# made by funcstack: its state and logs\n*\n")

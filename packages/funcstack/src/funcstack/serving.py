@@ -3,8 +3,10 @@ wiring, such as a ``make run``) do around ``start()`` and ``stop()``.
 
 Exit status: 0 after a stop asked for (Ctrl-C, SIGTERM, SIGHUP), 130 when interrupted while
 starting, 1 when a part did not start or died (the cause on stderr in a line or two). A part
-whose process exits stops the stack, except the instances of a scaled app that restarts them
-(``LocalStack.dead_part``, ``scaleout.RestartPolicy``): those come back while the stack goes on.
+whose process exits stops the stack, except a host that is restarted -- the instances of a
+scaled app (``scaleout.RestartPolicy``), a host run alone under the stack's ``host_restart``
+(``_host_restarts``) -- which comes back while the stack goes on; one given up after failures
+at start in a row stops it (``LocalStack.dead_part``).
 The processes are recorded in a pidfile while they run (again whenever one is replaced), so a
 second run from the same folder can refuse to start (``running_stack``) without ever signalling
 a stranger. The serving process's children are all the stack's: whatever still runs after the
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Protocol, TextIO
 
 from funcstack._cache import SetupError
-from funcstack._processes import describe_exit, stop_stray_children
+from funcstack._processes import stop_stray_children
 from funcstack.services import PartStartError, record_processes
 
 __all__ = ["Servable", "serve"]
@@ -43,6 +45,7 @@ class Servable(Protocol):
     def stop(self) -> None: ...
     def pids(self) -> list[tuple[str, int]]: ...
     def dead_part(self) -> tuple[str, int | None] | None: ...
+    def ended(self, name: str, code: int | None) -> str: ...
     def record_exit(self, name: str, code: int | None) -> list[str]: ...
     def log_path(self, name: str) -> Path: ...
 
@@ -165,8 +168,8 @@ def _serve(
                 name, code = dead
                 lines = stack.record_exit(name, code)
                 print(
-                    f"{name} exited unexpectedly ({describe_exit(code)}); stopping the "
-                    f"stack. Last lines of {stack.log_path(name)}:",
+                    f"{name} {stack.ended(name, code)}; stopping the stack. Last lines of "
+                    f"{stack.log_path(name)}:",
                     file=sys.stderr,
                     flush=True,
                 )

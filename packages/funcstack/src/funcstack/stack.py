@@ -237,9 +237,9 @@ class LocalStack(LocalServices):
     language worker, what a declared process started). When it returns, none of the processes
     the stack started runs (a kill is waited for up to ``_processes.KILLED_WAIT``, 15 s; what
     still runs then is named in the part's log), so a stack started again at once on the same
-    ports or state finds them free. It leaves the fork server its first host started
-    (``functions_host._forkserver``), which is the process's, not the stack's: it holds no
-    port and no state, forks the next stack's hosts, and ends with the process.
+    ports or state finds them free. The fork server its hosts were forked from
+    (``functions_host._forkserver``) is shared by the stacks of the process: it ends with the
+    last of them to stop (the next stack starts one again: about 0.8 s).
     """
 
     config: StackConfig | None = None
@@ -354,20 +354,15 @@ class LocalStack(LocalServices):
         for client in clients:
             client.close()
 
-    def dead_part(self) -> tuple[str, int | None] | None:
-        """The first part whose process has exited, with its exit code; the instances of a
-        scaled app that restarts them are its own to watch (``AppInstances.watch``)."""
-        watched = {
+    def _restarted(self) -> set[str]:
+        """The hosts being restarted, and the instances of the scaled apps that restart them
+        (their own to watch: ``AppInstances.watch``)."""
+        return super()._restarted() | {
             inst.name
             for app in list(self.scaled.values())
             if app.restart is not None
             for inst in list(app.instances)
         }
-        for name, part in self._parts():
-            process = part.process  # None: a part waiting for its first connection
-            if name not in watched and process is not None and process.poll() is not None:
-                return name, process.returncode
-        return None
 
     def stop_part(self, name: str) -> None:
         """Stop a part, or every instance of a scaled app and its front (not a shared Cosmos
@@ -558,7 +553,8 @@ class LocalStack(LocalServices):
         several instances each record names its instance under ``"instance"``).
         ``restart``: with several instances, how one that exits comes back, as in Azure
         (``scaleout.RestartPolicy``; None: it stays down); ``on_event`` is given a line for
-        each exit, restart and give-up."""
+        each exit, restart and give-up. One host is restarted on its port under the stack's
+        ``host_restart`` (None by default: it stays down)."""
         app_dir = Path(app_dir).resolve()
         plan = parse_instances(instances)
         name = name or app_dir.name
@@ -590,7 +586,9 @@ class LocalStack(LocalServices):
             except BaseException:
                 self.scaled.pop(name, None)
                 raise
-        return self.start_host(name, options, port=port)
+        runner = self.start_host(name, options, port=port)
+        self.supervise(name)
+        return runner
 
     def _settings_file(self, name: str, app_dir: Path, target: Path) -> dict[str, Any]:
         """The app's settings file brought up to date (``host_app``), what changed said in

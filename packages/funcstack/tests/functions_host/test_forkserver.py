@@ -132,6 +132,23 @@ def test_a_forked_host_serves_its_app_as_a_process_group_of_its_own(host: Runnin
         host.process.wait(0.1)  # a non-event: still running
 
 
+def test_a_forked_host_and_its_worker_start_without_runpys_warning(
+    app_dir: Path, tmp_path: Path
+) -> None:
+    """The host and its worker run as `python -m` runs them, though the server imported their
+    modules first: runpy's "found in sys.modules ... prior to execution" RuntimeWarning was in
+    every host's log, twice (the host's module, the worker's)."""
+    log = tmp_path / "host.log"
+    runner = _start(app_dir, log, SAMPLE_SETTING="given")
+    try:
+        assert isinstance(runner.process, ForkedHost)
+        assert call(f"{runner.url}/items/abc").json()["id"] == "abc"  # type: ignore[index]
+    finally:
+        runner.stop()
+    said = log.read_text("utf-8", "replace")
+    assert "RuntimeWarning" not in said and "found in sys.modules" not in said, said[-2000:]
+
+
 def test_terminate_stops_a_forked_host_cleanly_and_kill_is_told_as_popen_tells_it(
     app_dir: Path, tmp_path: Path
 ) -> None:

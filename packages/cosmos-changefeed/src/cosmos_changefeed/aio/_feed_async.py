@@ -22,6 +22,7 @@ from cosmos_changefeed._reading import (
     change_feed_kwargs,
     is_gone,
     merge_ranges,
+    paths_of,
     range_of,
 )
 from cosmos_changefeed.aio._resources_async import read_properties
@@ -55,6 +56,11 @@ class FeedSource(ABC):
     ) -> Page:
         """One page of ``lease``'s range from ``position``, or from ``start``."""
 
+    def partition_key_paths(self) -> list[str] | None:
+        """The container's partition key paths, once ``container_rid`` was read (None: the
+        source cannot say). See ``cosmos_changefeed.FeedSource.partition_key_paths``."""
+        return None
+
     async def close(self) -> None:  # noqa: B027 - nothing to close by default
         """Release what the source holds."""
 
@@ -71,6 +77,7 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
         if self._rid is None:
             properties = await read_properties(self.container, "monitored container")
             self._rid = str(properties["_rid"])
+            self._paths = paths_of(properties)
         return self._rid
 
     async def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:

@@ -25,6 +25,9 @@ class InMemoryFeedSource(FeedSource):
     async def container_rid(self) -> str:
         return self.feed.container_rid
 
+    def partition_key_paths(self) -> list[str]:
+        return [self.feed.partition_key_path]
+
     async def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
         if self._seen is None or force_refresh:
             self._seen = self.feed.ranges()

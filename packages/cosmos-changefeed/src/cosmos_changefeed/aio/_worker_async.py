@@ -18,17 +18,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cosmos_changefeed import _keeping
+from cosmos_changefeed import _keeping, _order
 from cosmos_changefeed._checkpoints import CheckpointPlan
 from cosmos_changefeed._checks import not_awaitable
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
+from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
-from cosmos_changefeed._retries import Attempts, apart
+from cosmos_changefeed._retries import Apart, Attempts, apart
 
 if TYPE_CHECKING:
     from cosmos_changefeed.aio._processor_async import ChangeFeedProcessor
@@ -61,9 +64,12 @@ class LeaseWorker:
         #: A position handled whose checkpoint the next renewal writes (``_keeping``).
         self._deferred: str | None = None
         self.attempts = Attempts()
-        self.plan = CheckpointPlan(processor.options.checkpoint)
+        opts = processor.options
+        self.plan = CheckpointPlan(opts.checkpoint, interval=opts.checkpoint_interval)
         #: Whether a batch was handed over (a lease's start is kept only before).
         self._handed = False
+        #: The change handled as a probe (``_retries``): not given again in its turn.
+        self._probed: tuple[str | None, int | None] | None = None
 
     async def run(self) -> None:
         renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
@@ -117,8 +123,8 @@ class LeaseWorker:
         throttles: ``_keeping``), unless a checkpoint is being written; else a renewal."""
         due, writing = self._deferred, self._checkpointing
         if due is None or (writing is not None and not writing.done()):
-            return self.manager.renew(self.lease), None
-        return self.manager.checkpoint(self.lease, due), due
+            return self.manager.renew(self._marked()), None
+        return self.manager.checkpoint(self._marked(), due), due
 
     def _carried(self, due: str | None) -> None:
         if due is not None:
@@ -255,24 +261,77 @@ class LeaseWorker:
         processor = self.processor
         context = self._context(page)
         self._handed = True
+        probed, self._probed = self._probed, None
+        items, behind = await self._sorted_out(_order.without(page.items, probed))
         try:
-            await self._call(context, page.items)
+            if items:
+                await self._call(context, items)
         except Exception as exc:
             if exc is self._lost:  # the handler's checkpoint() found the lease lost
                 raise
-            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
+            batch = FailedBatch(context, items, self.attempts.failed(position), exc)
             delay = processor._handler_failed(batch)
-            if processor._to_set_aside(batch) and await self._apart(batch):
-                self.attempts.passed()
-                return True
+            outcome = await self._apart(batch) if processor._to_set_aside(batch) else None
+            if outcome is not None and outcome.settled:
+                self._probed = _order.identity(outcome.probed) if outcome.probed else None
+                return await self._settled(context, behind, outcome.held)
+            processor._still_failing(batch, self.attempts.since, outcome)
             await self._pause(delay)
             return False
+        if items:
+            processor._handler_succeeded()
+        return await self._settled(context, behind)
+
+    async def _settled(
+        self,
+        context: LeaseContext,
+        behind: list[tuple[dict[str, Any], SetAsideChange]],
+        held: dict[str, SetAsideChange] | None = None,
+    ) -> bool:
+        """``_worker.LeaseWorker._settled``, awaited."""
+        for change, holder in behind:
+            waiting = FailedBatch(context, [change], 0, HeldBehindError(holder), behind=holder)
+            if not await self._set_aside(waiting):
+                await self._pause(self.processor.options.first_retry_delay)
+                return False
+        if held:
+            async with self._writing:
+                self.lease = _order.holding(self.lease, _order.held(self.lease) | held)
         self.attempts.passed()
         return True
 
-    async def _apart(self, batch: FailedBatch) -> bool:
-        """Take a batch that failed its last attempt apart (``_retries.apart``): True when every
-        change was handled or set aside."""
+    async def _sorted_out(
+        self, changes: list[dict[str, Any]]
+    ) -> tuple[list[dict[str, Any]], list[tuple[dict[str, Any], SetAsideChange]]]:
+        """``_worker.LeaseWorker._sorted_out``, ``still_set_aside`` awaited."""
+        processor = self.processor
+        ask, paths = processor._still_set_aside, processor._paths
+        if ask is None or paths is None or _order.HELD not in self.lease.properties:
+            return changes, []
+        keys = _order.held(self.lease)
+        free = [
+            key
+            for key in _order.present(changes, keys, paths)
+            if not await self._still(ask, keys[key])
+        ]
+        for key in free:
+            processor._key_released(keys.pop(key))
+        if free:
+            async with self._writing:
+                self.lease = _order.holding(self.lease, keys)
+        found = _order.sort_out(changes, keys, paths)
+        return found.handle, found.behind
+
+    async def _still(self, ask: Callable[[SetAsideChange], Any], change: SetAsideChange) -> bool:
+        try:
+            return bool(await ask(change))
+        except Exception as exc:
+            self.processor._not_asked(change, exc)
+            return True
+
+    async def _apart(self, batch: FailedBatch) -> Apart:
+        """Take a batch that failed its last attempt apart (``_retries.apart``): what it came
+        to (``settled`` when every change was handled or set aside)."""
         processor, requested = self.processor, False
 
         async def asked() -> None:
@@ -284,34 +343,50 @@ class LeaseWorker:
             context = with_checkpoint(context, AsyncManualCheckpointContext, asked)
         if len(batch.changes) > 1:
             processor._taking_apart(batch)
-        steps, outcome = apart(batch.changes), None
+        steps = apart(
+            dataclasses.replace(batch, context=context),
+            evidence=lambda: processor._health.succeeded_since(self.attempts.since),
+            paths=processor._paths if processor._still_set_aside is not None else None,
+        )
+        outcome: Any = None
         try:
-            kind, piece = next(steps)
             while True:
+                kind, given = steps.send(outcome)
                 if kind == "handle":
-                    outcome = await self._piece(context, piece, batch.attempt)
+                    outcome = await self._piece(context, given, batch.attempt)
+                elif kind == "set_aside":
+                    outcome = await self._set_aside(given)
                 else:
-                    outcome = await self._set_aside(
-                        FailedBatch(context, piece, batch.attempt, batch.error)
-                    )
-                kind, piece = steps.send(outcome)
+                    outcome = await self._probe(batch)
         except StopIteration as done:
-            settled = bool(done.value)
-        if settled and requested and isinstance(batch.context, AsyncManualCheckpointContext):
+            result: Apart = done.value
+        if result.settled and requested and isinstance(batch.context, AsyncManualCheckpointContext):
             await batch.context.checkpoint()
-        return settled
+        return result
 
     async def _piece(
         self, context: LeaseContext, changes: list[dict[str, Any]], attempt: int
-    ) -> bool:
+    ) -> BaseException | None:
+        """Hand a part of a batch taken apart over: what the handler raised, or None."""
         try:
             await self._call(context, changes)
         except Exception as exc:
             if exc is self._lost:
                 raise
             self.processor._piece_failed(FailedBatch(context, changes, attempt, exc))
-            return False
-        return True
+            return exc
+        self.processor._handler_succeeded()
+        return None
+
+    async def _probe(self, batch: FailedBatch) -> list[dict[str, Any]] | None:
+        """The lease's changes after ``batch`` (None: they could not be read)."""
+        etag = batch.context.continuation
+        if etag is None:
+            return None
+        try:
+            return (await self._read(etag, "Now")).items
+        except Exception:
+            return None
 
     async def _set_aside(self, batch: FailedBatch) -> bool:
         processor = self.processor
@@ -324,12 +399,17 @@ class LeaseWorker:
         processor._set_aside_done(batch)
         return True
 
+    def _marked(self) -> Lease:
+        """The lease as its next write leaves it (``_worker.LeaseWorker._marked``)."""
+        return self.processor._marked(self.lease, self.attempts.count > 0)
+
     # -- checkpoints ------------------------------------------------------------------------------
 
     async def _checkpoint(self, etag: str) -> None:
         async with self._writing:
             try:
-                self.lease = await self.processor._run(self.manager.checkpoint(self.lease, etag))
+                checkpoint = self.manager.checkpoint(self._marked(), etag)
+                self.lease = await self.processor._run(checkpoint)
                 self._heed()
             except LeaseLostError as lost:
                 self._lost = lost

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -45,11 +45,13 @@ from cosmos_changefeed._store import (
     PreconditionFailedError,
 )
 from cosmos_changefeed.aio._memory_feed_async import InMemoryFeedSource as AsyncInMemoryFeedSource
-from cosmos_changefeed.aio._store_async import LeaseStore as AsyncLeaseStore
 from cosmos_changefeed.testing._feed_contract import FeedHarness, FeedSourceContract, blocking
 from cosmos_changefeed.testing._lease_container import SimulatedLeaseContainer, SimulatedLeaseStore
 from cosmos_changefeed.testing._simulation import SimulatedFleet, Timing
 from cosmos_changefeed.testing._virtual import VirtualClock
+
+if TYPE_CHECKING:  # imported when first asked for (its module says why): `__getattr__`
+    from cosmos_changefeed.testing._async_lease_contract import AsyncLeaseStoreContract
 
 __all__ = [
     "AsyncInMemoryFeedSource",
@@ -192,102 +194,27 @@ class LeaseStoreContract:
         assert listed == [f"{docs.prefix}..1", f"{docs.prefix}..2"]
         assert all("_etag" in d for d in store.list_documents(f"{docs.prefix}.."))
 
-    def test_a_document_with_a_ttl_is_gone_after_it(
+    def test_a_document_with_a_ttl_is_gone_after_it_and_one_of_minus_one_never(
         self, store: LeaseStore, docs: _Documents
     ) -> None:
         if not self.supports_ttl:
             pytest.skip("this store keeps documents for ever")
         body, key = docs.doc("lock", ttl=1)
+        kept, kept_key = docs.doc("kept", ttl=-1)
+        assert store.create(kept, kept_key) is not None
         assert store.create(body, key) is not None
         deadline = time.monotonic() + 10
         while store.read(body["id"], key) is not None:
             assert time.monotonic() < deadline, "the document outlived its ttl"
             time.sleep(0.2)
         assert store.create(body, key) is not None
+        assert store.read(kept["id"], kept_key) is not None, "a ttl of -1 expired"
 
 
-class AsyncLeaseStoreContract:
-    """What every ``cosmos_changefeed.aio.LeaseStore`` does. Subclass it with an async
-    ``store`` fixture (pytest-asyncio)."""
+def __getattr__(name: str) -> Any:
+    """``AsyncLeaseStoreContract``, imported when first asked for (its module says why)."""
+    if name == "AsyncLeaseStoreContract":
+        from cosmos_changefeed.testing._async_lease_contract import AsyncLeaseStoreContract
 
-    supports_ttl = True
-
-    @pytest.fixture
-    def store(self) -> AsyncLeaseStore:
-        raise NotImplementedError("subclass AsyncLeaseStoreContract with a `store` fixture")
-
-    async def _docs(self, store: AsyncLeaseStore) -> _Documents:
-        return _Documents(await store.partition_key_path())
-
-    @pytest.mark.asyncio
-    async def test_a_lease_container_is_partitioned_on_id_or_partition_key(
-        self, store: AsyncLeaseStore
-    ) -> None:
-        assert await store.partition_key_path() in {"/id", "/partitionKey"}
-
-    @pytest.mark.asyncio
-    async def test_a_created_document_is_read_back_with_an_etag_and_a_time(
-        self, store: AsyncLeaseStore
-    ) -> None:
-        body, key = (await self._docs(store)).doc("a", Owner=None, properties={"k": "v"})
-        created = await store.create(body, key)
-        assert created is not None
-        read = await store.read(body["id"], key)
-        assert read is not None
-        assert {k: v for k, v in read.items() if not k.startswith("_")} == body
-        assert read["_etag"] == created["_etag"]
-
-    @pytest.mark.asyncio
-    async def test_creating_an_existing_id_is_refused_and_leaves_it(
-        self, store: AsyncLeaseStore
-    ) -> None:
-        body, key = (await self._docs(store)).doc("a", Owner="first")
-        assert await store.create(body, key) is not None
-        assert await store.create({**body, "Owner": "second"}, key) is None
-        read = await store.read(body["id"], key)
-        assert read is not None and read["Owner"] == "first"
-
-    @pytest.mark.asyncio
-    async def test_a_replace_on_a_stale_etag_is_refused_and_changes_nothing(
-        self, store: AsyncLeaseStore
-    ) -> None:
-        body, key = (await self._docs(store)).doc("a", Owner=None)
-        created = await store.create(body, key)
-        assert created is not None
-        replaced = await store.replace({**body, "Owner": "first"}, key, created["_etag"])
-        assert replaced["_etag"] != created["_etag"]
-        with pytest.raises(PreconditionFailedError):
-            await store.replace({**body, "Owner": "second"}, key, created["_etag"])
-        read = await store.read(body["id"], key)
-        assert read is not None and read["Owner"] == "first"
-
-    @pytest.mark.asyncio
-    async def test_replacing_or_reading_a_missing_document(self, store: AsyncLeaseStore) -> None:
-        body, key = (await self._docs(store)).doc("missing")
-        assert await store.read(body["id"], key) is None
-        with pytest.raises(NotFoundError):
-            await store.replace(body, key, None)
-
-    @pytest.mark.asyncio
-    async def test_deletes_are_conditioned_on_the_etag(self, store: AsyncLeaseStore) -> None:
-        body, key = (await self._docs(store)).doc("a")
-        created = await store.create(body, key)
-        assert created is not None
-        await store.replace({**body, "x": 1}, key, None)
-        assert await store.delete(body["id"], key, created["_etag"]) is False
-        assert await store.delete(body["id"], key) is True
-        assert await store.read(body["id"], key) is None
-        assert await store.delete(body["id"], key) is False
-
-    @pytest.mark.asyncio
-    async def test_documents_are_listed_by_the_prefix_of_their_id(
-        self, store: AsyncLeaseStore
-    ) -> None:
-        docs = await self._docs(store)
-        for name in ("1", "2"):
-            body, key = docs.doc(name)
-            await store.create(body, key)
-        body, key = _Documents(docs.path).doc("1")
-        await store.create(body, key)
-        listed = sorted(d["id"] for d in await store.list_documents(f"{docs.prefix}.."))
-        assert listed == [f"{docs.prefix}..1", f"{docs.prefix}..2"]
+        return AsyncLeaseStoreContract
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

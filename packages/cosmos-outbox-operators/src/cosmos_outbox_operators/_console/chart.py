@@ -103,7 +103,7 @@ def x_labels(times: list[datetime | None]) -> tuple[list[str], list[str]]:
     many as fit side by side, evenly spaced. pygal's own spacing (`x_labels_major_every`) takes
     a label for major by its text, so every reading of a minute drew its "08:00" at the same
     place, and a minute of readings every 5 s drew twelve labels of 8 characters 60 px apart:
-    they overlapped (issue 66 item 3)."""
+    they overlapped."""
     known = [t for t in times if t is not None]
     # minutes on the axis; seconds too over less than ten minutes (else labels a minute apart
     # or less would repeat the same minute)

@@ -30,6 +30,7 @@ from cosmos_outbox.http import (
     PathParameter,
     is_local_host,
 )
+from cosmos_outbox.http.bounded import BOUND_SECONDS
 from cosmos_outbox.operations import ADMIN_KEY, NO_KEY, Actor, acting_as
 from cosmos_outbox_operators._console.guard import (
     CrossSiteError,
@@ -187,8 +188,8 @@ KEY_HEADER = "x-functions-key"
 #: funcstack's word to its workers that its host checks keys (`funcstack run --enforce-keys`;
 #: the host sets it, "true" or "false", whatever the settings say).
 KEYS_ENFORCED_SETTING = "FUNCSTACK_KEYS_ENFORCED"
-#: A key was sent to a host that checked none (issue 72: audited "admin key" though any text
-#: would have done).
+#: A key was sent to a host that checked none (audited as such: not as "admin key", which any
+#: text would have passed for).
 SENT_UNCHECKED = Actor("nobody", name="keys not enforced locally (a key was sent, not checked)")
 
 
@@ -223,7 +224,7 @@ def key_door(
     def admit(req: func.HttpRequest) -> Actor | func.HttpResponse:
         try:
             _no_key_in_url(req)
-            check_local_host(req.method, req.headers)  # reads too (issue 92, M10)
+            check_local_host(req.method, req.headers)  # reads too: a rebinding page reads bodies
             check_same_site(req.method, req.headers)
         except CrossSiteError as exc:
             logger.warning("operators' routes refused an action: %s", exc)
@@ -255,12 +256,13 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
         name = operation.name.removeprefix(f"{CONSOLE_SEGMENT}_")
 
         def answer(req: func.HttpRequest, response: func.HttpResponse) -> func.HttpResponse:
-            return negotiated(req, name, response, base=console_base(req, prefix))
+            base = console_base(req, prefix)
+            return negotiated(req, name, response, base=base, answers=operation.response)
 
         def admitted(req: func.HttpRequest) -> Actor | func.HttpResponse:
             try:
                 _no_key_in_url(req)
-                check_local_host(req.method, req.headers)  # reads too (issue 92, M10)
+                check_local_host(req.method, req.headers)  # reads too: a rebinding page reads
                 trust = sign_in_trust()
                 actor = admit_signed_in(
                     req.headers, role=role, return_to=console_base(req, prefix), trust=trust
@@ -282,8 +284,8 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
 
 class OperatorDoors:
     """The operators' operations on one blueprint, each through both doors (`console=False`:
-    the admin key's only; `actor`: served in-process to that actor, through no door).
-    `operation(...)` takes `HttpApi.operation`'s declaration; the route
+    the admin key's only; `actor`: served in-process to that actor, through no door), bounded
+    by `bound_seconds`. `operation(...)` takes `HttpApi.operation`'s declaration; the route
     is the key door's, under `prefix`."""
 
     def __init__(
@@ -295,12 +297,14 @@ class OperatorDoors:
         console: bool,
         role: str = OPERATOR_ROLE,
         actor: Actor | None = None,
+        bound_seconds: float = BOUND_SECONDS,
     ) -> None:
         self.prefix = prefix
         self.key = HttpApi(
             parameters=parameters,
             auth_level=auth_level,
             bounded=True,
+            bound_seconds=bound_seconds,
             wrap=functools.partial(key_door, actor=actor) if actor is not None else key_door,
             security=("masterKey",) if auth_level == func.AuthLevel.ADMIN else None,
         )
@@ -311,6 +315,7 @@ class OperatorDoors:
                 parameters=parameters,
                 auth_level=func.AuthLevel.ANONYMOUS,
                 bounded=True,
+                bound_seconds=bound_seconds,
                 wrap=signed_in_door(role, prefix),
                 security=("signedInOperator",),
             )

@@ -89,8 +89,8 @@ def check_local_host(
     method: str, headers: Mapping[str, str], environment: Mapping[str, str] | None = None
 ) -> None:
     """Refuse (`CrossSiteError`) a request a local host received for a name not its own (the
-    module docstring): an action, and a read too (issue 92, M10: a page on a name that resolves
-    to this machine read the quarantine's event bodies; the console's reads and the admin
+    module docstring): an action, and a read too (a page on a name that resolves to this
+    machine could read the quarantine's event bodies; the console's reads and the admin
     key's, which a local host does not check). Every request passes where the host is not
     local (the platform routes only the app's names to it); `method` names it in the refusal."""
     env = os.environ if environment is None else environment

@@ -44,10 +44,17 @@ def wants_html(req: func.HttpRequest) -> bool:
 
 
 def negotiated(
-    req: func.HttpRequest, operation: str, response: func.HttpResponse, *, base: str
+    req: func.HttpRequest,
+    operation: str,
+    response: func.HttpResponse,
+    *,
+    base: str,
+    answers: type | None = None,
 ) -> func.HttpResponse:
     """`response` (JSON, a problem, or empty) in the form `req` asks for; `base` is the
-    console's path (the page's links and actions are under it)."""
+    console's path (the page's links and actions are under it); `answers`, the model the
+    operation declares it answers with (the fragment of its kind, when it has none of its
+    own)."""
     if not wants_html(req):
         response.headers["Vary"] = "Accept, HX-Request"
         return response
@@ -65,6 +72,7 @@ def negotiated(
         status=response.status_code,
         request=req,
         base=base,
+        answers=None if problem else answers,
     )
     headers = {
         k: v

@@ -126,7 +126,7 @@ def register_page(doors: OperatorDoors) -> None:
         """The operators' console (a signed-in operator's)."""
         base = urlsplit(req.url).path.rstrip("/")
         try:
-            check_local_host(req.method, req.headers)  # issue 92, M10: a rebinding page
+            check_local_host(req.method, req.headers)  # a page on a rebinding name: refused
             actor = admit_signed_in(req.headers, role=role, return_to=base)
         except CrossSiteError as exc:
             return _refusal(req, RefusedError(403, "Forbidden", str(exc)))

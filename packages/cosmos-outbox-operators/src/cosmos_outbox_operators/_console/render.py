@@ -18,33 +18,41 @@ from markupsafe import Markup
 from cosmos_outbox.operations import trace_id
 from cosmos_outbox_operators._types import AGGREGATE_TYPE_PATTERN
 
-__all__ = ["TRACE_URL_SETTING", "fragment", "page"]
+__all__ = ["TRACE_URL_SETTING", "fragment", "page", "template_name"]
 
 #: An app setting: the link to open a trace in Application Insights, `{traceId}` replaced by the
 #: event's trace id (the Bicep sets it to the Logs of the app's Application Insights resource).
 TRACE_URL_SETTING = "OUTBOX_CONSOLE_TRACE_URL"
 #: A body longer than this is shortened on the page, with a way to show it whole.
 BODY_SHOWN_CHARACTERS = 4000
-#: The operations whose answers share a fragment (an action and its preview, two actions).
+#: The fragments answers of one kind share, by the name of the model a route declares it answers
+#: with (or a model it subclasses): every route that answers a bulk operation renders
+#: `_operation`, whatever its name, with nothing to register here.
 _SHARED = {
-    "preview_group": "_group_outcome",
-    **dict.fromkeys(
-        (
-            "act_on_group",
-            "resubmit_dead_letters_operation",
-            "discard_dead_letters_operation",
-            "redrive_events_operation",
-            "show_operation",
-            "cancel_operation",
-            "continue_operation",
-        ),
-        "_operation",
-    ),
-    **dict.fromkeys(("resubmit_dead_letters", "discard_dead_letters"), "_dead_letter_action"),
-    **dict.fromkeys(
-        ("preview_resubmit_dead_letters", "preview_discard_dead_letters"), "_letter_preview"
-    ),
+    "Operation": "_operation",
+    "GroupOutcome": "_group_outcome",
+    "ActionReport": "_dead_letter_action",
+    "LetterPreview": "_letter_preview",
 }
+
+
+def template_name(operation: str, answers: type | None) -> str:
+    """The fragment of `operation`'s answer: `fragments/<operation>.html` when there is one,
+    else the one shared by the kind of answer it declares (`answers`, its response model), else
+    the answer shown as JSON (`answer.html`)."""
+    environment = _environment()
+    own = f"fragments/{operation}.html"
+    if own in _templates(environment):
+        return own
+    for kind in getattr(answers, "__mro__", ()):
+        if kind.__name__ in _SHARED:
+            return f"fragments/{_SHARED[kind.__name__]}.html"
+    return "fragments/answer.html"
+
+
+@cache
+def _templates(environment: jinja2.Environment) -> frozenset[str]:
+    return frozenset(environment.list_templates())
 
 
 @cache
@@ -84,14 +92,11 @@ def fragment(
     status: int,
     request: func.HttpRequest,
     base: str,
+    answers: type | None = None,
 ) -> str:
-    """The HTML fragment of `operation`'s answer (`fragments/<operation>.html`, or the one it
-    shares, else the answer shown as JSON)."""
-    environment = _environment()
-    try:
-        template = environment.get_template(f"fragments/{_SHARED.get(operation, operation)}.html")
-    except jinja2.TemplateNotFound:
-        template = environment.get_template("fragments/answer.html")
+    """The HTML fragment of `operation`'s answer (`template_name`: its own, or the one its kind
+    of answer, `answers`, shares, else the answer shown as JSON)."""
+    template = _environment().get_template(template_name(operation, answers))
     return template.render(
         operation=operation,
         answer=answer,

@@ -9,8 +9,13 @@ from typing import Any, Literal, Self
 
 from pydantic import ConfigDict, model_validator
 
-from cosmos_outbox.http import HttpCall, Reply, omit_null_defaults
+from cosmos_outbox.http import HttpCall, Reply, ResponseHeader, omit_null_defaults
 from cosmos_outbox.operations import FailureGroups, GroupOutcome, Operation
+from cosmos_outbox_operators._preview import (
+    PREVIEW_TOKEN_HEADER,
+    PREVIEW_TOKEN_PATTERN,
+    group_preview_token,
+)
 from cosmos_outbox_operators._routes._context import Routes
 from cosmos_outbox_operators._routes.operations import CanaryOptions
 from cosmos_outbox_operators._types import OperatorReason
@@ -42,6 +47,25 @@ class GroupAction(CanaryOptions):
         return self
 
 
+def group_decision(group_id: str, body: GroupAction) -> dict[str, Any]:
+    """What a group's action is asked, as its preview's token binds it: the group's id and the
+    body's fields as sent (by their wire names; those left out, out)."""
+    sent = body.model_dump(
+        mode="json", by_alias=True, exclude_none=True, include=set(GroupAction.model_fields)
+    )
+    return {"groupId": group_id, **sent}
+
+
+#: The preview's token (`cosmos_outbox_operators._preview`): what a caller that is not the
+#: console's page (an agent, through the MCP server) confirms the action with.
+PREVIEW_TOKEN = ResponseHeader(
+    PREVIEW_TOKEN_HEADER,
+    "the preview's token: the MCP server's act_on_group takes it to confirm this very decision "
+    "(refused if the group changed since)",
+    {"type": "string", "pattern": PREVIEW_TOKEN_PATTERN},
+)
+
+
 def declare(routes: Routes) -> None:
     operations = routes.operations
 
@@ -52,16 +76,17 @@ def declare(routes: Routes) -> None:
         first and last seen, the largest first"""
         return Reply(await operations().groups.groups())
 
-    @routes.post("groups/{groupId}/preview", GroupOutcome, request=GroupAction)
+    @routes.post(
+        "groups/{groupId}/preview", GroupOutcome, request=GroupAction, headers=(PREVIEW_TOKEN,)
+    )
     async def preview_group(call: HttpCall[Any]) -> Reply:
         """Operators: what a retry or discard of a failure group would do, before it is
         confirmed: how many of its events, what subscribers will see and what each subscription
         receives; nothing is sent or removed"""
-        body = call.body
-        outcome = await operations().groups.preview(
-            call.path["groupId"], body.action, reason=body.reason
-        )
-        return Reply(outcome)
+        body, group_id = call.body, call.path["groupId"]
+        outcome = await operations().groups.preview(group_id, body.action, reason=body.reason)
+        token = group_preview_token(group_decision(group_id, body), outcome)
+        return Reply(outcome, {PREVIEW_TOKEN_HEADER: token})
 
     @routes.post("groups/{groupId}/act", Operation, status=202, request=GroupAction)
     async def act_on_group(call: HttpCall[Any]) -> Reply:

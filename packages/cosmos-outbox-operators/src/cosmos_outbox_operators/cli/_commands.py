@@ -22,6 +22,7 @@ from cosmos_outbox.errors import OutboxError
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
+from cosmos_outbox_operators.cli._mcp import mcp_command, serve_mcp
 from cosmos_outbox_operators.cli._operations import (
     bulk_flags,
     canary_of,
@@ -47,8 +48,8 @@ def _version(version: Any) -> str:
 
 
 def _what(item: Any, *, action: bool = True) -> str:
-    """An event (an answer's item) in words, never "None" (issue 92, M8): "contact c-1 v3
-    ContactRenamed"; "aggregate unknown" for a record that could not be read."""
+    """An event (an answer's item) in words, never "None" (an operator cannot act on it):
+    "contact c-1 v3 ContactRenamed"; "aggregate unknown" for a record that could not be read."""
     named = f" {item['action']}" if action and item.get("action") else ""
     if not item.get("aggregateId"):
         return "aggregate unknown" + named
@@ -351,13 +352,15 @@ def _groups(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
 
 
 def _timeout(text: str) -> float:
+    """A call's bound (`cosmos_outbox.http.bounded.checked_bound`: more than 0, at most 230)."""
+    from cosmos_outbox.http.bounded import checked_bound
+
     try:
-        value = float(text)
+        return checked_bound(float(text), name="--timeout")
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be more than 0 seconds")
-    return value
+        raise argparse.ArgumentTypeError(
+            f"not a number of seconds more than 0 and at most 230: {text!r}"
+        ) from None
 
 
 #: The top parser's commands, each added by one of the functions below.
@@ -365,30 +368,52 @@ Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
-    # --json and --quiet are taken after the command too (`cosmos-outbox status --json`)
-    flags = argparse.ArgumentParser(add_help=False)
-    flags.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    flags.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
     top = argparse.ArgumentParser(
         prog=prog,
         description="Operate an app's outbox on its stores, with its settings (the "
         "environment's, and --settings).",
     )
-    top.add_argument(
-        "--settings", metavar="FILE", help="a local.settings.json read too (the environment wins)"
-    )
-    top.add_argument(
-        "--timeout",
-        type=_timeout,
-        default=os.environ.get(TIMEOUT_VARIABLE, str(DEFAULT_TIMEOUT)),
-        help=f"seconds each call may take ({TIMEOUT_VARIABLE}; default {DEFAULT_TIMEOUT:g})",
-    )
-    top.add_argument("--json", action="store_true", help="print the answers' JSON (for scripts)")
-    top.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    _global_options(top, defaults=True)
+    # the global options are taken after the command too (`cosmos-outbox status --settings F`)
+    flags = argparse.ArgumentParser(add_help=False)
+    _global_options(flags, defaults=False)
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_readings, _quarantine_commands, _dead_letter_commands, _more_commands):
+    for add in (
+        _readings,
+        _quarantine_commands,
+        _dead_letter_commands,
+        _more_commands,
+        mcp_command,
+    ):
         add(commands, flags)
     return top
+
+
+def _global_options(parser: argparse.ArgumentParser, *, defaults: bool) -> None:
+    """`--settings`, `--timeout`, `--json`, `--quiet`: on the top parser with their defaults;
+    on each command's with none (given there, they win; not given, the top's stand)."""
+
+    def default(value: Any) -> Any:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument(
+        "--settings",
+        metavar="FILE",
+        default=default(None),
+        help="a local.settings.json read too (the environment wins)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=default(os.environ.get(TIMEOUT_VARIABLE, str(DEFAULT_TIMEOUT))),
+        help=f"seconds each call may take ({TIMEOUT_VARIABLE}; default {DEFAULT_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--json", action="store_true", default=default(False), help="print the answers' JSON"
+    )
+    parser.add_argument(
+        "--quiet", action="store_true", default=default(False), help="no progress on stderr"
+    )
 
 
 def _readings(commands: Commands, flags: argparse.ArgumentParser) -> None:
@@ -406,7 +431,7 @@ def _readings(commands: Commands, flags: argparse.ArgumentParser) -> None:
 
 
 def _quarantine_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
-    quarantine = commands.add_parser("quarantine", help="list, replay or discard")
+    quarantine = commands.add_parser("quarantine", parents=[flags], help="list, replay or discard")
     actions = quarantine.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", parents=[flags], help="every quarantine record")
     listing.add_argument("--page-size", type=int, default=100)
@@ -498,6 +523,7 @@ _RUN: dict[str, Callable[[DirectApi, argparse.Namespace, Output], int]] = {
     "redrive": _redrive,
     "groups": _groups,
     "operations": operations,
+    "mcp": serve_mcp,
 }
 
 
@@ -508,17 +534,12 @@ def main(
     the settings describe); its exit code. The values of a `--settings` file are in the
     environment for the run only (where it had none of its own): the caller's process goes on
     without them."""
-    from cosmos_outbox.http import bounded
-
     args = parser(prog).parse_args(argv)
     acting = args.command == "deadletters" and args.action in ("resubmit", "discard")
     if acting and not (args.sequence_numbers or args.all or _filter(args)):
         print(f"{prog}: error: name the dead letters: numbers, a filter, or --all", file=sys.stderr)
         return USAGE
     out = Output(as_json=args.json, quiet=args.quiet, out=sys.stdout, err=sys.stderr)
-    # the calls' bound: a person at a terminal waits for the stores' first answer, which a
-    # host's caller would not (in this process only)
-    bound, bounded.BOUND_SECONDS = bounded.BOUND_SECONDS, args.timeout
     added: list[str] = []
     try:
         if args.settings:
@@ -530,7 +551,9 @@ def main(
 
             outbox = Outbox()
         outbox.operations()  # the settings read before any call: a wrong one is one line
-        return _RUN[args.command](DirectApi(outbox), args, out)
+        # the calls' bound: a person at a terminal waits for the stores' first answer, which a
+        # host's caller would not
+        return _RUN[args.command](DirectApi(outbox, bound_seconds=args.timeout), args, out)
     except SettingsError as error:
         print(f"error: {error}", file=sys.stderr)
         return FAILED
@@ -549,7 +572,6 @@ def main(
         print(f"error: {type(error).__name__}: {error}", file=sys.stderr)
         return FAILED
     finally:
-        bounded.BOUND_SECONDS = bound
         # the file's settings were this run's: a process that calls main() goes on without them
         for name in added:
             os.environ.pop(name, None)

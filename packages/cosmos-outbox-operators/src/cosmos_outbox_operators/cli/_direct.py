@@ -1,12 +1,11 @@
-"""The operators' operations served in-process on the stores (issue 72 item 7, DESIGN §18: the
-command line runs them on the stores, the routes serve the console): the operators' routes'
-own handlers (`cosmos_outbox_operators._routes`, over `cosmos_outbox.operations`) called by
-their operation's name, with no host and no HTTP, so that every command answers what the
-route answers (its JSON, its problem documents, its request checks) and no command exists only
-here. The outbox is the app's, built from its settings (the environment's, and a
-local.settings.json's where given: the environment wins), or one an app's own tool hands over.
-The actions are audited as "the command line as <user>@<machine>" and can do what the
-settings' credentials allow."""
+"""The operators' operations served in-process on the stores (the command line runs them on the
+stores, the routes serve the console): the operators' routes' own handlers
+(`cosmos_outbox_operators._routes`, over `cosmos_outbox.operations`) called by their operation's
+name, with no host and no HTTP, so that every command answers what the route answers (its JSON, its
+problem documents, its request checks) and no command exists only here. The outbox is the app's,
+built from its settings (the environment's, and a local.settings.json's where given: the environment
+wins), or one an app's own tool hands over. The actions are audited as "the command line as
+<user>@<machine>" and can do what the settings' credentials allow."""
 
 from __future__ import annotations
 
@@ -55,12 +54,14 @@ def command_line_actor() -> Actor:
 
 
 class DirectApi:
-    """The operators' operations of `outbox` (a sync one), served in-process."""
+    """The operators' operations of `outbox` (a sync one), served in-process, each call within
+    `bound_seconds` (default: the outbox's bound)."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, *, bound_seconds: float | None = None) -> None:
         from cosmos_outbox_operators._part import Operators, routes_blueprint
 
-        self._outbox = outbox
+        #: the outbox its operations are served on (the MCP server serves it too)
+        self.outbox = outbox
         app = func.FunctionApp()
         app.register_functions(
             routes_blueprint(
@@ -68,6 +69,7 @@ class DirectApi:
                 asynchronous=False,
                 options=Operators(console=False),
                 actor=command_line_actor(),
+                bound_seconds=outbox.bound_seconds if bound_seconds is None else bound_seconds,
             )
         )
         indexed = app.get_functions()
@@ -81,9 +83,7 @@ class DirectApi:
         from cosmos_outbox.operations import acting_as
 
         with acting_as(command_line_actor()):
-            steps: int = run_sync(
-                self._outbox.operations().bulk.work(budget_seconds=budget_seconds)
-            )
+            steps: int = run_sync(self.outbox.operations().bulk.work(budget_seconds=budget_seconds))
         return steps
 
     def call(self, operation: str, body: Any = None, **parameters: Any) -> Any:

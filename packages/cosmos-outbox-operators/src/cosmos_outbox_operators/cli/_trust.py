@@ -1,6 +1,6 @@
-"""Whether this process trusts the certificate of the Cosmos DB endpoint the settings name (issue
-92, M4): a command that failed because it does not is one line naming the variables to set,
-never a traceback. Asked only after a failure (one TLS handshake, no request)."""
+"""Whether this process trusts the certificate of the Cosmos DB endpoint the settings name (the
+emulator's is self-signed): a command that failed because it does not is one line naming the
+variables to set, never a traceback. Asked only after a failure (one TLS handshake, no request)."""
 
 from __future__ import annotations
 

@@ -24,6 +24,7 @@ property of the document (Cosmos DB refuses it too).
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import Final
 
@@ -139,6 +140,8 @@ _REFUSED: Final = re.compile(
 )
 _FROM_IN: Final = re.compile(r"(?<![\w$.@])from\s+[A-Za-z_$][\w$]*\s+in(?![\w$])", re.IGNORECASE)
 _LITERALS: Final = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
+#: In a literal's text: an escape (kept for JSON's reader, but `\'`), or a double quote (escaped).
+_QUOTED: Final = re.compile(r"\\(.)|\"", re.DOTALL)
 
 
 def _outside_literals(sql: str) -> str:
@@ -168,35 +171,15 @@ def parse(sql: str) -> Tree[Token]:
 
 
 def unquote(literal: str) -> str:
-    """A string literal's text (single or double quotes; escapes as JSON's, and `\\'`)."""
-    body = literal[1:-1]
-    out: list[str] = []
-    index = 0
-    escapes = {
-        "n": "\n",
-        "t": "\t",
-        "r": "\r",
-        "b": "\b",
-        "f": "\f",
-        "/": "/",
-        "\\": "\\",
-        "'": "'",
-        '"': '"',
-    }
-    while index < len(body):
-        char = body[index]
-        if char != "\\":
-            out.append(char)
-            index += 1
-            continue
-        code = body[index + 1]
-        if code == "u":
-            out.append(chr(int(body[index + 2 : index + 6], 16)))
-            index += 6
-        elif code in escapes:
-            out.append(escapes[code])
-            index += 2
-        else:
-            raise QueryUnsupported(f"the escape \\{code} in {literal} is not JSON's")
-    # a surrogate pair written as two \u escapes, as JSON writes a character outside the BMP
-    return "".join(out).encode("utf-16", "surrogatepass").decode("utf-16")
+    """A string literal's text (single or double quotes; escapes as JSON's, and `\\'`), read by
+    JSON's own reader: a surrogate pair written as two `\\u` escapes is one character."""
+    as_json = _QUOTED.sub(
+        lambda m: "'" if m.group() == "\\'" else m.group() if m[1] else '\\"', literal[1:-1]
+    )
+    try:
+        text: str = json.loads(f'"{as_json}"', strict=False)
+    except json.JSONDecodeError as error:
+        raise QueryUnsupported(
+            f"{literal} is not a string as JSON writes one: {error.msg}"
+        ) from None
+    return text

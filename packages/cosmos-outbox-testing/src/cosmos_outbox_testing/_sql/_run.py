@@ -9,12 +9,12 @@ The syntax tree is compiled once per query and parameters into plain functions o
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Final, cast
 
-from lark import Token, Tree
+from lark import Token, Transformer, Tree, v_args
+from lark.exceptions import VisitError
 
 from cosmos_outbox_testing._sql import _values as v
 from cosmos_outbox_testing._sql._grammar import parse, unquote
@@ -89,7 +89,7 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
     # optional parts are None when absent (`maybe_placeholders`): lark's types do not say so
     top, selection, source, where, order, offset_limit = cast(list[Any], tree.children)
     alias = _alias(source)
-    compiler = _Compiler(alias, parameters, sql)
+    compiler = _Compiler(alias, parameters)
     skip, take = 0, None
     if top is not None:
         assert isinstance(top, Tree)
@@ -118,16 +118,9 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
             sorts.append(
                 (compiler.expression(expression), str(direction or "asc").lower() == "desc")
             )
-    return Compiled(
-        where=(compiler.expression(where.children[0]) if isinstance(where, Tree) else None),
-        order=tuple(sorts),
-        skip=skip,
-        take=take,
-        shape=shape,
-        fold=fold,
-        fields_aggregate=fields_aggregate,
-        has_source=source is not None,
-    )
+    kept = compiler.expression(where.children[0]) if isinstance(where, Tree) else None
+    from_ = source is not None
+    return Compiled(kept, tuple(sorts), skip, take, shape, fold, fields_aggregate, from_)
 
 
 def _is_path(expression: Any, alias: str | None) -> bool:
@@ -169,22 +162,32 @@ def _alias(source: Any) -> str | None:
 
 
 class _Compiler:
-    """Compiles a query's syntax tree, knowing its FROM alias and its parameters."""
+    """Compiles a query's clauses, knowing its FROM alias and its parameters."""
 
-    def __init__(self, alias: str | None, parameters: Mapping[str, Any], sql: str) -> None:
-        self.alias, self.parameters, self.sql = alias, parameters, sql
-
-    # -- clauses ----------------------------------------------------------------------------
+    def __init__(self, alias: str | None, parameters: Mapping[str, Any]) -> None:
+        self.alias, self.parameters = alias, parameters
+        self.expressions = _Expressions(self)
 
     def count(self, node: Any, clause: str) -> int:
-        value = (
-            int(node.children[0])
-            if node.data == "integer"
-            else self.parameter(str(node.children[0]))
-        )
+        value = node.children[0]
+        value = int(value) if node.data == "integer" else self.value_of(str(value))
         if type(value) is not int or value < 0:
             raise QueryUnsupported(f"{clause} takes a number >= 0, not {value!r}")
         return value
+
+    def value_of(self, name: str) -> Any:
+        if name not in self.parameters:
+            raise QueryUnsupported(f"the parameter {name} is not given")
+        return self.parameters[name]
+
+    def expression(self, node: Any) -> Expression:
+        if isinstance(node, Token):  # a keyword's token in an optional place: never a value
+            raise QueryUnsupported(f"unexpected {node!s}")
+        try:
+            compiled: Expression = self.expressions.transform(node)
+        except VisitError as error:  # lark's wrapping of what a node's method raised
+            raise error.orig_exc from None
+        return compiled
 
     def selection(
         self, node: Tree[Token], has_source: bool
@@ -200,56 +203,16 @@ class _Compiler:
             if aggregate is not None:
                 return None, aggregate, False
             return self.expression(node.children[0]), None, False
-        names: list[str] = []
-        expressions: list[Any] = []
-        unnamed = 0
-        for projection in node.children:
-            assert isinstance(projection, Tree)
-            expression, alias = cast(list[Any], projection.children)
-            if alias is not None:
-                name = str(alias)
-            elif isinstance(expression, Tree) and expression.data == "member":
-                name = str(expression.children[1])
-            elif _string_index(expression):
-                name = unquote(str(expression.children[1].children[0]))
-            elif isinstance(expression, Tree) and expression.data == "reference":
-                name = str(expression.children[0])
-            else:
-                unnamed += 1
-                name = f"${unnamed}"
-            if name in names:
-                raise QueryUnsupported(f"the name {name!r} is given twice in the SELECT list")
-            names.append(name)
-            expressions.append(expression)
-        folds = [self.aggregate(e) for e in expressions]
-        if any(f is not None for f in folds):
-            if not all(f is not None for f in folds):
+        named = _named(node)
+        folds = {name: self.aggregate(e) for name, e in named.items()}
+        if any(f is not None for f in folds.values()):
+            if not all(f is not None for f in folds.values()):
                 raise QueryUnsupported(
                     "a SELECT list mixing aggregates and other values needs "
                     "GROUP BY, which is not served"
                 )
-            named_folds = list(zip(names, folds, strict=True))
-            return (
-                None,
-                lambda rows: {
-                    name: value
-                    for name, fold in named_folds
-                    if fold is not None and (value := fold(rows)) is not UNDEFINED
-                },
-                True,
-            )
-        compiled = list(zip(names, (self.expression(e) for e in expressions), strict=True))
-        return (
-            (
-                lambda document: {
-                    name: value
-                    for name, expression in compiled
-                    if (value := expression(document)) is not UNDEFINED
-                }
-            ),
-            None,
-            False,
-        )
+            return None, _fields({n: cast(Expression, f) for n, f in folds.items()}), True
+        return _fields({name: self.expression(e) for name, e in named.items()}), None, False
 
     def aggregate(self, node: Any) -> Callable[[list[Any]], Any] | None:
         """The fold of an aggregate call (`COUNT(1)`, `SUM(c.n)`, ...), None for another
@@ -267,115 +230,123 @@ class _Compiler:
         argument = self.expression(arguments[0])
         return lambda rows: v.aggregate(name, [argument(row) for row in rows])
 
-    # -- expressions ----------------------------------------------------------------------------
 
-    def parameter(self, name: str) -> Any:
-        if name not in self.parameters:
-            raise QueryUnsupported(f"the parameter {name} is not given")
-        return self.parameters[name]
+def _named(selection: Tree[Token]) -> dict[str, Any]:
+    """A SELECT list's expressions by the name each result gives it: its alias, else its
+    property's name (`c.name`, `c["name"]`, `c`), else `$1`, `$2`, ... in order."""
+    named: dict[str, Any] = {}
+    unnamed = 0
+    for projection in selection.children:
+        assert isinstance(projection, Tree)
+        expression, alias = cast(list[Any], projection.children)
+        if alias is not None:
+            name = str(alias)
+        elif isinstance(expression, Tree) and expression.data == "member":
+            name = str(expression.children[1])
+        elif _string_index(expression):
+            name = unquote(str(expression.children[1].children[0]))
+        elif isinstance(expression, Tree) and expression.data == "reference":
+            name = str(expression.children[0])
+        else:
+            unnamed += 1
+            name = f"${unnamed}"
+        if name in named:
+            raise QueryUnsupported(f"the name {name!r} is given twice in the SELECT list")
+        named[name] = expression
+    return named
 
-    def expression(self, node: Any) -> Expression:
-        if isinstance(node, Token):  # a keyword's token in an optional place: never a value
-            raise QueryUnsupported(f"unexpected {node!s}")
-        kind = node.data
-        children = node.children
-        if kind in ("number", "string", "true", "false", "null", "undefined", "parameter"):
-            constant = self.constant(node)
-            return lambda _document: constant
-        if kind == "reference":
-            name = str(children[0])
-            if name != self.alias:
-                raise QueryUnsupported(
-                    f"the identifier {name!r} is not the FROM alias "
-                    f"({self.alias or 'no FROM clause'})"
-                )
-            return lambda document: document
-        if kind == "member":
-            target, name = self.expression(children[0]), str(children[1])
-            return lambda document: v.member(target(document), name)
-        if kind == "index":
-            target, index = self.expression(children[0]), self.expression(children[1])
-            return lambda document: v.member(target(document), index(document))
-        if kind == "call":
-            return self.call(node)
-        if kind == "unary":  # + x: x, as it is for a number (undefined otherwise)
-            operand = self.expression(children[-1])
-            return lambda document: value if v.is_number(value := operand(document)) else UNDEFINED
-        if kind == "negative":
-            operand = self.expression(children[-1])
-            return lambda document: v.negative(operand(document))
-        if kind == "not_":
-            operand = self.expression(children[-1])
-            return lambda document: v.logical_not(operand(document))
-        if kind in ("and_", "or_"):
-            left, right = self.expression(children[0]), self.expression(children[1])
-            combine = v.logical_and if kind == "and_" else v.logical_or
-            return lambda document: combine(left(document), right(document))
-        if kind == "compare":
-            return self.comparison(
-                str(children[1]), self.expression(children[0]), self.expression(children[2])
+
+def _fields(named: Mapping[str, Callable[[Any], Any]]) -> Callable[[Any], dict[str, Any]]:
+    """An object of each name's value (of a document, or of the rows), what is undefined left
+    out."""
+    return lambda given: {
+        name: value for name, each in named.items() if (value := each(given)) is not UNDEFINED
+    }
+
+
+def _constant(value: Any) -> Expression:
+    return lambda _document: value
+
+
+def _defined(items: Sequence[Expression | None]) -> list[Expression]:
+    """The expressions of a list (an empty one is a placeholder None)."""
+    return [item for item in items if item is not None]
+
+
+#: The literals without a text of their own.
+_KEYWORDS: Final = {"true": True, "false": False, "null": None, "undefined": UNDEFINED}
+#: The nodes of one operand after its operator's token (`+ x`: x, where it is a number), and
+#: of two operands, each by what it makes of its operands' values.
+_UNARY: Final[dict[str, Callable[[Any], Any]]] = {
+    "unary": lambda x: x if v.is_number(x) else UNDEFINED,
+    "negative": v.negative,
+    "not_": v.logical_not,
+}
+_BINARY: Final[dict[str, Callable[[Any, Any], Any]]] = {
+    "and_": v.logical_and,
+    "or_": v.logical_or,
+    "text_concat": v.FUNCTIONS["CONCAT"][2],
+}
+
+
+@v_args(inline=True)
+class _Expressions(Transformer[Token, Expression]):
+    """An expression's syntax tree compiled from the leaves up, each node by the method named
+    after it (lark's `Transformer`, its children compiled first), into a function of the
+    document (the FROM alias's value)."""
+
+    def __init__(self, compiler: _Compiler) -> None:
+        super().__init__(visit_tokens=False)
+        self.compiler = compiler
+
+    def __default__(self, data: str, children: list[Any], meta: Any) -> Expression:
+        if data in _KEYWORDS:
+            return _constant(_KEYWORDS[data])
+        if data in _UNARY:
+            one, operand = _UNARY[data], children[-1]
+            return lambda document: one(operand(document))
+        if data in _BINARY:
+            two, (left, right) = _BINARY[data], children
+            return lambda document: two(left(document), right(document))
+        raise QueryUnsupported(f"{data} is not served")
+
+    def number(self, text: Token) -> Expression:
+        return _constant(int(text) if text.isdigit() else float(text))
+
+    def string(self, text: Token) -> Expression:
+        return _constant(unquote(text))
+
+    def parameter(self, name: Token) -> Expression:
+        return _constant(self.compiler.value_of(str(name)))
+
+    def reference(self, name: Token) -> Expression:
+        if name != self.compiler.alias:
+            raise QueryUnsupported(
+                f"the identifier {str(name)!r} is not the FROM alias "
+                f"({self.compiler.alias or 'no FROM clause'})"
             )
-        if kind == "arithmetic":
-            operator = str(children[1])
-            left, right = self.expression(children[0]), self.expression(children[2])
-            return lambda document: v.arithmetic(operator, left(document), right(document))
-        if kind == "text_concat":
-            left, right = self.expression(children[0]), self.expression(children[1])
-            return lambda document: v.FUNCTIONS["CONCAT"][2](left(document), right(document))
-        if kind == "in_":
-            return self.membership(children)
-        if kind == "between":
-            return self.between(children)
-        if kind == "conditional":
-            test, then, otherwise = (self.expression(c) for c in children)
-            return lambda document: (
-                then(document) if test(document) is True else otherwise(document)
-            )
-        if kind == "coalesce":
-            left, right = self.expression(children[0]), self.expression(children[1])
-            return lambda document: (
-                value if (value := left(document)) is not UNDEFINED else right(document)
-            )
-        if kind == "array":
-            items = [self.expression(c) for c in children if c is not None]
-            return lambda document: [
-                value for item in items if (value := item(document)) is not UNDEFINED
-            ]
-        if kind == "object":
-            pairs = []
-            for pair in children:
-                if pair is None:
-                    continue
-                key, value = pair.children
-                text = str(key)
-                pairs.append((unquote(text) if text[0] in "'\"" else text, self.expression(value)))
-            return lambda document: {
-                key: value for key, item in pairs if (value := item(document)) is not UNDEFINED
-            }
-        raise QueryUnsupported(f"{kind} is not served")
+        return lambda document: document
 
-    def constant(self, node: Tree[Token]) -> Any:
-        kind = node.data
-        if kind == "number":
-            text = str(node.children[0])
-            return int(text) if text.isdigit() else float(text)
-        if kind == "string":
-            return unquote(str(node.children[0]))
-        if kind == "parameter":
-            return self.parameter(str(node.children[0]))
-        return {"true": True, "false": False, "null": None, "undefined": UNDEFINED}[kind]
+    def member(self, target: Expression, name: Token) -> Expression:
+        key = str(name)
+        return lambda document: v.member(target(document), key)
 
-    def comparison(self, operator: str, left: Expression, right: Expression) -> Expression:
+    def index(self, target: Expression, key: Expression) -> Expression:
+        return lambda document: v.member(target(document), key(document))
+
+    def compare(self, left: Expression, operator: Token, right: Expression) -> Expression:
         if operator == "=":
             return lambda document: v.equal(left(document), right(document))
-        operator = "!=" if operator == "<>" else operator
-        return lambda document: v.compare(operator, left(document), right(document))
+        named = "!=" if operator == "<>" else str(operator)
+        return lambda document: v.compare(named, left(document), right(document))
 
-    def membership(self, children: Sequence[Any]) -> Expression:
+    def arithmetic(self, left: Expression, operator: Token, right: Expression) -> Expression:
+        named = str(operator)
+        return lambda document: v.arithmetic(named, left(document), right(document))
+
+    def in_(self, target: Expression, negated: Token | None, *candidates: Expression) -> Expression:
         """`x [NOT] IN (a, b, ...)`: whether `x = a OR x = b ...` (undefined when no
         comparison is defined and none is true)."""
-        target, negated = self.expression(children[0]), children[1] is not None
-        candidates = [self.expression(c) for c in children[2:]]
 
         def test(document: Any) -> Any:
             value = target(document)
@@ -384,45 +355,61 @@ class _Compiler:
                 found = v.logical_or(found, v.equal(value, candidate(document)))
                 if found is True:
                     break
-            return v.logical_not(found) if negated else found
+            return v.logical_not(found) if negated is not None else found
 
         return test
 
-    def between(self, children: Sequence[Any]) -> Expression:
-        target, negated = self.expression(children[0]), children[1] is not None
-        low, high = self.expression(children[2]), self.expression(children[3])
-
+    def between(
+        self, target: Expression, negated: Token | None, low: Expression, high: Expression
+    ) -> Expression:
         def test(document: Any) -> Any:
             value = target(document)
             found = v.logical_and(
                 v.compare(">=", value, low(document)), v.compare("<=", value, high(document))
             )
-            return v.logical_not(found) if negated else found
+            return v.logical_not(found) if negated is not None else found
 
         return test
 
-    def call(self, node: Tree[Token]) -> Expression:
-        name = str(node.children[0]).upper()
-        if name in v.AGGREGATES:
+    def conditional(self, test: Expression, then: Expression, otherwise: Expression) -> Expression:
+        return lambda document: then(document) if test(document) is True else otherwise(document)
+
+    def coalesce(self, left: Expression, right: Expression) -> Expression:
+        return lambda document: (
+            value if (value := left(document)) is not UNDEFINED else right(document)
+        )
+
+    def array(self, *items: Expression | None) -> Expression:
+        defined = _defined(items)
+        return lambda document: [
+            value for item in defined if (value := item(document)) is not UNDEFINED
+        ]
+
+    def pair(self, key: Token, value: Expression) -> tuple[str, Expression]:
+        text = str(key)
+        return (unquote(text) if text[0] in "'\"" else text), value
+
+    def object(self, *pairs: tuple[str, Expression] | None) -> Expression:
+        return _fields(dict(pair for pair in pairs if pair is not None))
+
+    def call(self, name: Token, *arguments: Expression | None) -> Expression:
+        upper = name.upper()
+        if upper in v.AGGREGATES:
             raise QueryUnsupported(
-                f"the aggregate {name} inside an expression is not served "
+                f"the aggregate {upper} inside an expression is not served "
                 "(only as a SELECT item or after VALUE)"
             )
-        found = v.FUNCTIONS.get(name)
+        found = v.FUNCTIONS.get(upper)
         if found is None:
             raise QueryUnsupported(
-                f"the function {node.children[0]!s} is not served (the test kit serves "
+                f"the function {name!s} is not served (the test kit serves "
                 f"{', '.join(sorted(v.FUNCTIONS))} and the aggregates "
                 f"{', '.join(sorted(v.AGGREGATES))})"
             )
         least, most, function = found
-        arguments = [self.expression(a) for a in node.children[1:] if a is not None]
-        if not least <= len(arguments) <= most:
+        given = _defined(arguments)
+        if not least <= len(given) <= most:
             raise QueryUnsupported(
-                f"{name} takes {least}" + (f" to {most}" if most > least else "") + " arguments"
+                f"{upper} takes {least}" + (f" to {most}" if most > least else "") + " arguments"
             )
-        return functools.partial(_apply, function, arguments)
-
-
-def _apply(function: Callable[..., Any], arguments: list[Expression], document: Any) -> Any:
-    return function(*(argument(document) for argument in arguments))
+        return lambda document: function(*(argument(document) for argument in given))

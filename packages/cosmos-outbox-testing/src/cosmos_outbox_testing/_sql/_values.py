@@ -23,27 +23,24 @@ None) and `UNDEFINED`.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Callable, Sequence
+from operator import add, ge, gt, le, lt, mul, sub
 from typing import Any, Final
 
 
-class _Undefined:
+class _Undefined(enum.Enum):
     """The one undefined value (never JSON: dropped from a projection, a VALUE result, an array
-    or object literal)."""
+    or object literal); an enum's member, so a copy of it is itself."""
 
-    _instance: _Undefined | None = None
-
-    def __new__(cls) -> _Undefined:
-        if cls._instance is None:
-            cls._instance = super().__new__(cls)
-        return cls._instance
+    UNDEFINED = "undefined"
 
     def __repr__(self) -> str:
         return "undefined"
 
 
-UNDEFINED: Final = _Undefined()
+UNDEFINED: Final = _Undefined.UNDEFINED
 
 
 class QueryUnsupported(ValueError):  # noqa: N818 - an internal signal, turned into InvalidQueryError
@@ -54,21 +51,17 @@ def is_number(value: Any) -> bool:
     return type(value) in (int, float)
 
 
+#: The rank of each type in Cosmos DB's order across types (an object's: 6).
+_RANKS: Final = {_Undefined: 0, type(None): 1, bool: 2, int: 3, float: 3, str: 4, list: 5}
+
+#: The order operators, and the arithmetic ones but for a division and `%` by zero.
+_ORDERS: Final = {"<": lt, "<=": le, ">": gt, ">=": ge}
+_ARITHMETIC: Final = {"+": add, "-": sub, "*": mul}
+
+
 def _kind(value: Any) -> int:
     """The rank of a value's type in Cosmos DB's order across types."""
-    if value is UNDEFINED:
-        return 0
-    if value is None:
-        return 1
-    if type(value) is bool:
-        return 2
-    if is_number(value):
-        return 3
-    if type(value) is str:
-        return 4
-    if type(value) is list:
-        return 5
-    return 6
+    return _RANKS.get(type(value), 6)
 
 
 def equal(left: Any, right: Any) -> Any:
@@ -104,15 +97,7 @@ def compare(operator: str, left: Any, right: Any) -> Any:
         return operator in ("<=", ">=")
     if kind == 4 and not (_bmp(left) and _bmp(right)):
         left, right = _utf16(left), _utf16(right)
-    match operator:
-        case "<":
-            return bool(left < right)
-        case "<=":
-            return bool(left <= right)
-        case ">":
-            return bool(left > right)
-        case _:
-            return bool(left >= right)
+    return bool(_ORDERS[operator](left, right))
 
 
 def _bmp(text: str) -> bool:
@@ -160,21 +145,16 @@ def arithmetic(operator: str, left: Any, right: Any) -> Any:
     if not (is_number(left) and is_number(right)):
         return UNDEFINED
     a, b = float(left), float(right)
-    match operator:
-        case "+":
-            return _number(a + b)
-        case "-":
-            return _number(a - b)
-        case "*":
-            return _number(a * b)
-        case "/":
-            if b == 0:
-                return (
-                    math.nan
-                    if a == 0 or math.isnan(a)
-                    else math.copysign(math.inf, a) * math.copysign(1.0, b)
-                )
-            return _number(a / b)
+    if operator in _ARITHMETIC:
+        return _number(_ARITHMETIC[operator](a, b))
+    if operator == "/" and b == 0:
+        return (
+            math.nan
+            if a == 0 or math.isnan(a)
+            else math.copysign(math.inf, a) * math.copysign(1, b)
+        )
+    if operator == "/":
+        return _number(a / b)
     if b == 0 or not math.isfinite(a):
         return math.nan
     return _number(math.fmod(a, b))  # the sign of the dividend, as JavaScript's %

@@ -5,19 +5,16 @@ has no lease yet."""
 
 from __future__ import annotations
 
-import inspect
 import time
-import uuid
-from typing import Any
 
 from cosmos_outbox.ports import LeaseBacklog
-from cosmos_outbox_testing.contracts._worlds import BacklogWorld, Suite
+from cosmos_outbox_testing.contracts._worlds import BacklogWorld, Suite, finished, unique
 
 
 def _commit(world: BacklogWorld, *, events: int, document: bool = True) -> list[str]:
     """One transaction in a partition of its own: a document of the app's own and `events`
     published events (none: a change that carries no event); the events' ids."""
-    partition = f"customer-{uuid.uuid4().hex[:12]}"
+    partition = unique("customer")
     with world.store_world.transaction(partition, entity="customer") as tx:
         if document:
             tx.create({"id": f"booking-{partition}", "type": "booking", "seats": 2})
@@ -32,10 +29,7 @@ class BacklogEstimatorContract(Suite[BacklogWorld]):
 
     @staticmethod
     def estimate(world: BacklogWorld) -> list[LeaseBacklog]:
-        estimated: Any = world.estimator.estimate()
-        if inspect.iscoroutine(estimated):  # an async estimator's, on the world's loop
-            estimated = world.store_world.run(estimated)
-        return list(estimated)
+        return list(finished(world.store_world, world.estimator.estimate()))
 
     def test_nothing_written_nothing_pending(self, world: BacklogWorld) -> None:
         leases = self.estimate(world)

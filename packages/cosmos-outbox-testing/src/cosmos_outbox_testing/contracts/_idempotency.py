@@ -33,13 +33,17 @@ class IdempotencyContract(AggregateSuite):
     def service(self, world: StoreWorld, example: AggregateExample) -> AggregateService[Any]:
         return world.service(example.type())
 
+    def created(self, world: StoreWorld, example: AggregateExample, key: Any) -> Versioned[Any]:
+        """A new aggregate, created with `key` (its first request: written)."""
+        result = self.service(world, example).create_idempotent(example.new, key=key)
+        assert isinstance(result, Versioned)
+        return result
+
     def test_a_keys_record_is_written_in_the_batch_of_its_change(
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         key = key_of("create-1", status=201)
-        result = self.service(world, example).create_idempotent(example.new, key=key)
-        assert isinstance(result, Versioned)
-        aggregate = result.aggregate
+        aggregate = self.created(world, example, key).aggregate
         assert aggregate.id == key.aggregate_id(0)  # derived from the key
         docs = world.documents(aggregate.id)
         assert sorted(d["type"] for d in docs) == sorted(
@@ -113,8 +117,7 @@ class IdempotencyContract(AggregateSuite):
     ) -> None:
         service = self.service(world, example)
         create = key_of("retried-create", status=201)
-        first = service.create_idempotent(example.new, key=create)
-        assert isinstance(first, Versioned)
+        first = self.created(world, example, create)
         aggregate_id = first.aggregate.id
         retry = service.create_idempotent(example.new, key=create)
         assert isinstance(retry, Recorded)
@@ -134,8 +137,7 @@ class IdempotencyContract(AggregateSuite):
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         service = self.service(world, example)
-        first = service.create_idempotent(example.new, key=key_of("k", request="A"))
-        assert isinstance(first, Versioned)
+        first = self.created(world, example, key_of("k", request="A"))
         before = world.documents(first.aggregate.id)
         with pytest.raises(IdempotencyKeyReusedError):
             service.create_idempotent(example.new, key=key_of("k", request="B"))
@@ -198,8 +200,7 @@ class IdempotencyContract(AggregateSuite):
     ) -> None:
         service = self.service(world, example)
         create = key_of("expiring", status=201)
-        first = service.create_idempotent(example.new, key=create)
-        assert isinstance(first, Versioned)
+        first = self.created(world, example, create)
         world.expire(first.aggregate.id, create.record_id)
         # The id the key derives is taken: the key takes the next one, a new aggregate.
         second = service.create_idempotent(example.new, key=create)

@@ -4,14 +4,13 @@ session) or raises, and a publisher that sends again after a failed send."""
 
 from __future__ import annotations
 
-import inspect
 import uuid
 from typing import Any
 
 import pytest
 
 from cosmos_outbox.ports import MessageBatch, OutboxMessage
-from cosmos_outbox_testing.contracts._worlds import PublisherWorld, Suite
+from cosmos_outbox_testing.contracts._worlds import PublisherWorld, Suite, finished, unique
 
 
 def message(session: str, version: int, body: bytes = b'{"n":1}', **options: Any) -> OutboxMessage:
@@ -42,8 +41,7 @@ class PublisherContract(Suite[PublisherWorld]):
     @staticmethod
     def call(world: PublisherWorld, name: str, *args: Any) -> Any:
         """A publisher method, run to its end (awaited on the world's loop when async)."""
-        result = getattr(world.publisher, name)(*args)
-        return world.run(result) if inspect.iscoroutine(result) else result
+        return finished(world, getattr(world.publisher, name)(*args))
 
     def batch(self, world: PublisherWorld, *messages: OutboxMessage) -> MessageBatch:
         batch: MessageBatch = self.call(world, "create_batch")
@@ -54,7 +52,7 @@ class PublisherContract(Suite[PublisherWorld]):
     def test_a_batch_takes_messages_until_it_is_full(self, world: PublisherWorld) -> None:
         batch: MessageBatch = self.call(world, "create_batch")
         assert len(batch) == 0 and batch.max_size_in_bytes > 0
-        session = f"s-{uuid.uuid4().hex[:8]}"
+        session = unique("s")
         body = b'{"text":"' + b"x" * 1000 + b'"}'
         added = 0
         while batch.try_add(message(session, added + 1, body)):
@@ -74,7 +72,7 @@ class PublisherContract(Suite[PublisherWorld]):
     def test_a_sent_batch_arrives_whole_each_message_once_with_its_fields(
         self, world: PublisherWorld
     ) -> None:
-        sessions = [f"s-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+        sessions = [unique("s") for _ in range(2)]
         sent = [message(sessions[i % 2], i // 2 + 1, b'{"n":%d}' % i) for i in range(6)]
         self.call(world, "send", self.batch(world, *sent))
         got = world.received(sessions, len(sent))
@@ -93,7 +91,7 @@ class PublisherContract(Suite[PublisherWorld]):
     def test_the_messages_of_a_session_arrive_in_the_order_sent(
         self, world: PublisherWorld
     ) -> None:
-        session = f"s-{uuid.uuid4().hex[:8]}"
+        session = unique("s")
         first = [message(session, v) for v in (1, 2, 3)]
         second = [message(session, v) for v in (4, 5)]
         self.call(world, "send", self.batch(world, *first))
@@ -104,7 +102,7 @@ class PublisherContract(Suite[PublisherWorld]):
     def test_a_failed_send_raises_and_the_publisher_sends_again_after(
         self, world: PublisherWorld
     ) -> None:
-        session = f"s-{uuid.uuid4().hex[:8]}"
+        session = unique("s")
         with world.outage(), pytest.raises(Exception):  # noqa: B017
             self.call(world, "send", self.batch(world, message(session, 1)))
         after = message(session, 2)
@@ -114,5 +112,5 @@ class PublisherContract(Suite[PublisherWorld]):
     def test_refresh_says_no_when_the_entity_has_nothing_more_to_give(
         self, world: PublisherWorld
     ) -> None:
-        self.call(world, "send", self.batch(world, message(f"s-{uuid.uuid4().hex[:8]}", 1)))
+        self.call(world, "send", self.batch(world, message(unique("s"), 1)))
         assert self.call(world, "refresh") is False

@@ -12,14 +12,13 @@ field), so a world may share its container."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 
 from cosmos_outbox.errors import InvalidContinuationError, InvalidQueryError
 from cosmos_outbox.ports import Page, QueryParameters
-from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite
+from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite, plain, unique
 
 #: What the loans of the tests hold: (member, id, status, dueAt, fine, tags); one loan has no
 #: fine (undefined), one a null fine, one a fine that is text.
@@ -38,7 +37,7 @@ class _Loans:
 
     def __init__(self, world: StoreWorld) -> None:
         self.world = world
-        self.suite = uuid.uuid4().hex[:12]
+        self.suite = unique("suite")
         for member, loan_id, status, due, fine, tags in _LOANS:
             document: dict[str, Any] = {
                 "id": loan_id,
@@ -69,24 +68,10 @@ class _Loans:
         )
         return found
 
-    def page(
-        self,
-        sql: str,
-        parameters: QueryParameters = None,
-        *,
-        partition_key: str | None = None,
-        page_size: int,
-        continuation: str | None = None,
-    ) -> Page[Any]:
-        found: Page[Any] = self.world.run(
-            self.world.async_store.query_page(
-                sql,
-                self.parameters(parameters),
-                partition_key=partition_key,
-                page_size=page_size,
-                continuation=continuation,
-            )
-        )
+    def page(self, sql: str, **options: Any) -> Page[Any]:
+        """A page of `sql`'s results (`query_page`'s options: page_size, continuation, ...)."""
+        store = self.world.async_store
+        found: Page[Any] = self.world.run(store.query_page(sql, self.parameters(None), **options))
         return found
 
     def parameters(self, parameters: QueryParameters) -> QueryParameters:
@@ -101,10 +86,9 @@ class _Loans:
     ) -> list[str]:
         return [str(r) for r in self.query(sql, parameters, partition_key=partition_key)]
 
-
-def _plain(document: dict[str, Any]) -> dict[str, Any]:
-    """A document without the store's system properties (`_etag`, `_rid`, `_ts`, ...)."""
-    return {k: v for k, v in document.items() if not k.startswith("_")}
+    def where(self, clause: str) -> list[str]:
+        """The ids of the test's loans `clause` keeps, sorted."""
+        return sorted(self.ids(f"SELECT VALUE c.id FROM c WHERE {_MINE} AND ({clause})"))
 
 
 _MINE = "c.suite = @suite"
@@ -129,8 +113,8 @@ class QueryContract(Suite[StoreWorld]):
             [{"name": "@now", "value": "2026-03-02T00:00:00Z"}],
             partition_key=loans.member("m1"),
         )
-        assert [_plain(d)["id"] for d in found] == ["l1"]
-        assert _plain(found[0]) == {
+        assert [plain(d)["id"] for d in found] == ["l1"]
+        assert plain(found[0]) == {
             "id": "l1",
             "partitionKey": loans.member("m1"),
             "type": "loan",
@@ -222,9 +206,7 @@ class QueryContract(Suite[StoreWorld]):
         assert average == pytest.approx(10 / 3)
 
     def test_operators_and_system_functions(self, loans: _Loans) -> None:
-        def ids(where: str) -> list[str]:
-            return sorted(loans.ids(f"SELECT VALUE c.id FROM c WHERE {_MINE} AND ({where})"))
-
+        ids = loans.where
         assert ids("c.status IN ('lost', 'returned')") == ["l3", "l5"]
         assert ids("NOT (c.status IN ('open'))") == ["l3", "l5"]
         assert ids("c.fine BETWEEN 1 AND 7") == ["l2", "l4"]
@@ -244,9 +226,7 @@ class QueryContract(Suite[StoreWorld]):
         """`c.fine > 1` is undefined for the text fine, the null one and the missing one: the
         WHERE clause keeps none of them, and NOT of undefined is undefined too."""
 
-        def ids(where: str) -> list[str]:
-            return sorted(loans.ids(f"SELECT VALUE c.id FROM c WHERE {_MINE} AND ({where})"))
-
+        ids = loans.where
         assert ids("c.fine > 1") == ["l2", "l4"]
         assert ids("NOT (c.fine > 1)") == ["l1"]
         assert ids("c.fine = null") == ["l3"]
@@ -258,9 +238,7 @@ class QueryContract(Suite[StoreWorld]):
         (Cosmos DB's table of them), so NOT of them is undefined too: the null, text and
         missing fines are neither "= 0" nor "!= 0"."""
 
-        def ids(where: str) -> list[str]:
-            return sorted(loans.ids(f"SELECT VALUE c.id FROM c WHERE {_MINE} AND ({where})"))
-
+        ids = loans.where
         assert ids("c.fine != 0") == ["l2", "l4"]
         assert ids("c.fine <> 0") == ["l2", "l4"]
         assert ids("NOT (c.fine = 0)") == ["l2", "l4"]
@@ -268,9 +246,7 @@ class QueryContract(Suite[StoreWorld]):
         assert ids("NOT (c.fine BETWEEN 0 AND 3)") == ["l4"]
 
     def test_not_in_not_between_and_case_insensitive_text_tests(self, loans: _Loans) -> None:
-        def ids(where: str) -> list[str]:
-            return sorted(loans.ids(f"SELECT VALUE c.id FROM c WHERE {_MINE} AND ({where})"))
-
+        ids = loans.where
         assert ids("c.status NOT IN ('open', 'lost')") == ["l3"]
         assert ids("c.fine NOT BETWEEN 1 AND 7") == ["l1"]
         assert ids("STARTSWITH(c.tags[0], 'BOOK', true)") == ["l1", "l2", "l5", "l6"]
@@ -311,7 +287,7 @@ class QueryContract(Suite[StoreWorld]):
     def test_find_gets_a_document_by_type_and_id_whatever_its_partition(
         self, world: StoreWorld
     ) -> None:
-        kind = _kind()
+        kind = unique("note")
         _put(world, kind, "p1", "a")
         _put(world, "other-" + kind, "p2", "a")
         found = world.run(world.async_store.find(kind, "a"))
@@ -322,7 +298,7 @@ class QueryContract(Suite[StoreWorld]):
     def test_of_type_lists_a_types_documents_in_one_partition_or_in_all(
         self, world: StoreWorld
     ) -> None:
-        kind = _kind()
+        kind = unique("note")
         for partition, document_id in (("p1", "a"), ("p1", "b"), ("p2", "c")):
             _put(world, kind, partition, document_id)
         _put(world, "other-" + kind, "p1", "d")
@@ -332,7 +308,7 @@ class QueryContract(Suite[StoreWorld]):
         assert sorted(d["id"] for d in one) == ["a", "b"]
 
     def test_pages_of_a_type_list_each_document_once_then_end(self, world: StoreWorld) -> None:
-        kind = _kind()
+        kind = unique("note")
         for n in range(5):
             _put(world, kind, f"p{n % 2}", f"d{n}")
         seen: list[str] = []
@@ -351,13 +327,10 @@ class QueryContract(Suite[StoreWorld]):
     ) -> None:
         with pytest.raises(InvalidContinuationError):
             world.run(
-                world.async_store.page_of_type(_kind(), page_size=2, continuation="not-a-token")
+                world.async_store.page_of_type(
+                    unique("note"), page_size=2, continuation="not-a-token"
+                )
             )
-
-
-def _kind() -> str:
-    """A document type of one test's own (a world may share its container)."""
-    return f"note-{uuid.uuid4().hex[:12]}"
 
 
 def _put(world: StoreWorld, kind: str, partition: str, document_id: str) -> None:

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import abc
 import contextlib
-import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,13 +35,13 @@ from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.errors import TooLateToCancelError
 from cosmos_outbox.ports import OutboxMessage, Release
 from cosmos_outbox.relay import Quarantine, Relay, Releases
-from cosmos_outbox.servicebus import application_properties
-from cosmos_outbox.subscriber import IncomingEvent, Outcome, Projection, from_message
+from cosmos_outbox.subscriber import IncomingEvent, Outcome, Projection
 from cosmos_outbox.subscriber.aio import Projector as AsyncProjector
 from cosmos_outbox.telemetry import RelayTelemetry
+from cosmos_outbox_testing._committed import changed_since, incoming, scheduled_events
 from cosmos_outbox_testing._fakes import FakePublisher, InMemoryScheduleQueue, InMemoryStore
 from cosmos_outbox_testing._kit_clock import KitClock
-from cosmos_outbox_testing.contracts._worlds import InMemoryStoreWorld, StoreWorld, Suite
+from cosmos_outbox_testing.contracts._worlds import InMemoryStoreWorld, StoreWorld, Suite, unique
 
 __all__ = [
     "Delivery",
@@ -138,10 +137,6 @@ class Subscriber:
         return found
 
 
-def _session() -> str:
-    return f"reservation-{uuid.uuid4().hex[:12]}"
-
-
 class ScheduledEventsContract(Suite[ScheduleWorld]):
     """A `world` (`ScheduleWorld`): the outbox's store, relay, schedule queue and topic."""
 
@@ -153,12 +148,12 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
     def test_a_scheduled_event_arrives_no_earlier_than_its_due_time_and_once(
         self, entered: ScheduleWorld
     ) -> None:
-        world, session = entered, _session()
+        world, session = entered, unique("reservation")
         with world.store.transaction(session, entity="reservation") as tx:
             tx.create({"id": "r", "type": "reservation", "status": "held"})
             expiry = tx.publish("ReservationExpired", {}, deliver_after=world.delay)
             tx.commit()
-        [(_, due, _)] = _scheduled(world, session)
+        due = _due(world, session)
         world.run_relay(until=due + world.delay / 2)
         [delivery] = world.delivered([session])
         assert delivery.message_id == expiry
@@ -170,7 +165,7 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
     def test_a_cancel_committed_before_its_due_time_means_it_is_never_applied(
         self, entered: ScheduleWorld
     ) -> None:
-        world, session, subscriber = entered, _session(), Subscriber()
+        world, session, subscriber = entered, unique("reservation"), Subscriber()
         with world.store.transaction(session, entity="reservation") as tx:
             tx.publish("ReservationHeld", {})
             expiry = tx.publish("ReservationExpired", {}, deliver_after=world.delay)
@@ -180,26 +175,26 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
             tx.cancel(expiry)
             tx.publish("ReservationPaid", {})
             tx.commit()
-        [(_, due, _)] = _scheduled(world, session)
+        due = _due(world, session)
         world.run_relay(until=due + world.delay / 2)
         delivered = world.delivered([session])
         assert [d.event.type for d in delivered] == ["ReservationHeld", "ReservationPaid"]
         assert subscriber.take(delivered) == [Outcome.APPLIED, Outcome.APPLIED]
         assert expiry not in subscriber.projection(session)["applied"]
-        assert [state for *_, state in _scheduled(world, session)] == ["cancelled"]
+        assert [e.state for e in scheduled_events(world.store.documents(session))] == ["cancelled"]
 
     def test_a_cancel_before_the_relay_read_the_event_schedules_nothing(
         self, entered: ScheduleWorld
     ) -> None:
         """The change feed hands the relay the event's latest version only: the cancelled one."""
-        world, session = entered, _session()
+        world, session = entered, unique("reservation")
         with world.store.transaction(session, entity="reservation") as tx:
             expiry = tx.publish("ReservationExpired", {}, deliver_after=world.delay)
             tx.commit()
         with world.store.transaction(session, entity="reservation") as tx:
             tx.cancel(expiry)
             tx.commit()
-        [(_, due, _)] = _scheduled(world, session)
+        due = _due(world, session)
         world.run_relay(until=due + world.delay / 2)
         assert world.delivered([session]) == []
 
@@ -209,7 +204,7 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
         """The release was scheduled, then the relay killed; the cancel commits, and the due time
         passes with no relay running (the release waits on the queue); the relay started anew
         finds the event cancelled. Never sent, never applied."""
-        world, session, subscriber = entered, _session(), Subscriber()
+        world, session, subscriber = entered, unique("reservation"), Subscriber()
         with world.store.transaction(session, entity="reservation") as tx:
             expiry = tx.publish("ReservationExpired", {}, deliver_after=world.delay)
             held = tx.publish("ReservationHeld", {})
@@ -219,7 +214,7 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
         with world.store.transaction(session, entity="reservation") as tx:
             tx.cancel(expiry)
             tx.commit()
-        [(_, due, _)] = _scheduled(world, session)
+        due = _due(world, session)
         world.wait(until=due + world.delay / 3)  # due, and no relay running
         world.run_relay(until=world.now() + world.delay / 2)
         delivered = world.delivered([session])
@@ -229,7 +224,7 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
     def test_a_cancel_after_the_release_is_too_late_and_writes_nothing(
         self, entered: ScheduleWorld
     ) -> None:
-        world, session = entered, _session()
+        world, session = entered, unique("reservation")
         with world.store.transaction(session, entity="reservation") as tx:
             expiry = tx.publish("ReservationExpired", {}, deliver_at=world.now() - world.delay)
             tx.commit()
@@ -244,7 +239,7 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
             tx.cancel(expiry)
             tx.commit()
         assert "payment" not in {d["id"] for d in world.store.documents(session)}
-        assert [state for *_, state in _scheduled(world, session)] == ["released"]
+        assert [e.state for e in scheduled_events(world.store.documents(session))] == ["released"]
 
     def test_an_event_after_a_scheduled_one_is_not_held_behind_it(
         self, entered: ScheduleWorld
@@ -252,7 +247,7 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
         """A reminder due later never holds the events after it at the subscriber: they are
         applied as they come, in their order; the reminder is applied when it comes, the
         projection keeping its version."""
-        world, session, subscriber = entered, _session(), Subscriber()
+        world, session, subscriber = entered, unique("reservation"), Subscriber()
         with world.store.transaction(session, entity="reservation") as tx:
             held = tx.publish("ReservationHeld", {})
             reminder = tx.publish("PaymentReminder", {}, deliver_after=world.delay)
@@ -266,7 +261,7 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
         assert [d.message_id for d in delivered] == [held, extended, paid]
         assert [d.event.version for d in delivered] == [1, 2, 3]
         assert subscriber.take(delivered) == [Outcome.APPLIED] * 3  # none held
-        [(_, due, _)] = _scheduled(world, session)
+        due = _due(world, session)
         world.run_relay(until=due + world.delay / 2)
         [late] = world.delivered([session])
         assert (late.message_id, late.event.version) == (reminder, 0)
@@ -277,21 +272,10 @@ class ScheduledEventsContract(Suite[ScheduleWorld]):
         assert subscriber.take([late]) == [Outcome.DUPLICATE]  # a redelivery: once
 
 
-def _scheduled(world: ScheduleWorld, session: str) -> list[tuple[str, datetime, str]]:
-    """The scheduled events stored in `session`: (id, due time, state)."""
-    found = []
-    for document in world.store.documents(session):
-        if document.get("type") != EVENT_TYPE or "deliverAt" not in document:
-            continue
-        state = (
-            "cancelled"
-            if document.get("cancelledAt")
-            else "released"
-            if document.get("releasedAt")
-            else "waiting"
-        )
-        found.append((str(document["id"]), datetime.fromisoformat(document["deliverAt"]), state))
-    return found
+def _due(world: ScheduleWorld, session: str) -> datetime:
+    """When the one scheduled event stored in `session` is due."""
+    [event] = scheduled_events(world.store.documents(session))
+    return event.deliver_at
 
 
 # -- the test kit's world ------------------------------------------------------------------------
@@ -339,12 +323,7 @@ class RelayingWorld(ScheduleWorld):
 
     def relay_changes(self) -> None:
         """What was written since the last run, as the change-feed trigger hands it over."""
-        changed = []
-        for document in self.documents():
-            key = (str(document.get("partitionKey")), str(document["id"]), document.get("_etag"))
-            if key not in self._seen:
-                self._seen.add(key)
-                changed.append(document)
+        changed = changed_since(self._seen, self.documents())
         if changed:
             self.store.run(self.relay().relay(read_feed(changed)))
 
@@ -407,13 +386,4 @@ class InMemoryScheduleWorld(RelayingWorld):
         wanted = set(sessions)
         taken = [(m, at) for m, at in self._arrived if m.session_id in wanted]
         self._arrived = [(m, at) for m, at in self._arrived if m.session_id not in wanted]
-        return [Delivery(_read(m), m.message_id, at) for m, at in taken]
-
-
-def _read(message: OutboxMessage) -> IncomingEvent:
-    """A message the relay sent, as the library's subscriber reads it off the wire."""
-    return from_message(
-        message.body,
-        content_type=message.content_type,
-        application_properties=application_properties(message),
-    )
+        return [Delivery(incoming(m), m.message_id, at) for m, at in taken]

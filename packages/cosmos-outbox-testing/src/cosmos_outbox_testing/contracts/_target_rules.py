@@ -87,8 +87,7 @@ class InMemoryTargetRulesWorld(TargetRulesWorld):
 def checked(rules: TargetRules | AsyncTargetRules) -> TargetRuleCheck:
     """A check's answer, sync or async."""
     found: Any = rules.check()
-    if inspect.iscoroutine(found):
-        found = asyncio.run(found)
+    found = asyncio.run(found) if inspect.iscoroutine(found) else found
     assert isinstance(found, TargetRuleCheck)
     return found
 

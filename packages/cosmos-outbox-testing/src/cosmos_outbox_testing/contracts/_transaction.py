@@ -8,7 +8,6 @@ empty commit writes nothing."""
 from __future__ import annotations
 
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,21 +23,12 @@ from cosmos_outbox.errors import (
     PreconditionFailedError,
 )
 from cosmos_outbox.relay import OutboxRecord, to_message
-from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite
-
-
-def _partition() -> str:
-    return f"customer-{uuid.uuid4().hex[:12]}"
+from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite, plain, types_in, unique
 
 
 def _booking(partition: str, booking_id: str = "b1", **fields: Any) -> dict[str, Any]:
-    return {
-        "id": booking_id,
-        "partitionKey": partition,
-        "type": "booking",
-        "status": "held",
-        **fields,
-    }
+    booking = {"id": booking_id, "partitionKey": partition, "type": "booking", "status": "held"}
+    return booking | fields
 
 
 def _events(world: StoreWorld, partition: str) -> list[dict[str, Any]]:
@@ -55,14 +45,6 @@ def _body(event: dict[str, Any]) -> dict[str, Any]:
     return dict(data)
 
 
-def _kinds(world: StoreWorld, partition: str) -> list[str]:
-    return sorted(str(d.get("type")) for d in world.documents(partition))
-
-
-def _plain(document: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in document.items() if not k.startswith("_")}
-
-
 def _borrow(tx: Any, key: str, book: str, *, attempt: int = 1) -> dict[str, Any]:
     """The library's borrow, in the order the README shows: the key looked up first, then the
     quota checked (its etag conditions the write), the loan, its event and the key."""
@@ -74,7 +56,7 @@ def _borrow(tx: Any, key: str, book: str, *, attempt: int = 1) -> dict[str, Any]
     quota = tx.read("quota")
     if quota["used"] >= quota["limit"]:
         return {"status": 409, "body": {"detail": "loan quota exhausted"}}
-    tx.replace({**_plain(quota), "used": quota["used"] + 1}, if_match=quota["_etag"])
+    tx.replace({**plain(quota), "used": quota["used"] + 1}, if_match=quota["_etag"])
     tx.create({"id": f"loan-{book}", "type": "loan", "book": book})
     tx.publish("BookBorrowed", {"book": book})
     answer = {"status": 201, "body": {"loan": f"loan-{book}", "attempt": attempt}}
@@ -89,7 +71,7 @@ class TransactionContract(Suite[StoreWorld]):
     def test_a_commit_writes_your_documents_the_events_and_the_sequence_in_one_batch(
         self, world: StoreWorld
     ) -> None:
-        partition = _partition()
+        partition = unique("customer")
         with world.transaction(partition, entity="customer") as tx:
             tx.create(_booking(partition))
             first = tx.publish("BookingHeld", {"bookingId": "b1", "seats": 2})
@@ -98,21 +80,17 @@ class TransactionContract(Suite[StoreWorld]):
             )
             committed = tx.commit()
         assert committed.events == [first, second] and len(committed.etags) == 1
-        assert _kinds(world, partition) == sorted(
+        assert types_in(world, partition) == sorted(
             ["booking", EVENT_TYPE, EVENT_TYPE, SEQUENCE_TYPE]
         )
         events = _events(world, partition)
         assert [e["version"] for e in events] == [1, 2]
         assert [e["action"] for e in events] == ["BookingHeld", "BookingNoted"]
-        records = list(read_feed(events))
-        assert all(isinstance(r, OutboxRecord) for r in records)
-        assert {
-            (r.aggregate_type, r.aggregate_id, r.event_source)
-            for r in records
-            if isinstance(r, OutboxRecord)
-        } == {("customer", partition, "/customers")}
-        held, noted = records
+        held, noted = read_feed(events)
         assert isinstance(held, OutboxRecord) and isinstance(noted, OutboxRecord)
+        for record in (held, noted):
+            assert (record.aggregate_type, record.aggregate_id) == ("customer", partition)
+            assert record.event_source == "/customers"
         assert noted.properties == {"channel": "web"}
         assert (to_message(held).subject, to_message(noted).subject) == ("BookingHeld", "b1")
         assert to_message(noted).application_properties["action"] == "BookingNoted"
@@ -123,7 +101,7 @@ class TransactionContract(Suite[StoreWorld]):
     def test_the_sequence_goes_on_across_transactions_and_processes(
         self, world: StoreWorld
     ) -> None:
-        partition = _partition()
+        partition = unique("customer")
         for process in ("a", "a", "b", "a"):
             with world.transaction(partition, process=process) as tx:
                 tx.publish("BookingNoted", {"by": process})
@@ -136,7 +114,7 @@ class TransactionContract(Suite[StoreWorld]):
         """Your documents keep your fields: one without `partitionKey` is written in the
         transaction's partition (at the container's partition key path); one with another
         partition's is refused before anything is sent."""
-        partition = _partition()
+        partition = unique("customer")
         with world.transaction(partition, entity="customer") as tx:
             tx.create({"id": "b1", "type": "booking", "status": "held"})
             tx.publish("BookingHeld", {"bookingId": "b1"})
@@ -150,7 +128,7 @@ class TransactionContract(Suite[StoreWorld]):
             tx.create(_booking("another-customer", "b2"))
 
     def test_every_operation_of_a_batch_on_your_documents(self, world: StoreWorld) -> None:
-        partition = _partition()
+        partition = unique("customer")
         with world.transaction(partition) as tx:
             tx.create(_booking(partition, "b1"))
             tx.create(_booking(partition, "b2"))
@@ -177,25 +155,25 @@ class TransactionContract(Suite[StoreWorld]):
     def test_a_failing_operation_leaves_nothing_of_the_transaction_written(
         self, world: StoreWorld
     ) -> None:
-        partition = _partition()
+        partition = unique("customer")
         world.plant(_booking(partition, "taken"))
-        before = _kinds(world, partition)
+        before = types_in(world, partition)
         with world.transaction(partition) as tx:
             tx.create(_booking(partition, "new"))
             tx.create(_booking(partition, "taken"))  # fails the batch
             tx.publish("BookingHeld", {"bookingId": "new"})
             with pytest.raises(AlreadyExistsError):
                 tx.commit()
-        assert _kinds(world, partition) == before
+        assert types_in(world, partition) == before
         with world.transaction(partition) as tx:
             tx.delete("missing")
             tx.publish("BookingCancelled", {"bookingId": "missing"})
             with pytest.raises(NotFoundError):
                 tx.commit()
-        assert _kinds(world, partition) == before
+        assert types_in(world, partition) == before
 
     def test_an_etag_conflict_refuses_the_whole_batch(self, world: StoreWorld) -> None:
-        partition = _partition()
+        partition = unique("customer")
         with world.transaction(partition) as tx:
             tx.create(_booking(partition))
             etag = tx.commit().etags[0]
@@ -214,7 +192,7 @@ class TransactionContract(Suite[StoreWorld]):
     def test_racing_transactions_on_one_partition_keep_every_event_once_and_in_order(
         self, world: StoreWorld
     ) -> None:
-        partition = _partition()
+        partition = unique("customer")
         rounds, racers = 4, 3
         start = threading.Barrier(racers, timeout=60)
 
@@ -237,7 +215,7 @@ class TransactionContract(Suite[StoreWorld]):
             assert mine == sorted(mine)
 
     def test_the_batch_limits_are_refused_before_the_round_trip(self, world: StoreWorld) -> None:
-        partition = _partition()
+        partition = unique("customer")
         with world.transaction(partition) as tx:
             for n in range(98):
                 tx.create(_booking(partition, f"b{n}"))
@@ -262,7 +240,7 @@ class TransactionContract(Suite[StoreWorld]):
         """A document 4 KB under the 2 MB limit on a partition key of 250 characters: counted as
         it is staged as more than 2 MB (each character of the key as its longest escape, 12
         bytes, in the event's and the sequence's documents), so measured, and written."""
-        partition = f"{_partition()}-{'k' * 230}"
+        partition = f"{unique('customer')}-{'k' * 230}"
         # (a tx id is at most 128 characters: Service Bus's SessionId)
         with world.transaction(partition, session_id="s1") as tx:
             tx.create(_booking(partition, "wide", note="x" * (2 * 1024 * 1024 - 4000)))
@@ -273,7 +251,7 @@ class TransactionContract(Suite[StoreWorld]):
         assert [e["action"] for e in _events(world, partition)] == ["BookingNoted"]
 
     def test_an_idempotent_commit_is_answered_from_its_record(self, world: StoreWorld) -> None:
-        partition = _partition()
+        partition = unique("customer")
         request = {"seats": 2}
         with world.transaction(partition) as tx:
             tx.create(_booking(partition))
@@ -300,7 +278,7 @@ class TransactionContract(Suite[StoreWorld]):
         """Quota 1: the first borrow takes it (201); its retry with the same key is answered
         that 201 by `replay`, though the quota check would now say 409; one loan, one event.
         Another key is checked afresh (409), and the key with another request is refused."""
-        member = _partition()
+        member = unique("customer")
         world.plant({"id": "quota", "partitionKey": member, "type": "quota", "used": 0, "limit": 1})
         with world.transaction(member, entity="member") as tx:
             first = _borrow(tx, "key-1", "dune")
@@ -315,7 +293,7 @@ class TransactionContract(Suite[StoreWorld]):
         ):
             tx.replay("key-1", request={"book": "emma"})
         assert [e["action"] for e in _events(world, member)] == ["BookBorrowed"]
-        assert sorted(_kinds(world, member)) == sorted(
+        assert sorted(types_in(world, member)) == sorted(
             ["quota", "loan", "idempotencyRecord", EVENT_TYPE, SEQUENCE_TYPE]
         )
 
@@ -325,7 +303,7 @@ class TransactionContract(Suite[StoreWorld]):
         """Both look the key up before either commits (neither finds it) and both borrow: the
         second's batch fails on the quota's etag and on the key's record, and its commit is
         answered from the first's record."""
-        member = _partition()
+        member = unique("customer")
         world.plant({"id": "quota", "partitionKey": member, "type": "quota", "used": 0, "limit": 2})
         first = world.transaction(member, entity="member", process="a")
         second = world.transaction(member, entity="member", process="b")
@@ -333,7 +311,7 @@ class TransactionContract(Suite[StoreWorld]):
             assert tx.replay("key-1", request={"book": "dune"}) is None
             quota = tx.read("quota")
             assert quota is not None
-            tx.replace({**_plain(quota), "used": quota["used"] + 1}, if_match=quota["_etag"])
+            tx.replace({**plain(quota), "used": quota["used"] + 1}, if_match=quota["_etag"])
             tx.publish("BookBorrowed", {"book": "dune"})
             tx.remember("key-1", request={"book": "dune"}, answer={"attempt": attempt})
         assert first.commit().replayed is False
@@ -343,7 +321,7 @@ class TransactionContract(Suite[StoreWorld]):
         assert quota["used"] == 1
 
     def test_an_empty_commit_writes_nothing_and_returns_no_events(self, world: StoreWorld) -> None:
-        partition = _partition()
+        partition = unique("customer")
         with world.transaction(partition) as tx:
             committed = tx.commit()
         assert (

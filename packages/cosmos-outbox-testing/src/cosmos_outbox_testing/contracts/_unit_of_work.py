@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from cosmos_outbox.aggregates import Aggregate
 from cosmos_outbox.documents import EVENT_TYPE, envelope_and_data
 from cosmos_outbox.errors import (
     AlreadyExistsError,
@@ -123,10 +124,7 @@ class UnitOfWorkContract(AggregateSuite):
         event_id = aggregate.events[0].id
         # A document with the event's id already in the partition: the event's create fails.
         world.plant({"id": event_id, "partitionKey": aggregate.id, "type": "blocker", "ttl": -1})
-        with world.uow() as uow:
-            uow.repository(type(aggregate)).add(aggregate)
-            with pytest.raises(AlreadyExistsError):
-                uow.commit()
+        _refused(world, aggregate, AlreadyExistsError)
         assert [d["type"] for d in world.documents(aggregate.id)] == ["blocker"]
         with world.uow() as uow, pytest.raises(NotFoundError):
             uow.repository(type(aggregate)).get(aggregate.id)
@@ -137,28 +135,23 @@ class UnitOfWorkContract(AggregateSuite):
         aggregate = saved(world, example.new())
         twin = example.new()
         twin.id = aggregate.id
-        with world.uow() as uow:
-            uow.repository(type(twin)).add(twin)
-            with pytest.raises(AlreadyExistsError):
-                uow.commit()
+        _refused(world, twin, AlreadyExistsError)
 
     def test_an_unchanged_aggregate_writes_nothing(
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         aggregate = saved(world, example.new())
+        before = _stored(world, aggregate)
         with world.uow() as uow:
-            repository = uow.repository(type(aggregate))
-            repository.get(aggregate.id)
-            etag = repository.etag(aggregate.id)
+            uow.repository(type(aggregate)).get(aggregate.id)
             uow.commit()
-            assert repository.etag(aggregate.id) == etag
-        assert len(world.documents(aggregate.id)) == 2
+        assert _stored(world, aggregate) == before
 
     def test_a_change_without_its_event_is_refused_and_nothing_is_written(
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         aggregate = saved(world, example.new())
-        before = sorted((d["id"], d["_etag"]) for d in world.documents(aggregate.id))
+        before = _stored(world, aggregate)
         with world.uow() as uow:
             loaded = uow.repository(type(aggregate)).get(aggregate.id)
             example.change(loaded)
@@ -170,17 +163,14 @@ class UnitOfWorkContract(AggregateSuite):
             aggregate.id,
         )
         assert info.value.fields
-        assert sorted((d["id"], d["_etag"]) for d in world.documents(aggregate.id)) == before
+        assert _stored(world, aggregate) == before
 
     def test_a_new_aggregate_without_an_event_is_refused(
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         aggregate = example.new()
         aggregate.collect_events()
-        with world.uow() as uow:
-            uow.repository(type(aggregate)).add(aggregate)
-            with pytest.raises(UnrecordedChangeError):
-                uow.commit()
+        _refused(world, aggregate, UnrecordedChangeError)
         assert world.documents(aggregate.id) == []
 
     def test_an_event_of_one_aggregate_is_no_aggregate_of_another(
@@ -208,5 +198,20 @@ class UnitOfWorkContract(AggregateSuite):
             uow.repository(type(aggregate)).add(aggregate)
             with pytest.raises(BatchTooLargeError, match=r"101 operations \(the aggregate"):
                 uow.commit()
-            assert len(aggregate.events) == 100
+            assert len(aggregate.events) == 100  # kept for the unit of work's next commit
         assert world.documents(aggregate.id) == []
+
+
+def _refused(
+    world: StoreWorld, aggregate: Aggregate, error: type[Exception], match: str | None = None
+) -> None:
+    """`aggregate`, added in a unit of work, is refused at the commit with `error`."""
+    with world.uow() as uow:
+        uow.repository(type(aggregate)).add(aggregate)
+        with pytest.raises(error, match=match):
+            uow.commit()
+
+
+def _stored(world: StoreWorld, aggregate: Aggregate) -> list[tuple[str, str]]:
+    """The documents of `aggregate`'s partition, by id and etag."""
+    return sorted((d["id"], d["_etag"]) for d in world.documents(aggregate.id))

@@ -6,7 +6,9 @@ from __future__ import annotations
 import abc
 import asyncio
 import contextlib
+import inspect
 import threading
+import uuid
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
@@ -97,6 +99,43 @@ class AggregateSuite(Suite["StoreWorld"]):
     def example(self) -> AggregateExample: ...
 
 
+class _Runs:
+    """A world whose port may be async: `run` drives one of its coroutines to its end (here, or
+    on a world's `EventLoop`)."""
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run one coroutine of this world's to its end."""
+        return run_sync(coroutine)
+
+
+def finished(world: _Runs | StoreWorld, value: Any) -> Any:
+    """What a port's call answered, run to its end by `world` when it is a coroutine (an async
+    port's; a sync one's answer as it is)."""
+    return world.run(value) if inspect.iscoroutine(value) else value
+
+
+def unique(prefix: str) -> str:
+    """A name of one test's own (a partition, a session, a type): a world may share its
+    container or topic with other tests and runs."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def plain(document: dict[str, Any]) -> dict[str, Any]:
+    """A document without the store's system properties (`_etag`, `_rid`, `_ts`, ...)."""
+    return {k: v for k, v in document.items() if not k.startswith("_")}
+
+
+@contextlib.contextmanager
+def _set(target: object, name: str, value: object) -> Iterator[None]:
+    """`target.<name>` is `value` inside the block, and what it was after it."""
+    before = getattr(target, name)
+    setattr(target, name, value)
+    try:
+        yield
+    finally:
+        setattr(target, name, before)
+
+
 class _Blocking:
     """An object of the async API seen through `run`: each method call runs to its end."""
 
@@ -108,7 +147,7 @@ class _Blocking:
         return lambda *args, **kwargs: self._run(method(*args, **kwargs))
 
 
-class StoreWorld(abc.ABC):
+class StoreWorld(_Runs, abc.ABC):
     """What the store's suites need: the document store (sync, or async: then `run` drives
     coroutines on an event loop, `EventLoop`), a way to read a partition's documents and to let
     one expire. The transaction, the unit of work, the service and the quarantine the suites use
@@ -122,10 +161,6 @@ class StoreWorld(abc.ABC):
     asynchronous: bool = False
     event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
-
-    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        """Run one coroutine of the outbox over this store to its end."""
-        return run_sync(coroutine)
 
     def gate(self, parties: int) -> Gate:
         """Where `parties` racing calls of the outbox's callables meet (see `Gate`)."""
@@ -305,16 +340,13 @@ class InMemoryStoreWorld(StoreWorld):
         self.memory.outlive(partition_key, document_id)
 
 
-class PayloadWorld(abc.ABC):
+class PayloadWorld(_Runs, abc.ABC):
     """What the payload store contract runs against: the store (sync or async), a reference of
     another store (or container) of the same kind, and a way to take the store down."""
 
     store: PayloadStore | AsyncPayloadStore
     #: a well-formed reference this store does not hold (another container or account)
     foreign_reference: str
-
-    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        return run_sync(coroutine)
 
     @property
     def payloads(self) -> PayloadStore:
@@ -342,13 +374,8 @@ class InMemoryPayloadWorld(PayloadWorld):
         self.store = self.memory = InMemoryPayloadStore()
         self.foreign_reference = InMemoryPayloadStore().reference("kind/id/event")
 
-    @contextlib.contextmanager
-    def outage(self) -> Iterator[None]:
-        self.memory.unavailable = True
-        try:
-            yield
-        finally:
-            self.memory.unavailable = False
+    def outage(self) -> contextlib.AbstractContextManager[None]:
+        return _set(self.memory, "unavailable", True)
 
 
 class BacklogWorld(abc.ABC):
@@ -393,14 +420,11 @@ class Received:
     properties: dict[str, Any]
 
 
-class PublisherWorld(abc.ABC):
+class PublisherWorld(_Runs, abc.ABC):
     """What the publisher's suite needs: the publisher (sync, or async: `run` awaits its
     coroutines), what reached its topic, and a way to make sends fail."""
 
     publisher: MessagePublisher | AsyncMessagePublisher
-
-    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        return run_sync(coroutine)
 
     @abc.abstractmethod
     def received(self, sessions: list[str], count: int) -> list[Received]:
@@ -428,14 +452,8 @@ class FakePublisherWorld(PublisherWorld):
         assert len(found) >= count, f"{len(found)} of {count} messages sent"
         return found
 
-    @contextlib.contextmanager
-    def outage(self) -> Iterator[None]:
-        before = self.fake.fail_on_send
-        self.fake.fail_on_send = self.fake.attempts + 1
-        try:
-            yield
-        finally:
-            self.fake.fail_on_send = before
+    def outage(self) -> contextlib.AbstractContextManager[None]:
+        return _set(self.fake, "fail_on_send", self.fake.attempts + 1)
 
 
 def saved(world: StoreWorld, aggregate: Aggregate) -> Any:

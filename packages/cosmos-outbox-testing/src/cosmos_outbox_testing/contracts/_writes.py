@@ -6,13 +6,12 @@ once."""
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
-from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite
+from cosmos_outbox_testing.contracts._worlds import StoreWorld, Suite, unique
 
 __all__ = ["DocumentWritesContract"]
 
@@ -60,7 +59,7 @@ class DocumentWritesContract(Suite[StoreWorld]):
 
 def _document() -> dict[str, Any]:
     """A document of one test's own, in a partition of its own."""
-    suite = uuid.uuid4().hex[:12]
+    suite = unique("suite")
     return {"id": f"note-{suite}", "partitionKey": f"p-{suite}", "type": "note", "text": "first"}
 
 

@@ -50,13 +50,15 @@ def docs_blueprint(
     description: str,
     aggregates: Iterable[type[Aggregate]] = (),
     asynchronous: bool = False,
+    bound_seconds: float = BOUND_SECONDS,
 ) -> func.Blueprint:
     """Health, the OpenAPI document and the fallback of an app whose indexed functions
     `functions()` gives; `health_answer` is /health's answer (the operations'
     `status.health()`: the store answers, else 503; 200 "degraded" with what the relay is stuck
     on when it says it is blocked: the API works, the events wait); the document describes the
-    events of `aggregates`. `asynchronous`: /health is an `async def` function."""
-    api = HttpApi(auth_level=func.AuthLevel.ANONYMOUS)
+    events of `aggregates`. `asynchronous`: /health is an `async def` function; it answers
+    within `bound_seconds`."""
+    api = HttpApi(auth_level=func.AuthLevel.ANONYMOUS, bound_seconds=bound_seconds)
     bp = api.blueprint
     documented = tuple(aggregates)
 
@@ -70,7 +72,7 @@ def docs_blueprint(
         route="health",
         method="GET",
         status=200,
-        summary=f"Health: checks the store (answers within {BOUND_SECONDS:g} s: "
+        summary=f"Health: checks the store (answers within {bound_seconds:g} s: "
         "503 when the store fails or does not answer)",
         response_schema=_HEALTHY,
         errors=(400, 500, 503),

@@ -71,12 +71,7 @@ def relay_blueprint(
             read_feed((doc.to_dict() for doc in documents), legacy=wired.legacy)
         )
 
-    @bp.timer_trigger(
-        arg_name="timer",
-        schedule=settings.backlog_estimate_schedule,
-        run_on_startup=False,
-        use_monitor=False,
-    )
+    @_timer(bp, settings.backlog_estimate_schedule)
     @shell(asynchronous)
     async def outbox_backlog(timer: func.TimerRequest) -> None:
         """One tick: until the relay has found what it needs (its topic, the claim check's
@@ -110,6 +105,14 @@ def relay_blueprint(
     return bp
 
 
+def _timer(bp: func.Blueprint, schedule: str) -> Callable[[Any], Any]:
+    """A timer trigger of the relay's on `bp`: no run at each host's start, no schedule monitor
+    (a missed tick is not made up: the next one does its work)."""
+    return bp.timer_trigger(
+        arg_name="timer", schedule=schedule, run_on_startup=False, use_monitor=False
+    )
+
+
 def _operations_timer(
     bp: func.Blueprint,
     wiring: Callable[[], Wiring],
@@ -118,12 +121,7 @@ def _operations_timer(
 ) -> None:
     """The operations' timer (`outbox_operations`) on `bp`."""
 
-    @bp.timer_trigger(
-        arg_name="timer",
-        schedule=settings.operations_schedule,
-        run_on_startup=False,
-        use_monitor=False,
-    )
+    @_timer(bp, settings.operations_schedule)
     @shell(asynchronous)
     async def outbox_operations(timer: func.TimerRequest) -> None:
         """One tick of the bulk operations' worker (`cosmos_outbox.operations._worker`): the

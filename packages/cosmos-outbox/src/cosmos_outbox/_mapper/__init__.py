@@ -4,14 +4,14 @@
         -> event document (stored in the container)  -> outbox record (what the relay reads)
         -> outbox message (what the relay sends)      -> envelope (what a subscriber reads)
 
-One module per form (issue 65): `event` (the event, written: event -> event document),
-`document` (the stored event document, read: -> outbox record), `message` (record -> message,
-and a message's envelope read back, and the envelope a subscriber's event gives an aggregate),
-`notices` (the quarantine and discard notices), `release_message` (a scheduled event's release
-on the schedule queue), `properties` (the names a message carries beside its body), `queries`
-(the SQL texts that read the stored documents) and `operation` (an operators' bulk operation's
-document: not an event's form, but a stored form all the same). This package's face re-exports
-them.
+One module per form, so that each form's fields are named in one place: `event` (the event,
+written: event -> event document), `document` (the stored event document, read: -> outbox
+record), `message` (record -> message, and a message's envelope read back, and the envelope a
+subscriber's event gives an aggregate), `notices` (the quarantine and discard notices),
+`release_message` (a scheduled event's release on the schedule queue), `properties` (the names a
+message carries beside its body), `queries` (the SQL texts that read the stored documents) and
+`operation` (an operators' bulk operation's document: not an event's form, but a stored form all
+the same). This package's face re-exports them.
 
 Written and read here and nowhere else: the write path makes event documents here
 (`event_document`, `aggregate_event_document`, `stamp`); the relay, the quarantine, the operators,

@@ -263,8 +263,8 @@ class Transaction(Staging, Uncommitted):
         it was released: it is being delivered). An event cancelled already: nothing to do.
 
         Returns True when the commit cancels it (staged now, or earlier in this transaction),
-        False when it was cancelled already: nothing happens, so that the app can tell (issue 66:
-        an app that cancelled twice committed a second `HoldPaid` as if the cancel had done
+        False when it was cancelled already: nothing happens, so that the app can tell (else an
+        app that cancelled twice commits a second `HoldPaid` as if the cancel had done
         something). A cancel another transaction commits between this read and this commit is
         dropped from the batch at the commit (the rest commits)."""
         cancels = self._cancels if self._cancels is not None else {}

@@ -1,17 +1,16 @@
 """`cosmos-outbox`, the package's command line (also `python -m cosmos_outbox`): its commands
 are found by name in the entry-point group `cosmos_outbox.commands`, which the distributions
 on top of the core fill (cosmos-outbox-operators: `status`, `health`, `journey`, `documents`,
-`quarantine`, `deadletters`, `subscribers`, `redrive`, `groups`, on the stores with the app's
-settings),
-beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a process of its own;
-`target-rules`, the targeted-delivery rule of the topic's subscriptions). The command
-named first on the line runs with the whole line (its options before it included); an
-operators' command without cosmos-outbox-operators installed says which package to install.
+`quarantine`, `deadletters`, `subscribers`, `redrive`, `groups`, `operations`, `mcp`, on the
+stores with the app's settings), beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a
+process of its own; `target-rules`, the targeted-delivery rule of the topic's subscriptions).
+The command named first on the line runs with the whole line (its options before it included);
+an operators' command without cosmos-outbox-operators installed says which package to install.
 
-The global `--settings FILE` (before the command's name) is every command's: a command whose
-options follow its name (`relay`, `target-rules`) is handed it there. A script written for 0.4's
-HTTP mode (`COSMOS_OUTBOX_API`, `COSMOS_OUTBOX_KEY` in its environment) is told so by name, and
-the way now (`LEGACY_VARIABLES`).
+The global `--settings FILE` is every command's, before the command's name or after it: a
+command whose options follow its name (`relay`, `target-rules`) is handed it there. A script
+written for 0.4's HTTP mode (`COSMOS_OUTBOX_API`, `COSMOS_OUTBOX_KEY` in its environment) is told
+so by name, and the way now (`LEGACY_VARIABLES`).
 
 `main(argv)` runs it. `parser`, here in 0.4, is `cosmos_outbox_operators.cli`'s, read here with a
 DeprecationWarning until 0.6 (0.4's HTTP client, `OperatorsApi`, is gone: the command line runs
@@ -52,7 +51,8 @@ def _target_rules(argv: list[str], *, prog: str = "cosmos-outbox") -> int:
 #: processor (`cosmos-outbox relay --help`); `target-rules`, the subscriptions of the topic
 #: lacking the targeted-delivery rule and `--yes` to apply it (docs/upgrading.md, step 6).
 CORE_COMMANDS: dict[str, Callable[..., int]] = {"relay": _relay, "target-rules": _target_rules}
-#: The commands cosmos-outbox-operators brings, named when it is not installed.
+#: The commands cosmos-outbox-operators brings, named when it is not installed (where it is, its
+#: entry points are what runs: cosmos-outbox-operators' tests hold this list to its own).
 OPERATOR_COMMANDS = (
     "status",
     "health",
@@ -63,6 +63,8 @@ OPERATOR_COMMANDS = (
     "subscribers",
     "redrive",
     "groups",
+    "operations",
+    "mcp",
 )
 USAGE = 2
 FAILED = 1
@@ -92,7 +94,7 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
     commands = _installed()
     named = next((a for a in args if a in commands or a in OPERATOR_COMMANDS), None)
     if named is not None and named in commands:
-        if named in OPERATOR_COMMANDS and not _not_the_http_mode(args, prog):
+        if named not in CORE_COMMANDS and not _not_the_http_mode(args, prog):
             return FAILED
         if named in CORE_COMMANDS:
             args = _settings_after(args, named)
@@ -119,7 +121,8 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
 
 def _settings_after(args: list[str], named: str) -> list[str]:
     """`args` with the global `--settings FILE` (given before the command's name) moved after
-    it, where the command's own options are read (`relay`, `target-rules`: issue 92, M4)."""
+    it, where the command's own options are read (`relay`, `target-rules`): the global options
+    are taken before the command's name too."""
     at = args.index(named)
     before = args[:at]
     moved: list[str] = []

@@ -19,9 +19,9 @@ from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 
+from cosmos_changefeed import read_again_on_headers_race
 from cosmos_outbox._queries import QueryParameters, sdk_parameters
 from cosmos_outbox.cosmos._errors import cosmos_errors, query_errors, raise_translated
-from cosmos_outbox.cosmos._shared_headers import read_again_on_the_race
 from cosmos_outbox.errors import NotFoundError, OutboxError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore, Page
 
@@ -208,7 +208,7 @@ class CosmosDocumentStore(DocumentStore):
 
     def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
         with cosmos_errors():
-            found = read_again_on_the_race(
+            found = read_again_on_headers_race(
                 lambda: list(
                     self.container.query_items(
                         _FIND,
@@ -226,7 +226,7 @@ class CosmosDocumentStore(DocumentStore):
             else {"partition_key": partition_key}
         )
         with cosmos_errors():
-            return read_again_on_the_race(
+            return read_again_on_headers_race(
                 lambda: [
                     dict(d)
                     for d in self.container.query_items(
@@ -250,7 +250,7 @@ class CosmosDocumentStore(DocumentStore):
         if partition_key is None:
             options["enable_cross_partition_query"] = True
         with query_errors():
-            return read_again_on_the_race(
+            return read_again_on_headers_race(
                 lambda: [_row(r) for r in self.container.query_items(query, **options)]
             )
 
@@ -467,7 +467,7 @@ def query_page(
         return rows, paged.get_response_headers().get("x-ms-continuation")
 
     with errors or cosmos_errors():
-        rows, token = read_again_on_the_race(page)
+        rows, token = read_again_on_headers_race(page)
     return rows, str(token) if token else None
 
 

@@ -261,17 +261,6 @@ class AggregateRoutes(Generic[A]):
                 return Reply(headers={"ETag": result.etag})
             return self._reply(result)
 
-        declared = (
-            errors
-            if errors is not None
-            else (
-                UPDATE_ERRORS
-                if request is not None
-                else tuple(e for e in UPDATE_ERRORS if e not in (413, 415))
-            )
-        )
-        if precondition_required and 428 not in declared:
-            declared = tuple(sorted((*declared, 428)))
         self.api.operation(
             name=name or f"{method.lower()}_{self.kind.aggregate_type}",
             route=route,
@@ -282,7 +271,7 @@ class AggregateRoutes(Generic[A]):
             request=request,
             response=self.view if status != 204 else None,
             headers=(self.etag,),
-            errors=declared,
+            errors=_update_errors(errors, request is not None, precondition_required),
             precondition_required=precondition_required,
             command=Command(self.kind, "change", apply, changes),
             idempotent=idempotent,
@@ -308,6 +297,18 @@ class AggregateRoutes(Generic[A]):
     def _id(call: HttpCall[Any]) -> str:
         [value] = call.path.values()
         return value
+
+
+def _update_errors(
+    errors: tuple[int, ...] | None, body: bool, precondition_required: bool
+) -> tuple[int, ...]:
+    """The errors an update declares: `errors`, else UPDATE_ERRORS (but 413 and 415 for one
+    that takes no `body`); 428 too where a precondition is required."""
+    if errors is None:
+        errors = UPDATE_ERRORS if body else tuple(e for e in UPDATE_ERRORS if e not in (413, 415))
+    if precondition_required and 428 not in errors:
+        errors = tuple(sorted((*errors, 428)))
+    return errors
 
 
 def _answered(key: IdempotencyKey[A], result: Versioned[A] | Recorded) -> func.HttpResponse:

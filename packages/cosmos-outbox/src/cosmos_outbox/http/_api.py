@@ -22,13 +22,15 @@ from cosmos_outbox.http._declaration import (
 )
 from cosmos_outbox.http._pipeline import entry
 from cosmos_outbox.http._problems import from_exception
+from cosmos_outbox.http.bounded import BOUND_SECONDS, checked_bound
 
 
 class HttpApi:
     """The HTTP operations of one blueprint (a new one unless given). `parameters` declares the
     route parameters its routes use (by name), `auth_level` the default auth level of its
     operations (`function` by default, as in Azure: a function key, `x-functions-key` or
-    `?code=`), `bounded` whether they answer within BOUND_SECONDS; `etag_request_header` reads
+    `?code=`), `bounded` whether they answer within `bound_seconds` (default
+    `bounded.BOUND_SECONDS`, checked by `bounded.checked_bound`); `etag_request_header` reads
     the reference sample's `ETag` request header as If-Match (for older clients that send it).
 
     A handler is a plain function (served in a sync function: the worker's thread pool) or an
@@ -46,6 +48,7 @@ class HttpApi:
         parameters: Mapping[str, PathParameter] | None = None,
         auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
         bounded: bool = False,
+        bound_seconds: float = BOUND_SECONDS,
         etag_request_header: bool = False,
         wrap: Callable[[HttpOperation, Callable[..., Any]], Callable[..., Any]] | None = None,
         security: tuple[str, ...] | None = None,
@@ -54,6 +57,7 @@ class HttpApi:
         self._parameters = dict(parameters or {})
         self._auth_level = auth_level
         self._bounded = bounded
+        self._bound_seconds = checked_bound(bound_seconds)
         self._etag_request_header = etag_request_header
         self._wrap = wrap
         self._security = security
@@ -82,8 +86,8 @@ class HttpApi:
         asynchronous: bool | None = None,
     ) -> Callable[[Handler], Handler]:
         """Declare an operation and register its handler (the function name is `name`, else
-        the handler's). A `bounded` operation (default: the API's) answers within
-        BOUND_SECONDS. `asynchronous`: whether the function is an `async def` one (default:
+        the handler's). A `bounded` operation (default: the API's) answers within the API's
+        `bound_seconds`. `asynchronous`: whether the function is an `async def` one (default:
         whether the handler is); a coroutine handler served by a sync function runs in its
         thread and must not wait on I/O (the route helper's do not, over sync services)."""
 
@@ -109,6 +113,7 @@ class HttpApi:
                 errors=errors,
                 path=tuple(self._parameters[n] for n in names),
                 bounded=self._bounded if bounded is None else bounded,
+                bound_seconds=self._bound_seconds,
                 command=command,
                 precondition_required=precondition_required,
                 idempotent=idempotent,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, TypeAdapter
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox.http._models import ID_MAX_LENGTH, ID_PATTERN
 from cosmos_outbox.http._paging import TOKEN_PATTERN
+from cosmos_outbox.http.bounded import BOUND_SECONDS
 
 #: The Functions key may travel in the query as `code` (Azure reads it; the app ignores it).
 KEY_PARAMETER = "code"
@@ -121,8 +122,10 @@ class HttpOperation:
     headers: tuple[ResponseHeader, ...] = ()
     errors: tuple[int, ...] = ()
     path: tuple[PathParameter, ...] = ()
-    #: answers within BOUND_SECONDS (503 + Retry-After past it): the handler runs bounded
+    #: answers within `bound_seconds` (503 + Retry-After past it): the handler runs bounded
     bounded: bool = False
+    #: the bound of a `bounded` operation, in seconds (`cosmos_outbox.http.bounded`)
+    bound_seconds: float = BOUND_SECONDS
     #: what the operation does to an aggregate, when the route helper declared it
     #: (`cosmos_outbox.http._aggregate_routes`): the testing kit checks it against the aggregate
     command: Command | None = None

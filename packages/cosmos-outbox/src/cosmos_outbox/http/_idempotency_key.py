@@ -14,8 +14,8 @@ batch as the change.
   `X-MS-CLIENT-PRINCIPAL-IDP` and `-ID` and strips them from what clients send, and they are
   read only where it is believed to (`cosmos_outbox.http.sign_in_trust`: the owner's
   `OUTBOX_CONSOLE_SIGN_IN`, the platform's word, not a local host); elsewhere
-  they are anyone's writing and count for nothing (issue 72: naming oneself another caller made
-  a used key new). With function keys the app cannot tell callers apart: callers sharing a key
+  they are anyone's writing and count for nothing (else naming oneself another caller would
+  make a used key new). With function keys the app cannot tell callers apart: callers sharing a key
   share key scopes. A change's record lives in the changed aggregate's partition, so on a
   change route a key is also scoped to the aggregate it names.
 - **Fingerprint.** SHA-256 of the canonical JSON of the method, the route template, the path

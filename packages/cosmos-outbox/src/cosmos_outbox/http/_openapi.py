@@ -34,7 +34,6 @@ from cosmos_outbox.http._idempotency_key import KEY_HEADER, KEY_MAX_LENGTH, KEY_
 from cosmos_outbox.http._paging import TOKEN_PATTERN
 from cosmos_outbox.http._problems import Problem
 from cosmos_outbox.http._requests import MAX_BODY_BYTES
-from cosmos_outbox.http.bounded import BOUND_SECONDS
 
 _STATUS_TEXT = {
     200: "OK",
@@ -227,7 +226,7 @@ def _operation(op: HttpOperation) -> dict[str, Any]:
         if status == 503 and op.bounded:
             error["description"] += (
                 f" (also when the store or the message broker has not "
-                f"answered within {BOUND_SECONDS:g} s)"
+                f"answered within {op.bound_seconds:g} s)"
             )
         responses[str(status)] = error
     result: dict[str, Any] = {"operationId": op.name, "summary": op.summary, "responses": responses}

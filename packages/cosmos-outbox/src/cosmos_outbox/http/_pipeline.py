@@ -28,6 +28,7 @@ from cosmos_outbox.http._declaration import (
     QueryParameter,
 )
 from cosmos_outbox.http._idempotency_key import KEY_HEADER, parse_key
+from cosmos_outbox.http._models import ID_PATTERN
 from cosmos_outbox.http._problems import (
     HttpProblemError,
     bad_request,
@@ -57,9 +58,15 @@ async def respond(
         if not operation.bounded:
             result = await resolved(handler(call))
         elif asynchronous:
-            result = await await_bounded(resolved(handler(call)), what=operation.name)
+            result = await await_bounded(
+                resolved(handler(call)), what=operation.name, seconds=operation.bound_seconds
+            )
         else:
-            result = run_bounded(lambda: run_sync(resolved(handler(call))), what=operation.name)
+            result = run_bounded(
+                lambda: run_sync(resolved(handler(call))),
+                what=operation.name,
+                seconds=operation.bound_seconds,
+            )
         if isinstance(result, func.HttpResponse):
             return result
         return answer(operation, cast(Reply, result))
@@ -131,11 +138,13 @@ def parse(
 def _path_value(req: func.HttpRequest, parameter: PathParameter) -> str:
     value = str(req.route_params.get(parameter.name, ""))
     if len(value) > parameter.max_length or not re.fullmatch(parameter.pattern, value):
-        raise bad_request(
-            f"{parameter.what} must be 1-{parameter.max_length} letters, digits, "
-            "'.', '_' or '-', starting with a letter or digit",
-            parameter.name,
+        form = (
+            f"1-{parameter.max_length} letters, digits, '.', '_' or '-', starting with a letter "
+            "or digit"
+            if parameter.pattern == ID_PATTERN
+            else f"at most {parameter.max_length} characters matching {parameter.pattern}"
         )
+        raise bad_request(f"{parameter.what} must be {form}", parameter.name)
     return value
 
 

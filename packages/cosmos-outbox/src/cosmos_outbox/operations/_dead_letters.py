@@ -406,10 +406,10 @@ class DeadLetterOperators:
 
 
 def bounded_budget() -> float:
-    """What one request may spend moving dead letters: half the operators' bound."""
+    """What one request may spend moving dead letters: half the bound of its call."""
     from cosmos_outbox.http import bounded
 
-    return bounded.BOUND_SECONDS / 2
+    return bounded.bound_in_force() / 2
 
 
 def _sent(

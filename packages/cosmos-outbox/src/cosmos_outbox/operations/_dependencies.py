@@ -41,9 +41,9 @@ class Unanswered(Model):
 
 
 def wait_seconds() -> float:
-    """How long one wait may take: three quarters of the routes' bound (so that the route can
-    still answer what it has), read at each call."""
-    return max(0.2, bounded.BOUND_SECONDS * 0.75)
+    """How long one wait may take: three quarters of the bound of the call it is part of (so
+    that the route can still answer what it has)."""
+    return max(0.2, bounded.bound_in_force() * 0.75)
 
 
 async def answered(

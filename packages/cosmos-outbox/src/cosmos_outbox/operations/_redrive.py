@@ -324,7 +324,7 @@ class RedriveOperators:
             report = await answered(
                 SERVICE_BUS,
                 self._parts.relay().relay(page, rewrite=rewrite(state.redrive_id, subscription)),
-                seconds=max(1.0, bounded.BOUND_SECONDS * 0.9),
+                seconds=max(1.0, bounded.bound_in_force() * 0.9),
             )
         except DependencyUnavailableError:
             raise  # its own wait, naming Service Bus: a 503 that says so, not a failed send

@@ -1,8 +1,8 @@
-"""The subscriber settles its own messages when it is given the means (issue 92 item 5, M2): a
-message whose handling failed on its last delivery (its delivery count reached the
-subscription's MaxDeliveryCount), or that is poison it recognises (`UnreadableEventError`: not
-an outbox event at all, no delivery will read it), is dead-lettered by the subscriber itself,
-its exception's type as the dead-letter reason and its message as the description. So the
+"""The subscriber settles its own messages when it is given the means: a message whose handling
+failed on its last delivery (its delivery count reached the subscription's MaxDeliveryCount), or
+that is poison it recognises (`UnreadableEventError`: not an outbox event at all, no delivery
+will read it), is dead-lettered by the subscriber itself, its exception's type as the
+dead-letter reason and its message as the description. So the
 operators' failure groups are by cause: left to the broker, every such message is
 "MaxDeliveryCountExceeded", and the exception lives only in the subscriber's log.
 

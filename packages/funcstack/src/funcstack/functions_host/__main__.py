@@ -10,7 +10,9 @@ app's function groups, and each Cosmos DB trigger's containers and lease interva
 trying; with ``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or when
 it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the worker's
 indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it cleanly,
-during its start too.
+during its start too. A host whose language worker exited 3 times within 30 minutes of each
+other stops itself to be recycled, as the Functions host does (``_language_worker``), and
+exits with ``RECYCLE_EXIT`` (3).
 
 ``--console``: what ``func start`` shows in its terminal also goes to stdout, as JSON lines
 ``{"console": {"time", "level", "category", "message"}}`` (``_console.py``): a line per
@@ -31,6 +33,9 @@ import sys
 from funcstack.functions_host._console import install_console, not_console_only
 from funcstack.functions_host._cosmos_trigger.options import lease_intervals
 from funcstack.functions_host._runner import Runner
+
+#: The exit status of a host that stopped itself to be recycled (its worker's errors).
+RECYCLE_EXIT = 3
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -133,10 +138,14 @@ async def _main(args: argparse.Namespace) -> int:
         if runner.keys is not None:
             ready["keys"] = {"function": runner.keys.function_key, "master": runner.keys.master_key}
         _say(ready)
-        await stop.wait()
+        recycled = asyncio.create_task(runner.recycle.wait(), name="host-recycle")
+        stopped = asyncio.create_task(stop.wait(), name="host-stop")
+        await asyncio.wait({recycled, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        recycled.cancel()
+        stopped.cancel()
     finally:
         await runner.stop_async()
-    return 0
+    return RECYCLE_EXIT if runner.recycle.is_set() and not stop.is_set() else 0
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -37,7 +37,10 @@ Nothing outlives the process that started it: the server ends when that process 
 socket's end of file; the kernel's parent-death signal, Linux's ``PR_SET_PDEATHSIG``), and
 stops its hosts first (SIGTERM, then SIGKILL to each host's process group after
 ``STOP_GRACE`` seconds); a host ends when the server does (the parent-death signal: SIGTERM,
-the host's clean stop).
+the host's clean stop). The server is shared by the stacks of its process: each stack that
+starts a host holds it (``hold``), and it ends with the last of them to stop (``release``), so
+that a stack's ``stop()`` leaves none of the processes it started, the server included; hosts
+started outside a stack (``start_runner``) keep it until the process ends, as before.
 
 A forked host's language worker is forked by the same server (``spawn_worker``; None, and the
 host starts it as before, where it cannot be: the host was not forked, another interpreter,
@@ -72,6 +75,8 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from funcstack._processes import _children
 
 logger = logging.getLogger("funcstack.functions_host.forkserver")
 
@@ -458,6 +463,41 @@ def _server(server_env: Mapping[str, str]) -> _Client | None:
         _client = _Client(me, process, ours)
         atexit.register(_stop_at_exit, _client)
         return _client
+
+
+#: The stacks of this process that started a host (``hold``), by their ``id()``; the pid of the
+#: process whose they are (a process forked from this one holds none of its parent's).
+_holders: set[int] = set()
+_holders_pid = 0
+
+
+def hold(stack: object) -> None:
+    """``stack`` (a ``LocalServices``) starts hosts from this process's server: the server runs
+    until the last stack that held it lets go (``release``)."""
+    global _holders_pid
+    with _client_lock:
+        if _holders_pid != os.getpid():
+            _holders.clear()
+            _holders_pid = os.getpid()
+        _holders.add(id(stack))
+
+
+def release(stack: object, timeout: float = STOP_GRACE + 5.0) -> bool:
+    """``stack`` stopped: when it was the last stack of this process to hold the server and
+    the server forks no host that still runs (one started outside a stack, by
+    ``start_runner``, which keeps it as before: it ends with the process), the server is ended
+    and waited for. Whether it was."""
+    with _client_lock:
+        if _holders_pid != os.getpid() or id(stack) not in _holders:
+            return False
+        _holders.discard(id(stack))
+        if _holders:
+            return False
+    pid = server_pid()
+    if pid is None or _children(pid, leaders=True):  # a host forked by it runs
+        return False
+    stop_server(timeout)
+    return True
 
 
 def server_pid() -> int | None:

@@ -440,6 +440,13 @@ def _run(module: str) -> int:
     code as the interpreter makes it."""
     import runpy
 
+    # it runs as __main__, as `python -m` runs it: the copy this server imported to warm its
+    # imports (`_preload`) is forgotten first (its imports stay), else runpy warns that it was
+    # "found in sys.modules ... prior to execution" -- a RuntimeWarning in every host's and
+    # worker's log -- and the process holds two of it
+    for name in (module, f"{module}.__main__"):
+        if not hasattr(sys.modules.get(name), "__path__"):
+            sys.modules.pop(name, None)
     try:
         runpy.run_module(module, run_name="__main__", alter_sys=True)
     except SystemExit as exc:

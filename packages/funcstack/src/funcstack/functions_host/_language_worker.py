@@ -3,12 +3,24 @@
 As the Functions host does: it starts the worker process with the app settings as its
 environment, sends ``WorkerInitRequest`` (the library indexes the app there),
 ``FunctionsMetadataRequest`` and one ``FunctionLoadRequest`` per function, then one
-``InvocationRequest`` per invocation. A worker that dies is started again; an invocation that
-overruns the function timeout fails and the worker is restarted (the host's answer to a
-timeout in an out-of-process language). Each invocation ends with one ``Executed`` line (the
-host's ``FunctionExecutor``: function, trigger, status, duration, a failure's error in full);
-the worker's ``RpcLog`` messages (the app's logging, when the terminal wants it) are logged
-under the invocation's function, as the host's ``WorkerChannel`` does (``_console.py``).
+``InvocationRequest`` per invocation. An invocation that overruns the function timeout fails
+and the worker is restarted (the host's answer to a timeout in an out-of-process language; not
+counted as an error).
+
+A worker that exits (a crash, a SIGKILL) is an error, and is started again at once, as the
+host's ``RpcFunctionInvocationDispatcher`` does: one start at a time, at least
+``RESTART_INTERVAL`` (10 s, the host's ``ProcessRestartInterval``) after the one before; an
+invocation that comes meanwhile starts it at once. The errors are counted while each comes
+within ``ERRORS_WINDOW`` (30 min, ``WorkerRestartErrorIntervalThresholdInMinutes``) of the one
+before; at the ``ERRORS_THRESHOLD``-th (3, ``ErrorEventsThreshold``) the worker is not started
+again: the host logs the host's words ("Exceeded language worker restart retry count ...") and
+``on_exhausted`` stops it, so that whatever runs it starts it again (the platform recycles it;
+funcstack's stacks restart it: ``_host_restarts``).
+
+Each invocation ends with one ``Executed`` line (the host's ``FunctionExecutor``: function,
+trigger, status, duration, a failure's error in full); the worker's ``RpcLog`` messages (the
+app's logging, when the terminal wants it) are logged under the invocation's function, as the
+host's ``WorkerChannel`` does (``_console.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +34,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -41,6 +53,15 @@ from funcstack.starts import record_start
 logger = logging.getLogger("funcstack.functions_host")
 
 _START_TIMEOUT_SECONDS = 60.0
+#: The least time between two starts of a worker after errors (the host's
+#: ``ProcessRestartInterval``).
+RESTART_INTERVAL = 10.0
+#: Errors counted while each comes within this many seconds of the one before (the host's
+#: ``WorkerRestartErrorIntervalThresholdInMinutes``: 30).
+ERRORS_WINDOW = 30 * 60.0
+#: At this many errors the worker is not started again: the host recycles itself (the host's
+#: ``ErrorEventsThreshold``: 3 per worker process).
+ERRORS_THRESHOLD = 3
 
 
 class WorkerError(RuntimeError):
@@ -69,9 +90,23 @@ class LanguageWorker:
     """One Python worker process for the app in ``app_dir``."""
 
     def __init__(
-        self, app_dir: Path, environment: Mapping[str, str], *, python: str | None = None
+        self,
+        app_dir: Path,
+        environment: Mapping[str, str],
+        *,
+        python: str | None = None,
+        on_exhausted: Callable[[str], None] | None = None,
     ) -> None:
         self.app_dir = app_dir
+        #: Called once the worker's errors reached ``ERRORS_THRESHOLD`` (the module's
+        #: docstring), with why: the host stops itself.
+        self.on_exhausted = on_exhausted
+        #: When each error counted came (``time.monotonic()``), and when the worker last started.
+        self._errors: list[float] = []
+        self._started_at = 0.0
+        self._exhausted = False
+        self._expected_exit = False  # a kill of the host's own: not an error
+        self._recovering: asyncio.Task[None] | None = None
         #: The worker's interpreter (default: this one); it needs funcstack and the worker
         #: library installed, and the app's requirements.
         self.python = python or sys.executable
@@ -136,6 +171,8 @@ class LanguageWorker:
                 stdout=asyncio.subprocess.PIPE if console else None,
             )  # fmt: skip
         record_start("worker", self._process.pid, identity=f"host {os.getpid()}")
+        self._started_at = time.monotonic()
+        self._expected_exit = False
         if self._process.stdout is not None:
             self._printed = asyncio.create_task(
                 _relay_printed(self._process.stdout), name="worker-stdout"
@@ -182,6 +219,11 @@ class LanguageWorker:
 
     async def stop(self) -> None:
         self._stopping = True
+        recovering = self._recovering
+        if recovering is not None and not recovering.done():
+            recovering.cancel()
+            with contextlib.suppress(BaseException):
+                await recovering
         async with self._lock:
             if self._writer is not None and self._process and self._process.returncode is None:
                 with contextlib.suppress(Exception):
@@ -205,6 +247,7 @@ class LanguageWorker:
             await self._start_locked()
 
     async def _kill_locked(self) -> None:
+        self._expected_exit = True
         process, self._process = self._process, None
         if process is not None and process.returncode is None:
             with contextlib.suppress(ProcessLookupError):
@@ -374,6 +417,8 @@ class LanguageWorker:
         )
         if self._writer is None:
             async with self._lock:
+                if self._exhausted:
+                    raise WorkerCrashedError("the language worker is not started again")
                 if self._writer is None and not self._stopping:
                     await self._start_locked()
         future = asyncio.get_running_loop().create_future()
@@ -440,8 +485,54 @@ class LanguageWorker:
                 future.set_result(message)
         self._writer = None
         self._fail_pending(WorkerCrashedError("the language worker exited"))
-        if not self._stopping:
-            logger.error("the language worker exited; it will be started again")
+        if not self._stopping and not self._expected_exit:
+            self._recovering = asyncio.create_task(self._recover(), name="worker-restart")
+
+    async def _recover(self) -> None:
+        """The worker exited (the module's docstring): counted, and started again, or, at the
+        threshold, not: ``on_exhausted``."""
+        while not self._stopping:
+            now = time.monotonic()
+            if self._errors and now - self._errors[-1] > ERRORS_WINDOW:
+                self._errors.clear()
+            self._errors.append(now)
+            if len(self._errors) >= ERRORS_THRESHOLD:
+                self._exhausted = True
+                why = (
+                    f"the language worker exited {len(self._errors)} times within "
+                    f"{ERRORS_WINDOW / 60:g} minutes of each other"
+                )
+                logger.error(
+                    "Exceeded language worker restart retry count for runtime:python (%s). "
+                    "Shutting down and proactively recycling the Functions Host to recover",
+                    why,
+                )
+                if self.on_exhausted is not None:
+                    self.on_exhausted(why)
+                return
+            wait = self._started_at + RESTART_INTERVAL - time.monotonic()
+            logger.error(
+                "the language worker exited (error %d of %d); starting it again%s",
+                len(self._errors),
+                ERRORS_THRESHOLD,
+                f" in {wait:.1f} s" if wait > 0 else "",
+            )
+            if wait > 0:
+                await asyncio.sleep(wait)
+            async with self._lock:
+                if self._stopping or self._exhausted or self._writer is not None:
+                    return  # stopped, recycling, or started by an invocation meanwhile
+                try:
+                    await self._start_locked()
+                except (WorkerError, OSError, TimeoutError) as exc:
+                    logger.error("the language worker did not start again: %s", exc)
+                    await self._kill_locked()
+                    continue  # another error
+            logger.info("the language worker started again (pid %s)", self._pid())
+            return
+
+    def _pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
 
     def _fail_pending(self, error: BaseException) -> None:
         for future in self._pending.values():

@@ -144,6 +144,10 @@ class Runner:
         self._host_json = HostJson()
         self._cors: CorsPolicy | None = None
         self._sign_in: SignIn | None = None
+        #: Set when the language worker's errors reached the host's threshold: the host stops
+        #: itself to be recycled (``_language_worker``; ``python -m funcstack.functions_host``
+        #: then exits with ``RECYCLE_EXIT``).
+        self.recycle = asyncio.Event()
 
     def groups(self) -> dict[str, list[str]]:
         """The app's function groups (``function_group``) and their functions."""
@@ -189,7 +193,12 @@ class Runner:
         # WEBSITE_AUTH_ENABLED is the host's to set, never a setting's (SignIn.worker_environment)
         self._sign_in = SignIn.from_settings()
         SignIn.worker_environment(environment, on=self._sign_in is not None)
-        self.worker = LanguageWorker(self.app_dir, environment, python=self.python)
+        self.worker = LanguageWorker(
+            self.app_dir,
+            environment,
+            python=self.python,
+            on_exhausted=lambda _why: self.recycle.set(),
+        )
         metadata = await self.worker.start()
         self.functions = specs_from_metadata(metadata, self._host_json)
         # every binding served or refused now, as the host indexes them (_bindings.plan)

@@ -393,8 +393,8 @@
     return date.toISOString().slice(11, 19) + " UTC";
   }
 
-  // a stale panel's actions are disabled (issue 92, M9: a Retry or Discard acted on what may
-  // be gone); its reads (a list, a body) stay; the fresh state swapped in brings live ones
+  // a stale panel's actions are disabled (a Retry or Discard would act on what may be gone);
+  // its reads (a list, a body) stay; the fresh state swapped in brings live ones
   var ACTIONS = "button[hx-post], button[hx-delete], button[data-bulk], button[data-preview], " +
     "form[hx-post] button, form[hx-delete] button, form[hx-post] input, form[hx-delete] input";
 

@@ -35,7 +35,7 @@ builds the .NET processor (``InitializeBuilder``) and runs it:
   never raises, and the processor's own retry of a failing handler (the same batch after its
   poll delay) is not what a function sees: the host's policy is. A stop cancels the
   invocation in flight; its batch is not checkpointed.
-* Ready means listening (issue 67): the listener says it listens (``listening()``, the host's
+* Ready means listening: the listener says it listens (``listening()``, the host's
   readiness, ``_listener``) when its processor does (``is_listening``: its first acquire round
   done and the start of each lease it took fixed), so a change written after the host's ready
   line is delivered. A start that fails (the container missing, the endpoint down) is the
