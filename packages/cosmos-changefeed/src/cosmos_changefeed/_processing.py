@@ -53,6 +53,11 @@ class ProcessorBase(FailingBatches, MovesLog):
     _flavour: ClassVar[Flavour]
     _lease_ports: ClassVar[tuple[type, ...]]
     _feed_ports: ClassVar[tuple[type, ...]] = ()
+    #: When the lease container last refused a write or a listing, and last throttled one
+    #: (``_clock.monotonic``); the balancing rounds done since the start.
+    _refused_at: float | None = None
+    _throttled_at: float | None = None
+    _rounds: int = 0
 
     def __init__(
         self,
@@ -131,12 +136,6 @@ class ProcessorBase(FailingBatches, MovesLog):
         self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
-        #: When the lease container last refused a write or a listing (``_clock.monotonic``),
-        #: and last throttled one.
-        self._refused_at: float | None = None
-        self._throttled_at: float | None = None
-        #: Balancing rounds done since the start.
-        self._rounds = 0
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -201,7 +200,7 @@ class ProcessorBase(FailingBatches, MovesLog):
 
     def _started(self, facts: Started) -> None:
         """Keep what a start found (``_starting``), say it, and warn of what it found wrong."""
-        self._manager, self._start = facts.manager, facts.start
+        self._manager, self._start, self._rounds = facts.manager, facts.start, 0
         opts = self.options
         if opts.balancing == "dotnet":  # .NET's renewal reads first; its updates drop handOver
             facts.manager.read_before_renew, facts.manager.hands_over = True, False
