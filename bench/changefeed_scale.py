@@ -1,9 +1,14 @@
-"""cosmos-changefeed at scale (issue 90): hundreds to thousands of leases, tens to a hundred and
-fifty processor instances, in one process, in virtual time -- the real aio processor (its
-balancing, lease protocol, renewals, checkpoints, splits) over the in-memory feed and a lease
-container answering after 5 ms (+-50 %), and past a budget of request units with 429s
-(``cosmos_changefeed.testing.SimulatedFleet``). Lease intervals are .NET's defaults (acquire 13 s,
-renew 17 s, expiry 60 s); a minute of the fleet's life takes a few seconds of CPU.
+"""cosmos-changefeed at scale: hundreds to thousands of leases, tens to a hundred and fifty
+processor instances, in one process, in virtual time -- the real aio processor (its balancing,
+hand-overs, lease protocol, renewals, checkpoints, splits) over the in-memory feed and a lease
+container that answers as a provisioned Cosmos DB container does
+(``cosmos_changefeed.testing.SimulatedFleet``): each request after 5 ms (+-50 %), a listing a
+cross-partition query paged 100 documents a request, each physical partition its share of the
+request units and 429s past it; each feed read and each handler call a time drawn from a
+seeded log-normal distribution (reads: median 8 ms, p99 50 ms; handler: median 20 ms, p99
+250 ms), a change counted once its handler completed. Lease intervals are .NET's defaults
+(acquire 13 s, renew 17 s, expiry 60 s); changes are written all along (one per lease per 30 s),
+so batches are in flight when leases move.
 
 Per size (leases x instances), from a cold start (every instance started within a second),
 each change awaited until the fleet is even -- every lease processed by the live instance the
@@ -11,42 +16,52 @@ store names, the instances within one lease of each other -- and stays so for tw
 intervals:
 
 * **scale-out**: half as many instances more; **scale-in**: half of them stopped (they release
-  their leases); **crash**: a tenth killed (nothing more reaches the store: their leases expire);
-  **splits and merges**: 2 % of the partitions split, 1 % merged with their neighbour;
+  their leases); **crash**: a tenth killed (nothing more reaches the store: their leases
+  expire); **splits and merges**: 2 % of the partitions split, 1 % merged with their neighbour;
 * the time to even, in acquire intervals; the most and least leases an instance holds then;
   the leases that changed hands (acquired) beside those that had to; the lease container's
-  requests per second while balancing (from the change to even, at least an acquire interval);
+  requests per second while balancing; changes given twice, by a balancing move or after an
+  expiry (a crash), and moments with two instances inside one lease's handler;
 * settled: requests per second over four renew intervals, beside the goal -- one renewal per
-  lease per renew interval and one listing per instance per acquire interval;
-* **under 429s**: a second fleet, settled, given half the request units it needs (its settled
-  use, plus the checkpoints of the changes then written: one per lease a minute), scaled out
-  and in meanwhile; then the budget lifted: 429s per second, the times to even, batches handed
-  over past the expiry bound (two owners), changes given twice (a checkpoint lost) or never;
-* the same changes under .NET's balancing (``EqualPartitionsBalancingStrategy``, one steal per
-  instance per interval) and .NET's renewal (a read before each replace), for comparison, at
-  the two smaller sizes (the rest is this package's: the expiry bound, the checkpoints).
+  lease per renew interval and one listing page per instance per acquire interval;
+* **a mixed fleet**: half the instances under .NET's balancing (``EqualPartitionsBalancingStrategy``
+  and .NET's renewal, which never give a lease back nor hand one over), half under this
+  package's, on one lease container: a cold start and +50 %, beside a fleet of .NET's alone;
+* **under 429s**: a second fleet, settled, given half -- and a quarter -- of the request units
+  it needs (its settled use, plus the checkpoints of the changes then written), scaled out and
+  in meanwhile; then the budget lifted: 429s per second, the times to even, starts that failed,
+  batches handed over past the expiry bound, changes given twice or never.
 
-``python -m bench.changefeed_scale`` prints the tables (``--sizes 100x10,500x50``,
-``--grid`` for every pair of 100/500/2,000 leases and 10/50/100 instances, ``--no-dotnet``).
+``python -m bench.changefeed_scale`` prints the tables (``--sizes 100x10,500x50``, ``--grid``
+for every pair of 100/500/2,000 leases and 10/50/100 instances, ``--no-dotnet``, ``--no-mixed``,
+``--no-throttled``).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime as dt
 import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from cosmos_changefeed.testing import SimulatedFleet, SimulatedLeaseContainer, VirtualClock
 
-T = TypeVar("T")
 ACQUIRE, RENEW, EXPIRY = 13.0, 17.0, 60.0
+#: The virtual clocks' start: lease times (``_ts`` whole seconds included) alike at every run.
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 HOLD = 2 * ACQUIRE
 LIMIT = 40 * ACQUIRE
+#: Changes written: one per lease per this many seconds -- from before the fleet starts, so
+#: the fleets start from the beginning (a change written before an instance's "now" is not
+#: one to deliver).
+WRITE_EVERY = 30.0
+FROM_START: dict[str, Any] = {"start_from": "beginning"}
 SIZES = ((100, 10), (500, 50), (2000, 100))
+MIXED = ((100, 10), (500, 50))
 GRID = tuple((leases, instances) for leases in (100, 500, 2000) for instances in (10, 50, 100))
 
 
@@ -71,6 +86,51 @@ class Phase:
 
 
 @dataclass
+class Safety:
+    """What a run did to the changes: given twice, by why; two instances inside a handler."""
+
+    by_move: int = 0
+    after_expiry: int = 0
+    same_instance: int = 0
+    by_reshape: int = 0
+    behind_checkpoint: int = 0
+    from_dotnet: int = 0
+    overlaps: int = 0
+    overlaps_dotnet: int = 0
+    overlaps_after_expiry: int = 0
+    undelivered: int = 0
+    written: int = 0
+
+    @classmethod
+    def of(cls, fleet: SimulatedFleet) -> Safety:
+        given = fleet.given_twice()
+        overlaps = fleet.overlaps
+        after = sum(1 for overlap in overlaps if overlap.after_expiry)
+        dotnet = sum(1 for overlap in overlaps if overlap.dotnet and not overlap.after_expiry)
+        return cls(
+            given.by_move,
+            given.after_expiry,
+            given.same_instance,
+            given.by_reshape,
+            given.behind_checkpoint,
+            given.from_dotnet,
+            len(fleet.failures_seen()),
+            dotnet,
+            after,
+            len(fleet.undelivered()),
+            len(fleet.written),
+        )
+
+    def moves_cell(self) -> str:
+        dotnet = f" ({self.from_dotnet} .NET's)" if self.from_dotnet else ""
+        return f"{self.by_move}{dotnet} / {self.after_expiry} / {self.by_reshape}"
+
+    def inside_cell(self) -> str:
+        dotnet = f" ({self.overlaps_dotnet} .NET's)" if self.overlaps_dotnet else ""
+        return f"{self.overlaps}{dotnet} / {self.overlaps_after_expiry}"
+
+
+@dataclass
 class Figures:
     leases: int
     instances: int
@@ -79,11 +139,8 @@ class Figures:
     settled_per_s: float = 0.0
     settled_units_per_s: float = 0.0
     goal_per_s: float = 0.0
+    safety: Safety = field(default_factory=Safety)
     cpu_s: float = 0.0
-
-
-def _requests(fleet: SimulatedFleet) -> int:
-    return fleet.requests()
 
 
 class _Meter:
@@ -91,11 +148,11 @@ class _Meter:
 
     def __init__(self, fleet: SimulatedFleet) -> None:
         self.fleet = fleet
-        self.requests, self.began = _requests(fleet), fleet.clock.elapsed
+        self.requests, self.began = fleet.requests(), fleet.clock.elapsed
 
     def per_second(self) -> float:
         spent = self.fleet.clock.elapsed - self.began
-        return (_requests(self.fleet) - self.requests) / spent if spent > 0 else 0.0
+        return (self.fleet.requests() - self.requests) / spent if spent > 0 else 0.0
 
 
 async def _change(
@@ -106,8 +163,9 @@ async def _change(
     moves = len(fleet.container.moves)
     began = fleet.clock.elapsed
     needed = await act()
+    watched = fleet.clock.elapsed
     even_after = await fleet.until_even(hold=HOLD, limit=LIMIT)
-    ended = began + max(even_after if even_after is not None else LIMIT, ACQUIRE)
+    ended = watched + max(even_after if even_after is not None else LIMIT, ACQUIRE)
     spread = fleet.spread()
     return Phase(
         change,
@@ -119,6 +177,20 @@ async def _change(
         fleet.requests_between(began, ended),
         len(spread),
     )
+
+
+def _writer(fleet: SimulatedFleet, leases: int) -> asyncio.Task[list[str]]:
+    """Changes written all along (one per lease per ``WRITE_EVERY`` s) until cancelled."""
+    return asyncio.create_task(fleet.write(leases / WRITE_EVERY, 10**9))
+
+
+async def _drain(fleet: SimulatedFleet, writer: asyncio.Task[list[str]]) -> None:
+    """Stop writing and let the fleet handle what was written."""
+    writer.cancel()
+    for _ in range(60):
+        if not fleet.undelivered():
+            break
+        await asyncio.sleep(5)
 
 
 async def _scenario(fleet: SimulatedFleet, instances: int, figures: Figures) -> None:
@@ -137,11 +209,15 @@ async def _scenario(fleet: SimulatedFleet, instances: int, figures: Figures) -> 
     async def reshape() -> int:
         return _reshape(fleet, leases)
 
+    writer = _writer(fleet, leases)
     figures.phases.append(await _change(fleet, "cold start", cold))
+    writer.cancel()  # settled: renewals and listings alone (the goal's)
     meter = _Meter(fleet)
     figures.settled_units_per_s = await fleet.request_units(4 * RENEW)
     figures.settled_per_s = meter.per_second()
-    figures.goal_per_s = leases / RENEW + instances / ACQUIRE
+    writer = _writer(fleet, leases)
+    pages = -(-leases // fleet.container.page_size)
+    figures.goal_per_s = leases / RENEW + instances * pages / ACQUIRE
     for change, act in (
         (f"scale-out: +{instances // 2}", lambda: _join(fleet, instances)),
         ("scale-in: -50 %", lambda: _leave(fleet)),
@@ -149,6 +225,8 @@ async def _scenario(fleet: SimulatedFleet, instances: int, figures: Figures) -> 
         ("2 % split, 1 % merged", reshape),
     ):
         figures.phases.append(await _change(fleet, change, act))
+    await _drain(fleet, writer)
+    figures.safety = Safety.of(fleet)
 
 
 def _reshape(fleet: SimulatedFleet, leases: int) -> int:
@@ -175,14 +253,56 @@ def _reshape(fleet: SimulatedFleet, leases: int) -> int:
 def measure(leases: int, instances: int, *, dotnet: bool = False) -> Figures:
     """The figures of one size (``dotnet``: under .NET's balancing)."""
     figures = Figures(leases, instances, ".NET's balancing" if dotnet else "fair share")
-    clock = VirtualClock()
+    clock = VirtualClock(START)
     started = time.process_time()
 
     async def main() -> None:
         # dotnet: .NET's balancing, and its renewal (a read, then the replace)
-        fleet = SimulatedFleet(clock, partitions=leases, seed=leases + instances, dotnet=dotnet)
+        fleet = SimulatedFleet(
+            clock, partitions=leases, seed=leases + instances, dotnet=dotnet, **FROM_START
+        )
         try:
             await _scenario(fleet, instances, figures)
+        finally:
+            await fleet.close()
+
+    clock.run(main())
+    figures.cpu_s = time.process_time() - started
+    return figures
+
+
+async def _add_mixed(fleet: SimulatedFleet, count: int) -> list[str]:
+    """``count`` instances, half under .NET's balancing, started within the same second."""
+    dotnet, ours = await asyncio.gather(
+        fleet.add(count - count // 2, dotnet=True), fleet.add(count // 2, dotnet=False)
+    )
+    return [*dotnet, *ours]
+
+
+def measure_mixed(leases: int, instances: int) -> Figures:
+    """Half the instances under .NET's balancing, half under the fair share: a cold start and
+    +50 % (a third of the newcomers each way)."""
+    figures = Figures(leases, instances, "mixed: half .NET's")
+    clock = VirtualClock(START)
+    started = time.process_time()
+
+    async def main() -> None:
+        fleet = SimulatedFleet(clock, partitions=leases, seed=leases + instances, **FROM_START)
+        try:
+            writer = _writer(fleet, leases)
+
+            async def cold() -> int:
+                await _add_mixed(fleet, instances)
+                return leases
+
+            async def out() -> int:
+                joined = await _add_mixed(fleet, instances // 2)
+                return round(leases * len(joined) / len(fleet.instances))
+
+            figures.phases.append(await _change(fleet, "cold start", cold))
+            figures.phases.append(await _change(fleet, f"scale-out: +{instances // 2}", out))
+            await _drain(fleet, writer)
+            figures.safety = Safety.of(fleet)
         finally:
             await fleet.close()
 
@@ -195,23 +315,22 @@ def measure(leases: int, instances: int, *, dotnet: bool = False) -> Figures:
 class Throttled:
     leases: int
     instances: int
+    fraction: float
     budget: float
     throttled_per_s: float
     requests_per_s: float
     phases: list[Phase]
+    start_failures: int
     late_batches: int
-    given_twice: int
-    lost_checkpoints: int
-    undelivered: int
     regressions: int
-    written: int
+    safety: Safety
     cpu_s: float
 
 
 def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> Throttled:
     """A settled fleet given ``fraction`` of the request units it needs, scaled out and in
     while changes are written (see the module)."""
-    clock = VirtualClock()
+    clock = VirtualClock(START)
     started = time.process_time()
     result: dict[str, Any] = {}
 
@@ -246,18 +365,17 @@ def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> 
                 await asyncio.sleep(5)
             await asyncio.sleep(2 * EXPIRY)
             result.update(
+                start_failures=len(fleet.start_failures),
                 late_batches=len(fleet.late_batches),
-                given_twice=fleet.duplicates(),
-                lost_checkpoints=fleet.lost_checkpoints(),
-                undelivered=len(fleet.undelivered()),
                 regressions=len(fleet.container.regressions),
-                written=len(fleet.written),
+                safety=Safety.of(fleet),
             )
         finally:
             await fleet.close()
 
     clock.run(main())
-    return Throttled(leases, instances, cpu_s=time.process_time() - started, **result)
+    cpu = time.process_time() - started
+    return Throttled(leases, instances, fraction, cpu_s=cpu, **result)
 
 
 async def _join(fleet: SimulatedFleet, instances: int) -> int:
@@ -296,11 +414,30 @@ def changes_table(runs: list[Figures]) -> str:
     return "\n".join(lines)
 
 
+def safety_table(runs: list[Figures]) -> str:
+    lines = [
+        "| leases x instances | balancing | changes handled (written) | given twice: by a "
+        "balancing move (of which .NET's steals) / after an expiry / by two leases over one "
+        "range (a split's, a merge's) | given again behind a dead "
+        "owner's checkpoint | moments with two instances inside one lease's handler: by a move "
+        "(of which .NET's) / after an expiry | never given |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for run in runs:
+        safe = run.safety
+        lines.append(
+            f"| {_size(run.leases, run.instances)} | {run.strategy} | "
+            f"{safe.written - safe.undelivered:,} ({safe.written:,}) | {safe.moves_cell()} | "
+            f"{safe.behind_checkpoint} | {safe.inside_cell()} | {safe.undelivered} |"
+        )
+    return "\n".join(lines)
+
+
 def settled_table(runs: list[Figures]) -> str:
     lines = [
         "| leases x instances | balancing | lease requests/s, settled: all (per instance) | goal: "
-        "a renewal per lease per renew interval + a listing per instance per acquire interval |"
-        " request units/s |",
+        "a renewal per lease per renew interval + a listing (its pages) per instance per "
+        "acquire interval | request units/s |",
         "|---|---|---|---|---|",
     ]
     for run in runs:
@@ -315,42 +452,57 @@ def settled_table(runs: list[Figures]) -> str:
 
 def throttled_table(runs: list[Throttled]) -> str:
     lines = [
-        "| leases x instances | budget (RU/s: half the need) | 429s/s | lease requests/s | even"
-        " after scale-out / scale-in (acquire intervals) | batches past the expiry bound | "
-        "changes given twice: all / a checkpoint lost | changes never given (of written) | "
-        "checkpoints moved back |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| leases x instances | budget (RU/s: part of the need) | 429s/s | lease requests/s | "
+        "even after scale-out / scale-in (acquire intervals) | starts that failed | batches "
+        "past the expiry bound | given twice: by a balancing move / after an expiry / by the "
+        "same instance | two inside one handler | never given (of written) | checkpoints "
+        "moved back |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for run in runs:
         out, back = run.phases
+        safe = run.safety
         lines.append(
-            f"| {_size(run.leases, run.instances)} | {run.budget:,.0f} | "
+            f"| {_size(run.leases, run.instances)} | {run.budget:,.0f} ({run.fraction:.0%}) | "
             f"{run.throttled_per_s:,.1f} | {run.requests_per_s:,.1f} | {out.intervals} / "
-            f"{back.intervals} | {run.late_batches} | {run.given_twice} / "
-            f"{run.lost_checkpoints} | {run.undelivered} (of {run.written:,}) | "
+            f"{back.intervals} | {run.start_failures} | {run.late_batches} | "
+            f"{safe.by_move} / {safe.after_expiry} / {safe.same_instance} | "
+            f"{safe.inside_cell()} | {safe.undelivered} (of {safe.written:,}) | "
             f"{run.regressions} |"
         )
     return "\n".join(lines)
 
 
 def measure_all(
-    sizes: tuple[tuple[int, int], ...] = SIZES, *, dotnet: bool = True, throttled: bool = True
+    sizes: tuple[tuple[int, int], ...] = SIZES,
+    *,
+    dotnet: bool = True,
+    mixed: bool = True,
+    throttled: bool = True,
 ) -> dict[str, Any]:
     runs = [measure(leases, instances) for leases, instances in sizes]
+    small = [size for size in sizes if size in MIXED] or list(sizes[:2])
     if dotnet:
-        runs += [measure(leases, instances, dotnet=True) for leases, instances in sizes[:2]]
+        runs += [measure(leases, instances, dotnet=True) for leases, instances in small]
+    both = [measure_mixed(leases, instances) for leases, instances in small] if mixed else []
     slow = (
-        [measure_throttled(leases, instances) for leases, instances in sizes] if throttled else []
+        [
+            measure_throttled(leases, instances, fraction=fraction)
+            for fraction in (0.5, 0.25)
+            for leases, instances in sizes
+        ]
+        if throttled
+        else []
     )
-    return {"runs": runs, "throttled": slow}
+    return {"runs": runs, "mixed": both, "throttled": slow}
 
 
 def report(figures: dict[str, Any]) -> str:
-    runs, slow = figures["runs"], figures["throttled"]
-    parts = [changes_table(runs), "", settled_table(runs)]
+    runs, both, slow = figures["runs"], figures["mixed"], figures["throttled"]
+    parts = [changes_table(runs + both), "", safety_table(runs + both), "", settled_table(runs)]
     if slow:
         parts += ["", throttled_table(slow)]
-    cpu = sum(run.cpu_s for run in runs) + sum(run.cpu_s for run in slow)
+    cpu = sum(run.cpu_s for run in runs + both) + sum(run.cpu_s for run in slow)
     parts.append(f"\n(CPU: {cpu:,.0f} s)")
     return "\n".join(parts)
 
@@ -367,11 +519,14 @@ def main() -> None:
         "--grid", action="store_true", help="every pair of 100/500/2000 x 10/50/100"
     )
     parser.add_argument("--no-dotnet", action="store_true", help="without .NET's balancing")
+    parser.add_argument("--no-mixed", action="store_true", help="without the mixed fleet")
     parser.add_argument("--no-throttled", action="store_true", help="without the 429 runs")
     args = parser.parse_args()
     logging.getLogger("cosmos_changefeed").setLevel(logging.CRITICAL)
     sizes = GRID if args.grid else args.sizes
-    figures = measure_all(sizes, dotnet=not args.no_dotnet, throttled=not args.no_throttled)
+    figures = measure_all(
+        sizes, dotnet=not args.no_dotnet, mixed=not args.no_mixed, throttled=not args.no_throttled
+    )
     print(report(figures))
 
 

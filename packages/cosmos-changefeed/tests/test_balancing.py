@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime as dt
 
 from cosmos_changefeed import Lease
-from cosmos_changefeed._balancing import select_leases_to_take
+from cosmos_changefeed._balancing import Round, plan_round, select_leases_to_take
+from cosmos_changefeed._leases import HandOver
 
 NOW = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.UTC)
 FRESH = "2026-01-01T11:59:50Z"
@@ -77,3 +78,100 @@ def test_equal_partitions_balancing_case_by_case() -> None:
     # an expired owner does not count as an instance
     assert take([aged("a", "gone", 61), aged("b", "me")]) == ["a"]
     assert take([]) == []
+
+
+# -- the fair share beside hand-overs and .NET instances (``plan_round``) ---------------------
+
+
+def ours(token: str, owner: str | None, stamp: str = FRESH, **more: object) -> Lease:
+    """A lease last written by this package (``handOver`` a member: its owner hands over)."""
+    return lease(token, owner, stamp).evolve(hands_over=True, **more)
+
+
+def plan(leases: list[Lease], me: str = "me", **options: bool) -> Round:
+    return plan_round(leases, me, 60.0, NOW, **options)
+
+
+def done(round_: Round) -> tuple[list[Lease], list[Lease]]:
+    """The round as a processor runs it, every attempt a success: (taken, asked for)."""
+    taken, asked = [], []
+    for lease_ in round_.to_try():
+        round_.tried(lease_, "acquired")
+        taken.append(lease_)
+    for lease_ in round_.to_ask():
+        round_.asked(lease_, "acquired")
+        asked.append(lease_)
+    return taken, asked
+
+
+def test_an_instance_with_none_asks_for_one_lease_of_an_owner_that_hands_over() -> None:
+    """Four leases on a, none available: a newcomer's target is 2, and it asks for one of a's
+    surplus (a hands it over after its batch in flight) -- it takes nothing from under a."""
+    round_ = plan([ours(str(i), "a") for i in range(4)])
+    assert round_.target == 2
+    taken, asked = done(round_)
+    assert taken == []
+    assert len(asked) == 1 and asked[0].owner == "a"  # one request, to be counted
+
+
+def test_a_live_request_counts_its_instance_and_the_owner_hands_the_lease_over() -> None:
+    """a holds four; b asked for lease 0 a second ago: a counts b (targets 2 and 2), hands
+    lease 0 over and gives one more back."""
+    requested = HandOver("b", "2026-01-01T11:59:59Z")
+    leases = [ours("0", "a", hand_over=requested)] + [ours(str(i), "a") for i in range(1, 4)]
+    round_ = plan(leases, me="a")
+    assert round_.target == 2 and round_.leaving == 1
+    assert next(x.lease_token for x in round_.release) == "0"
+    assert len(round_.release) == 2
+    theirs = plan(leases, me="b")
+    assert theirs.coming == 1 and theirs.wanted == 1  # one more, as a gives it back
+
+
+def test_a_request_older_than_the_expiration_interval_counts_for_nothing() -> None:
+    stale = HandOver("b", "2026-01-01T11:58:00Z")
+    round_ = plan([ours("0", "a", hand_over=stale), ours("1", "a")], me="a")
+    assert round_.target == 2 and round_.release == []
+
+
+def test_from_an_owner_that_does_not_hand_over_what_is_missed_is_taken() -> None:
+    """.NET's leases (no ``handOver``): never given back, so taken as .NET takes them from
+    under their owner -- what this instance misses of its share, in one round (.NET: one)."""
+    round_ = plan([lease(str(i), "dotnet") for i in range(4)])
+    assert round_.target == 2
+    taken, asked = done(round_)
+    assert asked == [] and len(taken) == 2 and {x.owner for x in taken} == {"dotnet"}
+
+
+def test_the_one_lease_more_goes_to_the_instances_that_do_not_hand_over() -> None:
+    """Five leases, two instances: .NET's balancing wants ceil(5/2) = 3; the fair share gives
+    the third to the .NET instance, whatever the holdings."""
+    leases = [ours("0", "me"), ours("1", "me"), ours("2", "me"), lease("3", "x"), lease("4", "x")]
+    assert plan(leases).target == 2
+    assert [x.lease_token for x in plan(leases).release] != []
+
+
+def test_available_leases_first_in_the_stores_order_are_left_to_dotnet_instances() -> None:
+    """.NET takes available leases in the store's order: as many as its instances miss are
+    left to them (here x misses 2 of its 3), the others are this instance's to take."""
+    leases = [lease("0", None), lease("1", None), lease("2", None), lease("3", "x")]
+    leases += [ours("4", "me")]
+    round_ = plan(leases)
+    assert sorted(x.lease_token for x in round_.candidates) == ["2"]
+
+
+def test_at_its_share_an_instance_relays_a_lease_from_dotnet_beyond_dotnets_target() -> None:
+    """x (.NET) holds 5 of 8, y (.NET) none available to take and 1; me holds 2: .NET's own
+    target is ceil(8/3) = 3, y misses 2. me, at its share, takes from x beyond 3 and gives as
+    many of its own back, for y to take (y takes only what is available)."""
+    leases = [lease(str(i), "x") for i in range(5)] + [lease("5", "y")]
+    leases += [ours("6", "me"), ours("7", "me")]
+    round_ = plan(leases)
+    taken, _ = done(round_)
+    assert taken and all(x.owner == "x" for x in taken)
+    assert len([x for x in round_.release if x.owner == "me"]) == len(taken)
+
+
+def test_under_429s_an_instance_asks_for_all_it_misses() -> None:
+    leases = [ours(str(i), "a") for i in range(6)]
+    assert len(done(plan(leases))[1]) == 1
+    assert len(done(plan(leases, pressed=True))[1]) == 3

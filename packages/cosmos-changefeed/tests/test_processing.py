@@ -32,9 +32,9 @@ def test_two_instances_share_the_leases_deliver_every_change_and_checkpoint_it(
     flavour: Flavour,
 ) -> None:
     """Each lease's checkpoint, once both instances stopped, is where the last batch its owner
-    was given ends -- not always the last batch given on the lease: a lease stolen in the 2/2
-    rebalance may be given once more by its former owner after the new owner's last batch
-    (the next test makes that race happen), and that batch is not checkpointed."""
+    was given ends (a lease moved in the 2/2 rebalance is handed over: its former owner's last
+    batch checkpointed before the new owner reads; a lease stolen by .NET's balancing may be
+    given once more by its former owner, uncheckpointed: the next test)."""
     feed = InMemoryFeed(4)
     with fleet(flavour, feed) as f:
         delivered = Delivered(owner_of=f.owner)
@@ -63,14 +63,15 @@ def test_two_instances_share_the_leases_deliver_every_change_and_checkpoint_it(
 def test_a_stolen_leases_former_owner_gives_its_batch_in_flight_but_cannot_checkpoint_it(
     flavour: Flavour,
 ) -> None:
-    """The race the test above met once (aio, under load): a lease is stolen while its owner
-    waits between two reads; the thief gives the lease's changes and checkpoints them; the
-    former owner, which learns of the steal only at its next renewal or checkpoint, reads once
-    more from where it was and gives that batch -- after the thief's last (at least once) --
-    and its checkpoint is refused: the lease stays where the thief checkpointed it. Made
-    deterministic: the former owner paused (``Frozen``: its reads and writes fail, as a
-    process stalled under load) while the thief steals and drains the lease, and its renewal
-    too rare to come before its next read."""
+    """The race a steal makes -- .NET's balancing's (the thief runs it: ``balancing="dotnet"``;
+    this package's asks for a lease and has it handed over, ``tests/test_handover.py``): a
+    lease is stolen while its owner waits between two reads; the thief gives the lease's
+    changes and checkpoints them; the former owner, which learns of the steal only at its next
+    renewal or checkpoint, reads once more from where it was and gives that batch -- after the
+    thief's last (at least once) -- and its checkpoint is refused: the lease stays where the
+    thief checkpointed it. Made deterministic: the former owner paused (``Frozen``: its reads
+    and writes fail, as a process stalled under load) while the thief steals and drains the
+    lease, and its renewal too rare to come before its next read."""
     feed, rare_renewal = (
         InMemoryFeed(2),
         {"lease_renew_interval": 30.0, "lease_expiration_interval": 60.0},
@@ -85,7 +86,9 @@ def test_a_stolen_leases_former_owner_gives_its_batch_in_flight_but_cannot_check
         # give nothing more, never reaching the race this test is about
         eventually(lambda: all(p is not None for p in f.positions().values()))
         former.switch.freeze()
-        thief = f.processor("thief", delivered, max_items=7, **rare_renewal).start()
+        thief = f.processor(
+            "thief", delivered, max_items=7, balancing="dotnet", **rare_renewal
+        ).start()
         thief.wait_until_listening()
         [token] = thief.owned_leases
         ids = write(feed, keys=12, per_key=5)
@@ -115,7 +118,7 @@ def test_a_stolen_leases_former_owner_gives_its_batch_in_flight_but_cannot_check
     assert delivered.owners_positions()[token] == end
 
 
-def test_a_joining_instance_steals_a_lease_and_nothing_is_lost(flavour: Flavour) -> None:
+def test_a_joining_instance_is_handed_its_share_and_nothing_is_lost(flavour: Flavour) -> None:
     feed, delivered = InMemoryFeed(4), Delivered()
     with fleet(flavour, feed) as f:
         first = f.processor("first", delivered).start()

@@ -109,7 +109,23 @@ def test_a_release_clears_the_owner_but_leaves_another_instances_lease_and_a_del
     run(store, manager("b").release(taken))  # gone: nothing to release
 
 
+DOTNET_FIELDS = [
+    "id",
+    "version",
+    "LeaseToken",
+    "FeedRange",
+    "Owner",
+    "ContinuationToken",
+    "properties",
+    "timestamp",
+    "Mode",
+]
+
+
 def test_an_updated_lease_keeps_the_fields_dotnet_keeps_and_drops_others() -> None:
+    """.NET's fields in .NET's order, then this package's own (``handOver``: null, or a
+    request to hand the lease over); anything else dropped, as .NET drops it. A manager that
+    updates as .NET does (``hands_over = False``) writes .NET's fields alone."""
     store = InMemoryLeaseStore()
     lease = new_lease(store)
     doc = store.read(lease.id, lease.id) or {}
@@ -117,17 +133,14 @@ def test_an_updated_lease_keeps_the_fields_dotnet_keeps_and_drops_others() -> No
     run(store, manager("a").acquire(Lease.from_document(store.read(lease.id, lease.id) or {})))
     stored = store.read(lease.id, lease.id) or {}
     assert "extra" not in stored  # .NET reads a lease into its class and writes that back
-    assert [k for k in stored if not k.startswith("_")] == [
-        "id",
-        "version",
-        "LeaseToken",
-        "FeedRange",
-        "Owner",
-        "ContinuationToken",
-        "properties",
-        "timestamp",
-        "Mode",
-    ]
+    assert [k for k in stored if not k.startswith("_")] == [*DOTNET_FIELDS, "handOver"]
+    assert stored["handOver"] is None
+    dotnet = manager("b")
+    dotnet.hands_over = False
+    run(store, dotnet.renew(Lease.from_document(stored).evolve(owner="b")))
+    assert [k for k in store.read(lease.id, lease.id) or {} if not k.startswith("_")] == (
+        DOTNET_FIELDS
+    )
 
 
 RANGES = [

@@ -7,6 +7,7 @@ gives the figures at 100-2,000 leases and 10-150 instances."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -18,6 +19,8 @@ WRITE_RU = SimulatedLeaseContainer.WRITE_UNITS
 
 T = TypeVar("T")
 ACQUIRE, RENEW, EXPIRY = 13.0, 17.0, 60.0  # .NET's defaults, the processor's
+#: A fixed start: lease times, ``_ts`` included (whole seconds), are the same at every run.
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def run(scenario: Coroutine[Any, Any, T], clock: VirtualClock) -> T:
@@ -28,7 +31,7 @@ def test_a_scale_out_is_spread_evenly_within_three_acquire_intervals() -> None:
     """60 leases on 6 instances, 3 more join (+50 %): within 3 acquire intervals every
     instance holds 6 or 7 leases, processes what the store says it owns, and about the leases
     that must move moved (no thrashing)."""
-    clock = VirtualClock()
+    clock = VirtualClock(START)
 
     async def scenario() -> tuple[float | None, dict[str, int], int]:
         fleet = SimulatedFleet(clock, partitions=60, seed=1)
@@ -55,7 +58,7 @@ def throttled() -> SimulatedFleet:
     minute) while the lease container's budget is half what the fleet needs (its settled use
     measured, plus the checkpoints of those changes); then the budget lifted and the fleet
     left to catch up."""
-    clock = VirtualClock()
+    clock = VirtualClock(START)
 
     async def scenario() -> SimulatedFleet:
         fleet = SimulatedFleet(clock, partitions=40, seed=7, start_from="beginning")
@@ -104,7 +107,7 @@ def test_a_lease_taken_before_its_first_checkpoint_starts_where_its_first_owner_
     own "now" is after the change: the change is delivered only because the first owner kept
     its start in the lease (1.0 wrote nothing until a batch: the change was skipped).
     `keep_start=False` is .NET's way (funcstack's Functions host): the change is skipped."""
-    clock = VirtualClock()
+    clock = VirtualClock(START)
 
     async def scenario() -> list[str]:
         fleet = SimulatedFleet(clock, partitions=4, seed=3, poll_delay=5.0, keep_start=keep_start)

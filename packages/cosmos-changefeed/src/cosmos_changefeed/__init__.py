@@ -21,6 +21,7 @@ from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import ManualCheckpointContext
 from cosmos_changefeed._names import store_prefix as lease_prefix
 from cosmos_changefeed._options import (
+    Balancing,
     ChangeFeedProcessorState,
     During,
     EstimateFrom,
@@ -55,6 +56,7 @@ from cosmos_changefeed._store import (
 __version__ = "1.0.0"
 
 __all__ = [
+    "Balancing",
     "ChangeFeedEstimator",
     "ChangeFeedProcessor",
     "ChangeFeedProcessorState",

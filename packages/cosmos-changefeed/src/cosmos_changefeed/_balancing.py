@@ -2,35 +2,57 @@
 aio processor run a round every lease acquire interval, from one listing of the leases.
 
 **The fair share** (``plan_round``). The instances are the owners of the leases that are not
-expired, and this one; a lease without an owner (null or blank) or not updated within the
-expiration interval is available. With N leases and W instances each instance's target is
-N // W, and N % W of them -- those holding the most now, then by name: the fewest moves --
-target one more, so that the targets add up to N and every instance computes the same ones. In
-a round an instance:
+expired, the instances that asked for one (a live hand-over request, ``_handover``), and this
+one; a lease without an owner (null or blank) or not updated within the expiration interval is
+available. With N leases and W instances each instance's target is N // W, and N % W of them
+target one more -- first the instances that do not hand over (.NET's: they aim at
+``ceil(N / W)`` themselves and never give a lease back), then those holding the most now, then
+by name: the fewest moves --, so that the targets add up to N and every instance computes the
+same ones. A lease its owner was asked for counts as leaving it, and as coming to the instance
+that asked. In a round an instance:
 
 * takes the leases the store says are its own but that it does not process (a restart under
-  the same name; a lease whose processing ended without its release);
+  the same name; a lease handed over to it; a lease whose processing ended without its release);
 * under its target: takes available leases up to its target, in one round, in an order of its
   own (a hash of its name and the token), so that instances taking at once seldom try the same
-  lease; an instance that holds none and finds none available steals **one** from an instance
-  over its target -- from its **surplus**, the same leases for everyone (its leases ranked by a
-  hash of their token), so that instances stealing from it at once contend for the same leases
-  rather than take it below its target -- to be counted by the others (the rest comes as they
-  give their surplus back: a lease given back has its batch in flight finished and checkpointed,
-  where a stolen one's is given again by its new owner). When three leases in a row were taken
-  by others since the listing (``LeaseLostError``), the listing is out of date: the round
-  stops taking (at a cold start, where no instance sees the others, every instance would
-  otherwise try every lease); so does a lease the store refused to write (throttled: the next
-  round comes after a back-off);
-* over its target: gives back its surplus (released as a stop releases a lease: the batch in
-  flight finished and checkpointed), for the instances under theirs.
+  lease. An instance that holds none, has none coming and finds none available **asks** for
+  one of an instance over its target (``_handover``: the owner hands it over once its batch in
+  flight is handled and checkpointed) -- from its **surplus**, the same leases for everyone (its
+  leases ranked by a hash of their token) -- to be counted by the others: the rest comes as they
+  give their surplus back (while the lease container throttles, it asks for all it misses:
+  the owners see a request at their next write, and list the leases seldom). When three leases
+  in a row were taken by others since the listing (``LeaseLostError``), the listing is out of
+  date: the round stops taking (at a cold start, where no instance sees the others, every
+  instance would otherwise try every lease); so does a lease the store refused to write
+  (throttled: the next round comes after a back-off);
+* hands over the leases another instance asked for, and, over its target, gives back its
+  surplus (each released as a stop releases a lease: the batch in flight finished and
+  checkpointed -- to the instance that asked, or for the instances under theirs to take): an
+  owner sees a request at its next write of the lease or its next round, whichever comes first,
+  so the lease reaches the instance that asked at that instance's next round.
 
-An instance that joins holds nothing, so the others do not count it until it holds a lease; it
-counts itself, which lowers the others' targets below what they hold: their surplus is there
-for it to steal one lease of at its first round. At their next round they count it, give their
-surplus back, and it takes it at its next. A change of membership so comes to an even spread
-(within one lease) in one to three acquire intervals, moving about the leases that must move
-(docs/benchmarks.md).
+**Beside instances that do not hand over** (.NET's processor; a lease it wrote last has no
+``handOver``), which take only available leases or steal one a round from the instance with the
+most, and never give back:
+
+* an instance under its target takes what it misses from such an owner's surplus in one round,
+  as it would take available leases (.NET would take one a round); its batch in flight may be
+  given again, as in a fleet of .NET instances;
+* the first available leases in the store's order -- the order .NET takes them in -- are left to
+  them, as many as they miss of their targets;
+* an instance at its target **relays**: it takes from an owner beyond .NET's own target
+  (``ceil(N / owners)``: one that will not take a lease back) as many leases as the instances
+  under their targets that do not hand over miss beyond those available, and gives as many of
+  its own back, for them to take (the first instance to see the need meets it; the others then
+  find the leases available).
+
+An instance that joins holds nothing, so the others do not count it until it holds a lease or
+asked for one; it counts itself, which lowers the others' targets below what they hold: their
+surplus is there for it to ask one lease of at its first round. At their next round they count
+it, give their surplus back, and it takes it at its next. A change of membership so comes to an
+even spread (within one lease) in one to three acquire intervals, moving about the leases that
+must move; a fleet half of .NET instances in one to four (docs/benchmarks.md), where .NET's
+alone needs five to twenty.
 
 **.NET's** ``EqualPartitionsBalancingStrategy`` (``select_leases_to_take``), kept for
 comparison (the simulation's figures, docs/benchmarks.md): Azure/azure-cosmos-dotnet-v3,
@@ -54,6 +76,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from cosmos_changefeed import _handover
 from cosmos_changefeed._leases import Lease
 
 #: What came of an attempt to acquire a lease: taken; already this instance's (or it stops);
@@ -82,18 +105,38 @@ class Round:
     #: How many of ``candidates`` are others' (at the end), and how many of those to take.
     steals: int = 0
     steal_limit: int = 0
-    #: This instance's own surplus, to give back.
+    #: This instance's leases another asked for (handed over), then its own surplus (given
+    #: back): each released once its batch in flight is handled and checkpointed.
     release: list[Lease] = field(default_factory=list)
+    #: Leases to ask for, in order (one is asked for: ``to_ask``).
+    requests: list[Lease] = field(default_factory=list)
+    #: Leases coming to this instance (asked for), and this instance's leaving it (asked for
+    #: by others): they count as theirs.
+    coming: int = 0
+    leaving: int = 0
+    #: A lease of this instance's to give back once it took one from an owner that does not
+    #: hand over, for an instance under its share that does not take from this one (a relay).
+    relay: list[Lease] = field(default_factory=list)
+    #: Ask for as many leases as it misses (else one, while it holds none).
+    ask_all: bool = False
     #: Stop after ``LOSSES_IN_A_ROW`` leases found taken since the listing (.NET: go on).
     stop_when_outdated: bool = True
     _taken: int = 0
     _stolen: int = 0
     _losses: int = 0
+    _asked: int = 0
+
+    @property
+    def idle(self) -> bool:
+        """Whether the round had nothing to do: at its target, nothing taken, asked for or
+        given back."""
+        return self.wanted <= 0 and not (self.release or self._taken or self._asked)
 
     @property
     def wanted(self) -> int:
         """How many more leases this instance takes in this round."""
-        return self.target - len(self.mine) - self._taken
+        held = len(self.mine) - self.leaving + self.coming + self._taken + self._asked
+        return self.target - held
 
     def to_try(self) -> Iterator[Lease]:
         """The candidates, as long as they are wanted."""
@@ -112,54 +155,192 @@ class Round:
             self._losses = 0
             if lease.owner and lease in self.candidates[len(self.candidates) - self.steals :]:
                 self._stolen += 1
+                self.release += self.relay[:1]
+                self.relay = self.relay[1:]
         elif outcome == "lost" and self.stop_when_outdated:
             self._losses += 1
         elif outcome == "failed" and self.stop_when_outdated:
             self._losses = LOSSES_IN_A_ROW  # the store refused (throttled): no more this round
 
+    def to_ask(self) -> Iterator[Lease]:
+        """The leases to ask for, until one is asked for -- while this instance still holds
+        none and has none coming (``ask_all``: as long as they are wanted)."""
+        for lease in self.requests:
+            if self._losses >= LOSSES_IN_A_ROW or self.wanted <= 0:
+                return
+            if not self.ask_all and (self.mine or self.coming or self._taken or self._asked):
+                return
+            yield lease
+
+    def asked(self, lease: Lease, outcome: Outcome) -> None:
+        """The outcome of a request for ``lease`` ("acquired": asked)."""
+        if outcome == "acquired":
+            self._asked += 1
+        else:
+            self.tried(lease, outcome)
+
 
 def plan_round(
-    leases: Sequence[Lease], instance_name: str, expiration: float, now: dt.datetime
+    leases: Sequence[Lease],
+    instance_name: str,
+    expiration: float,
+    now: dt.datetime,
+    *,
+    pressed: bool = False,
 ) -> Round:
-    """The fair-share round of ``instance_name`` (see the module)."""
-    me = instance_name.lower()
-    owners: dict[str, list[Lease]] = {instance_name: []}
-    available: list[Lease] = []
-    for lease in leases:
-        owner = lease.owner or ""
-        if not owner.strip() or lease.is_expired(expiration, now):
-            available.append(lease)
-        else:
-            owners.setdefault(instance_name if owner.lower() == me else owner, []).append(lease)
-    lo, extra = divmod(len(leases), len(owners))
-    ranked = sorted(owners, key=lambda name: (-len(owners[name]), name))
-    targets = {name: lo + (1 if place < extra else 0) for place, name in enumerate(ranked)}
-    mine, target = owners[instance_name], targets[instance_name]
-    surplus = [
-        lease
-        for name, held in owners.items()
-        if name != instance_name
-        for lease in _surplus(held, len(held) - targets[name])
-    ]
+    """The fair-share round of ``instance_name`` (see the module); ``pressed``: the lease
+    container throttles, and the others list the leases seldom (``_keeping``): an instance
+    under its share asks for all it misses, as the owners see a request at their next write."""
+    view = _View.of(leases, instance_name, expiration, now)
+    mine, target = view.owners[instance_name], view.targets[instance_name]
+    leaving = view.leaving.get(instance_name, 0)
+    asked: list[Lease] = []
+    steal: list[Lease] = []
+    for name in view.owners:
+        if name != instance_name:
+            for lease in view.surplus(name):
+                (asked if lease.hands_over else steal).append(lease)
 
     def order(lease: Lease) -> bytes:
         return _rank(instance_name, lease.lease_token)
 
+    # beside instances that do not hand over (.NET's), which take only available leases or
+    # steal: the first available leases in the store's order are left to them (.NET takes them
+    # in that order), as many as they miss of their targets
+    candidates = sorted(view.available[view.missing() :], key=order)
+    held = len(mine) - leaving + view.coming
+    surplus = view.surplus(instance_name)
+    relay: list[Lease] = []
+    relays = view.relays() if held >= target else 0
+    if relays:
+        # at its share: takes leases from owners that do not hand over, and gives as many of
+        # its own back, for instances under their share that take only what is available
+        target, candidates = held + relays, []
+        relay = view.surplus(instance_name, len(surplus) + relays)[len(surplus) :]
+        steal = view.beyond_dotnet_target()
     return Round(
         target=target,
         mine=mine,
-        candidates=sorted(available, key=order) + sorted(surplus, key=order),
-        steals=len(surplus),
-        steal_limit=0 if mine else 1,
-        release=_surplus(mine, len(mine) - target),
+        candidates=candidates + sorted(steal, key=order),
+        steals=len(steal),
+        steal_limit=max(target - held, 1),
+        release=[lease for lease in mine if view.asked(lease)] + surplus,
+        requests=sorted(asked, key=order),
+        coming=view.coming,
+        leaving=leaving,
+        relay=relay,
+        ask_all=pressed,
     )
 
 
-def _surplus(held: list[Lease], count: int) -> list[Lease]:
-    """An owner's ``count`` leases to give up: the same ones whoever asks."""
+@dataclass
+class _View:
+    """What one listing says of the fleet, from one instance: the instances and their leases,
+    the available leases, the requests, the targets."""
+
+    me: str
+    expiration: float
+    now: dt.datetime
+    owners: dict[str, list[Lease]]
+    available: list[Lease]
+    #: Per owner, its leases another instance asked for; the leases asked for by ``me``.
+    leaving: dict[str, int]
+    coming: int
+    targets: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, leases: Sequence[Lease], instance_name: str, expiration: float, now: dt.datetime
+    ) -> _View:
+        me = instance_name.lower()
+        view = cls(instance_name, expiration, now, {instance_name: []}, [], {}, 0)
+        for lease in leases:
+            owner = lease.owner or ""
+            if not owner.strip() or lease.is_expired(expiration, now):
+                view.available.append(lease)
+                continue
+            name = instance_name if owner.lower() == me else owner
+            view.owners.setdefault(name, []).append(lease)
+            request = _handover.live(lease, now, expiration)
+            if request is None or request.to.lower() == owner.lower():
+                continue
+            view.leaving[name] = view.leaving.get(name, 0) + 1
+            if request.to.lower() == me:
+                view.coming += 1
+            else:
+                view.owners.setdefault(request.to, [])
+        lo, extra = divmod(len(leases), len(view.owners))
+        ranked = sorted(
+            view.owners,
+            key=lambda name: (view.hands_over(name), -len(view.owners[name]), name),
+        )
+        view.targets = {name: lo + (1 if place < extra else 0) for place, name in enumerate(ranked)}
+        return view
+
+    def asked(self, lease: Lease) -> bool:
+        return _handover.live(lease, self.now, self.expiration) is not None
+
+    def surplus(self, name: str, count: int | None = None) -> list[Lease]:
+        """``name``'s leases beyond its target (or ``count`` of them) that nobody asked for:
+        the same ones whoever asks."""
+        held = self.owners[name]
+        if count is None:
+            count = len(held) - self.leaving.get(name, 0) - self.targets[name]
+        return _surplus(held, count, self.asked)
+
+    def hands_over(self, name: str) -> bool:
+        """Whether ``name`` hands its leases over (its leases say so; one that holds none asked
+        for one, or is this instance)."""
+        held = self.owners[name]
+        return not held or name == self.me or any(lease.hands_over for lease in held)
+
+    def uncooperative_short(self) -> list[int]:
+        """What each instance that does not hand over misses of its target (those under it)."""
+        return [
+            self.targets[name] - len(held)
+            for name, held in self.owners.items()
+            if not self.hands_over(name) and len(held) < self.targets[name]
+        ]
+
+    def missing(self) -> int:
+        """The leases the instances that do not hand over miss of their targets."""
+        return sum(self.uncooperative_short())
+
+    def dotnet_target(self) -> int:
+        """The target .NET's balancing computes (``ceil(leases / owners)``, at least 1)."""
+        count = sum(1 for held in self.owners.values() if held) or 1
+        total = sum(len(held) for held in self.owners.values()) + len(self.available)
+        return math.ceil(total / count) if total > count else 1
+
+    def beyond_dotnet_target(self) -> list[Lease]:
+        """The leases of owners that do not hand over beyond .NET's own target: taken from
+        them, they do not take one back."""
+        ceiling = self.dotnet_target()
+        return [
+            lease
+            for name, held in self.owners.items()
+            if not self.hands_over(name)
+            for lease in self.surplus(name, len(held) - ceiling)
+        ]
+
+    def relays(self) -> int:
+        """How many leases this instance, at its share, relays from owners beyond .NET's target
+        that do not hand over to instances under their share that do not take from it: what
+        the latter miss beyond the leases available (the first instance to see the need meets
+        it; the others then find the leases available)."""
+        if not self.owners[self.me]:
+            return 0
+        need = min(self.missing() - len(self.available), len(self.beyond_dotnet_target()))
+        return min(max(need, 0), len(self.owners[self.me]))
+
+
+def _surplus(held: list[Lease], count: int, asked: Callable[[Lease], bool]) -> list[Lease]:
+    """An owner's ``count`` leases to give up, of those nobody ``asked`` for: the same ones
+    whoever asks."""
     if count <= 0:
         return []
-    return sorted(held, key=lambda lease: _rank(lease.lease_token), reverse=True)[:count]
+    staying = [lease for lease in held if not asked(lease)]
+    return sorted(staying, key=lambda lease: _rank(lease.lease_token), reverse=True)[:count]
 
 
 def dotnet_round(
@@ -176,10 +357,6 @@ def dotnet_round(
         candidates=chosen,
         stop_when_outdated=False,
     )
-
-
-#: What a processor's balancing runs each round.
-Planner = Callable[[Sequence[Lease], str, float, dt.datetime], Round]
 
 
 def select_leases_to_take(

@@ -26,11 +26,20 @@ from cosmos_changefeed._protocol import (
 from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import LeaseStore
 
+#: What a driver asks when an operation failed: the seconds to wait before it is done again
+#: (None: the error goes to the flow), given the error and the failures of that operation so far.
+Patience = Callable[[Exception, int], "float | None"]
+
 
 def drive(
-    flow: Flow, store: LeaseStore, reader: FeedSource, sleep: Callable[[float], object]
+    flow: Flow,
+    store: LeaseStore,
+    reader: FeedSource,
+    sleep: Callable[[float], object],
+    patience: Patience | None = None,
 ) -> Any:
-    """The flow's result (its return value)."""
+    """The flow's result (its return value). ``patience``: an operation that failed is done
+    again after the wait it gives (the start waits through a throttled lease container)."""
     send: Any = None
     error: BaseException | None = None
     while True:
@@ -39,13 +48,26 @@ def drive(
         except StopIteration as done:
             return done.value
         send, error = None, None
-        try:
-            send = _perform(op, store, reader, sleep)
-        except Exception as exc:
-            error = exc
-        except BaseException:
-            flow.close()
-            raise
+        failures = 0
+        while True:
+            try:
+                send = _perform(op, store, reader, sleep)
+            except Exception as exc:
+                failures += 1
+                wait = patience(exc, failures) if patience is not None else None
+                if wait is None:
+                    error = exc
+                    break
+            except BaseException:
+                flow.close()
+                raise
+            else:
+                break
+            try:
+                sleep(wait)
+            except BaseException:
+                flow.close()
+                raise
 
 
 def _perform(

@@ -37,10 +37,14 @@ def start_label(start: ProcessorStart) -> str:
     return start
 
 
-def came_from(seen: Lease, expiration: float, now: dt.datetime) -> str:
-    """How a lease came to this instance: unowned, expired, or stolen."""
+def came_from(seen: Lease, expiration: float, now: dt.datetime, me: str = "") -> str:
+    """How a lease came to this instance (``me``): unowned, handed over to it (the store names
+    it the owner: its owner released it to this instance, or it held it under its name
+    before), expired, or stolen."""
     if not (seen.owner or "").strip():
         return "unowned"
+    if me and (seen.owner or "").lower() == me.lower():
+        return "handed over to it"
     if seen.is_expired(expiration, now):
         return f"expired, was {seen.owner}'s"
     return f"stolen from {seen.owner}"

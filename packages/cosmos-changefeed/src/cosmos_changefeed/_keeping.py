@@ -5,14 +5,19 @@ when it may hand a batch over, and how it waits after a failed write. Pure.
   instance last wrote it -- a renewal, or a checkpoint, which stamps its ``timestamp`` too: a
   lease checkpointed more often than that is never renewed (.NET renews every interval
   whatever). A renewal that failed (not lost: the lease container refused or throttled it) is
-  tried again after a quarter of the interval, not a whole one: three failures in a row would
-  otherwise let it expire.
+  tried again after a quarter of the interval (at most 5 s), not a whole one: three failures in
+  a row would otherwise let it expire.
 * **While the lease container refuses requests** (a write or a listing failed within the
   expiration interval: throttled, most often), an instance asks less of it: it renews a lease
-  60 % of the expiration interval after its last write (``pressed_interval``) and lists the
-  leases once per expiration interval. At .NET's defaults (renew 17 s, acquire 13 s, expiry
-  60 s) that is 47 % of the renewals' requests and 22 % of the listings' -- under half of what
-  an idle fleet needs, so a lease container given half of that keeps every lease.
+  at the last safe moment -- two thirds of the expiration interval after its last write, when
+  it could no longer hand a batch of it over (``pressed_interval``, ``fresh``): a third of the
+  interval is left for the write to get through --, lists the leases once per expiration
+  interval (once per two after a round that had nothing to do), and, while the refusals are
+  429s, writes a handled batch's checkpoint with the lease's next renewal rather than at once
+  (one write per lease per renewal, whatever its traffic: a crash then gives again what its
+  owner handled since that write; a stop, a hand-over or a release write it first). At .NET's
+  defaults (renew 17 s, acquire 13 s, expiry 60 s) that is 43 % of the renewals' requests and
+  11-22 % of the listings', and checkpoints at no cost of their own.
 * **The expiry bound** (``fresh``): another instance may take a lease not written for
   ``lease_expiration_interval``. An instance hands a batch of a lease over only while its own
   last write of it is younger than two thirds of that (a third is left for the batch and its
@@ -31,8 +36,10 @@ when it may hand a batch over, and how it waits after a failed write. Pure.
   is checkpointed after that batch, here as there).
 * **A failed checkpoint** (not lost: refused or throttled) is written again, after
   ``write_retry_delay``, before the next batch is handed over, until it is written or the lease
-  is lost: a handled batch is never given again because its checkpoint met a 429. (0.1 and 1.0
-  ended the lease's processing there and left the lease to expire: given again, 60 s later.)
+  is lost: a handled batch is given again for a 429 only when the lease container refused its
+  owner's checkpoint and renewals for the whole expiration interval and another instance took
+  the lease meanwhile (``tests/test_fleets.py``). (0.1 and 1.0 ended the lease's processing
+  there and left the lease to expire: given again, 60 s later.)
 """
 
 from __future__ import annotations
@@ -41,14 +48,16 @@ import datetime as dt
 
 from cosmos_changefeed._leases import Lease
 
-#: A failed renewal is tried again after this part of the renew interval.
-RENEWAL_RETRY_PART = 0.25
-#: While the lease container refuses requests, a lease is renewed after this part of the
-#: expiration interval.
-PRESSED_PART = 0.6
+#: A failed renewal is tried again after this part of the renew interval, at most this long
+#: (a renewal at the last safe moment has little time left).
+RENEWAL_RETRY_PART, RENEWAL_RETRY_MOST = 0.25, 5.0
 #: A batch is handed over while the lease's last write is younger than this part of the
 #: expiration interval.
 FRESH_PART = 2 / 3
+#: While the lease container refuses requests, a lease is renewed after this part of the
+#: expiration interval: the last moment it may hand a batch over (``FRESH_PART``); the rest
+#: is for the write to get through.
+PRESSED_PART = FRESH_PART
 
 
 def age(lease: Lease, now: dt.datetime) -> float:
@@ -60,14 +69,14 @@ def until_renewal(lease: Lease, now: dt.datetime, interval: float, failures: int
     """Seconds to wait before renewing ``lease`` (0: now); ``failures``: renewals that failed
     in a row since its last write."""
     if failures:
-        return interval * RENEWAL_RETRY_PART
+        return min(interval * RENEWAL_RETRY_PART, RENEWAL_RETRY_MOST)
     return max(interval - age(lease, now), 0.0)
 
 
 def pressed_interval(interval: float, expiration: float) -> float:
-    """The renew interval while the lease container refuses requests: 60 % of the expiration
-    interval (at least the renew interval), which leaves 40 % for the renewal to get through
-    before the lease expires."""
+    """The renew interval while the lease container refuses requests: two thirds of the
+    expiration interval (at least the renew interval) -- the expiry bound past which a lease
+    hands no batch over -- which leaves a third for the renewal to get through."""
     return max(interval, expiration * PRESSED_PART)
 
 

@@ -24,6 +24,14 @@ Follows Azure/azure-cosmos-dotnet-v3, ``src/ChangeFeedProcessor/LeaseManagement/
 * ``ContinuationToken`` is the service's own ``etag`` of the last change feed response the
   processor checkpointed (``ChangeFeedPartitionKeyResultSetIteratorCore``: the response's
   continuation *is* its etag), never an SDK's state.
+
+One field is this package's own, after .NET's: ``handOver`` (``HANDOVER_FIELD``), written by
+every update this processor makes -- ``null``, or a request that the owner hand the lease over,
+``{"to": <instance>, "requested": <time>}`` (``HandOver``; ``_handover`` says how it is used).
+.NET's processor ignores a member it does not know when it reads a lease (Newtonsoft's default)
+and writes only its own when it updates one, so a lease .NET wrote last has no ``handOver``: its
+owner does not hand over (``Lease.hands_over``). KEDA's scaler and the estimators read only
+.NET's fields. A lease read and written back without an update keeps its form.
 """
 
 from __future__ import annotations
@@ -45,10 +53,36 @@ EPK_RANGE_BASED = 1
 INCREMENTAL_FEED = "Incremental Feed"
 FULL_FIDELITY_FEED = "Full-Fidelity Feed"
 
+#: This package's member of a lease (see the module).
+HANDOVER_FIELD = "handOver"
+
 _UNIX = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 _TIME = re.compile(
     r"^(?P<head>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})(?:\.(?P<fraction>\d+))?(?P<zone>Z|[+-]\d{2}:\d{2})?$"
 )
+
+
+@dataclass(frozen=True)
+class HandOver:
+    """A request that a lease's owner hand it over to ``to`` (an instance under its fair
+    share), made at ``requested`` (as ``timestamp`` is written)."""
+
+    to: str
+    requested: str
+
+    @property
+    def at(self) -> dt.datetime:
+        """When it was requested (the epoch when the time is not one)."""
+        return parse_time(self.requested) or _UNIX
+
+    def to_json(self) -> dict[str, str]:
+        return {"to": self.to, "requested": self.requested}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> HandOver | None:
+        if not isinstance(raw, Mapping) or not raw.get("to"):
+            return None
+        return cls(str(raw["to"]), str(raw.get("requested") or ""))
 
 
 @dataclass(frozen=True)
@@ -76,6 +110,11 @@ class Lease:
     #: A ``FeedRange`` that is not an EPK range (``{"PKRangeId": ...}``, ``{"PK": ...}``, which
     #: .NET can read though its processor never writes one), kept as it was read.
     other_feed_range: Mapping[str, Any] | None = None
+    #: ``handOver`` is a member of the document: this package wrote it last (its owner hands
+    #: it over when asked), not .NET.
+    hands_over: bool = False
+    #: A request that the owner hand it over (``handOver``'s value), if any.
+    hand_over: HandOver | None = None
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> Lease:
@@ -108,6 +147,8 @@ class Lease:
             partition_key=_text(doc.get("partitionKey")),
             legacy_partition_id=legacy,
             other_feed_range=other,
+            hands_over=HANDOVER_FIELD in doc,
+            hand_over=HandOver.from_json(doc.get(HANDOVER_FIELD)),
         )
 
     def to_document(self) -> dict[str, Any]:
@@ -135,6 +176,8 @@ class Lease:
             if self.mode is not None:
                 doc["Mode"] = self.mode
             doc["timestamp"] = stamp
+        if self.hands_over or self.hand_over is not None:
+            doc[HANDOVER_FIELD] = self.hand_over.to_json() if self.hand_over else None
         return doc
 
     @functools.cached_property

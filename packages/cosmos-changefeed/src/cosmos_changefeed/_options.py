@@ -33,6 +33,11 @@ from cosmos_changefeed._reading import REQUEST_CHARGE_HEADER, SESSION_TOKEN_HEAD
 StartFrom: TypeAlias = Literal["now", "beginning"] | dt.datetime | Continuation
 #: The change feed mode.
 Mode: TypeAlias = Literal["LatestVersion", "AllVersionsAndDeletes"]
+#: How an instance balances the leases and keeps them (``_balancing``, ``_handover``): this
+#: package's fair share with hand-overs, or .NET's processor's way (``EqualPartitionsBalancing
+#: Strategy``: one steal per round, nothing given back nor handed over, a read before a renewal).
+Balancing: TypeAlias = Literal["fair-share", "dotnet"]
+BALANCINGS: tuple[Balancing, ...] = ("fair-share", "dotnet")
 
 DEFAULT_POLL_DELAY = 5.0
 DEFAULT_RENEW_INTERVAL = 17.0
@@ -76,6 +81,8 @@ class ProcessorOptions:
     #: At most one checkpoint per lease per this many seconds (``_checkpoints``); None: as
     #: ``checkpoint`` asks.
     checkpoint_interval: float | None = None
+    #: How the instance balances and keeps its leases.
+    balancing: Balancing = "fair-share"
 
     def __post_init__(self) -> None:
         check_processor_name(self.processor_name)
@@ -92,6 +99,11 @@ class ProcessorOptions:
         check_start(self.start_from, self.mode)
         if not isinstance(self.keep_start, bool):
             raise TypeError(f"keep_start is True or False, not {self.keep_start!r}")
+        if self.balancing not in BALANCINGS:
+            raise ValueError(
+                f"balancing: 'fair-share' (the default) or 'dotnet' (.NET's processor's "
+                f"balancing, for a fleet that must behave as .NET's), not {self.balancing!r}"
+            )
         self._check_numbers()
         if self.lease_renew_interval >= self.lease_expiration_interval:
             raise ValueError(

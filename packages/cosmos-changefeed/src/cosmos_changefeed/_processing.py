@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from cosmos_changefeed import _clock, _keeping
-from cosmos_changefeed._balancing import Planner, Round, plan_round
+from cosmos_changefeed._balancing import Round, dotnet_round, plan_round
 from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import (
     Monitor,
@@ -29,6 +29,7 @@ from cosmos_changefeed._failing import FailingBatches
 from cosmos_changefeed._health import HandlerHealth
 from cosmos_changefeed._keeping import pressed_interval
 from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._moves_log import MovesLog
 from cosmos_changefeed._options import (
     DEFAULT_SET_ASIDE_AFTER,
     FailedBatch,
@@ -39,21 +40,24 @@ from cosmos_changefeed._options import (
 from cosmos_changefeed._order import SetAsideChange
 from cosmos_changefeed._protocol import LeaseLostError, LeaseManager
 from cosmos_changefeed._reading import Page, ProcessorStart
-from cosmos_changefeed._starting import Started
+from cosmos_changefeed._starting import Started, throttled
 
 #: How many times a lease's release is tried (the lease expires if none is done).
 RELEASE_ATTEMPTS = 4
 
 
-class ProcessorBase(FailingBatches):
+class ProcessorBase(FailingBatches, MovesLog):
     """The part of a processor that neither waits nor runs anything."""
 
     #: The shell's flavour, and the ports it takes in place of a container.
     _flavour: ClassVar[Flavour]
     _lease_ports: ClassVar[tuple[type, ...]]
     _feed_ports: ClassVar[tuple[type, ...]] = ()
-    #: What a balancing round decides (``_balancing``): the fair share; .NET's for comparison.
-    _planner: Planner = staticmethod(plan_round)
+    #: When the lease container last refused a write or a listing, and last throttled one
+    #: (``_clock.monotonic``); the balancing rounds done since the start.
+    _refused_at: float | None = None
+    _throttled_at: float | None = None
+    _rounds: int = 0
 
     def __init__(
         self,
@@ -132,8 +136,6 @@ class ProcessorBase(FailingBatches):
         self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
-        #: When the lease container last refused a write or a listing (``_clock.monotonic``).
-        self._refused_at: float | None = None
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -170,9 +172,10 @@ class ProcessorBase(FailingBatches):
     def _plan(self, leases: Sequence[Lease], manager: LeaseManager) -> Round:
         """This round's plan, from one listing of the leases."""
         opts = self.options
-        return self._planner(
-            leases, opts.instance_name, opts.lease_expiration_interval, manager.now()
-        )
+        name, expiration, now = opts.instance_name, opts.lease_expiration_interval, manager.now()
+        if opts.balancing == "dotnet":
+            return dotnet_round(leases, name, expiration, now)
+        return plan_round(leases, name, expiration, now, pressed=self._pressed)
 
     def _refuse_while_started(self, what: str, started: bool) -> None:
         if started:
@@ -197,8 +200,10 @@ class ProcessorBase(FailingBatches):
 
     def _started(self, facts: Started) -> None:
         """Keep what a start found (``_starting``), say it, and warn of what it found wrong."""
-        self._manager, self._start = facts.manager, facts.start
+        self._manager, self._start, self._rounds = facts.manager, facts.start, 0
         opts = self.options
+        if opts.balancing == "dotnet":  # .NET's renewal reads first; its updates drop handOver
+            facts.manager.read_before_renew, facts.manager.hands_over = True, False
         prefix, created, start = facts.prefix, facts.created, facts.start
         logger.info(
             "processor '%s' (instance %s): leases '%s..*'%s; acquire %gs, renew %gs, expiry %gs; "
@@ -232,16 +237,27 @@ class ProcessorBase(FailingBatches):
 
     # -- a lease container that refuses (throttles) -------------------------------------------
 
-    def _refused(self) -> None:
+    def _refused(self, error: BaseException) -> None:
         """The lease container refused a request (not a conflict: throttled, unreachable)."""
         self._refused_at = _clock.monotonic()
+        if throttled(error):
+            self._throttled_at = self._refused_at
+
+    def _within_expiration(self, at: float | None) -> bool:
+        return at is not None and _clock.monotonic() - at < self.options.lease_expiration_interval
 
     @property
     def _pressed(self) -> bool:
         """Whether the lease container refused a request within the expiration interval: the
         instance then asks less of it (``_keeping``: renewals and listings less often)."""
-        at = self._refused_at
-        return at is not None and _clock.monotonic() - at < self.options.lease_expiration_interval
+        return self._within_expiration(self._refused_at)
+
+    @property
+    def _throttled(self) -> bool:
+        """Whether the lease container answered a 429 (past azure-cosmos's retries) within the
+        expiration interval: a handled batch's checkpoint then waits for the lease's renewal
+        (``_keeping``)."""
+        return self._within_expiration(self._throttled_at)
 
     def _renew_interval(self) -> float:
         """How long after its last write a lease is renewed (``_keeping.pressed_interval`` while
@@ -252,16 +268,22 @@ class ProcessorBase(FailingBatches):
             return pressed_interval(interval, opts.lease_expiration_interval)
         return interval
 
-    def _balance_delay(self, failures: int) -> float:
-        """The wait before the next balancing round: the acquire interval; after ``failures``
-        failed rounds in a row, doubled at each up to the expiration interval; while the lease
-        container refuses requests, the expiration interval."""
+    def _balance_delay(self, failures: int, done: Round | None = None) -> float:
+        """The wait before the next balancing round (after ``done``): the acquire interval -- a
+        round more half-way through the first (an instance that started with others took what
+        it could before it saw them: its surplus is given back, and taken, sooner); after
+        ``failures`` failed rounds in a row, doubled at each up to the expiration interval;
+        while the lease container refuses requests, the expiration interval -- two after a
+        round that had nothing to do (at its share, nothing taken, given or asked for)."""
         opts = self.options
         interval = opts.lease_acquire_interval
         longest = max(interval, opts.lease_expiration_interval)
         if failures:
             return float(min(interval * 2.0 ** min(failures, 16), longest))
-        return longest if self._pressed else interval
+        if self._pressed:
+            return longest * (2 if done is not None and done.idle else 1)
+        self._rounds += 1
+        return interval / 2 if self._rounds <= 2 else interval
 
     def _release_again(self, lease: Lease, attempt: int) -> bool:
         """Whether a release that failed (the ``attempt``-th time) is tried again: a few
@@ -278,7 +300,7 @@ class ProcessorBase(FailingBatches):
 
     def _balancing_failed(self, exc: Exception, failures: int) -> float:
         """Say that a round failed (the ``failures``-th in a row); the wait before the next."""
-        self._refused()
+        self._refused(exc)
         delay = self._balance_delay(failures)
         logger.warning(
             "processor '%s': lease balancing failed (%s); again in %gs",
@@ -291,7 +313,7 @@ class ProcessorBase(FailingBatches):
 
     def _not_acquired(self, lease: Lease, exc: Exception) -> None:
         if not isinstance(exc, LeaseLostError):
-            self._refused()
+            self._refused(exc)
         if isinstance(exc, LeaseLostError):
             logger.info(
                 "processor '%s': %s not acquired (%s)",
@@ -313,25 +335,16 @@ class ProcessorBase(FailingBatches):
     def _acquired(
         self, seen: Lease, acquired: Lease, manager: LeaseManager, start: ProcessorStart
     ) -> None:
+        opts = self.options
         logger.info(
             "processor '%s': lease %s acquired (%s); %s",
             self.processor_name,
             seen.lease_token,
-            came_from(seen, self.options.lease_expiration_interval, manager.now()),
+            came_from(seen, opts.lease_expiration_interval, manager.now(), opts.instance_name),
             where_it_starts(acquired, start),
             stacklevel=2,
         )
         self._notify(self._monitor.on_lease_acquired, seen.lease_token)
-
-    def _giving_back(self, token: str) -> None:
-        logger.info(
-            "processor '%s' (instance %s): lease %s given back: this instance holds more than "
-            "its fair share, another holds less; released once its batch in flight is done",
-            self.processor_name,
-            self.instance_name,
-            token,
-            stacklevel=2,
-        )
 
     def _lost(self, token: str, exc: LeaseLostError) -> None:
         logger.info(
@@ -354,13 +367,16 @@ class ProcessorBase(FailingBatches):
         )
         self._notify_error(token, exc, "process")
 
-    def _released(self, lease: Lease, failure: Exception | None) -> None:
+    def _released(
+        self, lease: Lease, failure: Exception | None, released: Lease | None = None
+    ) -> None:
         """The end of a release: done (``failure`` None, or another instance took the lease
-        meanwhile: a LeaseLostError, theirs), or not done (the lease expires)."""
+        meanwhile: a LeaseLostError, theirs), or not done (the lease expires); ``released``:
+        the lease as written (its owner: the instance it was handed over to)."""
         if isinstance(failure, LeaseLostError):
             failure = None
         if failure is not None:
-            self._refused()
+            self._refused(failure)
             logger.warning(
                 "processor '%s': lease %s not released (%s); it expires after %gs",
                 self.processor_name,
@@ -372,9 +388,12 @@ class ProcessorBase(FailingBatches):
             self._notify_error(lease.lease_token, failure, "release")
             return
         logger.info(
-            "processor '%s': lease %s released",
+            "processor '%s': lease %s %s",
             self.processor_name,
             lease.lease_token,
+            f"handed over to {released.owner}"
+            if released is not None and released.owner
+            else "released",
             stacklevel=2,
         )
         self._notify(self._monitor.on_lease_released, lease.lease_token)
@@ -424,7 +443,7 @@ class ProcessorBase(FailingBatches):
         )
 
     def _renewal_failed(self, token: str, exc: Exception, again_in: float) -> None:
-        self._refused()
+        self._refused(exc)
         self._again(token, "renewal", exc, again_in)
         self._notify_error(token, exc, "renew")
 
@@ -444,7 +463,7 @@ class ProcessorBase(FailingBatches):
         )
 
     def _checkpoint_failed(self, token: str, exc: Exception, again_in: float) -> None:
-        self._refused()
+        self._refused(exc)
         self._again(token, "checkpoint", exc, again_in)
         self._notify_error(token, exc, "checkpoint")
 

@@ -34,6 +34,7 @@ from cosmos_changefeed._options import (
     DEFAULT_MAX_RETRY_DELAY,
     DEFAULT_POLL_DELAY,
     DEFAULT_RENEW_INTERVAL,
+    Balancing,
     FailedBatch,
     Failure,
     LeaseContext,
@@ -91,6 +92,7 @@ class ChangeFeedProcessor(ProcessorBase):
         checkpoint: Checkpointing = PER_BATCH,
         checkpoint_interval: float | None = None,
         keep_start: bool = True,
+        balancing: Balancing = "fair-share",
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[Failure], object] | None = None,
@@ -119,6 +121,7 @@ class ChangeFeedProcessor(ProcessorBase):
             checkpoint=checkpoint,
             checkpoint_interval=checkpoint_interval,
             keep_start=keep_start,
+            balancing=balancing,
         )
         self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (
@@ -188,7 +191,8 @@ class ChangeFeedProcessor(ProcessorBase):
         opts = self.options
         self._stopping.clear()
         self._listening.clear()
-        self._started(self._run(start_flow(opts, self._reader.account_endpoint, started)))
+        flow = start_flow(opts, self._reader.account_endpoint, started)
+        self._started(drive(flow, self._store, self._reader, self._sleep, self._start_patience))
         self._paths = self._checked_paths(self._reader.partition_key_paths())
         self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
         self._reading = ThreadPoolExecutor(max_workers=READERS, thread_name_prefix="read-ahead")
@@ -245,8 +249,10 @@ class ChangeFeedProcessor(ProcessorBase):
                         self._try_add(lease)
                 for lease in plan.to_try():
                     plan.tried(lease, self._try_add(lease))
+                for lease in plan.to_ask():
+                    plan.asked(lease, self._try_ask(lease))
                 for lease in plan.release:
-                    self._give_back(lease.lease_token)
+                    self._give_back(lease)
                 if first:
                     first = False
                     with self._lock:
@@ -261,7 +267,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 self._stopping.wait(self._balancing_failed(exc, failures))
                 continue
             failures = 0
-            self._stopping.wait(self._balance_delay(0))
+            self._stopping.wait(self._balance_delay(0, plan))
 
     def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         for worker in workers:
@@ -280,13 +286,24 @@ class ChangeFeedProcessor(ProcessorBase):
             self._not_acquired(lease, exc)
             return "lost" if isinstance(exc, LeaseLostError) else "failed"
 
-    def _give_back(self, token: str) -> None:
+    def _try_ask(self, lease: Lease) -> Outcome:
+        """Ask the owner of ``lease`` to hand it over (``_handover``)."""
+        manager = self._manager
+        assert manager is not None
+        try:
+            self._run(manager.request(lease))
+        except Exception as exc:
+            return self._request_failed(lease, exc)
+        self._requested(lease)
+        return "acquired"
+
+    def _give_back(self, lease: Lease) -> None:
         """End a lease's processing as a stop ends it (after its batch in flight, checkpointed)
-        and release it: another instance is under its fair share."""
+        and release it: another instance asked for it, or is under its fair share."""
         with self._lock:
-            worker = self._workers.get(token)
-        if worker is not None:
-            self._giving_back(token)
+            worker = self._workers.get(lease.lease_token)
+        if worker is not None and not worker.halted:
+            self._giving_back(lease)
             worker.halt()
 
     def _add(self, lease: Lease) -> bool:
@@ -338,7 +355,8 @@ class ChangeFeedProcessor(ProcessorBase):
             pass
         except Exception as exc:
             self._processing_failed(token, exc)
-        self._release(worker.lease)  # still listed as its own: not taken again meanwhile
+        # still listed as its own: not taken again meanwhile
+        self._release(worker.lease, worker.unwritten())
         self._forget(worker)
 
     def _forget(self, worker: LeaseWorker) -> None:
@@ -346,15 +364,18 @@ class ChangeFeedProcessor(ProcessorBase):
             if self._workers.get(worker.lease.lease_token) is worker:
                 del self._workers[worker.lease.lease_token]
 
-    def _release(self, lease: Lease) -> None:
-        """Release ``lease`` -- tried again after a failure (``RELEASE_ATTEMPTS``), while it
-        is within its bound: else it expires."""
+    def _release(self, lease: Lease, continuation: str | None = None) -> None:
+        """Release ``lease`` (with ``continuation`` checkpointed by the same write) -- tried
+        again after a failure (``RELEASE_ATTEMPTS``), while it is within its bound: else it
+        expires."""
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
+        released: Lease | None = None
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             try:
-                drive(manager.release(lease), self._store, self._reader, no_sleep)
+                flow = manager.release(lease, continuation)
+                released = drive(flow, self._store, self._reader, no_sleep)
                 failure = None
                 break
             except LeaseLostError as lost:
@@ -365,7 +386,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 if not self._release_again(lease, attempt):
                     break
                 time.sleep(self._release_delay(attempt))
-        self._released(lease, failure)
+        self._released(lease, failure, released)
 
     def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:
         manager = self._manager

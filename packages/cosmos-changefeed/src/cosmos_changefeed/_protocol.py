@@ -29,6 +29,10 @@ Follows Azure/azure-cosmos-dotnet-v3, ``src/ChangeFeedProcessor/``:
   lock too (.NET's ``finally``); a flow closed while it holds the lock (its driver cancelled or
   interrupted) yields nothing more and leaves the lock to expire.
 * ``LeaseManager.ChangeFeedModeSwitchingCheck``: a processor refuses leases of the other mode.
+* Not .NET's: a request that a lease's owner hand it over (``request``, ``_handover``), which
+  its owner honours when it releases the lease (``release``: to the instance that asked). Every
+  update writes ``handOver`` (null, or the request it keeps): the mark of an owner that hands
+  over (``hands_over``; .NET's updates write only .NET's fields).
 * ``FeedManagement/PartitionControllerCore.HandlePartitionGoneAsync`` with
   ``Bootstrapping/PartitionSynchronizerCore.HandlePartitionGoneAsync``: the gone lease's
   children (``_splits.plan_gone``) from its last continuation with its properties, then the
@@ -43,11 +47,12 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
-from cosmos_changefeed import _clock, _names
+from cosmos_changefeed import _clock, _handover, _names
 from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._leases import (
     FULL_FIDELITY_FEED,
     INCREMENTAL_FEED,
+    HandOver,
     Lease,
     format_time,
     new_epk_lease,
@@ -196,6 +201,7 @@ class LeaseManager:
         partition_key_path: str,
         mode: str,
         clock: Callable[[], dt.datetime] = _clock.now,
+        expiration: float = 60.0,
     ) -> None:
         self.prefix = prefix
         self.instance_name = instance_name
@@ -205,6 +211,11 @@ class LeaseManager:
         self._lock_etag: str | None = None
         #: Read the lease before each renewal, as .NET does (``SimulatedFleet(dotnet=True)``).
         self.read_before_renew = False
+        #: Hand a lease over when asked, and say so in every update (``handOver``); False: as
+        #: .NET, whose updates write only its own fields (``SimulatedFleet(dotnet=True)``).
+        self.hands_over = True
+        #: The lease expiration interval: a hand-over request lives this long.
+        self.expiration = expiration
         #: Leases of 1.0's prefix this instance adopted when it initialised the store.
         self.adopted = 0
 
@@ -242,8 +253,15 @@ class LeaseManager:
     # -- updates ------------------------------------------------------------------------------
 
     def acquire(self, lease: Lease, ranges: Sequence[PartitionKeyRange] = ()) -> Flow:
-        """``AcquireAsync``: ``lease`` for this instance, while its owner is the one seen."""
+        """``AcquireAsync``: ``lease`` for this instance, while its owner is the one seen --
+        and, for a lease taken as expired, while it still is: an owner that renewed it since
+        it was listed keeps it (.NET takes it, the owner learning of it at its next write)."""
         seen_owner = lease.owner
+        expired = (
+            self.hands_over
+            and seen_owner is not None
+            and lease.is_expired(self.expiration, self.now())
+        )
         if lease.feed_range is None:
             found = next((r for r in ranges if r.id == lease.lease_token), None)
             if found is not None:
@@ -253,10 +271,13 @@ class LeaseManager:
         def take(server: Lease) -> Lease:
             if server.owner != seen_owner:
                 raise LeaseLostError(lease.lease_token, f"taken over by owner '{server.owner}'")
+            if expired and not server.is_expired(self.expiration, self.now()):
+                raise LeaseLostError(lease.lease_token, f"renewed by '{server.owner}' since")
             return server.evolve(
                 owner=self.instance_name,
                 properties=properties,
                 feed_range=server.feed_range or feed_range,
+                hand_over=None,
             )
 
         return (yield from self._update(lease, take))
@@ -276,9 +297,13 @@ class LeaseManager:
         current = (yield from self._reread(lease)) if self.read_before_renew else lease
         return (yield from self._update(current, stamp))
 
-    def release(self, lease: Lease) -> Flow:
+    def release(self, lease: Lease, continuation: str | None = None) -> Flow:
         """``ReleaseAsync``: ``Owner`` cleared, unless another instance owns it now
-        (``LeaseLostError``); a lease already deleted is released."""
+        (``LeaseLostError``); a lease already deleted is released (None). A lease another
+        instance asked for (a live request, ``_handover``) is released to it: ``Owner`` that
+        instance. ``continuation``: a checkpoint written by the same write (what was handled
+        and not yet checkpointed: the next owner reads on from there, or the lease stays).
+        The lease as written."""
         try:
             current = yield from self._reread(lease)
         except LeaseLostError as lost:
@@ -289,7 +314,12 @@ class LeaseManager:
         def clear(server: Lease) -> Lease:
             if server.owner != lease.owner:
                 raise LeaseLostError(lease.lease_token, f"already taken by '{server.owner}'")
-            return server.evolve(owner=None)
+            asker = None
+            if self.hands_over:
+                asker = _handover.asked_by(server, self.instance_name, self.now(), self.expiration)
+            return server.evolve(
+                owner=asker, hand_over=None, continuation=continuation or server.continuation
+            )
 
         return (yield from self._update(current, clear))
 
@@ -305,14 +335,40 @@ class LeaseManager:
 
         return (yield from self._update(lease, move))
 
+    def request(self, lease: Lease) -> Flow:
+        """Ask the owner of ``lease`` to hand it over to this instance (``_handover``): the
+        request written, nothing else changed (``timestamp`` kept: the lease's expiry is its
+        owner's); ``LeaseLostError`` when the lease moved since it was listed or another
+        instance asked first."""
+        seen_owner = lease.owner
+        request = HandOver(self.instance_name, format_time(self.now()))
+
+        def ask(server: Lease) -> Lease:
+            if server.owner != seen_owner:
+                raise LeaseLostError(lease.lease_token, f"taken over by owner '{server.owner}'")
+            other = _handover.live(server, self.now(), self.expiration)
+            if other is not None and other.to != self.instance_name:
+                raise LeaseLostError(lease.lease_token, f"already asked for by '{other.to}'")
+            return server.evolve(hand_over=request)
+
+        return (yield from self._update(lease, ask, stamp=False))
+
     def delete(self, lease: Lease) -> Flow:
         """``DeleteAsync``: unconditional; a lease already gone is deleted."""
         yield Delete(lease.id, self._pk(lease))
 
-    def _update(self, lease: Lease, mutate: Callable[[Lease], Lease]) -> Flow:
+    def _update(
+        self, lease: Lease, mutate: Callable[[Lease], Lease], *, stamp: bool = True
+    ) -> Flow:
         current = lease
         for _ in range(RETRIES_ON_CONFLICT + 1):
-            updated = mutate(current).evolve(timestamp=format_time(self.now()))
+            updated = mutate(current)
+            if stamp:
+                updated = updated.evolve(timestamp=format_time(self.now()))
+            if self.hands_over:
+                updated = updated.evolve(hands_over=True)
+            else:  # .NET's update: its own fields only
+                updated = updated.evolve(hands_over=False, hand_over=None)
             try:
                 doc = yield Replace(updated.to_document(), self._pk(updated), current.etag)
             except NotFoundError:

@@ -9,6 +9,14 @@ continuation is this container's; the lease store's partition key path and wheth
 a ``ttl`` (a missing lease container, named); the leases' mode against the processor's
 (``ChangeFeedModeSwitchingCheck``); what KEDA's ``azure-cosmosdb`` scaler would find under its
 own prefix (``_names.keda_prefix``); then the store initialised (``BootstrapperCore``).
+
+**A throttled lease container is waited through** (``start_patience``): an operation of the
+start refused with a 429 after azure-cosmos's own retries (9, over up to 30 s) is done again
+after a back-off (1 s, doubled up to 30 s), for as long as it takes -- a start never fails for a
+429 (the processor says each wait, WARNING). At a fleet's cold start or scale-out under a lease
+container at a quarter of the request units it needs, a start that gave up (azure-cosmos's
+retries are not enough when a whole fleet starts at once) left an instance that an
+orchestrator restarts, to meet the same 429s again.
 """
 
 from __future__ import annotations
@@ -30,6 +38,22 @@ from cosmos_changefeed._protocol import (
     StoreFacts,
 )
 from cosmos_changefeed._reading import ProcessorStart, resolve_start
+
+#: The first wait of a start throttled past azure-cosmos's retries, and the longest.
+START_WAIT_FIRST, START_WAIT_MOST = 1.0, 30.0
+
+
+def throttled(error: BaseException) -> bool:
+    """Whether ``error`` is the lease container's (or the monitored container's) 429."""
+    return getattr(error, "status_code", None) == 429
+
+
+def start_wait(error: Exception, failures: int) -> float | None:
+    """The wait before a start's operation refused with ``error`` (its ``failures``-th in a
+    row) is done again: a back-off for a 429, None (fail) for anything else."""
+    if not throttled(error):
+        return None
+    return float(min(START_WAIT_MOST, START_WAIT_FIRST * 2.0 ** min(failures - 1, 16)))
 
 
 @dataclass(frozen=True)
@@ -73,6 +97,7 @@ def start_flow(
         options.instance_name,
         partition_key_path=path,
         mode=options.mode,
+        expiration=options.lease_expiration_interval,
     )
     keda = _names.keda_prefix(options.processor_name, account_endpoint)
     foreign: list[str] = []

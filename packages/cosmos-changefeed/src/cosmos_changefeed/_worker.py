@@ -55,14 +55,18 @@ class LeaseWorker:
         self.start = start
         self.thread: threading.Thread | None = None
         self.position_fixed = threading.Event()
-        #: Set to end this lease's processing (the processor stops, or gives the lease back).
+        #: Set to end this lease's processing (the processor stops, or gives the lease back);
+        #: set once it ended (the renewals end then).
         self.stop = threading.Event()
+        self._finished = threading.Event()
         self._writing = threading.Lock()
         self._lost: LeaseLostError | None = None
         self._wake = threading.Event()
         self._checkpointing: Future[None] | None = None
         self._due: str | None = None
         self._ahead: Future[Page] | None = None
+        #: A position handled whose checkpoint the next renewal writes (``_keeping``).
+        self._deferred: str | None = None
         self.attempts = Attempts()
         opts = processor.options
         self.plan = CheckpointPlan(opts.checkpoint, interval=opts.checkpoint_interval)
@@ -84,6 +88,7 @@ class LeaseWorker:
             with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
                 self._settle()
             self.flush()
+            self._finished.set()
             renewer.join(5.0)
 
     def flush(self) -> None:
@@ -105,6 +110,23 @@ class LeaseWorker:
                 self.processor._checkpoint_failed(token, exc, again_in)
             time.sleep(again_in)
 
+    def unwritten(self) -> str | None:
+        """The last position handled, if its checkpoint was not written (a flush that did not
+        get through): the release writes it."""
+        plan = self.plan
+        return None if plan.manual or plan.last == plan.stored else plan.last
+
+    @property
+    def halted(self) -> bool:
+        """Whether its processing is ending (given back, handed over, stopped)."""
+        return self.stop.is_set()
+
+    def _heed(self) -> None:
+        """Another instance asked for the lease (``_handover``, seen in the lease as just
+        written): its processing ends after the batch in flight, released to that instance."""
+        if not self.stop.is_set() and self.processor._hand_over_asked(self.lease):
+            self.halt()
+
     def halt(self) -> None:
         """End this lease's processing (at once when it waits, after the handler when one
         runs)."""
@@ -120,15 +142,20 @@ class LeaseWorker:
         failures = 0
         while True:
             interval, now = self.processor._renew_interval(), self.manager.now()
-            if self.stop.wait(_keeping.until_renewal(self.lease, now, interval, failures)):
+            # renewed until the processing ends (a lease handed over or given back is still
+            # this instance's while its batch in flight is handled and checkpointed)
+            if self._finished.wait(_keeping.until_renewal(self.lease, now, interval, failures)):
                 return
             if not failures and _keeping.age(self.lease, self.manager.now()) < interval:
                 continue  # written since (a checkpoint stamps it too)
             try:
                 with self._writing:
-                    if self.stop.is_set():
+                    if self._finished.is_set():
                         return
-                    self.lease = self._write(self.manager.renew(self._marked()))
+                    flow, carried = self._renewal()
+                    self.lease = self._write(flow)
+                    self._carried(carried)
+                    self._heed()
                 failures = 0
             except LeaseLostError as lost:
                 self._lost = lost
@@ -141,6 +168,19 @@ class LeaseWorker:
                 )
                 self.processor._renewal_failed(self.lease.lease_token, exc, again_in)
 
+    def _renewal(self) -> tuple[Flow, str | None]:
+        """A renewal's write (``aio/_worker_async.LeaseWorker._renewal``)."""
+        due, writing = self._deferred, self._checkpointing
+        if due is None or (writing is not None and not writing.done()):
+            return self.manager.renew(self._marked()), None
+        return self.manager.checkpoint(self._marked(), due), due
+
+    def _carried(self, due: str | None) -> None:
+        if due is not None:
+            self.plan.written(due)
+            if self._deferred == due:
+                self._deferred = None
+
     def _fresh(self) -> bool:
         """Whether a batch may be handed over (``aio/_worker_async.LeaseWorker._fresh``)."""
         expiration = self.processor.options.lease_expiration_interval
@@ -149,7 +189,10 @@ class LeaseWorker:
         try:
             with self._writing:
                 if not _keeping.fresh(self.lease, self.manager.now(), expiration):
-                    self.lease = self._write(self.manager.renew(self._marked()))
+                    flow, carried = self._renewal()
+                    self.lease = self._write(flow)
+                    self._carried(carried)
+                    self._heed()
         except LeaseLostError as lost:
             self._lost = lost
             raise
@@ -211,9 +254,11 @@ class LeaseWorker:
                 self._pause()
                 continue
             due = self.plan.handled(page.etag)
+            if due is not None and processor._throttled:  # written with the renewal: _keeping
+                self._deferred, due = due, None
             if due is not None:  # written while the next batch is read
                 self._checkpointing = processor._write_behind(self._checkpoint, due)
-                self._due = due
+                self._due, self._deferred = due, None
             position = page.etag
 
     def _next(self, position: str | None, start: Start) -> Page | None:
@@ -404,6 +449,7 @@ class LeaseWorker:
         with self._writing:
             try:
                 self.lease = self._write(self.manager.checkpoint(self._marked(), etag))
+                self._heed()
             except LeaseLostError as lost:
                 self._lost = lost
                 raise

@@ -125,7 +125,7 @@ def test_a_live_split_replaces_the_lease_by_children_the_instances_share(
     """One physical partition, so one lease, owned by one of two instances; documents are
     written all along; the partition splits. The owner's next read meets the split: the lease
     is replaced by two children starting where it was, the owner takes both and the other
-    instance steals one (its fair share). Every document is delivered, in order per key."""
+    instance is handed one (its fair share). Every document is delivered, in order per key."""
     app = scaled.host(2)
     owner = sole_owner(scaled)
     database = scaled.settings["COSMOS_DATABASE"]
@@ -165,7 +165,7 @@ def test_a_split_while_the_owner_is_paused_is_made_by_the_instance_that_takes_th
     """The lease's owner is paused (SIGSTOP) and the partition splits meanwhile: the other
     instance takes the expired lease, meets the split, and replaces the lease by its
     children. Resumed, the paused instance finds its lease gone (it splits nothing) and
-    steals one child. Every document is delivered, in order per key."""
+    is handed one child. Every document is delivered, in order per key."""
     app = scaled.host(2)
     paused = sole_owner(scaled)
     other = ({"app-1", "app-2"} - {paused}).pop()

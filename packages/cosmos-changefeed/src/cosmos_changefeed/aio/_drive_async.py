@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from cosmos_changefeed._drive import Patience
 from cosmos_changefeed._protocol import (
     Create,
     Delete,
@@ -25,9 +26,13 @@ from cosmos_changefeed.aio._store_async import LeaseStore
 
 
 async def drive(
-    flow: Flow, store: LeaseStore, reader: FeedSource, sleep: Callable[[float], Awaitable[object]]
+    flow: Flow,
+    store: LeaseStore,
+    reader: FeedSource,
+    sleep: Callable[[float], Awaitable[object]],
+    patience: Patience | None = None,
 ) -> Any:
-    """The flow's result (its return value)."""
+    """The flow's result (its return value); ``patience``: see ``cosmos_changefeed._drive``."""
     send: Any = None
     error: BaseException | None = None
     while True:
@@ -36,13 +41,26 @@ async def drive(
         except StopIteration as done:
             return done.value
         send, error = None, None
-        try:
-            send = await _perform(op, store, reader, sleep)
-        except Exception as exc:
-            error = exc
-        except BaseException:
-            flow.close()
-            raise
+        failures = 0
+        while True:
+            try:
+                send = await _perform(op, store, reader, sleep)
+            except Exception as exc:
+                failures += 1
+                wait = patience(exc, failures) if patience is not None else None
+                if wait is None:
+                    error = exc
+                    break
+            except BaseException:
+                flow.close()
+                raise
+            else:
+                break
+            try:
+                await sleep(wait)
+            except BaseException:
+                flow.close()
+                raise
 
 
 async def _perform(

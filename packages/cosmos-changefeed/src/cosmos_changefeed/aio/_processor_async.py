@@ -49,6 +49,7 @@ from cosmos_changefeed._options import (
     DEFAULT_MAX_RETRY_DELAY,
     DEFAULT_POLL_DELAY,
     DEFAULT_RENEW_INTERVAL,
+    Balancing,
     FailedBatch,
     Failure,
     LeaseContext,
@@ -106,6 +107,7 @@ class ChangeFeedProcessor(ProcessorBase):
         checkpoint: Checkpointing = PER_BATCH,
         checkpoint_interval: float | None = None,
         keep_start: bool = True,
+        balancing: Balancing = "fair-share",
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[Failure], object] | None = None,
@@ -134,6 +136,7 @@ class ChangeFeedProcessor(ProcessorBase):
             checkpoint=checkpoint,
             checkpoint_interval=checkpoint_interval,
             keep_start=keep_start,
+            balancing=balancing,
         )
         self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (
@@ -211,7 +214,10 @@ class ChangeFeedProcessor(ProcessorBase):
         opts = self.options
         self._closing = False
         self._listening = asyncio.Event()
-        self._started(await self._run(start_flow(opts, self._reader.account_endpoint, started)))
+        flow = start_flow(opts, self._reader.account_endpoint, started)
+        self._started(
+            await drive(flow, self._store, self._reader, asyncio.sleep, self._start_patience)
+        )
         self._paths = self._checked_paths(self._reader.partition_key_paths())
         self._balancer = asyncio.create_task(
             self._balance(), name=f"cosmos-changefeed-balancer-{opts.processor_name}"
@@ -263,8 +269,10 @@ class ChangeFeedProcessor(ProcessorBase):
                         await self._try_add(lease)
                 for lease in plan.to_try():
                     plan.tried(lease, await self._try_add(lease))
+                for lease in plan.to_ask():
+                    plan.asked(lease, await self._try_ask(lease))
                 for lease in plan.release:
-                    self._give_back(lease.lease_token)
+                    self._give_back(lease)
                 if first:
                     first = False
                     self._listen_task = asyncio.create_task(
@@ -277,7 +285,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 await asyncio.sleep(self._balancing_failed(exc, failures))
                 continue
             failures = 0
-            await asyncio.sleep(self._balance_delay(0))
+            await asyncio.sleep(self._balance_delay(0, plan))
 
     async def _listen_when_fixed(self, workers: list[LeaseWorker]) -> None:
         await asyncio.gather(*(worker.position_fixed.wait() for worker in workers))
@@ -293,12 +301,24 @@ class ChangeFeedProcessor(ProcessorBase):
             self._not_acquired(lease, exc)
             return "lost" if isinstance(exc, LeaseLostError) else "failed"
 
-    def _give_back(self, token: str) -> None:
+    async def _try_ask(self, lease: Lease) -> Outcome:
+        """Ask the owner of ``lease`` to hand it over (``_handover``)."""
+        manager = self._manager
+        assert manager is not None
+        try:
+            await self._run(manager.request(lease))
+        except Exception as exc:
+            return self._request_failed(lease, exc)
+        self._requested(lease)
+        return "acquired"
+
+    def _give_back(self, lease: Lease) -> None:
         """End a lease's processing as a stop ends it (its batch in flight finished and
-        checkpointed), and release it: another instance is under its fair share."""
-        worker = self._workers.get(token)
-        if worker is not None:
-            self._giving_back(token)
+        checkpointed), and release it: another instance asked for it, or is under its fair
+        share."""
+        worker = self._workers.get(lease.lease_token)
+        if worker is not None and not worker.halted:
+            self._giving_back(lease)
             worker.halt()
 
     async def _add(self, lease: Lease) -> bool:
@@ -343,28 +363,31 @@ class ChangeFeedProcessor(ProcessorBase):
             return
         except asyncio.CancelledError:
             await worker.flush()
-            await self._release(worker.lease)
+            await self._release(worker.lease, worker.unwritten())
             self._forget(worker)
             raise
         except Exception as exc:
             self._processing_failed(token, exc)
         await worker.flush()
-        await self._release(worker.lease)  # still listed as its own: not taken again meanwhile
+        # still listed as its own: not taken again meanwhile
+        await self._release(worker.lease, worker.unwritten())
         self._forget(worker)
 
     def _forget(self, worker: LeaseWorker) -> None:
         if self._workers.get(worker.lease.lease_token) is worker:
             del self._workers[worker.lease.lease_token]
 
-    async def _release(self, lease: Lease) -> None:
-        """Release ``lease`` -- tried again after a failure (``RELEASE_ATTEMPTS``), while it
-        is within its bound: else it expires."""
+    async def _release(self, lease: Lease, continuation: str | None = None) -> None:
+        """Release ``lease`` (with ``continuation`` checkpointed by the same write) -- tried
+        again after a failure (``RELEASE_ATTEMPTS``), while it is within its bound: else it
+        expires."""
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
+        released: Lease | None = None
         for attempt in range(1, RELEASE_ATTEMPTS + 1):
             try:
-                await self._run(manager.release(lease))
+                released = await self._run(manager.release(lease, continuation))
                 failure = None
                 break
             except LeaseLostError as lost:
@@ -375,7 +398,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 if not self._release_again(lease, attempt):
                     break
                 await asyncio.sleep(self._release_delay(attempt))
-        self._released(lease, failure)
+        self._released(lease, failure, released)
 
     async def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:
         """``HandlePartitionGoneAsync``: the children created and taken, the parent deleted."""

@@ -29,7 +29,7 @@ from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
 from cosmos_changefeed._order import HeldBehindError, SetAsideChange
-from cosmos_changefeed._protocol import FeedRangeGoneError, LeaseLostError
+from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
 from cosmos_changefeed._retries import Apart, Attempts, apart
 
@@ -61,6 +61,8 @@ class LeaseWorker:
         self._due: str | None = None
         #: The next page, read while the handler handles this one.
         self._ahead: asyncio.Task[Page] | None = None
+        #: A position handled whose checkpoint the next renewal writes (``_keeping``).
+        self._deferred: str | None = None
         self.attempts = Attempts()
         opts = processor.options
         self.plan = CheckpointPlan(opts.checkpoint, interval=opts.checkpoint_interval)
@@ -102,7 +104,10 @@ class LeaseWorker:
                 continue  # written since (a checkpoint stamps it too)
             try:
                 async with self._writing:
-                    self.lease = await self.processor._run(self.manager.renew(self._marked()))
+                    flow, carried = self._renewal()
+                    self.lease = await self.processor._run(flow)
+                    self._carried(carried)
+                    self._heed()
                 failures = 0
             except LeaseLostError:
                 raise
@@ -113,6 +118,20 @@ class LeaseWorker:
                 )
                 self.processor._renewal_failed(self.lease.lease_token, exc, again_in)
 
+    def _renewal(self) -> tuple[Flow, str | None]:
+        """A renewal's write: the position whose checkpoint waits for it (the lease container
+        throttles: ``_keeping``), unless a checkpoint is being written; else a renewal."""
+        due, writing = self._deferred, self._checkpointing
+        if due is None or (writing is not None and not writing.done()):
+            return self.manager.renew(self._marked()), None
+        return self.manager.checkpoint(self._marked(), due), due
+
+    def _carried(self, due: str | None) -> None:
+        if due is not None:
+            self.plan.written(due)
+            if self._deferred == due:
+                self._deferred = None
+
     async def _fresh(self) -> bool:
         """Whether a batch may be handed over: this instance's last write of the lease within
         the expiry bound, or a renewal now (False: it failed; the caller goes round again)."""
@@ -122,7 +141,10 @@ class LeaseWorker:
         try:
             async with self._writing:
                 if not _keeping.fresh(self.lease, self.manager.now(), expiration):
-                    self.lease = await self.processor._run(self.manager.renew(self._marked()))
+                    flow, carried = self._renewal()
+                    self.lease = await self.processor._run(flow)
+                    self._carried(carried)
+                    self._heed()
         except LeaseLostError as lost:
             self._lost = lost
             raise
@@ -176,9 +198,11 @@ class LeaseWorker:
                     await self._pause()
                     continue
                 due = self.plan.handled(page.etag)
+                if due is not None and self.processor._throttled:  # with the renewal: _keeping
+                    self._deferred, due = due, None
                 if due is not None:  # written while the next batch is read
                     self._checkpointing = asyncio.create_task(self._checkpoint(due))
-                    self._due = due
+                    self._due, self._deferred = due, None
                 position = page.etag
         finally:
             self._drop_ahead()
@@ -386,6 +410,7 @@ class LeaseWorker:
             try:
                 checkpoint = self.manager.checkpoint(self._marked(), etag)
                 self.lease = await self.processor._run(checkpoint)
+                self._heed()
             except LeaseLostError as lost:
                 self._lost = lost
                 raise
@@ -461,6 +486,23 @@ class LeaseWorker:
         await self._settle()
         await self._wait(self.processor.options.poll_delay if seconds is None else seconds)
         self._check_lost()
+
+    def unwritten(self) -> str | None:
+        """The last position handled, if its checkpoint was not written (a flush that did not
+        get through): the release writes it."""
+        plan = self.plan
+        return None if plan.manual or plan.last == plan.stored else plan.last
+
+    @property
+    def halted(self) -> bool:
+        """Whether its processing is ending (given back, handed over, stopped)."""
+        return self._halting
+
+    def _heed(self) -> None:
+        """Another instance asked for the lease (``_handover``, seen in the lease as just
+        written): its processing ends after the batch in flight, released to that instance."""
+        if not self._halting and self.processor._hand_over_asked(self.lease):
+            self.halt()
 
     def halt(self) -> None:
         """End this lease's processing after the batch in flight (its lease is given back)."""

@@ -46,11 +46,8 @@ from cosmos_changefeed._store import (
 )
 from cosmos_changefeed.aio._memory_feed_async import InMemoryFeedSource as AsyncInMemoryFeedSource
 from cosmos_changefeed.testing._feed_contract import FeedHarness, FeedSourceContract, blocking
-from cosmos_changefeed.testing._simulation import (
-    SimulatedFleet,
-    SimulatedLeaseContainer,
-    SimulatedLeaseStore,
-)
+from cosmos_changefeed.testing._lease_container import SimulatedLeaseContainer, SimulatedLeaseStore
+from cosmos_changefeed.testing._simulation import SimulatedFleet, Timing
 from cosmos_changefeed.testing._virtual import VirtualClock
 
 if TYPE_CHECKING:  # imported when first asked for (its module says why): `__getattr__`
@@ -67,6 +64,7 @@ __all__ = [
     "SimulatedFleet",
     "SimulatedLeaseContainer",
     "SimulatedLeaseStore",
+    "Timing",
     "VirtualClock",
     "blocking",
 ]

@@ -1,260 +1,137 @@
 """A fleet of aio processors in one process, in virtual time: the real processor -- its
 balancing, its lease protocol, its renewals, checkpoints and splits -- over the in-memory feed
-and a lease container that answers as a provisioned Cosmos DB container does, slowly and, past
-its request units, with 429s.
+and a lease container that answers as a provisioned Cosmos DB container does
+(``SimulatedLeaseContainer``: a latency, pages, a budget per physical partition, 429s).
 
-* ``SimulatedLeaseContainer``: the lease documents (``InMemoryDocuments``), a latency per request
-  (jittered, seeded), a budget of request units per second (a bucket refilled at that rate: a
-  request is admitted while it holds some, charged after, and refused with a 429 and a
-  retry-after while it is empty), and what it saw: requests by instance and kind, 429s, every
-  lease that changed hands, every checkpoint that moved back.
-* ``SimulatedLeaseStore``: one instance's view of it (an ``aio.LeaseStore``), which retries a 429
-  as azure-cosmos does by default (9 times, 30 s of waiting in all, each after the retry-after)
-  and then raises azure-cosmos's ``CosmosHttpResponseError`` (429), as ``CosmosLeaseStore``
-  would.
-* ``SimulatedFleet``: the feed, the container and the instances (``add``, ``stop`` -- graceful,
-  leases released --, ``crash`` -- nothing more reaches the store or the feed), what the fleet
-  handled (each change's deliveries; a batch an instance was given more than the expiration
-  interval after its last write of the lease: ``late_batches``), and the spread.
-
-The request-unit charges are a model, not Azure's bill: a point read 1, a write (create,
-replace, delete) 10, a query 3 plus 0.1 per document returned.
+* **Time is spent where Azure spends it**: each feed read takes a time drawn from ``read_time``,
+  each handler call one drawn from ``handler_time`` (``Timing``: a log-normal distribution,
+  seeded), each lease request the container's latency.
+* **A change counts once its handler completed** (a handler cancelled by a stop did not handle
+  its batch): ``deliveries`` -- each change's instances, in order -- and ``undelivered``.
+* **Two instances inside one lease's handler at once** are caught as it happens
+  (``overlaps``), each said to follow an expiry (the lease was taken from an owner that had not
+  written it for the expiration interval: a crash, a pause) or not -- a failure of the lease
+  protocol (``failures_seen``).
+* **Changes given twice** are told apart (``given_twice``): by a move of the lease (a steal, or
+  a hand-over that did not carry the checkpoint), after an expiry, by the same instance; and a
+  change given again after an expiry though the dead owner had checkpointed it.
+* ``SimulatedFleet``: the feed, the container and the instances (``add`` -- some under .NET's
+  balancing, ``dotnet=True``: a mixed fleet --, ``stop`` -- graceful, leases released --,
+  ``crash`` -- nothing more reaches the store or the feed), and the spread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any
 
-from azure.cosmos.exceptions import CosmosHttpResponseError
-
-from cosmos_changefeed._balancing import dotnet_round
-from cosmos_changefeed._leases import Lease, parse_time
+from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._memory_feed import InMemoryFeed
 from cosmos_changefeed._options import LeaseContext
 from cosmos_changefeed._ranges import PartitionKeyRange
 from cosmos_changefeed._reading import Page, Start
-from cosmos_changefeed._store import InMemoryDocuments
 from cosmos_changefeed.aio._memory_feed_async import InMemoryFeedSource
 from cosmos_changefeed.aio._processor_async import ChangeFeedProcessor
-from cosmos_changefeed.aio._store_async import LeaseStore
+from cosmos_changefeed.testing._lease_container import (
+    KINDS,
+    CrashedError,
+    Move,
+    SimulatedLeaseContainer,
+    SimulatedLeaseStore,
+    lsn_of,
+)
 from cosmos_changefeed.testing._virtual import VirtualClock
 
-T = TypeVar("T")
-
-#: Request units per operation (see the module).
-READ_RU, WRITE_RU, QUERY_RU, QUERY_RU_PER_DOCUMENT = 1.0, 10.0, 3.0, 0.1
-#: azure-cosmos's default throttle retries: attempts after the first, and the wait in all.
-SDK_RETRIES, SDK_MAX_WAIT = 9, 30.0
-KINDS = ("list", "read", "create", "replace", "delete")
-#: A start that fails (the lease container throttles) is tried again, as an orchestrator
-#: restarts an instance: this many times, this many seconds apart.
+#: A start that fails is tried again, as an orchestrator restarts an instance: this many times,
+#: this far apart (``start_failures``).
 START_ATTEMPTS, START_RETRY = 20, 5.0
 
 
-class CrashedError(ConnectionError):
-    """What a crashed instance's store and feed answer: its process is gone."""
+@dataclass(frozen=True)
+class Timing:
+    """Seconds drawn from a log-normal distribution with this ``median`` and 99th percentile
+    (``p99``); ``Timing(0, 0)`` takes no time."""
+
+    median: float
+    p99: float
+
+    def __post_init__(self) -> None:
+        if self.median < 0 or self.p99 < self.median:
+            raise ValueError(f"Timing: 0 <= median <= p99, not {self.median!r}, {self.p99!r}")
+
+    def draw(self, rng: random.Random) -> float:
+        if self.median == 0:
+            return 0.0
+        sigma = math.log(self.p99 / self.median) / 2.326  # the 99th percentile's z
+        return rng.lognormvariate(math.log(self.median), sigma)
 
 
-class Throughput:
-    """Provisioned request units per second (None: unlimited), as a bucket holding a second's
-    worth."""
-
-    def __init__(self, per_second: float | None) -> None:
-        self.per_second = per_second
-        self._tokens = per_second or 0.0
-        self._at = 0.0
-
-    def admit(self, now: float) -> float | None:
-        """None when a request is admitted now, else the retry-after (seconds)."""
-        rate = self.per_second
-        if rate is None:
-            return None
-        self._tokens = min(rate, self._tokens + (now - self._at) * rate)
-        self._at = now
-        if self._tokens > 0:
-            return None
-        return max(-self._tokens / rate, 0.001)
-
-    def charge(self, units: float) -> None:
-        if self.per_second is not None:
-            self._tokens -= units
+#: What a test's handler does: ``(instance, context, changes)``.
+OnBatch = Callable[[str, LeaseContext, list[dict[str, Any]]], Awaitable[None]]
+#: A handler that calls a service in the same region, and a change feed read of one page.
+HANDLER_TIME = Timing(0.02, 0.25)
+READ_TIME = Timing(0.008, 0.05)
+NO_TIME = Timing(0.0, 0.0)
 
 
-@dataclass
-class Move:
-    """A lease that changed hands (an acquire, or a release: ``to`` None)."""
+@dataclass(frozen=True)
+class Overlap:
+    """Two instances inside one lease's handler at once."""
 
     at: float
     token: str
-    was: str | None
-    to: str | None
-    #: When ``was`` last wrote the lease (None: never, or no owner).
-    was_written: float | None = None
-
-    @property
-    def stolen(self) -> bool:
-        """Taken from an instance that wrote it within the expiration interval (60 s)."""
-        fresh = self.was_written is not None and self.at - self.was_written <= 60.0
-        return self.to is not None and self.was is not None and fresh
+    instances: tuple[str, ...]
+    #: The lease came to the later one from an owner that had let it expire (a crash, a
+    #: pause past the bound): allowed. Otherwise the lease protocol failed -- unless one of
+    #: them balances as .NET does (``dotnet``: its steals overlap, as in a fleet of .NET's).
+    after_expiry: bool
+    dotnet: bool = False
 
 
 @dataclass
-class SimulatedLeaseContainer:
-    """The lease container the fleet shares (see the module)."""
+class Delivery:
+    """One instance's handling of one change: its handler's start and end (virtual time)."""
 
-    #: The request units of a write (create, replace, delete): what a checkpoint costs.
-    WRITE_UNITS: ClassVar[float] = WRITE_RU
-
-    clock: VirtualClock
-    latency: float = 0.005
-    request_units: float | None = None
-    seed: int = 0
-    documents: InMemoryDocuments = field(default_factory=InMemoryDocuments)
-    #: Requests by (instance, kind), 429s included (kind "429" counts them again apart).
-    requests: Counter[tuple[str, str]] = field(default_factory=Counter)
-    units: float = 0.0
-    moves: list[Move] = field(default_factory=list)
-    #: Checkpoints that moved a lease's continuation back: (token, from, to).
-    regressions: list[tuple[str, str, str]] = field(default_factory=list)
-    #: Per (instance, lease token): the virtual time of its last write of the lease.
-    written: dict[tuple[str, str], float] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self.throughput = Throughput(self.request_units)
-        self._random = random.Random(self.seed)
-
-    def delay(self) -> float:
-        """One request's latency: the base, jittered by +-50 %."""
-        return self.latency * (0.5 + self._random.random())
-
-    def total(self, kinds: tuple[str, ...] = KINDS) -> int:
-        return sum(n for (_, kind), n in self.requests.items() if kind in kinds)
-
-    def leases(self) -> list[Lease]:
-        return [
-            Lease.from_document(doc)
-            for doc in self.documents.list_documents("")
-            if "LeaseToken" in doc
-        ]
-
-    def seen_replace(self, instance: str, before: Mapping[str, Any] | None, after: Any) -> None:
-        """What a successful replace did: a lease that changed hands, a continuation that moved
-        back, the writer's last write of the lease."""
-        if before is None or "LeaseToken" not in after:
-            return
-        token = str(after["LeaseToken"])
-        if before.get("Owner") != after.get("Owner"):
-            was = before.get("Owner")
-            written = self.written.get((was, token)) if was else None
-            self.moves.append(Move(self.clock.elapsed, token, was, after.get("Owner"), written))
-        old, new = _lsn(before.get("ContinuationToken")), _lsn(after.get("ContinuationToken"))
-        if old is not None and (new is None or new < old):
-            self.regressions.append((token, str(old), str(new)))
-        stamp = parse_time(after.get("timestamp"))
-        if stamp is not None and after.get("Owner") == instance:
-            self.written[(instance, token)] = (stamp - self.clock.now()).total_seconds() + (
-                self.clock.elapsed
-            )
+    instance: str
+    token: str
+    started: float
+    ended: float
 
 
-def _lsn(continuation: Any) -> int | None:
-    try:
-        return int(str(continuation).strip('"')) if continuation else None
-    except ValueError:
-        return None
+@dataclass
+class GivenTwice:
+    """Changes given to the handler again, by why (see the module)."""
 
+    by_move: int = 0
+    after_expiry: int = 0
+    same_instance: int = 0
+    #: Given by two leases over one range (a split's or a merge's leases, not a move).
+    by_reshape: int = 0
+    #: Given again after an expiry though the dead owner had checkpointed them.
+    behind_checkpoint: int = 0
+    #: Of ``by_move``, after a steal from an instance that does not hand over (.NET's).
+    from_dotnet: int = 0
 
-class SimulatedLeaseStore(LeaseStore):
-    """One instance's view of a ``SimulatedLeaseContainer`` (see the module)."""
-
-    def __init__(self, container: SimulatedLeaseContainer, instance: str) -> None:
-        self.container, self.instance = container, instance
-        self.crashed = False
-
-    async def partition_key_path(self) -> str:
-        return self.container.documents.partition_key_path
-
-    async def expires_documents(self) -> bool:
-        return True
-
-    async def list_documents(self, prefix: str) -> list[dict[str, Any]]:
-        docs = self.container.documents
-        return await self._request("list", lambda: docs.list_documents(prefix), _query_units)
-
-    async def read(self, item_id: str, partition_key: str) -> dict[str, Any] | None:
-        docs = self.container.documents
-        return await self._request("read", lambda: docs.read(item_id, partition_key), READ_RU)
-
-    async def create(
-        self, document: Mapping[str, Any], partition_key: str
-    ) -> dict[str, Any] | None:
-        docs = self.container.documents
-        return await self._request("create", lambda: docs.create(document, partition_key), WRITE_RU)
-
-    async def replace(
-        self, document: Mapping[str, Any], partition_key: str, etag: str | None
-    ) -> dict[str, Any]:
-        container = self.container
-
-        def write() -> dict[str, Any]:
-            before = container.documents.read(str(document["id"]), partition_key)
-            after = container.documents.replace(document, partition_key, etag)
-            container.seen_replace(self.instance, before, after)
-            return after
-
-        return await self._request("replace", write, WRITE_RU)
-
-    async def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
-        docs = self.container.documents
-        return await self._request(
-            "delete", lambda: docs.delete(item_id, partition_key, etag), WRITE_RU
-        )
-
-    async def _request(
-        self, kind: str, operation: Callable[[], T], units: float | Callable[[T], float]
-    ) -> T:
-        """``operation`` after the latency, once the budget admits it (a 429 retried as the
-        SDK retries it); its result."""
-        container, waited = self.container, 0.0
-        loop = asyncio.get_running_loop()
-        for attempt in range(SDK_RETRIES + 1):
-            container.requests[(self.instance, kind)] += 1
-            await asyncio.sleep(container.delay())
-            if self.crashed:
-                raise CrashedError(f"instance {self.instance} crashed")
-            retry_after = container.throughput.admit(loop.time())
-            if retry_after is None:
-                result = operation()
-                charge = units(result) if callable(units) else units
-                container.throughput.charge(charge)
-                container.units += charge
-                return result
-            container.requests[(self.instance, "429")] += 1
-            if attempt == SDK_RETRIES or waited + retry_after > SDK_MAX_WAIT:
-                break
-            await asyncio.sleep(retry_after)
-            waited += retry_after
-        raise CosmosHttpResponseError(  # type: ignore[no-untyped-call]
-            status_code=429, message="Request rate is large"
-        )
-
-
-def _query_units(result: list[dict[str, Any]]) -> float:
-    return QUERY_RU + QUERY_RU_PER_DOCUMENT * len(result)
+    @property
+    def total(self) -> int:
+        return self.by_move + self.after_expiry + self.same_instance + self.by_reshape
 
 
 class SimulatedFeedSource(InMemoryFeedSource):
-    """The in-memory feed as one instance's aio source: refuses all once it crashed."""
+    """The in-memory feed as one instance's aio source: each read takes a drawn time; refuses
+    all once its instance crashed."""
 
-    def __init__(self, feed: InMemoryFeed, store: SimulatedLeaseStore) -> None:
+    def __init__(
+        self, feed: InMemoryFeed, store: SimulatedLeaseStore, fleet: SimulatedFleet
+    ) -> None:
         super().__init__(feed)
-        self._store = store
+        self._store, self._fleet = store, fleet
 
     async def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
         self._check()
@@ -270,6 +147,8 @@ class SimulatedFeedSource(InMemoryFeedSource):
         max_items: int | None = None,
     ) -> Page:
         self._check()
+        await asyncio.sleep(self._fleet.read_time.draw(self._fleet.rng))
+        self._check()
         return await super().read(lease, position, start, mode=mode, max_items=max_items)
 
     def _check(self) -> None:
@@ -282,12 +161,42 @@ class Instance:
     name: str
     processor: ChangeFeedProcessor
     store: SimulatedLeaseStore
+    dotnet: bool = False
+
+
+@dataclass
+class _Watch:
+    """What the fleet records as it runs."""
+
+    #: Each change handled: its (id, _lsn) -> the instances that handled it, in order.
+    deliveries: defaultdict[tuple[str, int], list[str]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    #: Each change handed to a handler (handled or not): the count the harness once kept.
+    handed: defaultdict[tuple[str, int], list[str]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    handled: defaultdict[tuple[str, int], list[Delivery]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    #: Per lease token: the instances inside its handler now.
+    inside: defaultdict[str, set[str]] = field(default_factory=lambda: defaultdict(set))
+    overlaps: list[Overlap] = field(default_factory=list)
+    #: Batches handed over more than the expiration interval after the receiving instance's
+    #: last write of their lease: (time, instance, lease token, seconds since that write).
+    late_batches: list[tuple[float, str, str, float]] = field(default_factory=list)
+    failures: list[tuple[str, str, str]] = field(default_factory=list)
+    #: (virtual time, the lease container's requests so far), each step of ``until_even``.
+    samples: list[tuple[float, int]] = field(default_factory=list)
 
 
 class SimulatedFleet:
     """Processors named ``i000``, ``i001``, ... of one processor over ``feed`` (the in-memory
-    feed; ``partitions`` of them when not given) and one ``SimulatedLeaseContainer``. Use it
-    inside ``VirtualClock.run``; ``options`` are the processors' (lease intervals, poll delay)."""
+    feed; ``partitions`` of them when not given) and one ``SimulatedLeaseContainer``
+    (``lease_partitions`` physical partitions sharing ``request_units``). Use it inside
+    ``VirtualClock.run``; ``options`` are the processors' (lease intervals, poll delay);
+    ``dotnet``: every instance balances and keeps its leases as .NET's processor does
+    (``add(..., dotnet=...)`` decides it per instance)."""
 
     def __init__(
         self,
@@ -299,38 +208,75 @@ class SimulatedFleet:
         request_units: float | None = None,
         seed: int = 0,
         dotnet: bool = False,
+        handler_time: Timing = HANDLER_TIME,
+        read_time: Timing = READ_TIME,
+        lease_partitions: int = 1,
+        page_size: int = 100,
         **options: Any,
     ) -> None:
         self.clock = clock
-        #: The instances balance and renew as .NET's processor does (for comparison).
         self.dotnet = dotnet
+        self.handler_time, self.read_time = handler_time, read_time
         self.feed = feed or InMemoryFeed(partitions, clock=clock.now)
-        self.container = SimulatedLeaseContainer(
-            clock, latency=latency, request_units=request_units, seed=seed
-        )
         self.options: dict[str, Any] = {"processor_name": "sim", **options}
+        self.container = SimulatedLeaseContainer(
+            clock,
+            latency=latency,
+            request_units=request_units,
+            seed=seed,
+            physical_partitions=lease_partitions,
+            page_size=page_size,
+            expiration=self.expiration,
+        )
         self.instances: dict[str, Instance] = {}
         self.gone: set[str] = set()
+        self.dotnet_instances: set[str] = set()
         self._random = random.Random(seed + 1)
+        #: The draws of handler and read times.
+        self.rng = random.Random(seed + 2)
         self._next = 0
-        #: Each change handled: its (id, _lsn) -> the instances that were given it, in order.
-        self.deliveries: defaultdict[tuple[str, int], list[str]] = defaultdict(list)
-        #: Batches handed over more than the expiration interval after the receiving instance's
-        #: last write of their lease: (time, instance, lease token, seconds since that write).
-        self.late_batches: list[tuple[float, str, str, float]] = []
-        self.failures: list[tuple[str, str, str]] = []
+        self.watch = _Watch()
+        #: Starts that failed (and were tried again, as an orchestrator restarts an instance):
+        #: (time, instance, error).
+        self.start_failures: list[tuple[float, str, str]] = []
         self._written: list[str] = []
-        #: (instance, change id) -> (when it was first given it, the lease token).
-        self._given: dict[tuple[str, str], tuple[float, str]] = {}
-        #: (virtual time, the lease container's requests so far), each step of ``until_even``.
-        self.samples: list[tuple[float, int]] = []
+        #: Awaited with (instance, context, changes) inside each handler call, if set (what a
+        #: test's handler does besides taking its time).
+        self.on_batch: OnBatch | None = None
 
     @property
     def expiration(self) -> float:
         return float(self.options.get("lease_expiration_interval", 60.0))
 
-    async def add(self, count: int, *, within: float = 1.0) -> list[str]:
-        """Start ``count`` instances, each at a random moment within ``within`` seconds."""
+    # -- what it records (see the module) -------------------------------------------------------
+
+    @property
+    def deliveries(self) -> defaultdict[tuple[str, int], list[str]]:
+        return self.watch.deliveries
+
+    @property
+    def overlaps(self) -> list[Overlap]:
+        return self.watch.overlaps
+
+    @property
+    def late_batches(self) -> list[tuple[float, str, str, float]]:
+        return self.watch.late_batches
+
+    @property
+    def failures(self) -> list[tuple[str, str, str]]:
+        return self.watch.failures
+
+    @property
+    def samples(self) -> list[tuple[float, int]]:
+        return self.watch.samples
+
+    # -- the instances --------------------------------------------------------------------------
+
+    async def add(
+        self, count: int, *, within: float = 1.0, dotnet: bool | None = None
+    ) -> list[str]:
+        """Start ``count`` instances, each at a random moment within ``within`` seconds
+        (``dotnet``: under .NET's balancing; None: the fleet's)."""
         names = [f"i{self._next + n:03d}" for n in range(count)]
         self._next += count
         offsets = sorted(self._random.uniform(0, within) for _ in names)
@@ -338,47 +284,85 @@ class SimulatedFleet:
         for name, offset in zip(names, offsets, strict=True):
             await asyncio.sleep(offset - started)
             started = offset
-            await self._start(name)
+            await self._start(name, self.dotnet if dotnet is None else dotnet)
         return names
 
-    async def _start(self, name: str) -> None:
+    async def _start(self, name: str, dotnet: bool) -> None:
         store = SimulatedLeaseStore(self.container, name)
-
-        async def handle(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
-            self._handled(name, context.lease_token, changes)
-
+        options = dict(self.options)
+        if dotnet:
+            options.setdefault("keep_start", False)  # as .NET: nothing written before a batch
         processor = ChangeFeedProcessor(
-            SimulatedFeedSource(self.feed, store),
+            SimulatedFeedSource(self.feed, store, self),
             store,
             instance_name=name,
-            handler=handle,
-            on_error=lambda failure: self.failures.append(
+            handler=self._handler(name),
+            on_error=lambda failure: self.watch.failures.append(
                 (name, failure.during, type(failure.error).__name__)
             ),
-            **self.options,
+            balancing="dotnet" if dotnet else "fair-share",
+            **options,
         )
-        if self.dotnet:  # .NET's EqualPartitionsBalancingStrategy
-            processor._planner = dotnet_round
-        self.instances[name] = Instance(name, processor, store)
+        self.instances[name] = Instance(name, processor, store, dotnet)
+        if dotnet:
+            self.dotnet_instances.add(name)
         for attempt in range(START_ATTEMPTS):  # as an orchestrator restarts a failed start
             try:
                 await processor.start()
-                if self.dotnet and processor._manager is not None:
-                    processor._manager.read_before_renew = True  # .NET's renewal: a read first
                 return
-            except Exception:
+            except Exception as failed:
+                self.start_failures.append((self.clock.elapsed, name, repr(failed)))
                 if attempt == START_ATTEMPTS - 1:
                     raise
                 await asyncio.sleep(START_RETRY)
 
-    def _handled(self, name: str, token: str, changes: list[dict[str, Any]]) -> None:
+    def _handler(
+        self, name: str
+    ) -> Callable[[LeaseContext, list[dict[str, Any]]], Awaitable[None]]:
+        watch = self.watch
+
+        async def handle(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+            token, started = context.lease_token, self.clock.elapsed
+            self._late(name, token)
+            inside = watch.inside[token]
+            if inside - {name}:
+                watch.overlaps.append(self._overlap(name, token, inside))
+            inside.add(name)
+            for change in changes:
+                watch.handed[(str(change["id"]), int(change.get("_lsn", 0)))].append(name)
+            try:
+                await asyncio.sleep(self.handler_time.draw(self.rng))
+                if self.on_batch is not None:
+                    await self.on_batch(name, context, changes)
+            finally:
+                inside.discard(name)
+            for change in changes:
+                key = (str(change["id"]), int(change.get("_lsn", 0)))
+                watch.deliveries[key].append(name)
+                watch.handled[key].append(Delivery(name, token, started, self.clock.elapsed))
+
+        return handle
+
+    def _late(self, name: str, token: str) -> None:
         now = self.clock.elapsed
         written = self.container.written.get((name, token))
         if written is not None and now - written > self.expiration:
-            self.late_batches.append((now, name, token, now - written))
-        for change in changes:
-            self.deliveries[(str(change["id"]), int(change.get("_lsn", 0)))].append(name)
-            self._given.setdefault((name, str(change["id"])), (now, token))
+            self.watch.late_batches.append((now, name, token, now - written))
+
+    def _overlap(self, name: str, token: str, inside: set[str]) -> Overlap:
+        """``name`` enters the handler of ``token`` while others are inside: after an expiry
+        when the move that gave it the lease took it expired; .NET's when one of them
+        balances as .NET does (its steals, and steals from it, overlap its batches)."""
+        came = [m for m in self.container.moves if m.token == token and m.to == name]
+        after_expiry = bool(came) and came[-1].how == "expired"
+        everyone = inside | {name}
+        return Overlap(
+            self.clock.elapsed,
+            token,
+            tuple(sorted(everyone)),
+            after_expiry,
+            bool(everyone & self.dotnet_instances),
+        )
 
     async def stop(self, names: list[str]) -> None:
         """Stop these instances as a deployment scales in: each releases its leases."""
@@ -418,33 +402,57 @@ class SimulatedFleet:
             for name, instance in self.instances.items()
         )
 
+    def failures_seen(self) -> list[Overlap]:
+        """Two instances inside one lease's handler, neither after an expiry nor .NET's: the
+        protocol failed."""
+        return [o for o in self.overlaps if not (o.after_expiry or o.dotnet)]
+
     def duplicates(self) -> int:
         """Changes given more than once."""
         return sum(len(given) - 1 for given in self.deliveries.values() if len(given) > 1)
 
-    def lost_checkpoints(self) -> int:
-        """Changes given again after their first instance held on to the lease past the
-        expiry bound without writing their checkpoint (it was taken as expired, or released
-        unwritten) -- not those given again because one of the two instances took the lease
-        from the other while it was not expired (a steal: the batch the owner had in flight,
-        or read, which it hands over before it learns of the steal: the README's at-least-once
-        on a move)."""
-        lost = 0
-        for (change_id, _), given in self.deliveries.items():
-            for first, again in itertools.pairwise(given):
-                if first == again or not self._stolen_between(first, again, change_id):
-                    lost += 1
-        return lost
+    def given_twice(self) -> GivenTwice:
+        """The changes given again, by why (see the module)."""
+        counts = GivenTwice()
+        moves: defaultdict[str, list[Move]] = defaultdict(list)
+        for move in self.container.moves:
+            moves[move.token].append(move)
+        for (_, lsn), handled in self.watch.handled.items():
+            for first, again in itertools.pairwise(handled):
+                self._classify(counts, first, again, lsn, moves[first.token])
+        return counts
 
-    def _stolen_between(self, first: str, again: str, change_id: str) -> bool:
-        """Whether one of the two instances given ``change_id`` stole its lease from the
-        other (``Move.stolen``) around when they were given it."""
-        given_at, token = self._given[(first, change_id)]
-        return any(
-            move.stolen and abs(move.at - given_at) <= self.expiration
-            for move in self.container.moves
-            if move.token == token and {move.was, move.to} == {first, again}
-        )
+    def _classify(
+        self, counts: GivenTwice, first: Delivery, again: Delivery, lsn: int, moves: list[Move]
+    ) -> None:
+        if first.token != again.token:
+            counts.by_reshape += 1
+            return
+        if first.instance == again.instance:
+            counts.same_instance += 1
+            return
+        # the moves of the lease to or from either instance around the two handlings (a former
+        # owner handles a batch until it learns the lease moved: at its next write)
+        pair = {first.instance, again.instance}
+        window = [m for m in moves if first.started - self.expiration <= m.at <= again.started]
+        between = [m for m in window if m.was in pair or m.to in pair]
+        expired = [m for m in between if m.how == "expired"]
+        if expired:
+            counts.after_expiry += 1
+            checkpoint = lsn_of(expired[0].continuation)
+            if checkpoint is not None and lsn <= checkpoint:
+                counts.behind_checkpoint += 1
+            return
+        counts.by_move += 1
+        dotnet = self.dotnet_instances
+        if pair & dotnet or any(m.how == "stolen" and {m.was, m.to} & dotnet for m in between):
+            counts.from_dotnet += 1
+
+    def lost_checkpoints(self) -> int:
+        """Changes given again other than after a steal from an instance that does not hand
+        over: a checkpoint lost (the bench's older column)."""
+        given = self.given_twice()
+        return given.total - given.from_dotnet
 
     async def until_even(self, *, hold: float, limit: float, step: float = 1.0) -> float | None:
         """Watch the fleet (every ``step`` s) until it has been even for ``hold`` seconds, or
@@ -483,9 +491,10 @@ class SimulatedFleet:
             await asyncio.sleep(1 / per_second)
         return written
 
-    def undelivered(self) -> list[str]:
-        """The changes written (``write``) that no instance was given."""
-        given = {change_id for change_id, _ in self.deliveries}
+    def undelivered(self, *, handed: bool = False) -> list[str]:
+        """The changes written (``write``) whose handler no instance completed (``handed``:
+        that no instance was handed, completed or not -- what the harness once counted)."""
+        given = {change_id for change_id, _ in (self.watch.handed if handed else self.deliveries)}
         return [change_id for change_id in self._written if change_id not in given]
 
     def requests_between(self, began: float, ended: float) -> float:
@@ -497,8 +506,8 @@ class SimulatedFleet:
 
     def set_budget(self, request_units: float | None) -> None:
         """Give the lease container this many request units a second from now (None: no
-        limit)."""
-        self.container.throughput = Throughput(request_units)
+        limit), split between its physical partitions."""
+        self.container.set_budget(request_units)
 
     def requests(self) -> int:
         """The lease container's requests so far, 429s included."""
@@ -512,6 +521,10 @@ class SimulatedFleet:
     def throttled(self) -> int:
         """The 429s the lease container answered."""
         return sum(count for (_, kind), count in self.container.requests.items() if kind == "429")
+
+    def writes(self) -> Counter[str]:
+        """The lease writes so far, by purpose (``PURPOSES``)."""
+        return Counter(self.container.writes)
 
     async def clock_sleep(self, seconds: float) -> None:
         """Let ``seconds`` of virtual time pass."""

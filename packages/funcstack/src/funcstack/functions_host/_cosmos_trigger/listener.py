@@ -19,11 +19,15 @@ builds the .NET processor (``InitializeBuilder``) and runs it:
   start, as .NET 3.60+ anchors it: never written into a lease, so what was written while no
   host ran is skipped.
 * The processor does the rest (cosmos_changefeed: a lease per physical partition, balancing
-  by fair share -- one lease stolen by an instance that holds none, a surplus given back --,
-  renewals, checkpoints after the handler, splits, a release at a stop). The handler is the
-  invocation, the host's as for every trigger (``TriggerListener.invoke``): the documents as
-  one JSON array (``TypedData.json``), written as the Azure host writes them (its
-  Newtonsoft.Json re-formats date-like strings, ``_newtonsoft``;
+  by fair share -- a lease asked for and handed over by an instance that holds none, a surplus
+  given back --, renewals, checkpoints after the handler, splits, a release at a stop).
+  LOCAL ONLY: ``FUNCTIONS_HOST_COSMOS_BALANCING=dotnet`` balances and keeps the leases as the
+  Azure host's .NET processor does (``EqualPartitionsBalancingStrategy``: one steal a round,
+  nothing given back nor handed over, a read before each renewal): a fleet that mixes this
+  trigger and ``cosmos-changefeed`` processes then meets the one it meets in Azure. The
+  handler is the invocation, the host's as for every trigger (``TriggerListener.invoke``):
+  the documents as one JSON array (``TypedData.json``), written as the Azure host writes them
+  (its Newtonsoft.Json re-formats date-like strings, ``_newtonsoft``;
   ``FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true`` hands them over verbatim); a failed
   invocation is retried with the same batch per the function's retry policy (``-1``: for
   ever), and once it succeeds, or fails for good, the handler returns: the batch is
@@ -56,12 +60,12 @@ import os
 import re
 import socket
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
-from cosmos_changefeed import Lease, LeaseContext, StartFrom, lease_prefix
+from cosmos_changefeed import Balancing, Lease, LeaseContext, StartFrom, lease_prefix
 from cosmos_changefeed.aio import ChangeFeedProcessor
 from funcstack.functions_host._config import is_truthy
 from funcstack.functions_host._connections import VERIFY_TLS_SETTING as VERIFY_TLS_SETTING
@@ -81,6 +85,8 @@ _STARTUP_RETRY_SECONDS = 2.0
 _STARTUP_TIMEOUT_SECONDS = 30.0
 #: A stack stops each part within 1.5 s: the leases get a second to be released.
 _STOP_GRACE_SECONDS = 1.0
+#: A local-only app setting: "dotnet" balances as the Azure host's processor (see the module).
+BALANCING_SETTING = "FUNCTIONS_HOST_COSMOS_BALANCING"
 
 
 def new_owner() -> str:
@@ -88,6 +94,12 @@ def new_owner() -> str:
     prefixed with the instance (``WEBSITE_INSTANCE_ID``, else the machine) and the pid."""
     instance = os.environ.get("WEBSITE_INSTANCE_ID") or socket.gethostname()
     return f"{instance}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def balancing() -> Balancing:
+    """How the trigger's processor balances (``BALANCING_SETTING``; the processor refuses a
+    value it does not know, and the listener says so as it cannot start)."""
+    return cast(Balancing, os.environ.get(BALANCING_SETTING) or "fair-share")
 
 
 def start_from(options: CosmosTriggerOptions) -> StartFrom:
@@ -227,6 +239,7 @@ class CosmosTriggerListener(TriggerListener):
             # as the extension's .NET processor: a lease is written only by a checkpoint after
             # changes, never with its start ("now" again at each new owner)
             keep_start=False,
+            balancing=balancing(),
         )
 
     async def _close_clients(self) -> None:

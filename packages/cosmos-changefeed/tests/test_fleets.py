@@ -1,0 +1,189 @@
+"""Fleets in virtual time (``SimulatedFleet``: the real aio processor over a lease container
+that answers as Cosmos DB does -- a latency, pages, per-partition budgets, 429s -- with handler
+and feed-read times drawn from a seeded distribution): beside .NET instances, through a
+balancing move, and through a start and a checkpoint under 429s. The scenarios are the bench's
+(``python -m bench.changefeed_scale``), seeded alike, so a figure published there is one a
+test holds."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+import pytest
+
+from cosmos_changefeed import CheckpointPolicy
+from cosmos_changefeed.testing import SimulatedFleet, Timing, VirtualClock
+
+T = TypeVar("T")
+#: A fixed start: lease times, ``_ts`` included (whole seconds), are the same at every run.
+START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+ACQUIRE, RENEW, EXPIRY = 13.0, 17.0, 60.0  # .NET's defaults, the processor's
+HOLD, LIMIT = 2 * ACQUIRE, 40 * ACQUIRE
+
+
+def run(scenario: Coroutine[Any, Any, T], clock: VirtualClock) -> T:
+    return clock.run(scenario)
+
+
+async def add_mixed(fleet: SimulatedFleet, count: int) -> None:
+    """``count`` instances, half under .NET's balancing, started within the same second."""
+    await asyncio.gather(
+        fleet.add(count - count // 2, dotnet=True), fleet.add(count // 2, dotnet=False)
+    )
+
+
+@pytest.mark.parametrize(("leases", "instances"), [(100, 10), (500, 50)])
+def test_a_mixed_fleet_is_even_within_five_acquire_intervals_cold_and_after_a_scale_out(
+    leases: int, instances: int
+) -> None:
+    """Half the instances balance as .NET's processor does (never giving a lease back, one
+    steal a round), half by this package's fair share, on one lease container, changes written
+    all along: within 5 acquire intervals of a cold start, and of +50 % instances, every lease
+    is processed by the instance the store names and the instances hold within one lease of
+    each other. (Before the fair share took from owners that do not hand over, 100 x 10 ended
+    at 55/10/10/10/10 on the .NET side and 1 each on the other, and stayed there.)"""
+    clock = VirtualClock(START)
+
+    async def scenario() -> tuple[float | None, float | None, SimulatedFleet]:
+        fleet = SimulatedFleet(
+            clock, partitions=leases, seed=leases + instances, start_from="beginning"
+        )
+        writer = asyncio.create_task(fleet.write(leases / 30, 10**9))
+        await add_mixed(fleet, instances)
+        cold = await fleet.until_even(hold=HOLD, limit=LIMIT)
+        await add_mixed(fleet, instances // 2)
+        out = await fleet.until_even(hold=HOLD, limit=LIMIT)
+        writer.cancel()
+        for _ in range(60):  # what was written last, handled
+            if not fleet.undelivered():
+                break
+            await fleet.clock_sleep(5)
+        await fleet.close()
+        return cold, out, fleet
+
+    cold, out, fleet = run(scenario(), clock)
+    assert cold is not None and cold <= 5 * ACQUIRE, f"cold start: even after {cold}s"
+    assert out is not None and out <= 5 * ACQUIRE, f"scale-out: even after {out}s"
+    assert fleet.failures_seen() == [], "two instances inside one lease's handler"
+    given = fleet.given_twice()
+    assert given.by_move == given.from_dotnet, f"given twice by this package's moves: {given}"
+    assert fleet.undelivered() == []
+
+
+def test_balancing_moves_hand_over_and_a_crash_gives_again_only_what_followed_a_checkpoint() -> (
+    None
+):
+    """A busy feed (a change per lease every 5 s, a handler of half a second, 2 s at the 99th
+    percentile: batches are in flight when leases move; a checkpoint every 5 batches): a
+    scale-out, a scale-in and a crash. The moves are hand-overs -- no change given twice by
+    one (the batches handled since the last checkpoint are checkpointed by the hand-over),
+    never two instances inside one lease's handler -- and the crash's leases, taken once
+    expired, give again only what followed the dead owner's last checkpoint."""
+    clock = VirtualClock(START)
+
+    async def scenario() -> SimulatedFleet:
+        fleet = SimulatedFleet(
+            clock,
+            partitions=24,
+            seed=5,
+            handler_time=Timing(0.5, 2.0),
+            checkpoint=CheckpointPolicy(batches=5),
+        )
+        writer = asyncio.create_task(fleet.write(24 / 5, 10**9))
+        await fleet.add(4)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        await fleet.add(4)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        await fleet.stop(sorted(fleet.instances)[:2])
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        await fleet.crash(sorted(fleet.instances)[:2])
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        writer.cancel()
+        await fleet.clock_sleep(2 * EXPIRY)
+        await fleet.close()
+        return fleet
+
+    fleet = run(scenario(), clock)
+    moved = [m for m in fleet.container.moves if m.how in ("handed over", "released")]
+    assert moved, "no lease was handed over"
+    assert [m for m in fleet.container.moves if m.how == "stolen"] == []
+    given = fleet.given_twice()
+    assert given.by_move == 0 and given.same_instance == 0, given
+    assert given.after_expiry > 0, "the crash gave nothing again: no batch was in flight"
+    assert given.behind_checkpoint == 0, "the crash's leases went back behind a checkpoint"
+    assert fleet.failures_seen() == [], "two instances inside one lease's handler"
+    assert fleet.undelivered() == []
+
+
+def test_a_start_waits_through_429s_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    """A settled fleet's lease container given a quarter of the request units it needs: five
+    instances more start. azure-cosmos's own retries (9, over up to 30 s) are not enough for
+    every request of a start; the start waits and tries again, saying so, and never fails (it
+    failed before: an orchestrator restarted the instance, into the same 429s)."""
+    clock = VirtualClock(START)
+    caplog.set_level(logging.WARNING, logger="cosmos_changefeed")
+
+    async def scenario() -> SimulatedFleet:
+        fleet = SimulatedFleet(clock, partitions=100, seed=310)
+        await fleet.add(10)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        needed = await fleet.request_units(4 * RENEW) + 100 / 60 * 10
+        fleet.set_budget(needed / 4)
+        writer = asyncio.create_task(fleet.write(100 / 60, 10**9))
+        await fleet.add(5)
+        await fleet.clock_sleep(10 * ACQUIRE)
+        writer.cancel()
+        await fleet.close()
+        return fleet
+
+    fleet = run(scenario(), clock)
+    assert fleet.throttled() > 1000, "the lease container hardly throttled"
+    assert fleet.start_failures == []
+    waited = [r for r in caplog.records if "starting: the lease container throttles" in r.msg]
+    assert waited, "no start had to wait"
+
+
+@pytest.mark.parametrize("seconds", [20.0, 150.0])
+def test_a_batch_is_given_again_for_a_429_only_if_its_lease_expired_meanwhile(
+    seconds: float,
+) -> None:
+    """One instance's requests all meet 429s for ``seconds`` (as a physical partition that
+    holds its leases throttles while the others' get through), changes written all along. A
+    checkpoint that met the 429s is written again before the next batch: after a refusal
+    shorter than the expiration interval no change is given twice. After a longer one its
+    leases expire (no renewal got through either), the others take them and give again what
+    it handled since its last checkpoint -- after an expiry only: never by a balancing move,
+    never by the same instance, never behind a checkpoint; nothing lost."""
+    clock = VirtualClock(START)
+
+    async def scenario() -> SimulatedFleet:
+        fleet = SimulatedFleet(clock, partitions=12, seed=11)
+        await fleet.add(3)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        writer = asyncio.create_task(fleet.write(12 / 2, 10**9))
+        await fleet.clock_sleep(30)
+        refused = fleet.instances["i000"].store
+        refused.refused = True
+        await fleet.clock_sleep(seconds)
+        refused.refused = False
+        await fleet.clock_sleep(3 * EXPIRY)
+        writer.cancel()
+        await fleet.clock_sleep(2 * EXPIRY)
+        await fleet.close()
+        return fleet
+
+    fleet = run(scenario(), clock)
+    assert fleet.throttled() > 0
+    given = fleet.given_twice()
+    assert given.by_move == 0 and given.same_instance == 0 and given.behind_checkpoint == 0
+    if seconds < EXPIRY:
+        assert given.total == 0, given
+    else:
+        assert given.after_expiry > 0, "the refusal outlasted the expiry: its leases moved"
+    assert fleet.failures_seen() == []
+    assert fleet.undelivered() == []
+    assert fleet.container.regressions == []
