@@ -219,11 +219,6 @@ def test_a_long_function_is_found(tmp_path: Path) -> None:
 #: An issue ("issue 92", "issues #7"), a milestone ("M10") or a round ("round 9") named in a
 #: package's source: a reader of the shipped code cannot look it up; the reason it stood for can.
 TRACKER_ID = re.compile(r"\b[Ii]ssues?\s+#?\d+|\bM\d{1,2}\b|\b[Rr]ounds?\s+\d+")
-#: The core's operators' operations, being rewritten beside this rule: their ids go with it.
-TRACKER_IDS_LEFT = {
-    f"cosmos_outbox/operations/{name}.py"
-    for name in ("_actor", "_audit", "_deliveries", "_groups", "_watch")
-}
 
 
 def tracker_ids(folder: Path, root: Path = ROOT) -> list[str]:
@@ -245,11 +240,7 @@ def tracker_ids(folder: Path, root: Path = ROOT) -> list[str]:
 )
 def test_no_source_of_a_package_names_a_tracker_id(package: str) -> None:
     folder = ROOT / "packages" / package / "src"
-    found = [
-        place
-        for place in tracker_ids(folder, folder)
-        if place.split(":")[0].removeprefix("/") not in TRACKER_IDS_LEFT
-    ]
+    found = tracker_ids(folder, folder)
     assert not found, f"say the reason the id stood for instead: {found}"
 
 

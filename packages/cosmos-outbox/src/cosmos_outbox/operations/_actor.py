@@ -47,8 +47,8 @@ class Actor:
 
 
 ADMIN_KEY = Actor("admin key")
-#: The admin key's door admitted a request without a key: the local host checks none (issue 66:
-#: the audit said "by admin key" though no key was sent).
+#: The admin key's door admitted a request without a key: the local host checks none (so the
+#: audit does not say "by admin key" when no key was sent).
 NO_KEY = Actor("nobody", name="keys not enforced locally")
 UNKNOWN = Actor("unknown")
 _actor: ContextVar[Actor] = ContextVar("cosmos_outbox_actor", default=UNKNOWN)

@@ -39,7 +39,7 @@ def what_event(
     action: str | None = None,
 ) -> str:
     """An event in words, with what it does not say left out, never "None" ("contact c-1 v3
-    ContactRenamed"; "version unknown" for a record that could not be read: issue 92, M8)."""
+    ContactRenamed"; "version unknown" for a record that could not be read)."""
     if not aggregate_id:
         return "aggregate unknown" + (f", {action}" if action else "")
     said = f"{aggregate_type or 'aggregate'} {aggregate_id} "

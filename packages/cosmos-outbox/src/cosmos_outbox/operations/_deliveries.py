@@ -1,7 +1,7 @@
 """What each subscription of the topic receives of the messages an action sends, as its rules
 decide (the rules the targeted-delivery check last read, evaluated by
 `cosmos_outbox._subscription_rules`): what they leave unsettled is "unknown", and why, never
-counted as received (issue 72)."""
+counted as received."""
 
 from __future__ import annotations
 

@@ -182,7 +182,7 @@ class DeadLetterWatch:
                 elif (
                     record.fate == "left"
                     and (now - record.fate_at).total_seconds() >= GRACE_SECONDS
-                ):  # its fate's time stays when it was found gone ("gone 33 s ago": issue 72)
+                ):  # its fate's time stays when it was found gone ("gone 33 s ago", not "just now")
                     await self._keep(record.model_copy(update={"fate": "vanished"}))
         return await self.vanished()
 
