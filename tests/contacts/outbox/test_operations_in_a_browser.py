@@ -191,28 +191,37 @@ def cores_busy(n: int = 2) -> Iterator[list[subprocess.Popen[bytes]]]:
             hog.wait(timeout=deadlines.LOOPBACK)
 
 
-def group_of(walk: Walk, cause: str, count: int, *, at_least: bool = False) -> WebElement | None:
-    """The failure groups' row of `cause` once it counts `count` failures (`at_least`: or more;
-    the panel refreshed until it does)."""
+def group_of(walk: Walk, cause: str, count: int, *, at_least: bool = False) -> str | None:
+    """The id of the failure groups' row of `cause` once it counts `count` failures
+    (`at_least`: or more; the panel refreshed until it does). An id, not the row: a refresh
+    answered later swaps the row for a new one."""
     for row in walk.driver.find_elements(By.CSS_SELECTOR, "#groups-panel tr[data-group-id]"):
         shown = int(row.get_attribute("data-count") or 0)
         if cause in row.text and (shown == count or (at_least and shown > count)):
-            return row
+            return row.get_attribute("data-group-id")
     walk.driver.find_element(By.CSS_SELECTOR, "#groups .section-head button").click()
     time.sleep(1)  # the refresh's answer, before looking again (not a verdict)
     return None
 
 
-def retry(walk: Walk, row: WebElement, *, canary: int, waiting: float) -> str:
+def retry(walk: Walk, group: str, *, canary: int, waiting: float) -> str:
     """The group's Retry, with its canary, through its preview and the dialog; the operation's
-    id, as the answer shows it."""
-    for name, value in (("canary", canary), ("canaryWaitSeconds", waiting)):
-        field = row.find_element(By.CSS_SELECTOR, f"form.retry input[name={name}]")
-        field.clear()
-        field.send_keys(str(int(value)))
+    id, as the answer shows it. The row is found again if a refresh swaps it meanwhile."""
     before = walk.find('#groups-result [data-outcome="group-retry"][data-operation-id]')
     earlier = before.get_attribute("data-operation-id") if before is not None else None
-    row.find_element(By.XPATH, ".//button[normalize-space()='Retry…']").click()
+
+    def asked() -> bool | None:
+        row = walk.find(f'#groups-panel tr[data-group-id="{group}"]')
+        if row is None:
+            return None
+        for name, value in (("canary", canary), ("canaryWaitSeconds", waiting)):
+            field = row.find_element(By.CSS_SELECTOR, f"form.retry input[name={name}]")
+            field.clear()
+            field.send_keys(str(int(value)))
+        row.find_element(By.XPATH, ".//button[normalize-space()='Retry…']").click()
+        return True
+
+    walk.wait("the group's Retry asked", asked, deadlines.SHORT)
     walk.wait(
         "the group retry's preview",
         lambda: walk.find('dialog#confirm[open] #confirm-preview [data-outcome="group-retry"]'),
