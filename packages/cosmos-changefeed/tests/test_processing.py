@@ -9,11 +9,11 @@ all-versions-and-deletes mode; and the estimator's lag equal to what is pending.
 from __future__ import annotations
 
 import datetime as dt
-import time
 from typing import Any
 
 import pytest
-from inprocess import FLAVOURS, Delivered, Flavour, eventually, fleet, write
+from deadlines import LOOPBACK, SHORT
+from inprocess import FAST, FLAVOURS, Delivered, Flavour, eventually, fleet, write
 
 from cosmos_changefeed import (
     ChangeFeedEstimator,
@@ -162,7 +162,7 @@ def test_a_stop_releases_the_leases_and_another_instance_takes_them_before_expir
     flavour: Flavour,
 ) -> None:
     feed, delivered = InMemoryFeed(2), Delivered()
-    slow = {"lease_expiration_interval": 30.0}
+    slow = {"lease_expiration_interval": SHORT}  # taken within LOOPBACK: before expiry
     with fleet(flavour, feed) as f:
         first = f.processor("first", delivered, **slow).start()
         first.wait_until_listening()
@@ -171,7 +171,7 @@ def test_a_stop_releases_the_leases_and_another_instance_takes_them_before_expir
         first.stop()
         # released: unowned, or already the second's (its acquire can come before this read)
         assert {lease.owner for lease in f.stored().values()} <= {"second", None}
-        eventually(lambda: len(second.owned_leases) == 2, within=5)
+        eventually(lambda: len(second.owned_leases) == 2, within=LOOPBACK)
         ids = write(feed, keys=6, per_key=2)
         eventually(lambda: delivered.ids >= set(ids))
 
@@ -187,13 +187,21 @@ def test_a_dead_instances_leases_are_taken_after_expiry_from_their_checkpoints(
         eventually(lambda: delivered.ids >= set(first))
         eventually(lambda: delivered.last_positions() == f.positions())  # all checkpointed
         doomed.switch.freeze()  # its process is gone: no renewal, no release, no checkpoint
-        frozen_at = time.monotonic()
-        heir = f.processor("heir", delivered).start()
+        # its last writes of its leases (not the freeze: a renewal late on a loaded machine
+        # wrote one earlier): none is taken before it expires, however soon the heir comes
+        last_written = {token: lease.last_updated for token, lease in f.stored().items()}
+        acquired: dict[str, dt.datetime] = {}
+
+        def came(token: str) -> None:
+            acquired.setdefault(token, dt.datetime.now(dt.UTC))
+
+        heir = f.processor("heir", delivered, on_lease_acquired=came).start()
         second = write(feed, keys=30, per_key=2, start=2)
-        eventually(lambda: len(heir.owned_leases) == 3)
-        taken = time.monotonic() - frozen_at
-        eventually(lambda: delivered.ids >= set(second))
-    assert taken > 0.6 - 0.15, f"taken after {taken:.2f}s, before the leases expired"
+        eventually(lambda: len(heir.owned_leases) == 3, within=SHORT)
+        eventually(lambda: delivered.ids >= set(second), within=SHORT)
+    expiration = dt.timedelta(seconds=FAST["lease_expiration_interval"])
+    early = {t: acquired[t] - w for t, w in last_written.items() if acquired[t] - w < expiration}
+    assert not early, f"taken before the leases expired: {early}"
     # the heir read on from the checkpoints: no change of the first round given twice
     assert all(delivered.count(item) == 1 for item in first)
 

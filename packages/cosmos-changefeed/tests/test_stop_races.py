@@ -10,7 +10,8 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from inprocess import FAST, Delivered, eventually, write
+from deadlines import LOOPBACK, wait_for
+from inprocess import FAST, Delivered, write
 
 from cosmos_changefeed import ChangeFeedProcessor, InMemoryDocuments, InMemoryLeaseStore
 from cosmos_changefeed.testing import InMemoryFeed, InMemoryFeedSource
@@ -37,7 +38,7 @@ class _GatedDocuments(InMemoryDocuments):
             and not self.entered.is_set()
         ):
             self.entered.set()
-            assert self.gate.wait(10), "the test never opened the gate"
+            assert self.gate.wait(LOOPBACK), "the test never opened the gate"
             try:
                 return super().replace(document, partition_key, etag)
             finally:
@@ -46,7 +47,11 @@ class _GatedDocuments(InMemoryDocuments):
 
 
 def test_a_childs_lease_acquired_as_the_processor_stops_is_released_not_run_unseen() -> None:
+    """The threads looked at are this processor's: a lease's thread is named ``lease-<token>``
+    whatever its processor, and another test's processor (one whose handler a failure left
+    waiting) may still have one in this process -- it says nothing of this stop."""
     feed, delivered, documents = InMemoryFeed(1), Delivered(), _GatedDocuments()
+    others = set(threading.enumerate())
     processor = ChangeFeedProcessor(
         InMemoryFeedSource(feed),
         InMemoryLeaseStore(documents=documents),
@@ -56,20 +61,22 @@ def test_a_childs_lease_acquired_as_the_processor_stops_is_released_not_run_unse
         **FAST,  # type: ignore[arg-type]
     )
     processor.start()
-    processor.wait_until_listening(10)
+    processor.wait_until_listening(LOOPBACK)
     documents.armed = True
     feed.split("0")
     write(feed, keys=4, per_key=1)
-    assert documents.entered.wait(10), "no child lease was acquired after the split"
+    assert documents.entered.wait(LOOPBACK), "no child lease was acquired after the split"
     processor.stop(timeout=2)  # the parent's thread is inside the child's acquisition
     documents.gate.set()
-    assert documents.passed.wait(5), "the child's acquisition did not go on"
+    assert documents.passed.wait(LOOPBACK), "the child's acquisition did not go on"
 
     def released() -> bool:
         leases = [d for d in documents.export() if "LeaseToken" in d]
         return bool(leases) and all(not d.get("Owner") for d in leases)
 
-    eventually(released, within=5)
-    eventually(
-        lambda: not [t for t in threading.enumerate() if t.name.startswith("lease-")], within=5
-    )
+    wait_for(released, "every lease released, the child acquired as it stopped too", LOOPBACK)
+
+    def running() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("lease-") and t not in others]
+
+    wait_for(lambda: not running(), "no lease's thread of this processor left running", LOOPBACK)
