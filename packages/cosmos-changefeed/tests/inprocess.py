@@ -18,6 +18,8 @@ from collections.abc import Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Literal, TypeVar
 
+from deadlines import SHORT
+
 from cosmos_changefeed import (
     ChangeFeedProcessor,
     FeedSource,
@@ -323,7 +325,8 @@ def write(feed: InMemoryFeed, keys: int, per_key: int, *, start: int = 0) -> lis
     return ids
 
 
-def eventually(condition: Callable[[], bool], within: float = 10.0) -> None:
+def eventually(condition: Callable[[], bool], within: float = SHORT) -> None:
+    """Wait for `condition` under a named deadline generous for a slow machine (`SHORT`)."""
     deadline = time.monotonic() + within
     while not condition():
         assert time.monotonic() < deadline, "not within the time"

@@ -76,7 +76,7 @@ class Delivered:
         in_order_per_partition_key(self.batches)
 
 
-async def eventually(condition: Callable[[], bool], within: float = 15.0) -> None:
+async def eventually(condition: Callable[[], bool], within: float = SHORT) -> None:
     deadline = time.monotonic() + within
     while not condition():
         assert time.monotonic() < deadline, "not within the time"
