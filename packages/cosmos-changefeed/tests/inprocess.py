@@ -51,6 +51,9 @@ FAST: dict[str, float] = {
     "lease_renew_interval": 0.1,
     "lease_expiration_interval": 0.6,
 }
+#: No lease expires however slow the machine is (a renewal late by a second under load would
+#: let FAST's lease expire and be read again from its checkpoint): for a test of exactly once.
+STEADY: dict[str, float] = {"lease_expiration_interval": SHORT}
 
 
 class FrozenError(Exception):

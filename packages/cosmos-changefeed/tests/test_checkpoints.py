@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from deadlines import SHORT
-from inprocess import CHECKPOINT, FLAVOURS, Delivered, Flavour, Member, eventually, fleet
+from inprocess import CHECKPOINT, FLAVOURS, STEADY, Delivered, Flavour, Member, eventually, fleet
 
 from cosmos_changefeed import (
     ChangeFeedProcessor,
@@ -128,7 +128,7 @@ def test_a_stop_checkpoints_what_the_policy_had_not_yet(flavour: Flavour) -> Non
     feed, delivered = InMemoryFeed(1), Delivered()
     with fleet(flavour, feed) as f:
         policy = CheckpointPolicy(batches=1_000)
-        member = f.processor("p", delivered, max_items=2, checkpoint=policy).start()
+        member = f.processor("p", delivered, max_items=2, checkpoint=policy, **STEADY).start()
         member.wait_until_listening()
         ids = one_key(feed, 10)
         eventually(lambda: delivered.ids >= set(ids))
@@ -136,7 +136,7 @@ def test_a_stop_checkpoints_what_the_policy_had_not_yet(flavour: Flavour) -> Non
         stored = f.stored()["0"]
         assert stored.owner is None
         assert stored.continuation == delivered.batches[-1][0].continuation
-        again = f.processor("p", delivered, checkpoint=policy).start()
+        again = f.processor("p", delivered, checkpoint=policy, **STEADY).start()
         more = one_key(feed, 2, start=10)
         eventually(lambda: delivered.ids >= set(more))
         again.stop()

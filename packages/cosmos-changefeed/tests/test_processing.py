@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from deadlines import LOOPBACK, SHORT
-from inprocess import FAST, FLAVOURS, Delivered, Flavour, eventually, fleet, write
+from inprocess import FAST, FLAVOURS, STEADY, Delivered, Flavour, eventually, fleet, write
 
 from cosmos_changefeed import (
     ChangeFeedEstimator,
@@ -211,7 +211,7 @@ def test_a_split_replaces_the_lease_by_version_0_children_that_start_where_it_wa
 ) -> None:
     feed, delivered = InMemoryFeed(2), Delivered()
     with fleet(flavour, feed) as f:
-        member = f.processor("only", delivered, max_items=5).start()
+        member = f.processor("only", delivered, max_items=5, **STEADY).start()
         member.wait_until_listening()
         before = write(feed, keys=10, per_key=3)
         eventually(lambda: delivered.ids >= set(before))
@@ -232,7 +232,7 @@ def test_a_split_replaces_the_lease_by_version_0_children_that_start_where_it_wa
 def test_a_merge_turns_the_leases_into_epk_leases_and_loses_nothing(flavour: Flavour) -> None:
     feed, delivered = InMemoryFeed(3), Delivered()
     with fleet(flavour, feed) as f:
-        member = f.processor("only", delivered, max_items=4).start()
+        member = f.processor("only", delivered, max_items=4, **STEADY).start()
         member.wait_until_listening()
         before = write(feed, keys=12, per_key=2)
         eventually(lambda: delivered.ids >= set(before))
@@ -327,12 +327,12 @@ def test_a_lease_without_a_checkpoint_starts_at_the_beginning_a_time_or_now(
 def test_a_restart_resumes_from_the_checkpoints_and_gives_nothing_again(flavour: Flavour) -> None:
     feed, delivered = InMemoryFeed(2), Delivered()
     with fleet(flavour, feed) as f:
-        first = f.processor("one", delivered, start_from="beginning").start()
+        first = f.processor("one", delivered, start_from="beginning", **STEADY).start()
         ids = write(feed, keys=6, per_key=3)
         eventually(lambda: delivered.ids >= set(ids))
         first.stop()
         more = write(feed, keys=6, per_key=1, start=3)
-        again = f.processor("one", delivered, start_from="beginning").start()
+        again = f.processor("one", delivered, start_from="beginning", **STEADY).start()
         eventually(lambda: delivered.ids >= set(more))
         again.stop()
     assert all(delivered.count(item) == 1 for item in ids + more)
