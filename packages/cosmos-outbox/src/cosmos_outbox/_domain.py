@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import datetime, timedelta
-from typing import Any, ClassVar, Final, Literal, Self, TypeVar, overload
+from typing import Any, ClassVar, Literal, Self, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic.alias_generators import to_camel
@@ -196,15 +196,6 @@ class EventCatalogue:
 EVENTS = EventCatalogue()
 
 
-#: How the outbox's models are written, said once: frozen, no field they do not declare, camelCase
-#: on the wire, each built on its first use (defer_build: a Functions worker's start defines about
-#: 100 models and uses a few). An `Event`'s; the core's values and the HTTP layer's models add
-#: theirs to it (`cosmos_outbox._model.Model`).
-WIRE_MODEL: Final = ConfigDict(
-    frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True, defer_build=True
-)
-
-
 class Event(BaseModel):
     """Something that happened to one aggregate: its id, the aggregate's id, the aggregate's
     `version` after it, when, the trace context of the request that caused it, and its
@@ -214,7 +205,13 @@ class Event(BaseModel):
     A scheduled event (`deliver_at`: when it is due, recorded with `record(..., deliver_at=...)`
     or `deliver_after=`) has `version` 0: it takes no place in the aggregate's order."""
 
-    model_config = WIRE_MODEL
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        defer_build=True,
+    )
 
     #: The type of the aggregate the event happened to (set when the class is bound).
     aggregate_type: ClassVar[str]

@@ -9,13 +9,20 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
-
-from cosmos_outbox._domain import WIRE_MODEL
+from pydantic.alias_generators import to_camel
 
 
 class Model(BaseModel):
-    # the events' way (`WIRE_MODEL`), and a schema that says every field is serialised
-    model_config = ConfigDict(**WIRE_MODEL, json_schema_serialization_defaults_required=True)
+    # defer_build: each model's validator and serializer are built on its first use, not at
+    # import (a Functions worker's start defines about 100 models and uses a few).
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        json_schema_serialization_defaults_required=True,
+        defer_build=True,
+    )
 
 
 M = TypeVar("M", bound=BaseModel)
