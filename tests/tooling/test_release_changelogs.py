@@ -34,6 +34,12 @@ def copies(root: Path) -> list[Distribution]:
     return found
 
 
+def _entries(path: Path) -> list[str]:
+    """The entries under a CHANGELOG's `[Unreleased]`."""
+    section = changelog.Changelog.parse(path.read_text("utf-8")).section(changelog.UNRELEASED)
+    return section.entries if section is not None else []
+
+
 @pytest.mark.parametrize("name", [d.name for d in distributions()])
 def test_the_release_commits_changelog_passes_the_tags_check_with_every_entry_in_the_notes(
     name: str, tmp_path: Path
@@ -41,6 +47,10 @@ def test_the_release_commits_changelog_passes_the_tags_check_with_every_entry_in
     dists = copies(tmp_path)
     dist = next(d for d in dists if d.name == name)
     path = dist.folder / "CHANGELOG.md"
+    if not _entries(path):  # its next version prepared already (dated): an entry planted
+        heading = f"## [{changelog.UNRELEASED}]\n"
+        text = path.read_text("utf-8").replace(heading, f"{heading}\n- A change to release.\n", 1)
+        path.write_text(text, "utf-8")
     before = changelog.Changelog.parse(path.read_text("utf-8"))
     unreleased = before.section(changelog.UNRELEASED)
     assert unreleased is not None and unreleased.entries  # what the release must carry

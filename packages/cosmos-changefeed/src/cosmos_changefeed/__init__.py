@@ -53,7 +53,7 @@ from cosmos_changefeed._store import (
 
 #: Its pyproject.toml's version (tests/repository/test_versions.py holds them equal; a literal,
 #: not importlib.metadata's: no file read at import).
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
 __all__ = [
     "Balancing",

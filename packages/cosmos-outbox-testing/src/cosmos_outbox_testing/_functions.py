@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import inspect
 import json
-import re
 import threading
 import weakref
 from collections.abc import Awaitable, Iterable, Mapping
@@ -166,14 +165,9 @@ class FunctionClient:
         values (a query string in `path` is not routed)."""
         path = _query(path, None)[0]
         for route in self._routes:
-            if method.upper() not in route.methods:
-                continue
-            if route.catch_all:
-                template = route.template.lstrip("/")
-                name = template[2:-1] if template.startswith("{*") else "path"
-                return route.function, {name: path}
-            if route.matches(path):
-                return route.function, _values(route.template, path)
+            values = route.values(path) if method.upper() in route.methods else None
+            if values is not None:
+                return route.function, values
         raise LookupError(f"no function of the app takes {method} {self._url_path(path)}")
 
     def _url_path(self, path: str) -> str:
@@ -248,14 +242,3 @@ def _indexed(app: func.FunctionRegister) -> list[Function]:
 
 async def _awaited(result: Awaitable[Any]) -> Any:
     return await result
-
-
-def _values(template: str, path: str) -> dict[str, str]:
-    want = template.strip("/").split("/")
-    path = path.removeprefix("/")
-    have = (path[:-1] if path.endswith("/") else path).split("/")
-    return {
-        m[1]: segment
-        for pattern, segment in zip(want, have, strict=True)
-        if (m := re.fullmatch(r"{([^}:*]+)(?::[^}]*)?}", pattern))
-    }

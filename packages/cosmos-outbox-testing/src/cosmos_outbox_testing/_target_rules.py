@@ -25,6 +25,11 @@ __all__ = ["FakeTargetRules"]
 DEFAULT_LETTING_IN = "$Default: TrueFilter"
 
 
+def target_clause(subscription: str) -> str:
+    """The targeted-delivery rule's filter for `subscription`."""
+    return f"NOT EXISTS(outboxTarget) OR outboxTarget = '{subscription}'"
+
+
 class FakeTargetRules(TargetRules):
     """A topic's subscriptions and their rules, in memory. `subscriptions`: each name with the
     rules letting others in, as the check names them (`"$Default: TrueFilter"`, `"kinds:
@@ -66,8 +71,7 @@ class FakeTargetRules(TargetRules):
             return self.rules[name]
         described = self.subscriptions.get(name, ())
         if not described:
-            clause = f"NOT EXISTS(outboxTarget) OR outboxTarget = '{name}'"
-            return (Rule("outbox-target", SqlFilter(clause)),)
+            return (Rule("outbox-target", SqlFilter(target_clause(name))),)
         return tuple(_read(text) for text in described)
 
     def check(self) -> TargetRuleCheck:

@@ -26,7 +26,16 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, TypeVar, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    Protocol,
+    TypeAlias,
+    TypeVar,
+    Unpack,
+    runtime_checkable,
+)
 
 import azure.functions as func
 
@@ -41,6 +50,7 @@ from cosmos_outbox._wiring import Services, Wiring, services_from_settings
 from cosmos_outbox._write.service import AggregateService as AsyncAggregateService
 from cosmos_outbox._write.sync import AggregateService, Transaction, UnitOfWork
 from cosmos_outbox._write.transaction import Transaction as AsyncTransaction
+from cosmos_outbox._write.transaction import TransactionOptions
 from cosmos_outbox._write.unit_of_work import UnitOfWork as AsyncUnitOfWork
 from cosmos_outbox.http._aggregate_routes import AggregateRoutes
 from cosmos_outbox.http._api import HttpApi
@@ -293,27 +303,14 @@ class Outbox(OutboxBase):
         return AggregateService(self._core_service(kind))
 
     def transaction(
-        self,
-        partition_key: str,
-        *,
-        entity: str,
-        session_id: str | None = None,
-        source: str | None = None,
-        traceparent: str | None = None,
+        self, partition_key: str, *, entity: str, **options: Unpack[TransactionOptions]
     ) -> Transaction:
         """A transaction on `partition_key` of the outbox's container: your own documents and
         the events you publish (about `entity`: their `aggregateType`; their Service Bus
         SessionId `session_id`, the partition key unless given; their CloudEvents source
-        `source`, `/<entity>s` unless given), committed in one transactional batch."""
-        return Transaction(
-            self.wiring().transaction(
-                partition_key,
-                entity=entity,
-                session_id=session_id,
-                source=source,
-                traceparent=traceparent,
-            )
-        )
+        `source`, `/<entity>s` unless given; `traceparent`), committed in one transactional
+        batch."""
+        return Transaction(self.wiring().transaction(partition_key, entity=entity, **options))
 
     def session(self, partition_key: str, **options: Any) -> Transaction:
         """Deprecated (removed in 0.5): `transaction`."""
@@ -351,22 +348,10 @@ class AsyncOutbox(OutboxBase):
         return self._core_service(kind)
 
     def transaction(
-        self,
-        partition_key: str,
-        *,
-        entity: str,
-        session_id: str | None = None,
-        source: str | None = None,
-        traceparent: str | None = None,
+        self, partition_key: str, *, entity: str, **options: Unpack[TransactionOptions]
     ) -> AsyncTransaction:
         """`async with outbox.transaction(...) as tx:` (see `Outbox.transaction`)."""
-        return self.wiring().transaction(
-            partition_key,
-            entity=entity,
-            session_id=session_id,
-            source=source,
-            traceparent=traceparent,
-        )
+        return self.wiring().transaction(partition_key, entity=entity, **options)
 
     def session(self, partition_key: str, **options: Any) -> AsyncTransaction:
         """Deprecated (removed in 0.5): `transaction`."""

@@ -16,12 +16,12 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 from cosmos_outbox._records import LegacyEvents
 from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox._write.streams import Sequences
-from cosmos_outbox._write.transaction import Transaction
+from cosmos_outbox._write.transaction import Transaction, TransactionOptions
 from cosmos_outbox._write.unit_of_work import UnitOfWork
 from cosmos_outbox.http._paging import derive_key
 from cosmos_outbox.ports import (
@@ -428,24 +428,16 @@ class Wiring:
         self.sequences = Sequences()
 
     def transaction(
-        self,
-        partition_key: str,
-        *,
-        entity: str,
-        session_id: str | None = None,
-        source: str | None = None,
-        traceparent: str | None = None,
+        self, partition_key: str, *, entity: str, **options: Unpack[TransactionOptions]
     ) -> Transaction:
         return Transaction(
             self.store,
             partition_key,
             entity=entity,
-            session_id=session_id,
-            source=source,
             event_ttl_seconds=self.services.event_ttl_seconds,
             idempotency_ttl_seconds=self.services.idempotency_ttl_seconds,
             sequences=self.sequences,
-            traceparent=traceparent,
+            **options,
         )
 
     def unit_of_work(self) -> UnitOfWork:

@@ -161,3 +161,23 @@ def test_the_events_a_route_writes_carry_the_invocations_trace_context(
     assert reply.status_code == 201
     [event] = world.memory.store.of_type(EVENT_TYPE)
     assert event["traceparent"] == TRACE
+
+
+def test_route_values_are_the_hosts_a_catch_all_takes_the_rest_of_the_path() -> None:
+    app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+    @app.route(route="files/{*rest}", methods=["GET"])
+    def files(req: func.HttpRequest) -> func.HttpResponse:
+        return func.HttpResponse(json.dumps(dict(req.route_params)))
+
+    @app.route(route="Orders/{id:int}/lines/{line}", methods=["GET"])
+    def lines(req: func.HttpRequest) -> func.HttpResponse:
+        return func.HttpResponse(json.dumps(dict(req.route_params)))
+
+    with FunctionClient(app) as client:
+        assert client.route("GET", "files/a/b.txt") == ("files", {"rest": "a/b.txt"})
+        assert client.route("GET", "orders/7/lines/2/") == ("lines", {"id": "7", "line": "2"})
+        with pytest.raises(LookupError):
+            client.route("GET", "orders/7/lines/")  # an empty segment takes no value
+        with pytest.raises(LookupError):
+            client.route("GET", "folders/a")

@@ -7,13 +7,10 @@ and the others move."""
 from __future__ import annotations
 
 import abc
-import inspect
 import json
 import uuid
-from collections.abc import Coroutine
 from typing import Any
 
-from cosmos_outbox.bridge import run_sync
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
     DeadLetter,
@@ -22,7 +19,7 @@ from cosmos_outbox.ports import (
     Outgoing,
 )
 from cosmos_outbox_testing._dead_letters import InMemoryDeadLetters
-from cosmos_outbox_testing.contracts._worlds import Received, Suite
+from cosmos_outbox_testing.contracts._worlds import Received, Suite, _Runs, finished, received
 
 __all__ = ["DeadLetterContract", "DeadLetterWorld", "InMemoryDeadLetterWorld"]
 
@@ -30,16 +27,13 @@ __all__ = ["DeadLetterContract", "DeadLetterWorld", "InMemoryDeadLetterWorld"]
 REFUSED_BYTES = 1024 * 1024
 
 
-class DeadLetterWorld(abc.ABC):
+class DeadLetterWorld(_Runs, abc.ABC):
     """What the dead letters' suite needs: the queues (sync, or async: `run` awaits their
     coroutines), an entity whose dead-letter queue a test fills, what reaches that entity, and
     a way to make the broker fail."""
 
     queues: DeadLetterQueues | AsyncDeadLetterQueues
     entity: DeadLetterEntity
-
-    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
-        return run_sync(coroutine)
 
     @abc.abstractmethod
     def dead_letter(
@@ -79,13 +73,8 @@ class InMemoryDeadLetterWorld(DeadLetterWorld):
             )
 
     def received(self, session: str, count: int) -> list[Received]:
-        found = [
-            Received(m.message_id, m.session_id, m.subject, m.body, dict(m.application_properties))
-            for entity, m in self.fake.sent
-            if entity == self.entity and m.session_id == session
-        ]
-        assert len(found) >= count, f"{len(found)} of {count} messages arrived"
-        return found
+        sent = [m for entity, m in self.fake.sent if entity == self.entity]
+        return received(sent, [session], count)
 
 
 def outgoing(letter: DeadLetter, **properties: Any) -> Outgoing:
@@ -105,8 +94,7 @@ class DeadLetterContract(Suite[DeadLetterWorld]):
 
     @staticmethod
     def call(world: DeadLetterWorld, name: str, *args: Any, **kwargs: Any) -> Any:
-        result = getattr(world.queues, name)(*args, **kwargs)
-        return world.run(result) if inspect.iscoroutine(result) else result
+        return finished(world, getattr(world.queues, name)(*args, **kwargs))
 
     def letters(self, world: DeadLetterWorld, session: str) -> list[DeadLetter]:
         found: list[DeadLetter] = []

@@ -35,6 +35,12 @@ def _stored(
     return docs
 
 
+def _quarantined(world: StoreWorld, doc: dict[str, Any], reason: str = "too large") -> Any:
+    """`doc`'s event put in the quarantine for `reason`: its entry, read back."""
+    world.quarantine.put(outbox_record(doc), reason=reason)
+    return world.quarantine.get(doc["id"])
+
+
 class QuarantineContract(AggregateSuite):
     """The quarantine (put, get, list, replays, discard) and the stored events a re-drive
     reads."""
@@ -44,8 +50,7 @@ class QuarantineContract(AggregateSuite):
     ) -> None:
         doc = _stored(example, changed=True)[1]
         world.quarantine.put(outbox_record(doc), reason="too large")
-        world.quarantine.put(outbox_record(doc), reason="too large")
-        entry = world.quarantine.get(doc["id"])
+        entry = _quarantined(world, doc)  # put twice: one record
         assert (entry.event_id, entry.aggregate_id, entry.action, entry.version) == (
             doc["id"],
             doc["partitionKey"],
@@ -96,16 +101,11 @@ class QuarantineContract(AggregateSuite):
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         first, second = _stored(example)[0], _stored(example)[0]
-        for doc in (first, second):
-            world.quarantine.put(outbox_record(doc), reason="too large")
+        entry = _quarantined(world, second)
         failed = world.quarantine.replayed(
-            world.quarantine.get(first["id"]),
-            resolved=False,
-            reason="still too large",
-            ttl_seconds=60,
+            _quarantined(world, first), resolved=False, reason="still too large", ttl_seconds=60
         )
         assert (failed.reason, failed.replays, failed.resolved) == ("still too large", 1, False)
-        entry = world.quarantine.get(second["id"])
         done = world.quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60)
         assert (done.replays, done.resolved) == (1, True)
         assert done.quarantined_at == entry.quarantined_at
@@ -116,11 +116,9 @@ class QuarantineContract(AggregateSuite):
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         doc = _stored(example)[0]
-        world.quarantine.put(outbox_record(doc), reason="too large")
-        first = world.quarantine.get(doc["id"])
+        first = _quarantined(world, doc)
         world.quarantine.replayed(first, resolved=True, reason="", ttl_seconds=60)
-        world.quarantine.put(outbox_record(doc), reason="too large again")  # still failing
-        again = world.quarantine.get(doc["id"])
+        again = _quarantined(world, doc, "too large again")  # still failing
         assert (again.reason, again.replays, again.resolved) == ("too large again", 1, False)
         assert again.quarantined_at == first.quarantined_at
         assert world.quarantine.count() == 1
@@ -149,8 +147,7 @@ class QuarantineContract(AggregateSuite):
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         doc = _stored(example)[0]
-        world.quarantine.put(outbox_record(doc), reason="r")
-        entry = world.quarantine.get(doc["id"])
+        entry = _quarantined(world, doc)
         assert world.quarantine.count() == 1
         gone = world.quarantine.discard(
             entry, by="admin key", reason="typed by hand", ttl_seconds=60

@@ -19,6 +19,7 @@ from cosmos_outbox.ports import (
     TargetRules,
     TrueFilter,
 )
+from cosmos_outbox_testing._target_rules import FakeTargetRules, target_clause
 from cosmos_outbox_testing.contracts._worlds import Suite
 
 __all__ = [
@@ -30,17 +31,13 @@ __all__ = [
 ]
 
 
-def _clause(subscription: str) -> str:
-    return f"NOT EXISTS(outboxTarget) OR outboxTarget = '{subscription}'"
-
-
 #: The topic a world lays out: each subscription with its rules (name, SQL filter); None: created
 #: without a rule (Azure's `$Default`, a TrueFilter).
 TARGET_RULES_LAYOUT: dict[str, tuple[tuple[str, str], ...] | None] = {
-    "fine": (("outbox-target", _clause("fine")),),
+    "fine": (("outbox-target", target_clause("fine")),),
     "plain": None,
     "kinds": (("kinds", "kind = 'a'"),),
-    "both": (("both", f"(kind = 'a') AND ({_clause('both')})"),),
+    "both": (("both", f"(kind = 'a') AND ({target_clause('both')})"),),
 }
 
 
@@ -67,8 +64,6 @@ class InMemoryTargetRulesWorld(TargetRulesWorld):
     """The test kit's fake, laid out as the suite says."""
 
     def __init__(self) -> None:
-        from cosmos_outbox_testing._target_rules import FakeTargetRules
-
         super().__init__(
             rules=FakeTargetRules(
                 "contract",

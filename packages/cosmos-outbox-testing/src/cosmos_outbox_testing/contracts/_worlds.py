@@ -9,7 +9,7 @@ import contextlib
 import inspect
 import threading
 import uuid
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast
 
@@ -38,6 +38,8 @@ from cosmos_outbox.ports import (
     BatchOperation,
     DocumentStore,
     MessagePublisher,
+    OutboxMessage,
+    Outgoing,
     PayloadStore,
 )
 from cosmos_outbox.relay import Quarantine
@@ -420,6 +422,20 @@ class Received:
     properties: dict[str, Any]
 
 
+def received(
+    messages: Iterable[OutboxMessage | Outgoing], sessions: list[str], count: int
+) -> list[Received]:
+    """The messages of `sessions` among what a fake sent, as a world reads them back: `count` at
+    least (else the test fails, saying how many)."""
+    found = [
+        Received(m.message_id, m.session_id, m.subject, m.body, dict(m.application_properties))
+        for m in messages
+        if m.session_id in sessions
+    ]
+    assert len(found) >= count, f"{len(found)} of {count} messages sent"
+    return found
+
+
 class PublisherWorld(_Runs, abc.ABC):
     """What the publisher's suite needs: the publisher (sync, or async: `run` awaits its
     coroutines), what reached its topic, and a way to make sends fail."""
@@ -444,13 +460,7 @@ class FakePublisherWorld(PublisherWorld):
         self.publisher = as_async(self.fake) if asynchronous else self.fake
 
     def received(self, sessions: list[str], count: int) -> list[Received]:
-        found = [
-            Received(m.message_id, m.session_id, m.subject, m.body, dict(m.application_properties))
-            for m in self.fake.messages
-            if m.session_id in sessions
-        ]
-        assert len(found) >= count, f"{len(found)} of {count} messages sent"
-        return found
+        return received(self.fake.messages, sessions, count)
 
     def outage(self) -> contextlib.AbstractContextManager[None]:
         return _set(self.fake, "fail_on_send", self.fake.attempts + 1)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
 from pydantic import BaseModel
 
@@ -119,6 +119,17 @@ class Committed(NamedTuple):
     events: Sequence[str] = ()
     replayed: bool = False
     answer: Any = None
+
+
+class TransactionOptions(TypedDict, total=False):
+    """A transaction's options beside its partition key and entity, said once for each way one
+    is opened (`Outbox.transaction`, the aio outbox's, the wiring's): `session_id`, its events'
+    Service Bus SessionId (the partition key unless given); `source`, their CloudEvents source
+    (`/<entity>s` unless given); `traceparent`, the W3C trace they continue."""
+
+    session_id: str | None
+    source: str | None
+    traceparent: str | None
 
 
 class Transaction(Staging, Uncommitted):

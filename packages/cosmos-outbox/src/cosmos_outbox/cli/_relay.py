@@ -9,25 +9,22 @@ import argparse
 import logging
 import sys
 
+from cosmos_outbox.cli._parsers import command_parser
 from cosmos_outbox.settings import SettingsError
 
 USAGE = 2
 
 
 def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"{prog} relay",
-        description=(
+    p = command_parser(
+        prog,
+        "relay",
+        (
             "Run the outbox's relay (change feed -> Service Bus) as a process, on the change feed "
             "processor, sharing the Functions trigger's leases (OUTBOX_PROCESSOR_NAME). Settings: "
             "the Functions app's, from the environment (and --settings). Stops on SIGTERM/SIGINT, "
             "releasing its leases."
         ),
-    )
-    p.add_argument(
-        "--settings",
-        metavar="FILE",
-        help="a local.settings.json whose Values are read too (the environment wins)",
     )
     p.add_argument(
         "--instance-name",

@@ -16,6 +16,8 @@ import argparse
 import os
 import sys
 
+from cosmos_outbox.cli._parsers import command_parser
+
 USAGE = 2
 LACKING = 1
 #: The app settings it reads (the relay's names).
@@ -23,19 +25,15 @@ CONNECTION, NAMESPACE = "ServiceBusConnection", "ServiceBusConnection__fullyQual
 
 
 def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=f"{prog} target-rules",
-        description=(
+    p = command_parser(
+        prog,
+        "target-rules",
+        (
             "List the topic's subscriptions lacking the targeted-delivery rule (NOT "
             "EXISTS(outboxTarget) OR outboxTarget = '<subscription>'); with --yes, give each one "
             "holding only $Default the rule outbox-target and delete $Default. Needs Manage "
             "rights (the management API)."
         ),
-    )
-    p.add_argument(
-        "--settings",
-        metavar="FILE",
-        help="a local.settings.json whose Values are read too (the environment wins)",
     )
     p.add_argument("--topic", help="the topic [SERVICEBUS_TOPIC]")
     p.add_argument("--yes", action="store_true", help="apply (without it: list only)")

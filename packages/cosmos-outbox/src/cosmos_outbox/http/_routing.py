@@ -56,20 +56,28 @@ class HttpRoute:
         """As the host's routing (ASP.NET Core) matches: one trailing slash is ignored; literal
         segments compare case-insensitively; `{name}` takes one non-empty segment, so an empty
         segment (`a//b`, `a//`) matches no parameter and no literal; `%2F` stays inside its
-        segment (the host does not decode it). `path` is the catch-all's value."""
+        segment (the host does not decode it); a catch-all `{*name}` takes the rest of the
+        path, whatever it holds."""
+        return self.values(path) is not None
+
+    def values(self, path: str) -> dict[str, str] | None:
+        """The route values the host hands the function for `path` (`{id}`'s segment by `id`, a
+        catch-all's rest of the path by its name, `path` for a bare `{*}`), or None when the
+        route does not match it (`matches`)."""
         want = self.template.strip("/").split("/")
         path = path.removeprefix("/")
         have = (path[:-1] if path.endswith("/") else path).split("/")
-        if len(want) != len(have):
-            return False
-        for pattern, segment in zip(want, have, strict=True):
-            if pattern.startswith("{") and pattern.endswith("}"):
-                if not segment:
-                    return False
-                continue
-            if pattern.lower() != segment.lower():
-                return False
-        return True
+        found: dict[str, str] = {}
+        for n, pattern in enumerate(want):
+            if pattern.startswith("{*"):
+                found[pattern[2:-1] or "path"] = "/".join(path.split("/")[n:])
+                return found
+            segment = have[n] if n < len(have) else ""
+            if pattern.startswith("{") and pattern.endswith("}") and segment:
+                found[pattern[1:-1].split(":", 1)[0]] = segment
+            elif pattern.lower() != segment.lower():
+                return None
+        return found if len(want) == len(have) else None
 
 
 def http_routes(functions: Iterable[Function]) -> list[HttpRoute]:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, TypedDict
 
 from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import PayloadStoreError
@@ -58,6 +58,19 @@ from cosmos_outbox.subscriber._settlement import DEFAULT_MAX_DELIVERY_COUNT, Inc
 __all__ = ["AsyncDispatcher", "settings_payloads"]
 
 logger = logging.getLogger("cosmos_outbox.subscriber")
+
+
+class DispatcherOptions(TypedDict, total=False):
+    """A dispatcher's options beside its aggregate type, projector and payload store, said once
+    for both flavours: the actions it acknowledges without handling (`ignored_actions`), the
+    aggregate type of events that name none (`default_aggregate_type`), the subscription (or
+    queue) it reads (`subscription`: a message targeted at another is skipped), and its
+    MaxDeliveryCount (`max_delivery_count`: a failure on that delivery is the last one)."""
+
+    ignored_actions: Iterable[str]
+    default_aggregate_type: str | None
+    subscription: str | None
+    max_delivery_count: int
 
 
 class AsyncDispatcher:

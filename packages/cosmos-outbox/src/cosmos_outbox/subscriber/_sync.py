@@ -4,17 +4,16 @@ their end in the caller's thread (`run_sync`), over the SDKs' sync clients: no l
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Unpack
 
 import azure.functions as func
 
 from cosmos_outbox._sync_over_async import run_sync
 from cosmos_outbox.ports import DocumentStore, PayloadStore
-from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, settings_payloads
+from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, DispatcherOptions, settings_payloads
 from cosmos_outbox.subscriber._events import IncomingEvent
 from cosmos_outbox.subscriber._projector import AsyncProjector, Projection, Result
-from cosmos_outbox.subscriber._settlement import DEFAULT_MAX_DELIVERY_COUNT
 from cosmos_outbox.subscriber._status import SubscriberStatus
 
 __all__ = ["Dispatcher", "Projector"]
@@ -51,21 +50,15 @@ class Dispatcher:
         aggregate_type: str,
         projector: Callable[[], Projector],
         *,
-        ignored_actions: Iterable[str] = (),
-        default_aggregate_type: str | None = None,
         payloads: Callable[[], PayloadStore] | None = None,
-        subscription: str | None = None,
-        max_delivery_count: int = DEFAULT_MAX_DELIVERY_COUNT,
+        **options: Unpack[DispatcherOptions],
     ) -> None:
         self.aggregate_type = aggregate_type
         self.core = AsyncDispatcher(
             aggregate_type,
             lambda: projector().core,
-            ignored_actions=ignored_actions,
-            default_aggregate_type=default_aggregate_type,
             payloads=payloads or settings_payloads(asynchronous=False),
-            subscription=subscription,
-            max_delivery_count=max_delivery_count,
+            **options,
         )
 
     def handle(self, message: func.ServiceBusMessage | Any, *, settle: Any = None) -> Result | None:
