@@ -46,8 +46,10 @@ from cosmos_outbox.settings import (
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
     DEFAULT_PAYLOAD_MAX_BYTES,
 )
+from cosmos_outbox.settings._base import DEFAULT_FAILURE_RETENTION_SECONDS
 
 if TYPE_CHECKING:
+    from cosmos_outbox._failures import Failures
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._relay.forwarding import Relay
     from cosmos_outbox._relay.scheduled import Releases
@@ -120,6 +122,8 @@ class Services:
     )
     #: the topic's subscriptions (and queues) whose dead letters the operators watch
     watched: tuple[DeadLetterEntity, ...] = ()
+    #: how long an archived or resolved failure record is kept (OUTBOX_FAILURE_RETENTION_SECONDS)
+    failure_retention_seconds: int = DEFAULT_FAILURE_RETENTION_SECONDS
     #: whether each subscription of the topic carries the targeted-delivery rule, read through
     #: the management API (None: nothing can read it; the operators' status says so)
     target_rules: Callable[[], TargetRules | AsyncTargetRules | None] = field(
@@ -378,6 +382,7 @@ def services_from_settings(
             if f.metadata.get(LEAF) is not None
         },
         watched=watched_from_settings(settings),
+        failure_retention_seconds=settings.failure_retention_seconds,
         subscriber_stores=subscribers,
     )
 
@@ -405,6 +410,7 @@ class Wiring:
     the backlog estimator are made once, on first use."""
 
     def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
+        from cosmos_outbox._failures import Failures
         from cosmos_outbox._quarantine import Quarantine
         from cosmos_outbox._relay.backlog_history import BacklogHistory
         from cosmos_outbox._relay.health import RelayHealth
@@ -426,6 +432,10 @@ class Wiring:
         self._releases: Releases | None = None
         self._operations: Operations | None = None
         self.sequences = Sequences()
+        #: the failed messages kept as data (`cosmos_outbox._failures`)
+        self.failures: Failures = Failures(
+            self.store, retention_seconds=services.failure_retention_seconds
+        )
 
     def transaction(
         self,

@@ -42,6 +42,7 @@ __all__ = [
     "GroupOutcome",
     "cause_of",
     "failure_text",
+    "group_id",
     "letter_text",
 ]
 
@@ -149,7 +150,7 @@ def _grouped(source: str, entity: str | None, items: list[_Item]) -> dict[str, A
         times = [m[3] for m in members if m[3] is not None]
         kind = _ERROR_TYPE.match(cause)
         group = FailureGroup(
-            id=_group_id(source, entity, cause, aggregate_type, action),
+            id=group_id(source, entity, cause, aggregate_type, action),
             source=source,
             entity=entity,
             error_type=kind.group(1) if kind else None,
@@ -325,10 +326,10 @@ class GroupOperators:
 def _id_of(source: str, entity: str | None, member: Member) -> str:
     """The id of the group `member` belongs to."""
     text = member.reason if isinstance(member, QuarantinedEvent) else letter_text(member)
-    return _group_id(source, entity, cause_of(text), member.aggregate_type, member.action)
+    return group_id(source, entity, cause_of(text), member.aggregate_type, member.action)
 
 
-def _group_id(
+def group_id(
     source: str, entity: str | None, cause: str, aggregate_type: str | None, action: str | None
 ) -> str:
     key = f"{source}\n{entity}\n{cause}\n{aggregate_type}\n{action}"
