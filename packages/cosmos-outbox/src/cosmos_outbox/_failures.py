@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -56,8 +55,6 @@ __all__ = [
     "Failures",
     "failure_key",
 ]
-
-logger = logging.getLogger("cosmos_outbox.failures")
 
 #: Writes tried before a conflict (another writer of the same group) is given up.
 _TRIES = 50

@@ -91,7 +91,8 @@ class BulkOperators:
     ) -> Operation:
         """A failure group's retry (a quarantined event replayed, a dead letter resubmitted;
         `canary` items first, DEFAULT_CANARY unless said) or discard (`reason` required), as an
-        operation (NotFoundError: no such group now)."""
+        operation (NotFoundError: no such group now; OperationHeldError, 409: an open
+        operation acts on the group already)."""
         group = await self._groups.find(group_id)
         scope = OperationScope(
             group=group.id,
@@ -102,7 +103,8 @@ class BulkOperators:
             action=group.action,
         )
         record = self._new(f"groups.{action}", scope, reason, canary, canary_wait_seconds)
-        return view(await self._store.create(record))  # its items: counted by a worker
+        # its items: counted by a worker; held by it alone while it is open
+        return view(await self._store.create(record, holds=f"group:{group.id}"))
 
     async def start_letters(
         self,
@@ -117,7 +119,8 @@ class BulkOperators:
     ) -> Operation:
         """Every dead letter of a watched subscription (or queue) matching `selected` (or
         `every` one) resubmitted (`canary` first) or discarded (`reason` required), as an
-        operation (NotFoundError: not watched)."""
+        operation (NotFoundError: not watched; OperationHeldError, 409: an open operation acts
+        on that entity's dead letters already)."""
         watched = self._letters.entity(entity)
         if every == (not selected.empty):
             raise ValueError("name the dead letters one way: a filter, or every one")
@@ -132,7 +135,7 @@ class BulkOperators:
             every=every,
         )
         record = self._new(f"deadletters.{action}", scope, reason, canary, canary_wait_seconds)
-        return view(await self._store.create(record))
+        return view(await self._store.create(record, holds=f"deadletters:{watched.name}"))
 
     async def start_redrive(
         self,
