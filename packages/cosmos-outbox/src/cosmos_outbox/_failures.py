@@ -27,6 +27,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from cosmos_outbox._causes import cause_of, failure_text, group_id
+from cosmos_outbox._mapper import sent_fields
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     FAILURE_GROUP_TYPE,
@@ -48,12 +50,14 @@ from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DeadLetter, 
 from cosmos_outbox.settings._base import DEFAULT_FAILURE_RETENTION_SECONDS
 
 if TYPE_CHECKING:
-    from cosmos_outbox.operations._letters import Described
+    from cosmos_outbox._mapper import SentFields
 
 __all__ = [
     "DEFAULT_FAILURE_RETENTION_SECONDS",
     "Failures",
     "failure_key",
+    "letter_of",
+    "record_key",
 ]
 
 #: Writes tried before a conflict (another writer of the same group) is given up.
@@ -63,6 +67,7 @@ _CONFLICT_PAUSE = 0.05
 #: The source a dead letter's group is keyed by (`operations._groups`' ids, unchanged).
 DEAD_LETTERS_SOURCE = "dead letters"
 _BY_ID = "SELECT * FROM c WHERE c.type = @type AND c.id = @id"
+_OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 
 
 def failure_key(letter: DeadLetter, event_id: str | None) -> str:
@@ -92,10 +97,12 @@ class Failures:
 
     async def ingest(self, entity: DeadLetterEntity, letter: DeadLetter) -> FailureRecord:
         """Keep the dead letter `letter` of `entity` (see the module): its record, as stored."""
-        from cosmos_outbox.operations._groups import cause_of, failure_text, group_id
-        from cosmos_outbox.operations._letters import describe
-
-        described = describe(letter)
+        described = sent_fields(
+            letter.application_properties,
+            message_id=letter.message_id,
+            session_id=letter.session_id,
+            subject=letter.subject,
+        )
         cause = cause_of(failure_text(letter.reason, letter.description))
         group = group_id(
             DEAD_LETTERS_SOURCE, entity.name, cause, described.aggregate_type, described.action
@@ -214,6 +221,29 @@ class Failures:
             (r for r in records if r.state in states), key=lambda r: (r.first_failed_at, r.id)
         )
 
+    async def sample(self, group: str, size: int) -> list[FailureRecord]:
+        """Up to `size` of the group's open records, a page at a time (a preview's sample:
+        its count is the summary's)."""
+        found: list[FailureRecord] = []
+        token: str | None = None
+        while len(found) < size:
+            page = await self._store.query_page(
+                _OF_TYPE,
+                {"@type": FAILED_MESSAGE_TYPE},
+                partition_key=failure_partition(group),
+                page_size=max(size, 10),
+                continuation=token,
+            )
+            found += [r for r in map(failure_record, page.items) if r.state == "open"]
+            if (token := page.continuation_token) is None:
+                break
+        return found[:size]
+
+    async def read(self, group: str, record_id: str) -> FailureRecord | None:
+        """The record of that id in `group` (None: not there: moved, or expired)."""
+        found = await self._store.read(failure_partition(group), record_id)
+        return failure_record(found) if found is not None else None
+
     async def record(self, record_id: str) -> FailureRecord:
         copies = await self._copies(record_id)
         if not copies:
@@ -290,12 +320,38 @@ class Failures:
         return [replace(r, etag=e) for r, e in zip(changed, etags, strict=False)]
 
 
+def letter_of(record: FailureRecord) -> DeadLetter:
+    """A kept failure as the dead letter it was last (its last attempt's sequence number, reason
+    and delivery count; enqueued: its first failure): what the dead letters' use cases read."""
+    last = record.attempts[-1] if record.attempts else None
+    return DeadLetter(
+        sequence_number=last.sequence_number if last is not None else 0,
+        body=record.body,
+        message_id=record.message_id,
+        session_id=record.session_id,
+        subject=record.subject,
+        content_type=record.content_type,
+        correlation_id=record.correlation_id,
+        application_properties=dict(record.properties),
+        reason=record.reason,
+        description=record.description,
+        delivery_count=last.delivery_count if last is not None else 0,
+        enqueued_at=record.first_failed_at.timestamp(),
+    )
+
+
+def record_key(record: FailureRecord) -> str:
+    """A record's key as an operation's item: its first failure, then its id (in the order of
+    its failures; one that came after an operation began sorts after its limit)."""
+    return f"{record.first_failed_at.astimezone(UTC).isoformat()}|{record.id}"
+
+
 def _first_failure(
     record_id: str,
     group: str,
     entity: DeadLetterEntity,
     letter: DeadLetter,
-    described: Described,
+    described: SentFields,
     cause: str,
     attempt: FailureAttempt,
 ) -> FailureRecord:

@@ -124,6 +124,9 @@ class Services:
     watched: tuple[DeadLetterEntity, ...] = ()
     #: how long an archived or resolved failure record is kept (OUTBOX_FAILURE_RETENTION_SECONDS)
     failure_retention_seconds: int = DEFAULT_FAILURE_RETENTION_SECONDS
+    #: whether the watched dead-letter queues are drained into failure records
+    #: (OUTBOX_FAILURE_INGEST): the groups and their operations then read the records
+    failure_ingest: bool = False
     #: whether each subscription of the topic carries the targeted-delivery rule, read through
     #: the management API (None: nothing can read it; the operators' status says so)
     target_rules: Callable[[], TargetRules | AsyncTargetRules | None] = field(
@@ -383,6 +386,7 @@ def services_from_settings(
         },
         watched=watched_from_settings(settings),
         failure_retention_seconds=settings.failure_retention_seconds,
+        failure_ingest=settings.failure_ingest,
         subscriber_stores=subscribers,
     )
 
@@ -558,6 +562,7 @@ class Wiring:
                         target_rules=self.target_rules,
                         stall_after_seconds=self.services.stall_after_seconds,
                         source_base=self.services.source_base,
+                        failures=self.failures if self.services.failure_ingest else None,
                     )
                 )
             return self._operations

@@ -21,13 +21,14 @@ from cosmos_outbox.operations._bulk import (
     Operation,
     OperationList,
     OperationStore,
+    actor_of,
     new_record,
     now_text,
     view,
 )
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._groups import GroupOperators, cause_of, letter_text
-from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems
+from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems, RecordItems
 from cosmos_outbox.operations._letters import Described, LetterFilter
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
@@ -284,6 +285,19 @@ class BulkOperators:
         action: Literal["resubmit", "discard"] = (
             "resubmit" if kind in ("groups.retry", "deadletters.resubmit") else "discard"
         )
+        if kind.startswith("groups.") and self._parts.failures is not None:
+            return RecordItems(
+                self._parts.failures,
+                self._letters,
+                self._letters.entity(scope.entity or ""),
+                scope.group or "",
+                action,
+                operation=record.id,
+                by=str(actor_of(record)),
+                reason=record.reason,
+                subscribers=self._parts.subscribers,
+                clock=self._parts.clock,
+            )
         return LetterItems(
             self._letters,
             self._letters.entity(scope.entity or ""),
