@@ -16,7 +16,7 @@ import pytest
 from conftest import body
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
-from cosmos_outbox._mapper.failure import FAILED_MESSAGE_TYPE, failure_record
+from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
 from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox_testing import run_sync
 
@@ -106,3 +106,35 @@ def test_a_group_of_records_is_counted_exactly_previewed_whole_and_retried_once_
     assert len(records(world)) == 1200  # the same record, not a new one
     [back] = body(world.call("GET", "outbox/groups"))["groups"]
     assert back["count"] == 1
+
+
+def test_a_discarded_group_is_archived_and_unarchived_its_counts_return_exactly(
+    world: RecoveryWorld,
+) -> None:
+    """Issue 95 item 4: a group's discard archives its records (a notice to the subscriber as
+    before; who and why kept; TTL set), hides the group; unarchive brings them back, at most
+    100 a call, the count exactly what it was, the TTL gone (an open record never expires)."""
+    dead_lettered(world, 60)
+    [group] = body(world.call("GET", "outbox/groups"))["groups"]
+    url = f"outbox/groups/{group['id']}"
+    operation = body(
+        world.call("POST", f"{url}/act", body={"action": "discard", "reason": "known bug 7"})
+    )
+    run_sync(world.outbox.wiring().operations().bulk.work(budget_seconds=120))
+    done = body(world.call("GET", f"outbox/operations/{operation['id']}"))
+    assert (done["state"], done["done"], done["sent"]) == ("done", 120, 120)  # 120 notices
+    archived = records(world)
+    assert {r.state for r in archived} == {"archived"}
+    assert {r.ttl for r in archived} == {world.outbox.wiring().failures.retention_seconds}
+    assert {(n.what, n.note) for r in archived for n in r.history} == {("archived", "known bug 7")}
+    assert body(world.call("GET", "outbox/groups"))["groups"] == []
+
+    first = body(world.call("POST", f"{url}/unarchive"))
+    assert (first["unarchived"], first["remaining"], first["group"]["count"]) == (100, 20, 100)
+    second = body(world.call("POST", f"{url}/unarchive"))
+    assert (second["unarchived"], second["remaining"]) == (20, 0)
+    [back] = body(world.call("GET", "outbox/groups"))["groups"]
+    assert back["id"] == group["id"] and back["count"] == group["count"] == 120
+    kept = records(world)
+    assert {r.state for r in kept} == {"open"} and {r.ttl for r in kept} == {None}
+    assert world.call("POST", "outbox/groups/0123456789ab/unarchive").status_code == 404

@@ -33,7 +33,7 @@ def cause_of(text: str | None) -> str:
 def failure_text(reason: str | None, description: str | None) -> str:
     """A dead letter's failure in one text: its reason, then its description, said once when
     the description repeats it ("KeyError" and "KeyError: 'id'" are "KeyError: 'id'", not
-    "KeyError: KeyError: 'id'": issue 92, M6)."""
+    "KeyError: KeyError: 'id'")."""
     reason, description = (reason or "").strip(), (description or "").strip()
     if not description or description == reason:
         return reason

@@ -10,7 +10,7 @@ from typing import Any, Literal, Self
 from pydantic import ConfigDict, model_validator
 
 from cosmos_outbox.http import HttpCall, Reply, ResponseHeader, omit_null_defaults
-from cosmos_outbox.operations import FailureGroups, GroupOutcome, Operation
+from cosmos_outbox.operations import FailureGroups, GroupOutcome, Operation, Unarchived
 from cosmos_outbox_operators._preview import (
     PREVIEW_TOKEN_HEADER,
     PREVIEW_TOKEN_PATTERN,
@@ -87,6 +87,13 @@ def declare(routes: Routes) -> None:
         outcome = await operations().groups.preview(group_id, body.action, reason=body.reason)
         token = group_preview_token(group_decision(group_id, body), outcome)
         return Reply(outcome, {PREVIEW_TOKEN_HEADER: token})
+
+    @routes.post("groups/{groupId}/unarchive", Unarchived)
+    async def unarchive_group(call: HttpCall[None]) -> Reply:
+        """Operators: bring a group's archived failure records (discarded: OUTBOX_FAILURE_INGEST)
+        back among the open ones, each noted with who brought it back; at most 100 a call
+        (`remaining`: call again); the group's count is exact again"""
+        return Reply(await operations().groups.unarchive(call.path["groupId"]))
 
     @routes.post(
         "groups/{groupId}/act", Operation, status=202, request=GroupAction, errors=START_ERRORS

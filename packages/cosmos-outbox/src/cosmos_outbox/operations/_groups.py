@@ -49,6 +49,7 @@ __all__ = [
     "FailureGroups",
     "GroupOperators",
     "GroupOutcome",
+    "Unarchived",
     "cause_of",
     "failure_text",
     "group_id",
@@ -113,6 +114,15 @@ class GroupOutcome(Model):
     remaining: int = 0
     subscribers_will_see: str
     deliveries: list[Received] = []
+
+
+class Unarchived(Model):
+    """A group's archived failure records brought back: how many (`unarchived`), how many are
+    still archived (`remaining`: call again), and the group as it is now (its exact count)."""
+
+    group: FailureGroup
+    unarchived: int
+    remaining: int
 
 
 Member = QuarantinedEvent | Described
@@ -282,6 +292,29 @@ class GroupOperators:
             update={"examples": names[:3], "members": names[:MEMBERS_LISTED]}
         )
         return group, members
+
+    async def unarchive(self, group_id: str) -> Unarchived:
+        """Bring a group's archived failure records back among the open ones (OUTBOX_FAILURE_
+        INGEST; each noted unarchived, by whom; their TTL removed), at most MAX_PER_CALL a
+        call (`remaining` says how many more: call again); the group's counts in the same
+        batches. NotFoundError: no such group of records (or the records are not kept)."""
+        if self._failures is None:
+            raise NotFoundError("failure group of records", group_id)
+        failures = self._failures
+        try:
+            summary = await answered(COSMOS_DB, failures.group(group_id))
+        except NotFoundError:
+            raise NotFoundError("failure group", group_id) from None
+        archived = await answered(COSMOS_DB, failures.members(group_id, states=("archived",)))
+        chosen = archived[:MAX_PER_CALL]
+        by = str(current_actor())
+        await answered(COSMOS_DB, failures.settle(chosen, "open", what="unarchived", by=by))
+        summary = await answered(COSMOS_DB, failures.group(group_id))
+        return Unarchived(
+            group=stored_group(summary),
+            unarchived=len(chosen),
+            remaining=len(archived) - len(chosen),
+        )
 
     async def find(self, group_id: str) -> FailureGroup:
         """The failure group of that id, found by its first member (its count is that far:
