@@ -15,6 +15,7 @@ from typing import Literal
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import OperationRecord, OperationScope
+from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._bulk import (
     Kind,
@@ -78,6 +79,8 @@ class BulkOperators:
         )
         self._redrive = redrive
         self._store = OperationStore(parts.store, clock=parts.clock)
+        #: a group of failure records' open records, listed for its operation's steps
+        self._listed: dict[str, tuple[float, list[FailureRecord]]] = {}
 
     # -- starting one ----------------------------------------------------------------------------
 
@@ -297,6 +300,7 @@ class BulkOperators:
                 reason=record.reason,
                 subscribers=self._parts.subscribers,
                 clock=self._parts.clock,
+                listed=self._listed,
             )
         return LetterItems(
             self._letters,

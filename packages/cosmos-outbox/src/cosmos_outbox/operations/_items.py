@@ -46,6 +46,8 @@ from cosmos_outbox.telemetry import error_type
 
 __all__ = ["ItemOutcome", "Items", "LetterItems", "Picked", "QuarantineItems", "RecordItems"]
 
+#: How long a group's list of open records serves its operation's steps before it is read again.
+READ_AGAIN_SECONDS = 30.0
 #: Errors that leave an item for the next attempt (a dependency that did not answer).
 PASSING = (DependencyUnavailableError, PublishFailedError, TransientStoreError)
 
@@ -268,14 +270,26 @@ class RecordItems(Items):
         reason: str | None,
         subscribers: Callable[[], Mapping[str, AsyncDocumentStore]],
         clock: Callable[[], float],
+        listed: dict[str, tuple[float, list[FailureRecord]]] | None = None,
     ) -> None:
         self._failures, self._letters, self._entity = failures, letters, entity
         self._group, self._action, self._operation = group, action, operation
         self._by, self._reason, self._subscribers = by, reason, subscribers
         self._clock = clock
+        self._listed = listed if listed is not None else {}
 
     async def _open(self) -> list[FailureRecord]:
-        return sorted(await self._failures.members(self._group), key=record_key)
+        """The group's open records in key order, read at most once per READ_AGAIN_SECONDS
+        for the operation (`listed`, kept by its operators between steps): a batch picks after
+        its cursor, and `act` reads each record again before it acts, so a list a few seconds
+        old picks the same items a fresh one would (those that came later are past the
+        operation's limit)."""
+        at, records = self._listed.get(self._operation, (float("-inf"), []))
+        if self._clock() - at > READ_AGAIN_SECONDS:
+            records = sorted(await self._failures.members(self._group), key=record_key)
+            self._listed.clear()  # one operation's list kept at a time
+            self._listed[self._operation] = (self._clock(), records)
+        return records
 
     async def count(self) -> tuple[int, str | None]:
         records = await self._open()
