@@ -143,6 +143,13 @@ param backlogEstimateSchedule string = '0 * * * * *'
 @minValue(1)
 param relayStallSeconds int = 60
 
+@description('Drain the watched dead-letter queues into Cosmos DB, one failedMessage record per failure (OUTBOX_FAILURE_INGEST; read at indexing: on, the relay registers a Service Bus trigger per dead-letter path, needing Azure Service Bus Data Receiver on the watched subscriptions and queues, as the operators\' routes do).')
+param failureIngest bool = false
+
+@description('Seconds an archived or resolved failure record is kept (OUTBOX_FAILURE_RETENTION_SECONDS); an open one never expires.')
+@minValue(3600)
+param failureRetentionSeconds int = 1209600
+
 @description('Origins a browser may call the HTTP API from (App Service CORS: the platform answers preflights and adds Access-Control-Allow-Origin, as func start does with local.settings.json Host.CORS). Empty: no CORS. \'*\' allows any origin, but not with corsSupportCredentials.')
 param corsAllowedOrigins array = []
 
@@ -203,6 +210,7 @@ var adminHttpFunctions = [
   'list_groups'
   'preview_group'
   'act_on_group'
+  'unarchive_group'
   'resubmit_dead_letters_operation'
   'discard_dead_letters_operation'
   'list_operations'
@@ -424,6 +432,14 @@ var appSettings = [
     // relay is said to be stalled (the status, the console, outbox.relay.stalled, /health).
     name: 'OUTBOX_RELAY_STALL_SECONDS'
     value: string(relayStallSeconds)
+  }
+  {
+    name: 'OUTBOX_FAILURE_INGEST'
+    value: string(failureIngest)
+  }
+  {
+    name: 'OUTBOX_FAILURE_RETENTION_SECONDS'
+    value: string(failureRetentionSeconds)
   }
   {
     // The relay's processor (its leases apart from any trigger of the app's own on the same

@@ -30,6 +30,7 @@ KEYED = {
     "list_groups",
     "preview_group",
     "act_on_group",
+    "unarchive_group",
     "resubmit_dead_letters_operation",
     "discard_dead_letters_operation",
     "list_operations",

@@ -325,6 +325,7 @@ OPERATIONS_EXPORTS = {
     "RedrivePreview",
     "FailureGroups",
     "GroupOutcome",
+    "Unarchived",
     "Operation",
     "OperationList",
     "LetterFilter",

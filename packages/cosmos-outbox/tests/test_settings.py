@@ -135,6 +135,8 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "OUTBOX_SUBSCRIPTIONS",
         "OUTBOX_DEAD_LETTER_QUEUES",
         "OUTBOX_RELAY_STALL_SECONDS",
+        "OUTBOX_FAILURE_INGEST",
+        "OUTBOX_FAILURE_RETENTION_SECONDS",
     }
 
 
@@ -387,3 +389,57 @@ def test_the_relay_binds_the_default_database_and_leases_when_their_settings_are
         "%COSMOS_DATABASE%",
         "%COSMOS_LEASE_CONTAINER%",
     )
+
+
+def test_failures_are_kept_two_weeks_once_settled_and_a_shorter_retention_than_an_hour_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    settings = load_settings()
+    assert (settings.failure_ingest, settings.failure_retention_seconds) == (False, 14 * 86_400)
+    monkeypatch.setenv("OUTBOX_FAILURE_RETENTION_SECONDS", "60")
+    with pytest.raises(SettingsError, match="OUTBOX_FAILURE_RETENTION_SECONDS"):
+        load_settings()
+    assert load_trigger_settings(
+        {"OUTBOX_FAILURE_INGEST": "true", "OUTBOX_SUBSCRIPTIONS": "a=c,b"}
+    ).subscriptions() == (("a", None, "c"), ("b", None, None))
+    with pytest.raises(SettingsError, match="OUTBOX_FAILURE_RETENTION_SECONDS"):
+        load_trigger_settings({"OUTBOX_FAILURE_RETENTION_SECONDS": "x"})
+
+
+def test_with_the_failures_ingest_on_each_watched_dead_letter_queue_has_its_trigger() -> None:
+    """OUTBOX_FAILURE_INGEST (read at indexing): a Service Bus trigger on each watched
+    subscription's and queue's dead-letter queue (`<name>/$DeadLetterQueue`, as Azure's host
+    binds one); off (the default), none."""
+    from cosmos_outbox import Outbox
+
+    def dead_letter_triggers(environ: dict[str, str]) -> dict[str, dict[str, object]]:
+        app = func.FunctionApp()
+        app.register_functions(Outbox().relay_blueprint(triggers=load_trigger_settings(environ)))
+        found: dict[str, dict[str, object]] = {}
+        for function in app.get_functions():
+            trigger, name = function.get_trigger(), str(function.get_function_name())
+            if name.startswith("ingest_failures_") and trigger:
+                found[name] = trigger.get_dict_repr()
+        return found
+
+    watched = {
+        "OUTBOX_SUBSCRIPTIONS": "all-events=projections,audit",
+        "OUTBOX_DEAD_LETTER_QUEUES": "commands",
+    }
+    assert dead_letter_triggers(watched) == {}
+    found = dead_letter_triggers({**watched, "OUTBOX_FAILURE_INGEST": "true"})
+    paths = sorted(
+        (
+            str(t["type"]),
+            str(t.get("topicName")),
+            str(t.get("subscriptionName") or t.get("queueName")),
+        )
+        for t in found.values()
+    )
+    assert paths == [
+        ("serviceBusTrigger", "%SERVICEBUS_TOPIC%", "all-events/$DeadLetterQueue"),
+        ("serviceBusTrigger", "%SERVICEBUS_TOPIC%", "audit/$DeadLetterQueue"),
+        ("serviceBusTrigger", "None", "commands/$DeadLetterQueue"),
+    ]
+    assert "ingest_failures_audit" in found

@@ -110,3 +110,5 @@ PARAMETERS = {
 ERRORS = (400, 404, 429, 500, 503)
 #: Those of an operation that reads a body (an action, a preview).
 BODY_ERRORS = (400, 404, 413, 415, 429, 500, 503)
+#: Those of a start of a bulk operation: 409 while an open one holds its items.
+START_ERRORS = (400, 404, 409, 413, 415, 429, 500, 503)

@@ -10,8 +10,10 @@ drops it); a cancel stops it; each operation writes one audit line, with its cou
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -276,3 +278,41 @@ def test_an_operation_is_refused_what_one_row_would_be(world: RecoveryWorld) -> 
     problem(world.call("GET", missing), 404)
     problem(world.call("POST", f"{missing}/cancel"), 404)
     assert body(world.call("GET", "outbox/operations")) == {"operations": []}
+
+
+def test_two_starts_at_once_on_one_group_start_one_operation_the_other_409_naming_it(
+    world: RecoveryWorld,
+) -> None:
+    """Issue 95 item 5: two tabs (or two POSTs) starting an operation on one group at the same
+    moment start one; the other is refused 409 naming the open one, and so is every start while
+    it is open (paused included). Once it is over, the group may be acted on again; its counts
+    add up (done + failed + skipped + remaining = items)."""
+    dead_lettered(world, 12)
+    group = the_group(world)
+    url = f"outbox/groups/{group['id']}/act"
+    barrier = threading.Barrier(2)
+
+    def post(request: dict[str, Any]) -> Any:
+        barrier.wait()
+        return world.call("POST", url, body=request)
+
+    with ThreadPoolExecutor(2) as pool:
+        replies = list(
+            pool.map(post, [{"action": "retry", "canary": 0}, {"action": "discard", "reason": "x"}])
+        )
+    assert sorted(r.status_code for r in replies) == [202, 409]
+    [started] = [body(r) for r in replies if r.status_code == 202]
+    [refused] = [problem(r, 409) for r in replies if r.status_code == 409]
+    assert started["id"] in refused["detail"] and "cancel it" in refused["detail"]
+    assert [o["id"] for o in body(world.call("GET", "outbox/operations"))["operations"]] == [
+        started["id"]
+    ]
+    again = problem(world.call("POST", url, body={"action": "retry"}), 409)
+    assert started["id"] in again["detail"]
+
+    work(world)
+    done = shown(world, started)
+    assert done["state"] == "done"
+    assert done["done"] + done["failed"] + done["skipped"] + done["remaining"] == done["items"]
+    dead_lettered(world, 2)  # the same cause again: the group, open once more
+    assert start(world, the_group(world), action="retry", canary=0)["id"] != started["id"]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cosmos_outbox.ports import (
@@ -110,6 +110,18 @@ class InMemoryDeadLetters(DeadLetterQueues):
         return [m for m in self.letters(entity.name) if m.sequence_number >= from_sequence][
             :max_count
         ]
+
+    def send(self, entity: DeadLetterEntity, messages: Sequence[Outgoing]) -> None:
+        for outgoing in messages:
+            if self.fail_sends:
+                raise ConnectionError("the broker refuses")
+            if len(outgoing.body) > self.max_message_bytes:
+                raise ValueError(
+                    f"MessageSizeExceededError: {len(outgoing.body)} bytes, at most "
+                    f"{self.max_message_bytes}"
+                )
+        with self._lock:
+            self.sent += [(entity, outgoing) for outgoing in messages]
 
     def move(
         self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]

@@ -46,8 +46,10 @@ from cosmos_outbox.settings import (
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
     DEFAULT_PAYLOAD_MAX_BYTES,
 )
+from cosmos_outbox.settings._base import DEFAULT_FAILURE_RETENTION_SECONDS
 
 if TYPE_CHECKING:
+    from cosmos_outbox._failures import Failures
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._relay.forwarding import Relay
     from cosmos_outbox._relay.scheduled import Releases
@@ -120,6 +122,11 @@ class Services:
     )
     #: the topic's subscriptions (and queues) whose dead letters the operators watch
     watched: tuple[DeadLetterEntity, ...] = ()
+    #: how long an archived or resolved failure record is kept (OUTBOX_FAILURE_RETENTION_SECONDS)
+    failure_retention_seconds: int = DEFAULT_FAILURE_RETENTION_SECONDS
+    #: whether the watched dead-letter queues are drained into failure records
+    #: (OUTBOX_FAILURE_INGEST): the groups and their operations then read the records
+    failure_ingest: bool = False
     #: whether each subscription of the topic carries the targeted-delivery rule, read through
     #: the management API (None: nothing can read it; the operators' status says so)
     target_rules: Callable[[], TargetRules | AsyncTargetRules | None] = field(
@@ -378,6 +385,8 @@ def services_from_settings(
             if f.metadata.get(LEAF) is not None
         },
         watched=watched_from_settings(settings),
+        failure_retention_seconds=settings.failure_retention_seconds,
+        failure_ingest=settings.failure_ingest,
         subscriber_stores=subscribers,
     )
 
@@ -405,6 +414,7 @@ class Wiring:
     the backlog estimator are made once, on first use."""
 
     def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
+        from cosmos_outbox._failures import Failures
         from cosmos_outbox._quarantine import Quarantine
         from cosmos_outbox._relay.backlog_history import BacklogHistory
         from cosmos_outbox._relay.health import RelayHealth
@@ -426,6 +436,10 @@ class Wiring:
         self._releases: Releases | None = None
         self._operations: Operations | None = None
         self.sequences = Sequences()
+        #: the failed messages kept as data (`cosmos_outbox._failures`)
+        self.failures: Failures = Failures(
+            self.store, retention_seconds=services.failure_retention_seconds
+        )
 
     def transaction(
         self, partition_key: str, *, entity: str, **options: Unpack[TransactionOptions]
@@ -540,6 +554,7 @@ class Wiring:
                         target_rules=self.target_rules,
                         stall_after_seconds=self.services.stall_after_seconds,
                         source_base=self.services.source_base,
+                        failures=self.failures if self.services.failure_ingest else None,
                     )
                 )
             return self._operations

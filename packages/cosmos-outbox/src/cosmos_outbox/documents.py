@@ -9,7 +9,9 @@ read them: an aggregate's document and its events' (`aggregate_document`,
 `Schedule`: due, released, cancelled; `parse_time`, a stored time;
 `document_created_at`, its creation time); where an event set aside is kept (`quarantine_id`);
 the operators' bulk operations (`OPERATION_TYPE`, in their partition `OPERATIONS_PARTITION`:
-`operation_document`, `operation_record`, kept by `OperationStore`).
+`operation_document`, `operation_record`, kept by `OperationStore`); the failed messages kept
+as data (`FAILED_MESSAGE_TYPE`, a `FailureRecord` read by `failure_record`, and their groups'
+summaries, `FAILURE_GROUP_TYPE`: OUTBOX_FAILURE_INGEST).
 For tools, test kits and stores of your own that look at what the outbox wrote. An event's forms
 are the mapper's (`cosmos_outbox._mapper`), the other documents the write path's
 (`cosmos_outbox._write`): each shape is written and read in one module."""
@@ -37,6 +39,12 @@ from cosmos_outbox._mapper import (
     unreadable,
 )
 from cosmos_outbox._mapper import fields as event_fields
+from cosmos_outbox._mapper.failure import (
+    FAILED_MESSAGE_TYPE,
+    FAILURE_GROUP_TYPE,
+    FailureRecord,
+    failure_record,
+)
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantine_id
 from cosmos_outbox._write.idempotency import IDEMPOTENCY_TYPE
 from cosmos_outbox._write.streams import SEQUENCE_TYPE
@@ -45,12 +53,15 @@ from cosmos_outbox.operations._bulk import OperationStore
 
 __all__ = [
     "EVENT_TYPE",
+    "FAILED_MESSAGE_TYPE",
+    "FAILURE_GROUP_TYPE",
     "IDEMPOTENCY_TYPE",
     "OPERATIONS_PARTITION",
     "OPERATION_TYPE",
     "QUARANTINE_TYPE",
     "SEQUENCE_TYPE",
     "EventFields",
+    "FailureRecord",
     "OperationStore",
     "Schedule",
     "aggregate_document",
@@ -60,6 +71,7 @@ __all__ = [
     "envelope_and_data",
     "event_documents",
     "event_fields",
+    "failure_record",
     "new_id",
     "operation_document",
     "operation_record",

@@ -568,6 +568,13 @@ class DeadLetterQueues(abc.ABC):
         else why not (not found: gone, or locked by another receiver; the send refused: the
         dead letter stays)."""
 
+    @abc.abstractmethod
+    def send(self, entity: DeadLetterEntity, messages: Sequence[Outgoing]) -> None:
+        """Send `messages` where `entity`'s dead letters go back (the topic for a
+        subscription's, the queue for a queue's), as a move sends them, with no dead letter to
+        remove: a failure kept as a record (`cosmos_outbox._failures`) retried. Raises when the
+        broker refuses (nothing said sent)."""
+
 
 class AsyncDeadLetterQueues(abc.ABC):
     """`DeadLetterQueues`, async."""
@@ -581,6 +588,9 @@ class AsyncDeadLetterQueues(abc.ABC):
     async def move(
         self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]
     ) -> dict[int, MoveOutcome]: ...
+
+    @abc.abstractmethod
+    async def send(self, entity: DeadLetterEntity, messages: Sequence[Outgoing]) -> None: ...
 
 
 #: The command that gives the subscriptions holding only `$Default` the rule (named in the

@@ -11,7 +11,10 @@ same subscription name) on each topic SAMPLE_TOPICS names (comma-separated), and
 sessions (``on_plain_<i>``) on each topic SAMPLE_PLAIN_TOPICS names: one host serving several
 tests, each on a topic of its own. A body with "together": {"dir": d, "n": n} waits (up to 30 s)
 until n invocations with that dir have started, and its line says whether they did
-("together"): invocations that ran at the same time.
+("together"): invocations that ran at the same time. SAMPLE_DEAD_LETTERS="true": one more
+function (``on_dead_letter``) on the subscription's dead-letter queue
+(``%SAMPLE_SUBSCRIPTION%/$DeadLetterQueue``, as Azure binds one), its lines'
+"dead_letter" true, with the dead letter's "reason".
 """
 
 from __future__ import annotations
@@ -112,3 +115,27 @@ for _setting, _name, _sessions in (
                 is_sessions_enabled=_sessions,
             )(_on(_topic))
         )
+
+
+if os.environ.get("SAMPLE_DEAD_LETTERS") == "true":
+
+    def on_dead_letter(msg: func.ServiceBusMessage) -> None:
+        line = {
+            "topic": os.environ["SAMPLE_TOPIC"],
+            "dead_letter": True,
+            "id": msg.message_id,
+            "delivery": int(msg.delivery_count or 0),
+            "reason": msg.dead_letter_reason,
+            "body": json.loads(msg.get_body()),
+        }
+        with Path(os.environ["SAMPLE_OUT"]).open("a", encoding="utf-8") as out:
+            out.write(json.dumps(line) + "\n")
+
+    app.function_name(name="on_dead_letter")(
+        app.service_bus_topic_trigger(
+            arg_name="msg",
+            connection="ServiceBusConnection",
+            topic_name="%SAMPLE_TOPIC%",
+            subscription_name="%SAMPLE_SUBSCRIPTION%/$DeadLetterQueue",
+        )(on_dead_letter)
+    )

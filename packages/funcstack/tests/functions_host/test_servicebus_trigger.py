@@ -384,6 +384,19 @@ def test_after_max_delivery_count_failures_the_broker_dead_letters_the_message(e
     assert len(env.lines()) == MAX_DELIVERY
 
 
+def test_a_trigger_on_a_subscriptions_dead_letter_queue_receives_and_completes_its_dead_letters(
+    broker: ServiceBusEndpoint, tmp_path: Path
+) -> None:
+    """`<subscription>/$DeadLetterQueue`, as Azure's host binds it: the dead-letter queue (never
+    session-enabled) of a session-enabled subscription, received and completed."""
+    with contextmanager(_env)(broker, tmp_path, SAMPLE_DEAD_LETTERS="true") as env:
+        message_id = env.send("s-dead", {"fail_deliveries": 100})
+        lines = env.wait(lambda lines: any(x.get("dead_letter") for x in lines))
+        [line] = [x for x in lines if x.get("dead_letter")]
+        assert (line["id"], line["reason"]) == (message_id, "MaxDeliveryCountExceeded")
+        assert env.dead_letters() == []  # completed: it left the dead-letter queue
+
+
 def test_each_session_is_processed_in_order_one_message_at_a_time(env: Env) -> None:
     sessions = [f"order-{i}" for i in range(6)]
     for n in range(5):

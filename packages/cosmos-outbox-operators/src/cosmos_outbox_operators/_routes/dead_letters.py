@@ -35,6 +35,7 @@ from cosmos_outbox.operations import (
 from cosmos_outbox_operators._routes._context import Routes
 from cosmos_outbox_operators._routes.operations import CanaryOptions
 from cosmos_outbox_operators._types import (
+    START_ERRORS,
     WHOLE,
     AggregateType,
     FilterText,
@@ -276,13 +277,18 @@ def _bulk_operations(routes: Routes) -> None:
         return Reply(operation)
 
     @routes.post(
-        "deadletters/{entity}/resubmit/operation", Operation, status=202, request=DeadLetterBulk
+        "deadletters/{entity}/resubmit/operation",
+        Operation,
+        status=202,
+        request=DeadLetterBulk,
+        errors=START_ERRORS,
     )
     async def resubmit_dead_letters_operation(call: HttpCall[Any]) -> Reply:
         """Operators: resubmit the dead letters of a watched subscription (or queue) matching a
         filter, or all of them, as a bulk operation (answered at once; whoever runs the relay
         works it in batches: GET operations/{operationId}); `canary` of them first (default
-        5), the rest only once those are not seen failing again"""
+        5), the rest only once those are not seen failing again; 409 naming the open operation
+        that acts on its dead letters already"""
         return await start(call, "resubmit")
 
     @routes.post(
@@ -290,10 +296,12 @@ def _bulk_operations(routes: Routes) -> None:
         Operation,
         status=202,
         request=DeadLetterBulkDiscard,
+        errors=START_ERRORS,
     )
     async def discard_dead_letters_operation(call: HttpCall[Any]) -> Reply:
         """Operators: give up the dead letters of a watched subscription (or queue) matching a
-        filter, or all of them, as a bulk operation (answered at once, worked in batches)"""
+        filter, or all of them, as a bulk operation (answered at once, worked in batches); 409
+        naming the open operation that acts on its dead letters already"""
         return await start(call, "discard")
 
 

@@ -10,7 +10,7 @@ from typing import Any, Literal, Self
 from pydantic import ConfigDict, model_validator
 
 from cosmos_outbox.http import HttpCall, Reply, ResponseHeader, omit_null_defaults
-from cosmos_outbox.operations import FailureGroups, GroupOutcome, Operation
+from cosmos_outbox.operations import FailureGroups, GroupOutcome, Operation, Unarchived
 from cosmos_outbox_operators._preview import (
     PREVIEW_TOKEN_HEADER,
     PREVIEW_TOKEN_PATTERN,
@@ -18,7 +18,7 @@ from cosmos_outbox_operators._preview import (
 )
 from cosmos_outbox_operators._routes._context import Routes
 from cosmos_outbox_operators._routes.operations import CanaryOptions
-from cosmos_outbox_operators._types import OperatorReason
+from cosmos_outbox_operators._types import START_ERRORS, OperatorReason
 
 
 class GroupAction(CanaryOptions):
@@ -88,13 +88,23 @@ def declare(routes: Routes) -> None:
         token = group_preview_token(group_decision(group_id, body), outcome)
         return Reply(outcome, {PREVIEW_TOKEN_HEADER: token})
 
-    @routes.post("groups/{groupId}/act", Operation, status=202, request=GroupAction)
+    @routes.post("groups/{groupId}/unarchive", Unarchived)
+    async def unarchive_group(call: HttpCall[None]) -> Reply:
+        """Operators: bring a group's archived failure records (discarded: OUTBOX_FAILURE_INGEST)
+        back among the open ones, each noted with who brought it back; at most 100 a call
+        (`remaining`: call again); the group's count is exact again"""
+        return Reply(await operations().groups.unarchive(call.path["groupId"]))
+
+    @routes.post(
+        "groups/{groupId}/act", Operation, status=202, request=GroupAction, errors=START_ERRORS
+    )
     async def act_on_group(call: HttpCall[Any]) -> Reply:
         """Operators: retry or discard a failure group through the same use cases as one row,
         as a bulk operation (answered at once; whoever runs the relay works it in batches: GET
         operations/{operationId} says how far it is); a retry sends `canary` events first
         (default 5) and goes on only once they are not seen failing again; each event's action
-        is audited, and the operation's once, with its counts"""
+        is audited, and the operation's once, with its counts; 409 naming the open operation
+        that acts on the group already"""
         body = call.body
         operation = await operations().bulk.start_group(
             call.path["groupId"],

@@ -333,6 +333,15 @@ def _groups(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
                 yield f"  not grouped: {gap['part']} ({gap['dependency']}: {gap['error']})"
 
         return out.result(api.call("list_groups"), listed)
+    if args.action == "unarchive":
+
+        def unarchived(b: Any) -> Iterable[str]:
+            yield (
+                f"group {b['group']['id']}: {b['unarchived']} unarchived, {b['remaining']} "
+                f"still archived; {b['group']['count']} open"
+            )
+
+        return out.result(api.call("unarchive_group", groupId=args.group_id), unarchived)
     if args.action != "preview":
         request = {"action": args.action} | ({"reason": args.reason} if args.reason else {})
         request |= canary_of(args) if args.action == "retry" else {}
@@ -497,6 +506,10 @@ def _more_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
         acting.add_argument("group_id")
         acting.add_argument("--reason", required=verb == "discard", help="why (audit line)")
         bulk_flags(acting, canary=verb == "retry")
+    unarchive = verbs.add_parser(
+        "unarchive", parents=[flags], help="bring its archived failure records back"
+    )
+    unarchive.add_argument("group_id")
     operation_commands(commands, flags)
     redrive = commands.add_parser("redrive", parents=[flags], help="send stored events again")
     redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")

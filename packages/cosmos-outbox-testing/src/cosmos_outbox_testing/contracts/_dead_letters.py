@@ -154,6 +154,19 @@ class DeadLetterContract(Suite[DeadLetterWorld]):
             letters[1].sequence_number
         ]
 
+    def test_a_send_goes_where_a_moves_send_goes_and_leaves_the_dead_letters(
+        self, world: DeadLetterWorld
+    ) -> None:
+        session, letters = self.fill(world, 2)
+        again = [outgoing(letter, outboxResubmission=1) for letter in letters]
+        self.call(world, "send", world.entity, again)
+        arrived = world.received(session, 2)
+        assert sorted(a.message_id for a in arrived) == sorted(m.message_id for m in again)
+        assert {a.properties.get("outboxResubmission") for a in arrived} == {1}
+        assert [m.sequence_number for m in self.letters(world, session)] == [
+            m.sequence_number for m in letters
+        ]
+
     def test_a_move_without_a_message_removes_the_dead_letter_and_sends_nothing(
         self, world: DeadLetterWorld
     ) -> None:

@@ -26,6 +26,7 @@ import azure.functions as func
 
 from cosmos_outbox._function_shell import shell
 from cosmos_outbox._mapper import read_feed
+from cosmos_outbox.ports import DeadLetter, DeadLetterEntity
 from cosmos_outbox.settings import TriggerSettings, load_trigger_settings
 from cosmos_outbox.settings._base import LEASE_INTERVAL_SETTINGS
 
@@ -84,6 +85,9 @@ def relay_blueprint(
         await backlog_tick(wiring())
 
     _operations_timer(bp, wiring, settings, asynchronous)
+    if settings.failure_ingest:
+        for entity in watched_entities(settings):
+            _failure_trigger(bp, wiring, entity, asynchronous)
 
     if settings.schedule_queue is not None:
 
@@ -130,6 +134,82 @@ def _operations_timer(
         subscription's dead letters resubmitted or discarded. Nothing open: nothing else is
         read."""
         await wiring().operations().bulk.work(budget_seconds=OPERATIONS_TICK_SECONDS)
+
+
+def watched_entities(settings: TriggerSettings) -> list[DeadLetterEntity]:
+    """The watched subscriptions and queues (OUTBOX_SUBSCRIPTIONS, OUTBOX_DEAD_LETTER_QUEUES)."""
+    return [DeadLetterEntity(name, "subscription") for name, _, _ in settings.subscriptions()] + [
+        DeadLetterEntity(name, "queue") for name in settings.queues()
+    ]
+
+
+def failure_function_name(entity: DeadLetterEntity) -> str:
+    """The name of the trigger keeping `entity`'s dead letters: `ingest_failures_<name>` (what
+    is not a letter, a digit or `_` made `_`; a short hash of the name after it when it
+    changed, so two entities never share one)."""
+    import hashlib
+    import re
+
+    name = re.sub(r"[^A-Za-z0-9_]", "_", entity.name)
+    if name != entity.name or entity.kind == "queue":
+        name += "_" + hashlib.sha256(f"{entity.kind}:{entity.name}".encode()).hexdigest()[:6]
+    return f"ingest_failures_{name}"
+
+
+def _failure_trigger(
+    bp: func.Blueprint, wiring: Callable[[], Wiring], entity: DeadLetterEntity, asynchronous: bool
+) -> None:
+    """A Service Bus trigger on `entity`'s dead-letter queue (`<subscription>/$DeadLetterQueue`,
+    as Azure's host binds one): each dead letter kept as a failure record before the host
+    completes it (a write that fails raises: the host abandons it, the queue gives it again)."""
+    if entity.kind == "subscription":
+        trigger = bp.service_bus_topic_trigger(
+            arg_name="message",
+            connection="ServiceBusConnection",
+            topic_name="%SERVICEBUS_TOPIC%",
+            subscription_name=f"{entity.name}/$DeadLetterQueue",
+        )
+    else:
+        trigger = bp.service_bus_queue_trigger(
+            arg_name="message",
+            connection="ServiceBusConnection",
+            queue_name=f"{entity.name}/$DeadLetterQueue",
+        )
+
+    async def ingest(message: func.ServiceBusMessage) -> None:
+        await wiring().failures.ingest(entity, dead_letter_of_trigger(message))
+
+    ingest.__name__ = ingest.__qualname__ = failure_function_name(entity)
+    bp.function_name(failure_function_name(entity))(trigger(shell(asynchronous)(ingest)))
+
+
+def dead_letter_of_trigger(message: func.ServiceBusMessage) -> DeadLetter:
+    """A dead letter as the trigger hands it, as the port's `DeadLetter`."""
+    from cosmos_outbox.servicebus._dead_letters import BROKER_PROPERTIES
+
+    def text(value: Any) -> Any:
+        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+    properties = {
+        str(text(k)): text(v)
+        for k, v in (message.application_properties or {}).items()
+        if str(text(k)) not in BROKER_PROPERTIES
+    }
+    enqueued = message.enqueued_time_utc
+    return DeadLetter(
+        sequence_number=int(message.sequence_number or 0),
+        body=message.get_body(),
+        message_id=message.message_id,
+        session_id=message.session_id,
+        subject=message.subject or message.label,
+        content_type=message.content_type,
+        correlation_id=message.correlation_id,
+        application_properties=properties,
+        reason=message.dead_letter_reason,
+        description=message.dead_letter_error_description,
+        delivery_count=int(message.delivery_count or 0),
+        enqueued_at=enqueued.timestamp() if enqueued is not None else None,
+    )
 
 
 async def backlog_tick(wired: Wiring) -> None:

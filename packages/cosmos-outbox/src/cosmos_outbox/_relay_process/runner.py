@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from cosmos_changefeed import LeaseContext
     from cosmos_changefeed.aio import ChangeFeedProcessor
     from cosmos_outbox._records import LegacyEvents
+    from cosmos_outbox._relay_process.failure_receiver import FailureReceiver
     from cosmos_outbox._relay_process.schedule_receiver import ReleaseReceiver
     from cosmos_outbox._wiring import Services, Wiring
     from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator
@@ -188,6 +189,8 @@ class RelayProcessor:
         self._estimator: AsyncCosmosBacklogEstimator | None = None
         self._processor: ChangeFeedProcessor | None = None
         self._receiver: ReleaseReceiver | None = None
+        #: the failures' ingest, one receiver per watched dead-letter queue
+        self.failure_receivers: list[FailureReceiver] = []
         self._tasks: list[asyncio.Task[None]] = []
         #: The targeted-delivery rules' check at start (None until it ran: `_target_rules`).
         self.target_rules: TargetRuleCheck | None = None
@@ -239,6 +242,7 @@ class RelayProcessor:
                 self._servicebus_client, queue, self._wiring.releases()
             )
             self._receiver.start()
+        self._start_failure_receivers()
         logger.info(
             "relay process %s: processor '%s' over %s/%s, leases in %s; poll %gs, batch %d; "
             "acquire %gs, renew %gs, expiry %gs",
@@ -254,6 +258,23 @@ class RelayProcessor:
             self._intervals["lease_expiration_interval"],
             extra={"outbox.relay_instance": self.instance_name},
         )
+
+    def _start_failure_receivers(self) -> None:
+        """With OUTBOX_FAILURE_INGEST, a receiver per watched dead-letter queue keeping each
+        dead letter as a failure record (`failure_receiver`)."""
+        if not self.settings.failure_ingest or self._wiring is None:
+            return
+        from cosmos_outbox._relay_process.failure_receiver import FailureReceiver
+
+        for entity in self._wiring.services.watched:
+            receiver = FailureReceiver(
+                self._servicebus_client,
+                self.settings.servicebus_topic or "",
+                entity,
+                self._wiring.failures,
+            )
+            receiver.start()
+            self.failure_receivers.append(receiver)
 
     async def _check_target_rules(self) -> None:
         """Whether each subscription of the topic carries the targeted-delivery rule, logged
@@ -304,6 +325,9 @@ class RelayProcessor:
         self._tasks.clear()
         if self._receiver is not None:
             await self._receiver.stop()
+        for failures in self.failure_receivers:
+            await failures.stop()
+        self.failure_receivers.clear()
         for close in reversed(self._closing):
             with contextlib.suppress(Exception):
                 await close()

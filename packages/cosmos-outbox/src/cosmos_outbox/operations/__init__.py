@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._dead_letters import MAX_PER_CALL as MAX_PER_CALL
     from cosmos_outbox.operations._groups import FailureGroups as FailureGroups
     from cosmos_outbox.operations._groups import GroupOutcome as GroupOutcome
+    from cosmos_outbox.operations._groups import Unarchived as Unarchived
     from cosmos_outbox.operations._journey import AggregateJourney as AggregateJourney
     from cosmos_outbox.operations._journey import EventJourney as EventJourney
     from cosmos_outbox.operations._letters import ActionReport as ActionReport
@@ -70,6 +71,7 @@ _EXPORTS = {
     "RedrivePreview": "cosmos_outbox.operations._redrive",
     "FailureGroups": "cosmos_outbox.operations._groups",
     "GroupOutcome": "cosmos_outbox.operations._groups",
+    "Unarchived": "cosmos_outbox.operations._groups",
     "Operation": "cosmos_outbox.operations._bulk",
     "OperationList": "cosmos_outbox.operations._bulk",
     # what a way in asks (which dead letters; how many one call handles)

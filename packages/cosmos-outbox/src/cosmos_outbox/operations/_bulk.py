@@ -21,12 +21,14 @@ each item once."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Literal
 
+from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import (
     ACTIVE_QUERY,
     OPERATION_TYPE,
@@ -38,14 +40,15 @@ from cosmos_outbox._mapper import (
     operation_record,
 )
 from cosmos_outbox._model import Model
-from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
+from cosmos_outbox.errors import AlreadyExistsError, NotFoundError, PreconditionFailedError
 from cosmos_outbox.operations._actor import Actor
-from cosmos_outbox.ports import AsyncDocumentStore
+from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 
 __all__ = [
     "KINDS",
     "Kind",
     "Operation",
+    "OperationHeldError",
     "OperationList",
     "OperationSelector",
     "OperationStore",
@@ -133,6 +136,27 @@ class Operation(Model):
     finished_at: datetime | None
     can_cancel: bool
     can_continue: bool
+
+
+#: The states of an operation that holds its items (and a cancelled or finished one with a
+#: batch in flight).
+OPEN_STATES = ("created", "canary", "running", "paused")
+#: The stored form of a hold on an operation's items, in the operations' partition.
+HOLD_TYPE = "outboxOperationHold"
+_HOLD_TRIES = 5
+
+
+class OperationHeldError(DomainError):
+    """The items a new operation would act on are held by an open operation (409, naming it):
+    wait for it to finish, or cancel it, then start again."""
+
+    def __init__(self, holder: Operation) -> None:
+        self.holder = holder
+        super().__init__(
+            f"operation {holder.id} ({holder.summary}; {holder.state}, started by "
+            f"{holder.who}) already acts on these items: wait for it to finish, or cancel it "
+            "first"
+        )
 
 
 class OperationList(Model):
@@ -256,8 +280,44 @@ class OperationStore:
         self._store = store
         self._clock = clock
 
-    async def create(self, record: OperationRecord) -> OperationRecord:
-        return operation_record(await self._store.upsert(operation_document(record)))
+    async def create(self, record: OperationRecord, *, holds: str | None = None) -> OperationRecord:
+        """Store a new operation. `holds`: what items it acts on (a group, an entity's dead
+        letters), held by one open operation at a time: the operation and the hold on them are
+        written in one transactional batch, refused (OperationHeldError, naming the open one)
+        while another open operation holds them; a hold of an operation that has finished (or
+        been cancelled, its batch done) is taken over."""
+        if holds is None:
+            return operation_record(await self._store.upsert(operation_document(record)))
+        hold_id = f"operation-hold-{hashlib.sha256(holds.encode()).hexdigest()[:32]}"
+        for _ in range(_HOLD_TRIES):
+            existing = await self._store.read(OPERATIONS_PARTITION, hold_id)
+            if existing is not None:
+                holder = await self._store.read(OPERATIONS_PARTITION, str(existing["operation"]))
+                if holder is not None and holder.get("type") == OPERATION_TYPE:
+                    held = operation_record(holder)
+                    if held.state in OPEN_STATES or held.batch:
+                        raise OperationHeldError(view(held))
+            hold = {
+                "id": hold_id,
+                "partitionKey": OPERATIONS_PARTITION,
+                "type": HOLD_TYPE,
+                "holds": holds,
+                "operation": record.id,
+            }
+            write = (
+                BatchOperation("create", hold)
+                if existing is None
+                else BatchOperation("replace", hold, if_match=existing.get("_etag"))
+            )
+            try:
+                await self._store.execute_batch(
+                    OPERATIONS_PARTITION,
+                    [write, BatchOperation("create", operation_document(record))],
+                )
+            except (AlreadyExistsError, PreconditionFailedError):
+                continue  # another start came first: read its hold again
+            return await self.get(record.id)
+        raise PreconditionFailedError(f"the hold on {holds} changed under every start")
 
     async def get(self, operation_id: str) -> OperationRecord:
         """The operation (NotFoundError: none, or expired)."""

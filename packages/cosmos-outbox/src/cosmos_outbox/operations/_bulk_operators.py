@@ -15,19 +15,21 @@ from typing import Literal
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import OperationRecord, OperationScope
+from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._bulk import (
     Kind,
     Operation,
     OperationList,
     OperationStore,
+    actor_of,
     new_record,
     now_text,
     view,
 )
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._groups import GroupOperators, cause_of, letter_text
-from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems
+from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems, RecordItems
 from cosmos_outbox.operations._letters import Described, LetterFilter
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
@@ -77,6 +79,8 @@ class BulkOperators:
         )
         self._redrive = redrive
         self._store = OperationStore(parts.store, clock=parts.clock)
+        #: a group of failure records' open records, listed for its operation's steps
+        self._listed: dict[str, tuple[float, list[FailureRecord]]] = {}
 
     # -- starting one ----------------------------------------------------------------------------
 
@@ -91,7 +95,8 @@ class BulkOperators:
     ) -> Operation:
         """A failure group's retry (a quarantined event replayed, a dead letter resubmitted;
         `canary` items first, DEFAULT_CANARY unless said) or discard (`reason` required), as an
-        operation (NotFoundError: no such group now)."""
+        operation (NotFoundError: no such group now; OperationHeldError, 409: an open
+        operation acts on the group already)."""
         group = await self._groups.find(group_id)
         scope = OperationScope(
             group=group.id,
@@ -102,7 +107,8 @@ class BulkOperators:
             action=group.action,
         )
         record = self._new(f"groups.{action}", scope, reason, canary, canary_wait_seconds)
-        return view(await self._store.create(record))  # its items: counted by a worker
+        # its items: counted by a worker; held by it alone while it is open
+        return view(await self._store.create(record, holds=f"group:{group.id}"))
 
     async def start_letters(
         self,
@@ -117,7 +123,8 @@ class BulkOperators:
     ) -> Operation:
         """Every dead letter of a watched subscription (or queue) matching `selected` (or
         `every` one) resubmitted (`canary` first) or discarded (`reason` required), as an
-        operation (NotFoundError: not watched)."""
+        operation (NotFoundError: not watched; OperationHeldError, 409: an open operation acts
+        on that entity's dead letters already)."""
         watched = self._letters.entity(entity)
         if every == (not selected.empty):
             raise ValueError("name the dead letters one way: a filter, or every one")
@@ -132,7 +139,7 @@ class BulkOperators:
             every=every,
         )
         record = self._new(f"deadletters.{action}", scope, reason, canary, canary_wait_seconds)
-        return view(await self._store.create(record))
+        return view(await self._store.create(record, holds=f"deadletters:{watched.name}"))
 
     async def start_redrive(
         self,
@@ -281,6 +288,20 @@ class BulkOperators:
         action: Literal["resubmit", "discard"] = (
             "resubmit" if kind in ("groups.retry", "deadletters.resubmit") else "discard"
         )
+        if kind.startswith("groups.") and self._parts.failures is not None:
+            return RecordItems(
+                self._parts.failures,
+                self._letters,
+                self._letters.entity(scope.entity or ""),
+                scope.group or "",
+                action,
+                operation=record.id,
+                by=str(actor_of(record)),
+                reason=record.reason,
+                subscribers=self._parts.subscribers,
+                clock=self._parts.clock,
+                listed=self._listed,
+            )
         return LetterItems(
             self._letters,
             self._letters.entity(scope.entity or ""),

@@ -160,6 +160,13 @@ class DeadLetterOperators:
         """The vanished dead letters the watch knows, unresolved (no Service Bus call)."""
         return await self._watch.vanished() if self._watch is not None else []
 
+    async def send(self, entity: DeadLetterEntity, messages: Sequence[Outgoing]) -> None:
+        """Send `messages` where `entity`'s dead letters go back (a failure record's retry or
+        discard notice: no dead letter to remove), audited as a resubmission or discard is by
+        the record's operation."""
+        if messages:
+            await answered(SERVICE_BUS, self._port().send(entity, messages))
+
     def entity(self, name: str) -> DeadLetterEntity:
         """The watched entity of that name (NotFoundError: not watched)."""
         for entity in self.watched:
@@ -296,7 +303,7 @@ class DeadLetterOperators:
             aggregates=len({(d.aggregate_type, d.aggregate_id) for d in letters if d.aggregate_id}),
             first=[LetterSummary.of(d) for d in letters[:PREVIEW_ITEMS]],
             not_outbox_messages=sum(1 for d in letters if not d.is_outbox_message),
-            subscribers_will_see=_will_see(action, entity, planned) + _as_rules_decide(deliveries),
+            subscribers_will_see=_will_see(action, entity, planned) + as_rules_decide(deliveries),
             deliveries=deliveries,
         )
 
@@ -350,7 +357,7 @@ class DeadLetterOperators:
         await self._record(entity, letters, "resubmitted" if action == "resubmit" else "discarded")
         handled = await self._move(entity, plan, budget)
         deliveries = await self.deliveries(entity, [h.sent for h in handled if h.outcome is None])
-        will_see = _will_see(action, entity, handled) + _as_rules_decide(deliveries)
+        will_see = _will_see(action, entity, handled) + as_rules_decide(deliveries)
         _audit(action, entity, handled, remaining, will_see, reason=reason)
         return ActionReport(
             action=action,
@@ -422,7 +429,7 @@ def _sent(
     return discard_of(described, entity, reason=reason, by=by)
 
 
-def _as_rules_decide(deliveries: list[Received]) -> str:
+def as_rules_decide(deliveries: list[Received]) -> str:
     if not deliveries:
         return ""
     return ". As each subscription's rules decide: " + "; ".join(d.text() for d in deliveries)

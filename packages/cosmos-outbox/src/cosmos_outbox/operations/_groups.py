@@ -6,19 +6,28 @@ discarded whole by a bulk operation (`cosmos_outbox.operations._bulk_operators`)
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Literal
 
+from cosmos_outbox._causes import ERROR_TYPE as _ERROR_TYPE
+from cosmos_outbox._causes import cause_of, failure_text, group_id
+from cosmos_outbox._failures import Failures, letter_of
 from cosmos_outbox._mapper import message_facts, to_message
+from cosmos_outbox._mapper.failure import FailureGroupRecord
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxMessage, OutboxRecord
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._actor import current_actor
-from cosmos_outbox.operations._dead_letters import MAX_PER_CALL, DeadLetterOperators
+from cosmos_outbox.operations._dead_letters import (
+    MAX_PER_CALL,
+    DeadLetterOperators,
+    as_rules_decide,
+    discard_of,
+    letters_will_see,
+    resubmission,
+)
 from cosmos_outbox.operations._deliveries import Received, received
 from cosmos_outbox.operations._dependencies import (
     COSMOS_DB,
@@ -27,7 +36,7 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
-from cosmos_outbox.operations._letters import Described, Selection, enqueued
+from cosmos_outbox.operations._letters import Described, Selection, describe, enqueued
 from cosmos_outbox.operations._quarantined import (
     QuarantineOperators,
     notice_of,
@@ -40,8 +49,10 @@ __all__ = [
     "FailureGroups",
     "GroupOperators",
     "GroupOutcome",
+    "Unarchived",
     "cause_of",
     "failure_text",
+    "group_id",
     "letter_text",
 ]
 
@@ -49,35 +60,6 @@ __all__ = [
 QUARANTINE_LIMIT = 2000
 #: A group's members listed in its answer, at most (its count says how many).
 MEMBERS_LISTED = 100
-_VARIABLE = re.compile(
-    r"(?<!\w)'[^']*'(?!\w)|\"[^\"]*\"|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"
-    r"|\b0x[0-9a-f]+\b|\d+(?:\.\d+)?",
-    re.IGNORECASE,
-)
-_ERROR_TYPE = re.compile(r"^\s*([A-Za-z_][\w.]*(?:Error|Exception|Exceeded|Failed|Expired))\b")
-
-
-def cause_of(text: str | None) -> str:
-    """A failure's text, what varies made a placeholder (`<n>` a number, `<id>` a GUID, `'…'` a
-    quoted value), its spaces collapsed."""
-
-    def placeholder(found: re.Match[str]) -> str:
-        value = found.group(0)
-        return "'…'" if value[0] in "'\"" else "<id>" if "-" in value else "<n>"
-
-    return " ".join(_VARIABLE.sub(placeholder, text or "").split())[:300]
-
-
-def failure_text(reason: str | None, description: str | None) -> str:
-    """A dead letter's failure in one text: its reason, then its description, said once when
-    the description repeats it ("KeyError" and "KeyError: 'id'" are "KeyError: 'id'", not
-    "KeyError: KeyError: 'id'")."""
-    reason, description = (reason or "").strip(), (description or "").strip()
-    if not description or description == reason:
-        return reason
-    if not reason or description.startswith(reason):
-        return description
-    return f"{reason}: {description}"
 
 
 def letter_text(described: Described) -> str:
@@ -103,7 +85,7 @@ class FailureGroup(Model):
     count: int
     first_seen: datetime | None
     last_seen: datetime | None
-    seen: Literal["quarantined", "enqueued"] = "quarantined"
+    seen: Literal["quarantined", "enqueued", "failed"] = "quarantined"
     examples: list[str]
     members: list[str] = []
 
@@ -134,6 +116,15 @@ class GroupOutcome(Model):
     deliveries: list[Received] = []
 
 
+class Unarchived(Model):
+    """A group's archived failure records brought back: how many (`unarchived`), how many are
+    still archived (`remaining`: call again), and the group as it is now (its exact count)."""
+
+    group: FailureGroup
+    unarchived: int
+    remaining: int
+
+
 Member = QuarantinedEvent | Described
 #: A member as grouped: its text, aggregate type, action, when seen, itself.
 _Item = tuple[str, str | None, str | None, datetime | None, Member]
@@ -149,7 +140,7 @@ def _grouped(source: str, entity: str | None, items: list[_Item]) -> dict[str, A
         times = [m[3] for m in members if m[3] is not None]
         kind = _ERROR_TYPE.match(cause)
         group = FailureGroup(
-            id=_group_id(source, entity, cause, aggregate_type, action),
+            id=group_id(source, entity, cause, aggregate_type, action),
             source=source,
             entity=entity,
             error_type=kind.group(1) if kind else None,
@@ -183,9 +174,12 @@ class GroupOperators:
         rules: Callable[[], Awaitable[TargetRuleCheck]],
         *,
         source_base: str = "",
+        failures: Failures | None = None,
     ) -> None:
         self._quarantine, self._letters, self._rules = quarantine, dead_letters, rules
         self._base = source_base
+        #: the failure records (OUTBOX_FAILURE_INGEST): the dead letters' groups read from them
+        self._failures = failures
 
     async def groups(self) -> FailureGroups:
         """Every failure group (see the module)."""
@@ -217,6 +211,16 @@ class GroupOperators:
         ]
         found = _grouped("quarantine", None, items)
         at_least = token is not None
+        if self._failures is not None:  # exact: each group's summary
+            try:
+                summaries = await answered(COSMOS_DB, self._failures.groups())
+            except Exception as exc:
+                missing.append(unanswered(COSMOS_DB, "the failure records", exc))
+                summaries = []
+            for summary in summaries:
+                if summary.open:
+                    found[summary.group] = (stored_group(summary), [])
+            return found, at_least, missing
         for entity in self._letters.watched:
             try:
                 letters, more = await self._letters.scan(entity)
@@ -252,6 +256,8 @@ class GroupOperators:
             ]
             if (token := page.continuation_token) is None:
                 break
+        if not found and self._failures is not None:
+            return await self._stored_members(group_id, limit)
         for entity in self._letters.watched:
             if found:
                 break
@@ -269,6 +275,47 @@ class GroupOperators:
         [(group, members)] = _grouped(*where, found[:limit]).values()
         return group, members
 
+    async def _stored_members(self, group_id: str, limit: int) -> tuple[FailureGroup, list[Member]]:
+        """A group of failure records: its summary (its exact count) and a sample of `limit` of
+        its open records, as the dead letters they were."""
+        assert self._failures is not None
+        try:
+            summary = await answered(COSMOS_DB, self._failures.group(group_id))
+        except NotFoundError:
+            raise NotFoundError("failure group", group_id) from None
+        if not summary.open:
+            raise NotFoundError("failure group", group_id)
+        records = await answered(COSMOS_DB, self._failures.sample(group_id, limit))
+        members: list[Member] = [describe(letter_of(r)) for r in records]
+        names = [_name(m) for m in members]
+        group = stored_group(summary).model_copy(
+            update={"examples": names[:3], "members": names[:MEMBERS_LISTED]}
+        )
+        return group, members
+
+    async def unarchive(self, group_id: str) -> Unarchived:
+        """Bring a group's archived failure records back among the open ones (OUTBOX_FAILURE_
+        INGEST; each noted unarchived, by whom; their TTL removed), at most MAX_PER_CALL a
+        call (`remaining` says how many more: call again); the group's counts in the same
+        batches. NotFoundError: no such group of records (or the records are not kept)."""
+        if self._failures is None:
+            raise NotFoundError("failure group of records", group_id)
+        failures = self._failures
+        try:
+            summary = await answered(COSMOS_DB, failures.group(group_id))
+        except NotFoundError:
+            raise NotFoundError("failure group", group_id) from None
+        archived = await answered(COSMOS_DB, failures.members(group_id, states=("archived",)))
+        chosen = archived[:MAX_PER_CALL]
+        by = str(current_actor())
+        await answered(COSMOS_DB, failures.settle(chosen, "open", what="unarchived", by=by))
+        summary = await answered(COSMOS_DB, failures.group(group_id))
+        return Unarchived(
+            group=stored_group(summary),
+            unarchived=len(chosen),
+            remaining=len(archived) - len(chosen),
+        )
+
     async def find(self, group_id: str) -> FailureGroup:
         """The failure group of that id, found by its first member (its count is that far:
         a bulk operation counts its items itself; NotFoundError: no such group now)."""
@@ -281,6 +328,8 @@ class GroupOperators:
         to its first MAX_PER_CALL events, nothing done: what subscribers will see, what each
         subscription receives (the group's operation does the rest alike)."""
         group, members = await self._members(group_id, MAX_PER_CALL)
+        if group.source == "dead letters" and self._failures is not None:
+            return await self._records_preview(group, members, action)
         if group.source == "dead letters":
             return await self._letters_preview(group, members, action)
         return await self._quarantine_preview(group, members, action)
@@ -294,6 +343,34 @@ class GroupOperators:
         seen = await self._letters.preview(entity, Selection(sequence_numbers=numbers), action=verb)
         return GroupOutcome(
             group=group, action=action, previewed=True, matching=seen.matching, **_told(seen)
+        )
+
+    async def _records_preview(
+        self, group: FailureGroup, members: list[Member], action: str
+    ) -> GroupOutcome:
+        """A group of failure records: what its operation will do to all `group.count` of
+        them (the sample's messages say what each subscription receives)."""
+        entity = self._letters.entity(group.entity or "")
+        by = str(current_actor())
+        sample = [m for m in members if isinstance(m, Described)]
+        sent = [
+            resubmission(d, entity)
+            if action == "retry"
+            else discard_of(d, entity, reason="", by=by)
+            for d in sample
+        ]
+        deliveries = await self._letters.deliveries(entity, sent)
+        # a group is keyed by its event type: all of it carries a notice, or none of it
+        notices = group.count if any(m is not None for m in sent) else 0
+        verb = "resubmit" if action == "retry" else "discard"
+        will_see = letters_will_see(verb, entity, done=group.count, notices=notices)
+        return GroupOutcome(
+            group=group,
+            action=action,
+            previewed=True,
+            matching=group.count,
+            subscribers_will_see=will_see + as_rules_decide(deliveries),
+            deliveries=deliveries,
         )
 
     async def _quarantine_preview(
@@ -322,17 +399,30 @@ class GroupOperators:
         )
 
 
+def stored_group(summary: FailureGroupRecord) -> FailureGroup:
+    """A group of failure records, from its summary: its exact open count."""
+    kind = _ERROR_TYPE.match(summary.cause)
+    return FailureGroup(
+        id=summary.group,
+        source="dead letters",
+        entity=summary.entity,
+        error_type=kind.group(1) if kind else None,
+        cause=summary.cause,
+        aggregate_type=summary.aggregate_type,
+        action=summary.action,
+        count=summary.open,
+        first_seen=summary.first_failed_at,
+        last_seen=summary.last_failed_at,
+        seen="failed",
+        examples=[],
+        members=[],
+    )
+
+
 def _id_of(source: str, entity: str | None, member: Member) -> str:
     """The id of the group `member` belongs to."""
     text = member.reason if isinstance(member, QuarantinedEvent) else letter_text(member)
-    return _group_id(source, entity, cause_of(text), member.aggregate_type, member.action)
-
-
-def _group_id(
-    source: str, entity: str | None, cause: str, aggregate_type: str | None, action: str | None
-) -> str:
-    key = f"{source}\n{entity}\n{cause}\n{aggregate_type}\n{action}"
-    return hashlib.sha256(key.encode()).hexdigest()[:12]
+    return group_id(source, entity, cause_of(text), member.aggregate_type, member.action)
 
 
 def _told(answer: Any) -> dict[str, Any]:

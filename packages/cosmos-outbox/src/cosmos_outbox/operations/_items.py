@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from cosmos_outbox._failures import Failures, letter_of, record_key
 from cosmos_outbox._mapper import CanaryItem, OperationCounts, to_message
+from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox._quarantine import Quarantine, QuarantinedEvent
 from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox.errors import (
@@ -28,21 +30,24 @@ from cosmos_outbox.errors import (
 )
 from cosmos_outbox.operations._dead_letters import (
     DeadLetterOperators,
+    discard_of,
     letters_will_see,
     resubmission,
 )
-from cosmos_outbox.operations._letters import Described
+from cosmos_outbox.operations._letters import Described, describe
 from cosmos_outbox.operations._quarantined import (
     QuarantineOperators,
     notice_of,
     quarantine_will_see,
 )
-from cosmos_outbox.ports import AsyncDocumentStore, DeadLetterEntity
+from cosmos_outbox.ports import AsyncDocumentStore, DeadLetterEntity, Outgoing
 from cosmos_outbox.subscriber._bookkeeping import inbox_id, last_version
 from cosmos_outbox.telemetry import error_type
 
-__all__ = ["ItemOutcome", "Items", "LetterItems", "Picked", "QuarantineItems"]
+__all__ = ["ItemOutcome", "Items", "LetterItems", "Picked", "QuarantineItems", "RecordItems"]
 
+#: How long a group's list of open records serves its operation's steps before it is read again.
+READ_AGAIN_SECONDS = 30.0
 #: Errors that leave an item for the next attempt (a dependency that did not answer).
 PASSING = (DependencyUnavailableError, PublishFailedError, TransientStoreError)
 
@@ -236,6 +241,155 @@ class LetterItems(_Watching, Items):
 
     def will_see(self, counts: OperationCounts) -> str:
         return letters_will_see(self._action, self._entity, done=counts.done, notices=counts.sent)
+
+    async def applied(self, canary: Sequence[CanaryItem]) -> tuple[int, str] | None:
+        store = self._subscribers().get(self._entity.name)
+        if store is None:
+            return None
+        return await applied_in(store, canary), self._entity.name
+
+
+class RecordItems(Items):
+    """The open failure records of `group` (OUTBOX_FAILURE_INGEST) at `entity`, retried (each
+    one's message sent again as a dead letter's resubmission is, its number its attempts', so
+    that one sent again after a worker died has the same MessageId) or discarded (its discard
+    notice sent; archived, with `reason`); each then marked resolved or archived with what was
+    done, when, by whom and in which operation. Keys: `record_key`. A canary fails again when
+    one of its records is open again, failed after the canary was sent."""
+
+    def __init__(
+        self,
+        failures: Failures,
+        letters: DeadLetterOperators,
+        entity: DeadLetterEntity,
+        group: str,
+        action: Literal["resubmit", "discard"],
+        *,
+        operation: str,
+        by: str,
+        reason: str | None,
+        subscribers: Callable[[], Mapping[str, AsyncDocumentStore]],
+        clock: Callable[[], float],
+        listed: dict[str, tuple[float, list[FailureRecord]]] | None = None,
+    ) -> None:
+        self._failures, self._letters, self._entity = failures, letters, entity
+        self._group, self._action, self._operation = group, action, operation
+        self._by, self._reason, self._subscribers = by, reason, subscribers
+        self._clock = clock
+        self._listed = listed if listed is not None else {}
+
+    async def _open(self) -> list[FailureRecord]:
+        """The group's open records in key order, read at most once per READ_AGAIN_SECONDS
+        for the operation (`listed`, kept by its operators between steps): a batch picks after
+        its cursor, and `act` reads each record again before it acts, so a list a few seconds
+        old picks the same items a fresh one would (those that came later are past the
+        operation's limit)."""
+        at, records = self._listed.get(self._operation, (float("-inf"), []))
+        if self._clock() - at > READ_AGAIN_SECONDS:
+            records = sorted(await self._failures.members(self._group), key=record_key)
+            self._listed.clear()  # one operation's list kept at a time
+            self._listed[self._operation] = (self._clock(), records)
+        return records
+
+    async def count(self) -> tuple[int, str | None]:
+        records = await self._open()
+        return len(records), record_key(records[-1]) if records else None
+
+    async def next(
+        self, cursor: str | None, limit: str | None, size: int
+    ) -> tuple[list[Picked], str | None]:
+        after, upper = cursor or "", limit or ""
+        picked = [r for r in await self._open() if after < record_key(r) <= upper][:size]
+        if not picked:
+            return [], cursor
+        return [Picked(record_key(r), self._canary(r)) for r in picked], record_key(picked[-1])
+
+    def _canary(self, record: FailureRecord) -> CanaryItem | None:
+        if self._action != "resubmit":
+            return None
+        described = describe(letter_of(record))
+        return CanaryItem(
+            key=record_key(record),
+            message_id=resubmission(described, self._entity).message_id,
+            event_id=record.event_id,
+            aggregate_type=record.aggregate_type,
+            aggregate_id=record.aggregate_id,
+            version=record.version,
+        )
+
+    async def act(self, keys: Sequence[str]) -> list[ItemOutcome]:
+        outcomes: list[ItemOutcome] = []
+        present: list[FailureRecord] = []
+        resubmits = self._action == "resubmit"
+        for key in keys:
+            record = await self._failures.read(self._group, key.rpartition("|")[2])
+            if record is None or record.state != "open":
+                # settled already (by an attempt that died after it), or gone
+                outcomes.append(ItemOutcome(key, "gone", sent=resubmits))
+            else:
+                present.append(record)
+        if not present:
+            return outcomes
+        described = [describe(letter_of(r)) for r in present]
+        if resubmits:
+            sent: list[Outgoing | None] = [resubmission(d, self._entity) for d in described]
+        else:
+            sent = [
+                discard_of(d, self._entity, reason=self._reason or "", by=self._by)
+                for d in described
+            ]
+        try:
+            await self._letters.send(self._entity, [m for m in sent if m is not None])
+            await self._failures.settle(
+                present,
+                "resolved" if resubmits else "archived",
+                what="retried" if resubmits else "archived",
+                by=self._by,
+                operation=self._operation,
+                note=self._reason,
+            )
+        except PASSING as exc:
+            why = f"{error_type(exc)}: {exc!s:.200}"
+            return outcomes + [ItemOutcome(record_key(r), "later", why=why) for r in present]
+        except Exception as exc:
+            why = f"{error_type(exc)}: {exc!s:.200}"
+            return outcomes + [ItemOutcome(record_key(r), "failed", why=why) for r in present]
+        return outcomes + [
+            ItemOutcome(record_key(r), "done", sent=m is not None)
+            for r, m in zip(present, sent, strict=True)
+        ]
+
+    def will_see(self, counts: OperationCounts) -> str:
+        return letters_will_see(self._action, self._entity, done=counts.done, notices=counts.sent)
+
+    async def watermarks(self) -> dict[str, int]:
+        return {"failedAfter": int(self._clock())}
+
+    async def failed_again(
+        self, canary: Sequence[CanaryItem], watermarks: Mapping[str, int]
+    ) -> list[str]:
+        since = watermarks.get("failedAfter", 0)
+        found = []
+        for item in canary:
+            record = await self._failures.read(self._group, item.key.rpartition("|")[2])
+            if record is None:  # failed again of another cause: moved to its group
+                record = await self._moved(item.key.rpartition("|")[2])
+            if (
+                record is not None
+                and record.state == "open"
+                and record.last_failed_at.timestamp() >= since
+            ):
+                found.append(
+                    f"{record.event_id or record.message_id} at {self._entity.name}: "
+                    f"{record.reason or '-'}: {record.description or '-'}"
+                )
+        return found
+
+    async def _moved(self, record_id: str) -> FailureRecord | None:
+        try:
+            return await self._failures.record(record_id)
+        except NotFoundError:
+            return None
 
     async def applied(self, canary: Sequence[CanaryItem]) -> tuple[int, str] | None:
         store = self._subscribers().get(self._entity.name)

@@ -43,6 +43,10 @@ class Operations:
         self.subscribers = SubscriberOperators(parts, letters)
         self.redrive = RedriveOperators(parts, letters, self.status.rule_check)
         self.groups = GroupOperators(
-            self.quarantine, letters, self.status.rule_check, source_base=parts.source_base
+            self.quarantine,
+            letters,
+            self.status.rule_check,
+            source_base=parts.source_base,
+            failures=parts.failures,
         )
         self.bulk = BulkOperators(parts, self.quarantine, letters, self.groups, self.redrive)

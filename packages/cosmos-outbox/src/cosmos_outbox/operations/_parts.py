@@ -18,6 +18,7 @@ from cosmos_outbox.ports import (
 )
 
 if TYPE_CHECKING:
+    from cosmos_outbox._failures import Failures
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._records import LegacyEvents
     from cosmos_outbox._relay.backlog_history import BacklogHistory
@@ -85,3 +86,6 @@ class Parts:
     target_rules: Callable[[], AsyncTargetRules | None] = _no_target_rules
     #: the CloudEvents source base the publisher adds (the previews' messages carry it too)
     source_base: str = ""
+    #: the failure records (OUTBOX_FAILURE_INGEST on): the dead letters' groups and their
+    #: operations read them, not the dead-letter queues (None: off)
+    failures: Failures | None = None

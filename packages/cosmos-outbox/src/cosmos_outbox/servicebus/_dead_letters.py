@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from azure.servicebus import (
@@ -186,6 +186,16 @@ class ServiceBusDeadLetters(ConnectedAdapter, DeadLetterQueues):
                 _quietly(lambda m=message: links.receiver.abandon_message(m))
         return outcomes
 
+    def send(self, entity: DeadLetterEntity, messages: Sequence[Outgoing]) -> None:
+        if not messages:
+            return
+        with self._lock:
+            try:
+                self._links_of(entity).sender.send_messages([message_of(m) for m in messages])
+            except Exception:
+                self._drop(entity)
+                raise
+
     def close(self) -> None:
         with self._lock:
             for name in list(self._links):
@@ -255,6 +265,17 @@ class AsyncServiceBusDeadLetters(AsyncClientAdapter, AsyncDeadLetterQueues):
             for message in held:
                 await _aquietly(links.receiver.abandon_message(message))
         return outcomes
+
+    async def send(self, entity: DeadLetterEntity, messages: Sequence[Outgoing]) -> None:
+        if not messages:
+            return
+        async with self._lock(entity):
+            try:
+                links = await self._links_of(entity)
+                await links.sender.send_messages([message_of(m) for m in messages])
+            except BaseException:
+                await self._drop(entity)
+                raise
 
     async def close(self) -> None:
         for name in list(self._links):

@@ -6,6 +6,7 @@ settings read from the environment with pydantic-settings) need, so neither impo
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,6 +80,8 @@ DEFAULT_PAYLOAD_MAX_BYTES = 2 * 1024 * 1024
 #: One day: how long a write's Idempotency-Key is remembered (its record's TTL). A client's
 #: retries of one request must all come within it; later, the key is a new key.
 DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86400
+#: Two weeks: how long an archived or resolved failure record is kept.
+DEFAULT_FAILURE_RETENTION_SECONDS = 14 * 86_400
 
 
 class SettingsError(ValueError):
@@ -145,6 +148,60 @@ class TriggerSettings(BaseModel):
         default=DEFAULT_LEASE_CONTAINER, alias="COSMOS_LEASE_CONTAINER", min_length=1
     )
 
+    # The topic's subscriptions whose dead letters the operators' routes count, list, resubmit
+    # and discard, comma-separated; `name=container` (or `name=database/container`) names the
+    # projection container of the library's subscriber on it (its inbox, held events and gaps:
+    # the journey, the subscribers' status and what a re-drive will apply).
+    watched_subscriptions: str = Field(default="", alias="OUTBOX_SUBSCRIPTIONS", max_length=4096)
+    # Queues (an app's command queues) whose dead letters the operators' routes serve too.
+    dead_letter_queues: str = Field(default="", alias="OUTBOX_DEAD_LETTER_QUEUES", max_length=4096)
+
+    @field_validator("watched_subscriptions")
+    @classmethod
+    def _subscriptions(cls, value: str) -> str:
+        for name, container in _entries(value):
+            _entity_name(name)
+            if container is not None and not _CONTAINER_PATH.fullmatch(container):
+                raise ValueError(
+                    f"{name}={container}: the container is a Cosmos DB container name, or "
+                    "database/container"
+                )
+        return value
+
+    @field_validator("dead_letter_queues")
+    @classmethod
+    def _queues(cls, value: str) -> str:
+        for name, container in _entries(value):
+            _entity_name(name)
+            if container is not None:
+                raise ValueError(f"{name}={container}: a queue names no container")
+        return value
+
+    def subscriptions(self) -> tuple[tuple[str, str | None, str | None], ...]:
+        """The watched subscriptions: (name, its subscriber's database or None, container or
+        None)."""
+        found = []
+        for name, container in _entries(self.watched_subscriptions):
+            database, _, rest = (container or "").rpartition("/")
+            found.append((name, database or None, rest or None))
+        return tuple(found)
+
+    def queues(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in _entries(self.dead_letter_queues))
+
+    #: Whether whoever runs the relay drains the watched dead-letter queues into the container
+    #: (`cosmos_outbox._failures`: one `failedMessage` record per failure), read at indexing:
+    #: on, the relay's blueprint registers `ingest_failures_*` on each dead-letter path.
+    failure_ingest: bool = Field(default=False, alias="OUTBOX_FAILURE_INGEST")
+    #: How long an archived or resolved failure record is kept (its TTL); an open one never
+    #: expires.
+    failure_retention_seconds: int = Field(
+        default=DEFAULT_FAILURE_RETENTION_SECONDS,
+        alias="OUTBOX_FAILURE_RETENTION_SECONDS",
+        ge=3600,
+        le=2_147_483_647,
+    )
+
     _renamed = retired(
         "lease_prefix_renamed",
         "is renamed OUTBOX_PROCESSOR_NAME (the relay's processor's name, as the change feed "
@@ -183,6 +240,30 @@ class TriggerSettings(BaseModel):
         if field in self.model_fields_set:
             return f"%{type(self).model_fields[field].alias}%"
         return str(getattr(self, field))
+
+
+#: Service Bus's entity names (subscriptions, queues): letters, digits, `.`, `-`, `_` (and `/`
+#: in a queue's path), starting and ending with a letter or digit, at most 260 characters.
+_ENTITY_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,258}[A-Za-z0-9])?")
+#: A Cosmos DB container, or database/container: no `\\`, `#`, `?`, nor `/` but the one.
+_CONTAINER_PATH = re.compile(r"(?:[^/\\#?\s]{1,255}/)?[^/\\#?\s]{1,255}")
+
+
+def _entries(value: str) -> list[tuple[str, str | None]]:
+    """`a, b=c` as [("a", None), ("b", "c")]; empty items skipped."""
+    entries = []
+    for item in value.split(","):
+        name, sep, container = item.strip().partition("=")
+        if name.strip():
+            entries.append((name.strip(), container.strip() if sep else None))
+    return entries
+
+
+def _entity_name(name: str) -> None:
+    if not _ENTITY_NAME.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not a Service Bus entity name (letters, digits, '.', '-', '_')"
+        )
 
 
 def lease_intervals_of(given: Mapping[str, float | None]) -> dict[str, float]:
@@ -237,6 +318,14 @@ def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSe
     values = {n: env[n] for n in names if env.get(n)}
     for name in ("OUTBOX_PROCESSOR_NAME", "OUTBOX_LEASE_PREFIX"):  # "" on purpose: before 0.3
         if name in env:
+            values[name] = env[name].strip()
+    for name in (
+        "OUTBOX_SUBSCRIPTIONS",
+        "OUTBOX_DEAD_LETTER_QUEUES",
+        "OUTBOX_FAILURE_INGEST",
+        "OUTBOX_FAILURE_RETENTION_SECONDS",
+    ):
+        if env.get(name, "").strip():
             values[name] = env[name].strip()
     if env.get("SERVICEBUS_SCHEDULE_QUEUE", "").strip():
         values["SERVICEBUS_SCHEDULE_QUEUE"] = env["SERVICEBUS_SCHEDULE_QUEUE"].strip()

@@ -235,46 +235,6 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
     )
     # The setting this one replaced; set, it is refused with a word on what changed.
     cloudevents_source_replaced: str | None = Field(default=None, alias="CLOUDEVENTS_SOURCE")
-    # The topic's subscriptions whose dead letters the operators' routes count, list, resubmit
-    # and discard, comma-separated; `name=container` (or `name=database/container`) names the
-    # projection container of the library's subscriber on it (its inbox, held events and gaps:
-    # the journey, the subscribers' status and what a re-drive will apply).
-    watched_subscriptions: str = Field(default="", alias="OUTBOX_SUBSCRIPTIONS", max_length=4096)
-    # Queues (an app's command queues) whose dead letters the operators' routes serve too.
-    dead_letter_queues: str = Field(default="", alias="OUTBOX_DEAD_LETTER_QUEUES", max_length=4096)
-
-    @field_validator("watched_subscriptions")
-    @classmethod
-    def _subscriptions(cls, value: str) -> str:
-        for name, container in _entries(value):
-            _entity_name(name)
-            if container is not None and not _CONTAINER_PATH.fullmatch(container):
-                raise ValueError(
-                    f"{name}={container}: the container is a Cosmos DB container name, or "
-                    "database/container"
-                )
-        return value
-
-    @field_validator("dead_letter_queues")
-    @classmethod
-    def _queues(cls, value: str) -> str:
-        for name, container in _entries(value):
-            _entity_name(name)
-            if container is not None:
-                raise ValueError(f"{name}={container}: a queue names no container")
-        return value
-
-    def subscriptions(self) -> tuple[tuple[str, str | None, str | None], ...]:
-        """The watched subscriptions: (name, its subscriber's database or None, container or
-        None)."""
-        found = []
-        for name, container in _entries(self.watched_subscriptions):
-            database, _, rest = (container or "").rpartition("/")
-            found.append((name, database or None, rest or None))
-        return tuple(found)
-
-    def queues(self) -> tuple[str, ...]:
-        return tuple(name for name, _ in _entries(self.dead_letter_queues))
 
     @field_validator("cloudevents_source_base")
     @classmethod
@@ -303,30 +263,6 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
         "<base>/<collection> (e.g. https://shop.example.com/orders); set the base and remove "
         "CLOUDEVENTS_SOURCE",
     )
-
-
-#: Service Bus's entity names (subscriptions, queues): letters, digits, `.`, `-`, `_` (and `/`
-#: in a queue's path), starting and ending with a letter or digit, at most 260 characters.
-_ENTITY_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._/-]{0,258}[A-Za-z0-9])?")
-#: A Cosmos DB container, or database/container: no `\\`, `#`, `?`, nor `/` but the one.
-_CONTAINER_PATH = re.compile(r"(?:[^/\\#?\s]{1,255}/)?[^/\\#?\s]{1,255}")
-
-
-def _entries(value: str) -> list[tuple[str, str | None]]:
-    """`a, b=c` as [("a", None), ("b", "c")]; empty items skipped."""
-    entries = []
-    for item in value.split(","):
-        name, sep, container = item.strip().partition("=")
-        if name.strip():
-            entries.append((name.strip(), container.strip() if sep else None))
-    return entries
-
-
-def _entity_name(name: str) -> None:
-    if not _ENTITY_NAME.fullmatch(name):
-        raise ValueError(
-            f"{name!r} is not a Service Bus entity name (letters, digits, '.', '-', '_')"
-        )
 
 
 def read_settings(kind: type[S]) -> S:

@@ -1,0 +1,140 @@
+"""Failed messages as data (issue 95 items 1-4) behind the operators' routes, in-process on
+recovery_world.py's app with OUTBOX_FAILURE_INGEST on: the dead letters drained into failure
+records (`Failures.ingest`, what the relay's trigger and receiver do), the groups read from the
+records' summaries with exact counts, a preview that says the operation's real count, a group's
+retry that resends each stored message once and marks it resolved (with who and which
+operation; its TTL set), and a retried message that fails again: the same record, one more
+attempt, open again, its group back."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import body
+from recovery_world import SUBSCRIPTION, RecoveryWorld
+
+from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
+from cosmos_outbox.ports import DeadLetterEntity
+from cosmos_outbox_testing import run_sync
+
+ENTITY = DeadLetterEntity(SUBSCRIPTION)
+
+
+@pytest.fixture
+def world() -> Iterator[RecoveryWorld]:
+    for running in RecoveryWorld.running():
+        running.memory.services = dataclasses.replace(running.memory.services, failure_ingest=True)
+        yield running
+
+
+def drained(world: RecoveryWorld) -> int:
+    """Every dead letter at `projections` kept as a record, then removed (the ingest)."""
+    failures = world.outbox.wiring().failures
+    letters = world.memory.dead_letters.letters(SUBSCRIPTION)
+    for letter in letters:
+        run_sync(failures.ingest(ENTITY, letter))
+    world.memory.dead_letters.move(ENTITY, {letter.sequence_number: None for letter in letters})
+    return len(letters)
+
+
+def dead_lettered(world: RecoveryWorld, warehouses: int) -> list[str]:
+    ids: list[str] = []
+    for n in range(warehouses):
+        ids += world.publish(f"w{n}", "StockAdded", "StockAdded")
+    world.relay()
+    world.deliver_new(skip=set(ids))
+    assert drained(world) == len(ids)
+    return ids
+
+
+def records(world: RecoveryWorld) -> list[Any]:
+    return [
+        failure_record(d)
+        for d in world.memory.store.query("SELECT * FROM c")
+        if d.get("type") == FAILED_MESSAGE_TYPE
+    ]
+
+
+def test_a_group_of_records_is_counted_exactly_previewed_whole_and_retried_once_each(
+    world: RecoveryWorld,
+) -> None:
+    ids = dead_lettered(world, 600)  # 1,200 failures: more than the 1,000 a queue is peeked for
+    assert world.memory.dead_letters.letters(SUBSCRIPTION) == []  # drained
+    groups = body(world.call("GET", "outbox/groups"))
+    [group] = groups["groups"]
+    assert (group["count"], group["seen"], groups["atLeast"]) == (1200, "failed", False)
+    url = f"outbox/groups/{group['id']}"
+    preview = body(world.call("POST", f"{url}/preview", body={"action": "retry"}))
+    assert preview["matching"] == 1200
+    assert "1200 message(s) at subscription projections" in preview["subscribersWillSee"]
+
+    operation = body(world.call("POST", f"{url}/act", body={"action": "retry", "canary": 0}))
+    run_sync(world.outbox.wiring().operations().bulk.work(budget_seconds=120))
+    done = body(world.call("GET", f"outbox/operations/{operation['id']}"))
+    assert (done["state"], done["items"], done["done"], done["failed"]) == ("done", 1200, 1200, 0)
+    sent = [o for _, o in world.memory.dead_letters.sent]
+    assert len(sent) == len({o.message_id for o in sent}) == 1200  # each once
+    assert sorted(o.application_properties["cloudEvents_id"] for o in sent) == sorted(ids)
+    kept = records(world)
+    assert {r.state for r in kept} == {"resolved"}
+    assert {r.ttl for r in kept} == {world.outbox.wiring().failures.retention_seconds}
+    assert {(n.what, n.operation) for r in kept for n in r.history} == {
+        ("retried", operation["id"])
+    }
+    assert body(world.call("GET", "outbox/groups"))["groups"] == []  # none open
+
+    # the cause not fixed for one: it fails again, back as a dead letter, drained again
+    again = sent[0]
+    world.memory.dead_letters.dead_letter(
+        SUBSCRIPTION,
+        again.body,
+        message_id=again.message_id,
+        session_id=again.session_id,
+        subject=again.subject,
+        application_properties=dict(again.application_properties),
+        reason="HandlerFailed",
+        description="again",
+        delivery_count=10,
+    )
+    assert drained(world) == 1
+    [reopened] = [r for r in records(world) if r.state == "open"]
+    assert reopened.event_id == again.application_properties["cloudEvents_id"]
+    assert reopened.attempt_count == 2 and reopened.ttl is None
+    assert len(records(world)) == 1200  # the same record, not a new one
+    [back] = body(world.call("GET", "outbox/groups"))["groups"]
+    assert back["count"] == 1
+
+
+def test_a_discarded_group_is_archived_and_unarchived_its_counts_return_exactly(
+    world: RecoveryWorld,
+) -> None:
+    """Issue 95 item 4: a group's discard archives its records (a notice to the subscriber as
+    before; who and why kept; TTL set), hides the group; unarchive brings them back, at most
+    100 a call, the count exactly what it was, the TTL gone (an open record never expires)."""
+    dead_lettered(world, 60)
+    [group] = body(world.call("GET", "outbox/groups"))["groups"]
+    url = f"outbox/groups/{group['id']}"
+    operation = body(
+        world.call("POST", f"{url}/act", body={"action": "discard", "reason": "known bug 7"})
+    )
+    run_sync(world.outbox.wiring().operations().bulk.work(budget_seconds=120))
+    done = body(world.call("GET", f"outbox/operations/{operation['id']}"))
+    assert (done["state"], done["done"], done["sent"]) == ("done", 120, 120)  # 120 notices
+    archived = records(world)
+    assert {r.state for r in archived} == {"archived"}
+    assert {r.ttl for r in archived} == {world.outbox.wiring().failures.retention_seconds}
+    assert {(n.what, n.note) for r in archived for n in r.history} == {("archived", "known bug 7")}
+    assert body(world.call("GET", "outbox/groups"))["groups"] == []
+
+    first = body(world.call("POST", f"{url}/unarchive"))
+    assert (first["unarchived"], first["remaining"], first["group"]["count"]) == (100, 20, 100)
+    second = body(world.call("POST", f"{url}/unarchive"))
+    assert (second["unarchived"], second["remaining"]) == (20, 0)
+    [back] = body(world.call("GET", "outbox/groups"))["groups"]
+    assert back["id"] == group["id"] and back["count"] == group["count"] == 120
+    kept = records(world)
+    assert {r.state for r in kept} == {"open"} and {r.ttl for r in kept} == {None}
+    assert world.call("POST", "outbox/groups/0123456789ab/unarchive").status_code == 404

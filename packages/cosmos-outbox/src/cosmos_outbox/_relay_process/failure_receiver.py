@@ -1,0 +1,121 @@
+"""The failures' ingest in a relay process (OUTBOX_FAILURE_INGEST): what the Functions app's
+`ingest_failures_*` triggers do (one per dead-letter path), done by a receiver of the process's
+own per watched entity: each dead letter received (peek-lock) is kept as a record
+(`cosmos_outbox._failures.Failures.ingest`) and completed only once that write returned; a write
+that fails abandons it (the queue gives it again). A process killed between the write and the
+complete loses nothing: the lock runs out (or the link closes), the dead letter is given again,
+and its second write changes nothing. Several processes receive as competing consumers, as the
+triggers' instances do."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from azure.servicebus import ServiceBusReceiveMode, ServiceBusSubQueue
+from azure.servicebus.aio import ServiceBusClient
+
+from cosmos_outbox._failures import Failures
+from cosmos_outbox.ports import DeadLetterEntity
+from cosmos_outbox.servicebus._dead_letters import dead_letter_of
+
+__all__ = ["FailureReceiver", "dead_letter_path"]
+
+logger = logging.getLogger("cosmos_outbox.relay")
+
+#: Wait after a receiver that failed (the entity missing, the broker away) before another.
+RETRY_SECONDS = 5.0
+#: Dead letters received per round trip.
+RECEIVE_BATCH = 50
+
+
+def dead_letter_path(topic: str, entity: DeadLetterEntity) -> str:
+    """The dead-letter queue's path, as Service Bus (and the trigger's binding) names it."""
+    if entity.kind == "subscription":
+        return f"{topic}/Subscriptions/{entity.name}/$DeadLetterQueue"
+    return f"{entity.name}/$DeadLetterQueue"
+
+
+class FailureReceiver:
+    """Drains `entity`'s dead-letter queue into `failures` (see the module)."""
+
+    def __init__(
+        self,
+        connect: Callable[[], ServiceBusClient],
+        topic: str,
+        entity: DeadLetterEntity,
+        failures: Failures,
+    ) -> None:
+        self._connect = connect
+        self._topic = topic
+        self.entity = entity
+        self._failures = failures
+        self._task: asyncio.Task[None] | None = None
+        #: dead letters kept and completed since the start
+        self.ingested = 0
+
+    @property
+    def path(self) -> str:
+        return dead_letter_path(self._topic, self.entity)
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"failures-{self.entity.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    def _receiver(self, client: Any) -> Any:
+        options = {
+            "sub_queue": ServiceBusSubQueue.DEAD_LETTER,
+            "receive_mode": ServiceBusReceiveMode.PEEK_LOCK,
+        }
+        if self.entity.kind == "subscription":
+            return client.get_subscription_receiver(self._topic, self.entity.name, **options)
+        return client.get_queue_receiver(self.entity.name, **options)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                async with self._connect() as client, self._receiver(client) as receiver:
+                    logger.info("relay: keeping the failures of %s", self.path)
+                    while True:
+                        batch = await receiver.receive_messages(
+                            max_message_count=RECEIVE_BATCH, max_wait_time=5
+                        )
+                        for message in batch:
+                            await self._handle(receiver, message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning(
+                    "relay: the dead letters of %s cannot be received (%s: %s); again in %gs",
+                    self.path,
+                    type(exc).__name__,
+                    str(exc).splitlines()[0][:200] if str(exc) else "",
+                    RETRY_SECONDS,
+                )
+                await asyncio.sleep(RETRY_SECONDS)
+
+    async def _handle(self, receiver: Any, message: Any) -> None:
+        letter = dead_letter_of(message)
+        try:
+            await self._failures.ingest(self.entity, letter)
+        except Exception:
+            logger.warning(
+                "relay: dead letter %s of %s not kept; the queue gives it again",
+                letter.sequence_number,
+                self.path,
+                exc_info=True,
+            )
+            with contextlib.suppress(Exception):  # its lock runs out on its own
+                await receiver.abandon_message(message)
+            return
+        await receiver.complete_message(message)
+        self.ingested += 1

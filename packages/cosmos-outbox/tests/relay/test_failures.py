@@ -1,0 +1,163 @@
+"""Failed messages as data (`cosmos_outbox._failures`), on the test kit's store: one record per
+failure, a second write of the same delivery changing nothing, a retried message that fails
+again the same record with one more attempt, the group's summary exact in the same batch, and
+the retention: an archived or resolved record expires, an open one never."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from cosmos_outbox._failures import Failures
+from cosmos_outbox._mapper.failure import (
+    FAILED_MESSAGE_TYPE,
+    failure_document,
+    failure_record,
+)
+from cosmos_outbox._sync_over_async import as_async
+from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.ports import DeadLetter, DeadLetterEntity
+from cosmos_outbox_testing import InMemoryStore
+
+ENTITY = DeadLetterEntity("all-events")
+RETENTION = 3 * 86_400
+
+
+def letter(
+    sequence_number: int,
+    *,
+    event_id: str = "e-1",
+    reason: str = "HandlerRefused",
+    description: str = "contact 42 refused: 'x' is not a phone",
+    body: bytes = b'{"name": "Ada"}',
+) -> DeadLetter:
+    return DeadLetter(
+        sequence_number=sequence_number,
+        body=body,
+        message_id=event_id,
+        session_id="c-42",
+        subject="ContactCreated",
+        content_type="application/json",
+        correlation_id=None,
+        application_properties={
+            "aggregateType": "contact",
+            "contactId": "c-42",
+            "action": "ContactCreated",
+            "version": 3,
+            "outboxFormat": 2,
+        },
+        reason=reason,
+        description=description,
+        delivery_count=10,
+        enqueued_at=1_767_225_600.0,
+    )
+
+
+def kept(store: InMemoryStore) -> Failures:
+    return Failures(as_async(store), retention_seconds=RETENTION)
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def records(store: InMemoryStore) -> list[dict[str, Any]]:
+    return [d for d in store.query("SELECT * FROM c") if d.get("type") == FAILED_MESSAGE_TYPE]
+
+
+def test_a_dead_letter_is_kept_as_one_open_record_in_its_group() -> None:
+    store = InMemoryStore()
+    failures = kept(store)
+    record = run(failures.ingest(ENTITY, letter(7)))
+    [group] = run(failures.groups())
+    assert (record.state, record.attempt_count, record.event_id) == ("open", 1, "e-1")
+    assert (record.aggregate_type, record.aggregate_id, record.version) == ("contact", "c-42", 3)
+    assert record.cause == "HandlerRefused: contact <n> refused: '…' is not a phone"
+    assert (group.group, group.open, group.archived, group.resolved) == (record.group, 1, 0, 0)
+    [document] = records(store)
+    assert "ttl" not in document  # open: never expires
+    assert failure_record(document).body == b'{"name": "Ada"}'
+
+
+def test_a_second_write_of_the_same_delivery_changes_nothing() -> None:
+    store = InMemoryStore()
+    failures = kept(store)
+    first = run(failures.ingest(ENTITY, letter(7)))
+    batches = store.batches
+    again = run(failures.ingest(ENTITY, letter(7)))
+    assert store.batches == batches  # nothing written
+    assert again.attempt_count == first.attempt_count == 1
+    assert len(records(store)) == 1
+    [group] = run(failures.groups())
+    assert group.open == 1
+
+
+def test_a_retried_message_that_fails_again_is_the_same_record_with_one_more_attempt() -> None:
+    store = InMemoryStore()
+    failures = kept(store)
+    run(failures.ingest(ENTITY, letter(7)))
+    record = run(
+        failures.ingest(ENTITY, letter(31, description="contact 42 refused: 'y' is not a phone"))
+    )
+    assert record.attempt_count == 2
+    assert [a.sequence_number for a in record.attempts] == [7, 31]
+    assert len(records(store)) == 1
+    [group] = run(failures.groups())
+    assert group.open == 1
+
+
+def test_one_failing_again_of_another_cause_moves_to_that_group_the_counts_exact() -> None:
+    store = InMemoryStore()
+    failures = kept(store)
+    first = run(failures.ingest(ENTITY, letter(7)))
+    run(failures.ingest(ENTITY, letter(8, event_id="e-2")))
+    moved = run(failures.ingest(ENTITY, letter(40, reason="TimeoutError", description="")))
+    assert moved.group != first.group and moved.attempt_count == 2
+    counts = {g.group: g.open for g in run(failures.groups()) if g.open}
+    assert counts == {first.group: 1, moved.group: 1}
+    assert len(records(store)) == 2
+
+
+def test_a_store_that_fails_keeps_nothing_and_says_so() -> None:
+    store = InMemoryStore()
+    failures = kept(store)
+    store.fail_next = StoreUnavailableError("down")
+    with pytest.raises(StoreUnavailableError):
+        run(failures.ingest(ENTITY, letter(7)))
+    assert records(store) == [] and run(failures.groups()) == []
+
+
+def test_archived_and_resolved_records_expire_open_ones_never_and_counts_return() -> None:
+    store = InMemoryStore()
+    failures = kept(store)
+    for n in range(5):
+        run(failures.ingest(ENTITY, letter(n + 1, event_id=f"e-{n}")))
+    [group] = run(failures.groups())
+    members = run(failures.members(group.group))
+    archived = run(
+        failures.settle(members[:3], "archived", what="archived", by="ada", note="known bug")
+    )
+    assert {r.ttl for r in archived} == {RETENTION}
+    [group] = run(failures.groups())
+    assert (group.open, group.archived) == (2, 3)
+    assert len(run(failures.members(group.group))) == 2
+    back = run(failures.settle(archived, "open", what="unarchived", by="ada"))
+    assert {r.ttl for r in back} == {None}
+    [group] = run(failures.groups())
+    assert (group.open, group.archived) == (5, 0)
+    stored = {d["id"]: d for d in records(store)}
+    assert all("ttl" not in d for d in stored.values())
+    assert [n.what for n in failure_record(stored[back[0].id]).history] == [
+        "archived",
+        "unarchived",
+    ]
+
+
+def test_the_stored_form_reads_back_as_written() -> None:
+    store = InMemoryStore()
+    record = run(kept(store).ingest(ENTITY, letter(7, body=b"\xff\xfe not utf-8")))
+    document = failure_document(record)
+    assert document["body"] is None and document["bodyBase64"]
+    assert failure_record(document) == record
