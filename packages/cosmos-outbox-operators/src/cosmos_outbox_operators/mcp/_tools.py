@@ -25,6 +25,7 @@ from cosmos_outbox.operations import (
     OperationList,
     Operations,
     OutboxStatus,
+    Unarchived,
 )
 from cosmos_outbox_operators._preview import PREVIEW_TOKEN_PATTERN, group_preview_token
 from cosmos_outbox_operators._routes.groups import GroupAction, group_decision
@@ -75,6 +76,12 @@ class GroupPreview(GroupOutcome):
     """A group's retry or discard previewed, and the token that confirms it (`act_on_group`)."""
 
     preview_token: str
+
+
+class GroupNamed(RequestModel):
+    """One failure group."""
+
+    group_id: GroupId
 
 
 class OperationNamed(RequestModel):
@@ -182,6 +189,16 @@ TOOLS: tuple[Tool, ...] = (
         _act_on_group,
         acts=True,
         preview="preview_group",
+    ),
+    Tool(
+        "unarchive_group",
+        "Bring a failure group's archived records (a discard archives them, when failed "
+        "messages are kept as data) back among the open ones, their retention removed, at most "
+        "100 a call: `remaining` says how many are left (call again).",
+        GroupNamed,
+        Unarchived,
+        lambda ops, a: ops.groups.unarchive(a.group_id),
+        acts=True,
     ),
     Tool(
         "list_operations",
