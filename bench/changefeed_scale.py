@@ -279,15 +279,21 @@ async def _add_mixed(fleet: SimulatedFleet, count: int) -> list[str]:
     return [*dotnet, *ours]
 
 
-def measure_mixed(leases: int, instances: int) -> Figures:
+def measure_mixed(leases: int, instances: int, *, seed: int | None = None) -> Figures:
     """Half the instances under .NET's balancing, half under the fair share: a cold start and
-    +50 % (a third of the newcomers each way)."""
+    +50 % (a third of the newcomers each way); ``seed``: the simulation's (None: the
+    published one, ``leases + instances``)."""
     figures = Figures(leases, instances, "mixed: half .NET's")
     clock = VirtualClock(START)
     started = time.process_time()
 
     async def main() -> None:
-        fleet = SimulatedFleet(clock, partitions=leases, seed=leases + instances, **FROM_START)
+        fleet = SimulatedFleet(
+            clock,
+            partitions=leases,
+            seed=leases + instances if seed is None else seed,
+            **FROM_START,
+        )
         try:
             writer = _writer(fleet, leases)
 
