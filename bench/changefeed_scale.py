@@ -34,7 +34,8 @@ intervals:
 
 ``python -m bench.changefeed_scale`` prints the tables (``--sizes 100x10,500x50``, ``--grid``
 for every pair of 100/500/2,000 leases and 10/50/100 instances, ``--no-dotnet``, ``--no-mixed``,
-``--no-throttled``).
+``--no-throttled``); ``--mixed-seeds 20`` only the mixed fleet, under 20 seeds per size (the
+published one, then 1 to 19): the spread of its times to even.
 """
 
 from __future__ import annotations
@@ -279,15 +280,21 @@ async def _add_mixed(fleet: SimulatedFleet, count: int) -> list[str]:
     return [*dotnet, *ours]
 
 
-def measure_mixed(leases: int, instances: int) -> Figures:
+def measure_mixed(leases: int, instances: int, *, seed: int | None = None) -> Figures:
     """Half the instances under .NET's balancing, half under the fair share: a cold start and
-    +50 % (a third of the newcomers each way)."""
+    +50 % (a third of the newcomers each way); ``seed``: the simulation's (None: the
+    published one, ``leases + instances``)."""
     figures = Figures(leases, instances, "mixed: half .NET's")
     clock = VirtualClock(START)
     started = time.process_time()
 
     async def main() -> None:
-        fleet = SimulatedFleet(clock, partitions=leases, seed=leases + instances, **FROM_START)
+        fleet = SimulatedFleet(
+            clock,
+            partitions=leases,
+            seed=leases + instances if seed is None else seed,
+            **FROM_START,
+        )
         try:
             writer = _writer(fleet, leases)
 
@@ -309,6 +316,33 @@ def measure_mixed(leases: int, instances: int) -> Figures:
     clock.run(main())
     figures.cpu_s = time.process_time() - started
     return figures
+
+
+def mixed_seeds_table(sizes: tuple[tuple[int, int], ...], seeds: int) -> str:
+    """The mixed fleet (``measure_mixed``) under ``seeds`` seeds per size -- the published one,
+    then 1, 2, ... --: the intervals to even after the cold start and after +50 % per seed, and
+    how many of them exceeded 5."""
+    lines = [
+        "| leases x instances | change | even after (acquire intervals), per seed | most | "
+        "over 5 |",
+        "|---|---|---|---|---|",
+    ]
+    for leases, instances in sizes:
+        chosen = [leases + instances, *range(1, seeds)]
+        runs = [measure_mixed(leases, instances, seed=seed) for seed in chosen]
+        for place, change in enumerate(("cold start", f"scale-out: +{instances // 2}")):
+            spent = [run.phases[place].even_after for run in runs]
+            shown = ", ".join(
+                f"{seed}: {run.phases[place].intervals}"
+                for seed, run in zip(chosen, runs, strict=True)
+            )
+            worst = "never" if None in spent else f"{max(s or 0.0 for s in spent) / ACQUIRE:.1f}"
+            over = sum(1 for s in spent if s is None or s > 5 * ACQUIRE)
+            lines.append(
+                f"| {_size(leases, instances)} | {change} | {shown} | {worst} | "
+                f"{over} of {len(spent)} |"
+            )
+    return "\n".join(lines)
 
 
 @dataclass
@@ -521,8 +555,18 @@ def main() -> None:
     parser.add_argument("--no-dotnet", action="store_true", help="without .NET's balancing")
     parser.add_argument("--no-mixed", action="store_true", help="without the mixed fleet")
     parser.add_argument("--no-throttled", action="store_true", help="without the 429 runs")
+    parser.add_argument(
+        "--mixed-seeds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="only the mixed fleet, under N seeds per size (default sizes: 100x10,500x50)",
+    )
     args = parser.parse_args()
     logging.getLogger("cosmos_changefeed").setLevel(logging.CRITICAL)
+    if args.mixed_seeds:
+        print(mixed_seeds_table(args.sizes if args.sizes != SIZES else MIXED, args.mixed_seeds))
+        return
     sizes = GRID if args.grid else args.sizes
     figures = measure_all(
         sizes, dotnet=not args.no_dotnet, mixed=not args.no_mixed, throttled=not args.no_throttled

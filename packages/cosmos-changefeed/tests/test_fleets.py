@@ -74,6 +74,34 @@ def test_a_mixed_fleet_is_even_within_five_acquire_intervals_cold_and_after_a_sc
     assert fleet.undelivered() == []
 
 
+@pytest.mark.xfail(
+    strict=True,
+    raises=AssertionError,
+    reason="known gap (docs/benchmarks.md, `python -m bench.changefeed_scale --mixed-seeds 20`): "
+    "a cold start of 500 x 50 half .NET's is even within 5 acquire intervals under 11 of 20 "
+    "seeds; under seed 5 a .NET instance whose rounds took nothing is in no listing and "
+    "loses every race for a lease (12.1 intervals)",
+)
+def test_a_mixed_fleet_cold_start_under_another_seed_is_even_within_five_acquire_intervals() -> (
+    None
+):
+    """The mixed fleet's cold start of 500 x 50 under seed 5 (the bench's worst of 20): strict
+    xfail, so a fix that evens it in time turns this into a failure to promote to a test."""
+    clock = VirtualClock(START)
+
+    async def scenario() -> float | None:
+        fleet = SimulatedFleet(clock, partitions=500, seed=5, start_from="beginning")
+        writer = asyncio.create_task(fleet.write(500 / 30, 10**9))
+        await add_mixed(fleet, 50)
+        cold = await fleet.until_even(hold=HOLD, limit=LIMIT)
+        writer.cancel()
+        await fleet.close()
+        return cold
+
+    cold = run(scenario(), clock)
+    assert cold is not None and cold <= 5 * ACQUIRE, f"cold start: even after {cold}s"
+
+
 def test_balancing_moves_hand_over_and_a_crash_gives_again_only_what_followed_a_checkpoint() -> (
     None
 ):

@@ -52,7 +52,9 @@ surplus is there for it to ask one lease of at its first round. At their next ro
 it, give their surplus back, and it takes it at its next. A change of membership so comes to an
 even spread (within one lease) in one to three acquire intervals, moving about the leases that
 must move; a fleet half of .NET instances in one to four (docs/benchmarks.md), where .NET's
-alone needs five to twenty.
+alone needs five to twenty -- but a cold start of 500 x 50 up to twelve under some seeds: a .NET
+instance whose rounds took nothing is in no listing (the targets count it out, the fleet looks
+even) and loses every race for a lease to the other .NET instances.
 
 **.NET's** ``EqualPartitionsBalancingStrategy`` (``select_leases_to_take``), kept for
 comparison (the simulation's figures, docs/benchmarks.md): Azure/azure-cosmos-dotnet-v3,
