@@ -79,7 +79,6 @@ class FailureReceiver:
         options = {
             "sub_queue": ServiceBusSubQueue.DEAD_LETTER,
             "receive_mode": ServiceBusReceiveMode.PEEK_LOCK,
-            "prefetch_count": RECEIVE_BATCH,
         }
         if self.entity.kind == "subscription":
             return client.get_subscription_receiver(self._topic, self.entity.name, **options)
