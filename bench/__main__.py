@@ -20,6 +20,7 @@ from bench import (
     cosmos_queries,
     cosmos_scale,
     cosmos_sdk,
+    failure_ingest,
     first_request,
     partitions,
     peers,
@@ -271,6 +272,14 @@ def main() -> None:
         )
         results["servicebus_scale"] = servicebus_scale.measure(base / "servicebus-scale")
         print(servicebus_scale.report(results["servicebus_scale"]))
+
+        print(
+            "\nThe failures' ingest: 10,000 dead letters kept by the relay's receiver beside the "
+            "broker's batch send of the same messages ...",
+            flush=True,
+        )
+        results["failure_ingest"] = failure_ingest.measure(10_000, base / "failure-ingest")
+        print(failure_ingest.report(results["failure_ingest"]))
     print("\n" + summary(results))
     out = ROOT / ".stack" / "bench.json"
     out.parent.mkdir(exist_ok=True)
@@ -592,6 +601,16 @@ def summary(results: dict[str, Any]) -> str:
             sb["kept_rss_mb"] / sb["fresh_rss_mb"],
         ),
     ]
+    ingest = results["failure_ingest"]
+    rows.append(
+        (
+            f"failures' ingest, {ingest['n']:,} (failures/s)",
+            ingest["ingest_per_s"],
+            "the broker's batch send of them",
+            ingest["floor_send_per_s"],
+            ingest["ratio_to_batch_send"],
+        )
+    )
     lines = [f"{'figure':40} {'ours':>10}  {'floor':36} {'':>10} {'ratio':>7}"]
     lines += [
         f"{name:40} {ours:10.2f}  {floor_name:36} {floor:10.2f} {ratio:6.2f}x"

@@ -23,7 +23,7 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +52,7 @@ from cosmos_outbox.settings._base import DEFAULT_FAILURE_RETENTION_SECONDS
 if TYPE_CHECKING:
     from cosmos_outbox._mapper import SentFields
 
+
 __all__ = [
     "DEFAULT_FAILURE_RETENTION_SECONDS",
     "Failures",
@@ -66,7 +67,9 @@ _TRIES = 50
 _CONFLICT_PAUSE = 0.05
 #: The source a dead letter's group is keyed by (`operations._groups`' ids, unchanged).
 DEAD_LETTERS_SOURCE = "dead letters"
-_BY_ID = "SELECT * FROM c WHERE c.type = @type AND c.id = @id"
+_BY_IDS = "SELECT * FROM c WHERE c.type = @type AND ARRAY_CONTAINS(@ids, c.id)"
+#: Records in one transactional batch: Cosmos DB's 100 operations, the group's summary the last.
+_RECORDS_PER_BATCH = 99
 _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 
 
@@ -96,96 +99,157 @@ class Failures:
     # -- the ingest ------------------------------------------------------------------------
 
     async def ingest(self, entity: DeadLetterEntity, letter: DeadLetter) -> FailureRecord:
-        """Keep the dead letter `letter` of `entity` (see the module): its record, as stored."""
-        described = sent_fields(
-            letter.application_properties,
-            message_id=letter.message_id,
-            session_id=letter.session_id,
-            subject=letter.subject,
-        )
-        cause = cause_of(failure_text(letter.reason, letter.description))
-        group = group_id(
-            DEAD_LETTERS_SOURCE, entity.name, cause, described.aggregate_type, described.action
-        )
+        """Keep the dead letter `letter` of `entity` (see the module): its record, as stored
+        (`ingest_many` of one)."""
+        [record] = await self.ingest_many(entity, [letter])
+        return record
+
+    async def ingest_many(
+        self, entity: DeadLetterEntity, letters: Sequence[DeadLetter]
+    ) -> list[FailureRecord]:
+        """Keep the dead letters `letters` of `entity` (see the module), a received batch at
+        once: their records, as stored, in the order of `letters`. The existing copies of all of
+        them are read by one query (per 100), each group's summary once; each group's records
+        are written with its summary in transactional batches of up to 99 records + the
+        summary (Cosmos DB's 100 operations), the summary counted once per batch; moved records
+        are dropped from their old groups after. A batch that met another writer is read again
+        and tried again (its letters only). Two deliveries of one failure in `letters` are kept
+        in turn (the second one more attempt of the first)."""
         now = self._now()
-        attempt = FailureAttempt(
-            at=now,
-            sequence_number=letter.sequence_number,
-            reason=letter.reason,
-            description=letter.description,
-            delivery_count=letter.delivery_count,
-            enqueued_at=(
-                datetime.fromtimestamp(letter.enqueued_at, UTC)
-                if letter.enqueued_at is not None
-                else None
-            ),
-        )
-        record_id = failure_id(entity.name, failure_key(letter, described.event_id))
-        summary = FailureGroupRecord(
-            group=group,
-            entity=entity.name,
-            entity_kind=entity.kind,
-            cause=cause,
-            aggregate_type=described.aggregate_type,
-            action=described.action,
-        )
+        items = [_pending(i, entity, letter, now) for i, letter in enumerate(letters)]
+        waves: list[list[_Pending]] = []
+        turn: dict[str, int] = {}
+        for item in items:
+            n = turn.get(item.record_id, 0)
+            turn[item.record_id] = n + 1
+            if n == len(waves):
+                waves.append([])
+            waves[n].append(item)
+        kept: dict[int, FailureRecord] = {}
+        for wave in waves:
+            kept.update(await self._ingest_wave(wave, now))
+        return [kept[item.index] for item in items]
+
+    async def _ingest_wave(self, wave: list[_Pending], now: datetime) -> dict[int, FailureRecord]:
+        """`wave` (one delivery of each failure at most) kept: the records by the items' index."""
+        done: dict[int, FailureRecord] = {}
+        pending = wave
         for _ in range(_TRIES):
-            copies = await self._copies(record_id)
-            kept = next((c for c in copies if c.delivered(letter.sequence_number)), None)
-            if kept is not None:  # this delivery is written already: finish a move, if any
-                for stale in copies:
-                    if stale.group != kept.group:
-                        await self._drop(stale)
-                return kept
-            current = max(copies, key=lambda c: c.last_failed_at) if copies else None
-            try:
+            copies = await self._copies_of([p.record_id for p in pending])
+            writes: dict[str, list[_Write]] = {}
+            drops: list[FailureRecord] = []
+            for item in pending:
+                mine = copies.get(item.record_id, [])
+                kept = next((c for c in mine if c.delivered(item.letter.sequence_number)), None)
+                if kept is not None:  # this delivery is written already: finish a move, if any
+                    done[item.index] = kept
+                    drops += [c for c in mine if c.group != kept.group]
+                    continue
+                current = max(mine, key=lambda c: c.last_failed_at) if mine else None
                 if current is None:
-                    record = _first_failure(
-                        record_id, group, entity, letter, described, cause, attempt
-                    )
-                    return await self._write(record, None, summary, now)
-                record = current.with_attempt(attempt, group=group, cause=cause)
-                if current.group == group:
-                    return await self._write(record, current, summary, now)
-                moved = await self._write(replace(record, etag=None), None, summary, now)
-                await self._drop(current)
-                return moved
-            except (PreconditionFailedError, AlreadyExistsError):
-                # another writer of this group meanwhile: read again, after a moment
-                await asyncio.sleep(random.uniform(0, _CONFLICT_PAUSE))
+                    write = _Write(item, item.first_failure(), None, None)
+                else:
+                    record = current.with_attempt(item.attempt, group=item.group, cause=item.cause)
+                    if current.group == item.group:
+                        write = _Write(item, record, current, None)
+                    else:  # another cause: created in its group, then dropped from the old one
+                        write = _Write(item, replace(record, etag=None), None, current)
+                writes.setdefault(item.group, []).append(write)
+            retry: list[_Pending] = []
+            for group_writes in writes.values():
+                stored = await self._summary(group_writes[0].item.summary)
+                for start in range(0, len(group_writes), _RECORDS_PER_BATCH):
+                    chunk = group_writes[start : start + _RECORDS_PER_BATCH]
+                    try:
+                        written, stored = await self._write(chunk, stored, now)
+                    except (PreconditionFailedError, AlreadyExistsError):
+                        # another writer of this group meanwhile: these read again, after
+                        retry += [w.item for w in chunk]
+                        stored = await self._summary(chunk[0].item.summary)
+                        continue
+                    for w, record in zip(chunk, written, strict=True):
+                        done[w.item.index] = record
+                        if w.moved_from is not None:
+                            drops.append(w.moved_from)
+            await self._drop_all(drops)
+            if not retry:
+                return done
+            pending = retry
+            await asyncio.sleep(random.uniform(0, _CONFLICT_PAUSE))
         raise PreconditionFailedError(
-            f"failure {record_id}: the group changed under every one of {_TRIES} writes"
+            f"{len(pending)} failure(s): the group changed under every one of {_TRIES} writes"
         )
 
+    async def _copies_of(self, record_ids: Sequence[str]) -> dict[str, list[FailureRecord]]:
+        """The stored copies of each of `record_ids` (one in its group; two while a move is
+        unfinished), by one query a 100 ids."""
+        found: dict[str, list[FailureRecord]] = {}
+        unique = list(dict.fromkeys(record_ids))
+        for start in range(0, len(unique), 100):
+            documents = await self._store.query(
+                _BY_IDS,
+                {"@type": FAILED_MESSAGE_TYPE, "@ids": unique[start : start + 100]},
+            )
+            for document in documents:
+                record = failure_record(document)
+                found.setdefault(record.id, []).append(record)
+        return found
+
     async def _copies(self, record_id: str) -> list[FailureRecord]:
-        found = await self._store.query(_BY_ID, {"@type": FAILED_MESSAGE_TYPE, "@id": record_id})
-        return [failure_record(d) for d in found]
+        return (await self._copies_of([record_id])).get(record_id, [])
 
     async def _summary(self, template: FailureGroupRecord) -> FailureGroupRecord | None:
         found = await self._store.read(template.partition, GROUP_SUMMARY_ID)
         return group_record(found) if found is not None else None
 
     async def _write(
-        self,
-        record: FailureRecord,
-        before: FailureRecord | None,
-        template: FailureGroupRecord,
-        now: datetime,
-    ) -> FailureRecord:
-        """`record` written over `before` (None: created), its group's summary with it."""
-        stored = await self._summary(template)
-        summary = stored if stored is not None else template
-        if before is not None:
-            summary = summary.counted(before.state, -1)
-        summary = summary.counted(record.state, +1).seen(now)
-        operations = [
-            BatchOperation("create", failure_document(record))
-            if before is None
-            else BatchOperation("replace", failure_document(record), if_match=before.etag),
-            _summary_write(summary, stored),
-        ]
-        etags = await self._store.execute_batch(record.partition, operations)
-        return replace(record, etag=etags[0])
+        self, chunk: Sequence[_Write], stored: FailureGroupRecord | None, now: datetime
+    ) -> tuple[list[FailureRecord], FailureGroupRecord]:
+        """`chunk` (records of one group) written over what each was (None: created), the
+        group's summary (`stored`, None: not there yet) counted once with them, in one
+        transactional batch: the records as stored, and the summary as stored."""
+        summary = stored if stored is not None else chunk[0].item.summary
+        operations: list[BatchOperation] = []
+        for w in chunk:
+            if w.before is not None:
+                summary = summary.counted(w.before.state, -1)
+            summary = summary.counted(w.record.state, +1)
+            operations.append(
+                BatchOperation("create", failure_document(w.record))
+                if w.before is None
+                else BatchOperation("replace", failure_document(w.record), if_match=w.before.etag)
+            )
+        summary = summary.seen(now)
+        operations.append(_summary_write(summary, stored))
+        etags = await self._store.execute_batch(summary.partition, operations)
+        records = [replace(w.record, etag=e) for w, e in zip(chunk, etags, strict=False)]
+        return records, replace(summary, etag=etags[-1])
+
+    async def _drop_all(self, records: Sequence[FailureRecord]) -> None:
+        """`records` removed from their groups (moved to others), each group's summary with
+        them, a batch of up to 99 at a time; a batch that fails is done one by one."""
+        by_group: dict[str, dict[str, FailureRecord]] = {}
+        for record in records:
+            by_group.setdefault(record.group, {})[record.id] = record
+        for group_records in by_group.values():
+            listed = list(group_records.values())
+            for start in range(0, len(listed), _RECORDS_PER_BATCH):
+                chunk = listed[start : start + _RECORDS_PER_BATCH]
+                if len(chunk) == 1:
+                    await self._drop(chunk[0])
+                    continue
+                stored = await self._summary(_group_of(chunk[0]))
+                operations = [BatchOperation("delete", id=r.id, if_match=r.etag) for r in chunk]
+                if stored is not None:
+                    summary = stored
+                    for r in chunk:
+                        summary = summary.counted(r.state, -1)
+                    operations.append(_summary_write(summary, stored))
+                try:
+                    await self._store.execute_batch(chunk[0].partition, operations)
+                except (NotFoundError, PreconditionFailedError):
+                    for r in chunk:
+                        await self._drop(r)
 
     async def _drop(self, record: FailureRecord) -> None:
         """`record` removed from its group (moved to another), its summary with it."""
@@ -346,41 +410,102 @@ def record_key(record: FailureRecord) -> str:
     return f"{record.first_failed_at.astimezone(UTC).isoformat()}|{record.id}"
 
 
-def _first_failure(
-    record_id: str,
-    group: str,
-    entity: DeadLetterEntity,
-    letter: DeadLetter,
-    described: SentFields,
-    cause: str,
-    attempt: FailureAttempt,
-) -> FailureRecord:
-    """The record of a failure seen for the first time: open, its one attempt."""
-    return FailureRecord(
-        id=record_id,
-        group=group,
-        entity=entity.name,
-        entity_kind=entity.kind,
-        event_id=described.event_id,
+@dataclass(frozen=True)
+class _Pending:
+    """A dead letter being kept: where its record goes, and the attempt it adds."""
+
+    index: int
+    entity: DeadLetterEntity
+    letter: DeadLetter
+    described: SentFields
+    cause: str
+    group: str
+    record_id: str
+    attempt: FailureAttempt
+    summary: FailureGroupRecord
+
+    def first_failure(self) -> FailureRecord:
+        """The record of a failure seen for the first time: open, its one attempt."""
+        letter, described = self.letter, self.described
+        return FailureRecord(
+            id=self.record_id,
+            group=self.group,
+            entity=self.entity.name,
+            entity_kind=self.entity.kind,
+            event_id=described.event_id,
+            message_id=letter.message_id,
+            session_id=letter.session_id,
+            subject=letter.subject,
+            content_type=letter.content_type,
+            correlation_id=letter.correlation_id,
+            body=letter.body,
+            properties=dict(letter.application_properties),
+            aggregate_type=described.aggregate_type,
+            aggregate_id=described.aggregate_id,
+            action=described.action,
+            version=described.version,
+            reason=letter.reason,
+            description=letter.description,
+            cause=self.cause,
+            state="open",
+            first_failed_at=self.attempt.at,
+            last_failed_at=self.attempt.at,
+            attempt_count=1,
+            attempts=(self.attempt,),
+        )
+
+
+@dataclass(frozen=True)
+class _Write:
+    """A record to write over `before` (None: created); `moved_from`: its copy in another group,
+    dropped once it is written."""
+
+    item: _Pending
+    record: FailureRecord
+    before: FailureRecord | None
+    moved_from: FailureRecord | None
+
+
+def _pending(index: int, entity: DeadLetterEntity, letter: DeadLetter, now: datetime) -> _Pending:
+    described = sent_fields(
+        letter.application_properties,
         message_id=letter.message_id,
         session_id=letter.session_id,
         subject=letter.subject,
-        content_type=letter.content_type,
-        correlation_id=letter.correlation_id,
-        body=letter.body,
-        properties=dict(letter.application_properties),
-        aggregate_type=described.aggregate_type,
-        aggregate_id=described.aggregate_id,
-        action=described.action,
-        version=described.version,
+    )
+    cause = cause_of(failure_text(letter.reason, letter.description))
+    group = group_id(
+        DEAD_LETTERS_SOURCE, entity.name, cause, described.aggregate_type, described.action
+    )
+    attempt = FailureAttempt(
+        at=now,
+        sequence_number=letter.sequence_number,
         reason=letter.reason,
         description=letter.description,
+        delivery_count=letter.delivery_count,
+        enqueued_at=(
+            datetime.fromtimestamp(letter.enqueued_at, UTC)
+            if letter.enqueued_at is not None
+            else None
+        ),
+    )
+    return _Pending(
+        index=index,
+        entity=entity,
+        letter=letter,
+        described=described,
         cause=cause,
-        state="open",
-        first_failed_at=attempt.at,
-        last_failed_at=attempt.at,
-        attempt_count=1,
-        attempts=(attempt,),
+        group=group,
+        record_id=failure_id(entity.name, failure_key(letter, described.event_id)),
+        attempt=attempt,
+        summary=FailureGroupRecord(
+            group=group,
+            entity=entity.name,
+            entity_kind=entity.kind,
+            cause=cause,
+            aggregate_type=described.aggregate_type,
+            action=described.action,
+        ),
     )
 
 

@@ -41,6 +41,8 @@ pytestmark = pytest.mark.integration
 
 TOPIC, SUBSCRIPTION = "outbox-failures", "failing"
 ENTITY = DeadLetterEntity(SUBSCRIPTION)
+#: `failing`'s lock duration (fixtures/funcstack.json).
+LOCK_SECONDS = 5
 
 
 class Killed(BaseException):
@@ -56,16 +58,22 @@ class StoppedAfterWrite(AsyncDocumentStore):
     def __init__(self, inner: AsyncDocumentStore, stop: str, writes: int = 1) -> None:
         self.inner, self.stop, self.left = inner, stop, writes
         self.stopped = 0
+        #: the operations of each batch written
+        self.batches: list[int] = []
 
     async def execute_batch(
         self, partition_key: str, operations: Sequence[BatchOperation]
     ) -> list[str | None]:
         etags = await self.inner.execute_batch(partition_key, operations)
+        self.batches.append(len(operations))
         if self.left > 0:
             self.left -= 1
             self.stopped += 1
             if self.stop == "killed":
                 raise Killed
+            if self.stop == "lock lost":  # answered after the dead letters' locks ran out
+                await asyncio.sleep(LOCK_SECONDS + 2)
+                return etags
             raise ConnectionResetError("the write's answer was lost")
         return etags
 
@@ -226,6 +234,56 @@ def test_an_ingest_stopped_between_write_and_complete_loses_nothing_and_counts_n
                 assert [r.attempt_count for r in records] == [1, 1, 1]  # not doubled
                 groups = [g for g in await failures.groups() if g.open]
                 assert sum(g.open for g in groups) == len(ids)
+            finally:
+                await receiver.stop()
+
+    asyncio.run(run())
+
+
+def test_a_batch_whose_complete_fails_after_its_write_comes_back_and_counts_nothing_twice(
+    funcstack_services: LocalStack, fresh: str
+) -> None:
+    """150 dead letters: received 100 at a time, kept in transactional batches of 99 records +
+    the group's summary; the first batch's write answers only after the locks of its dead
+    letters ran out, so their completes fail (for real: the broker refuses them) and the queue
+    gives them again. Each is still one record, one attempt, the group's count exact."""
+    ids = dead_letter(funcstack_services, 150)
+
+    async def run() -> None:
+        client = AsyncCosmosClient.from_connection_string(
+            funcstack_services.cosmos_connection_string, **verified(funcstack_services)
+        )
+        async with client:
+            container = client.get_database_client(DATABASE).get_container_client(fresh)
+            real = AsyncCosmosDocumentStore(container)
+            slowed = StoppedAfterWrite(real, "lock lost")
+
+            def connect() -> AsyncServiceBusClient:
+                return AsyncServiceBusClient.from_connection_string(
+                    funcstack_services.servicebus_connection_string
+                )
+
+            receiver = FailureReceiver(connect, TOPIC, ENTITY, Failures(slowed))
+            receiver.start()
+            try:
+                failures = Failures(real)
+
+                async def all_kept() -> bool:
+                    found = await real.of_type(FAILED_MESSAGE_TYPE)
+                    return (
+                        len(found) == len(ids)
+                        and await asyncio.to_thread(dead_letters_left, funcstack_services) == 0
+                    )
+
+                await until(all_kept, "every dead letter kept and completed")
+                assert slowed.stopped == 1
+                assert max(slowed.batches) == 100  # 99 records + the summary in one batch
+                records = [failure_record(d) for d in await real.of_type(FAILED_MESSAGE_TYPE)]
+                assert sorted(r.event_id or "" for r in records) == sorted(ids)
+                assert {r.attempt_count for r in records} == {1}  # not doubled
+                assert {len(r.attempts) for r in records} == {1}
+                [group] = [g for g in await failures.groups() if g.open]
+                assert group.open == len(ids)
             finally:
                 await receiver.stop()
 

@@ -141,3 +141,18 @@ def test_a_wake_brings_a_sleeping_sweep_round_at_once(monkeypatch: pytest.Monkey
             sweeper.cancel()
 
     asyncio.run(run())
+
+
+def test_a_message_lock_with_a_session_id_runs_out_in_an_entity_without_sessions() -> None:
+    """A SessionId on a message of an entity without sessions (a dead-letter queue's dead
+    letters keep theirs) is no session: its lock runs out as any other's, the message is given
+    again (before, it stayed locked while the link lived)."""
+    broker = _broker()
+    queue = broker.receivers["q"]
+    queue.enqueue(_message(1, session_id="c-1"))
+    taken = queue.acquire(object(), None, delete=False)
+    assert taken is not None
+    queue.expire_lock(taken, taken.locked_until_ms + 1)
+    assert taken.owner is None
+    again = queue.acquire(object(), None, delete=False)
+    assert again is not None and again.seq == 1

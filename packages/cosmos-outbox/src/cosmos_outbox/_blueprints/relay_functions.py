@@ -161,7 +161,10 @@ def _failure_trigger(
 ) -> None:
     """A Service Bus trigger on `entity`'s dead-letter queue (`<subscription>/$DeadLetterQueue`,
     as Azure's host binds one): each dead letter kept as a failure record before the host
-    completes it (a write that fails raises: the host abandons it, the queue gives it again)."""
+    completes it (a write that fails raises: the host abandons it, the queue gives it again).
+    One dead letter a call (`Failures.ingest`, `ingest_many` of one): the local stack's host
+    (funcstack) serves no `cardinality: many`, so a batched trigger could not be run or tested
+    here; `cosmos-outbox relay`'s receiver keeps them 100 at a time."""
     if entity.kind == "subscription":
         trigger = bp.service_bus_topic_trigger(
             arg_name="message",

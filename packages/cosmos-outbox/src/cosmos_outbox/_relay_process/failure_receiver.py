@@ -1,11 +1,12 @@
 """The failures' ingest in a relay process (OUTBOX_FAILURE_INGEST): what the Functions app's
 `ingest_failures_*` triggers do (one per dead-letter path), done by a receiver of the process's
-own per watched entity: each dead letter received (peek-lock) is kept as a record
-(`cosmos_outbox._failures.Failures.ingest`) and completed only once that write returned; a write
-that fails abandons it (the queue gives it again). A process killed between the write and the
-complete loses nothing: the lock runs out (or the link closes), the dead letter is given again,
-and its second write changes nothing. Several processes receive as competing consumers, as the
-triggers' instances do."""
+own per watched entity: the dead letters are received (peek-lock) in batches of up to
+`RECEIVE_BATCH`, kept as records at once (`cosmos_outbox._failures.Failures.ingest_many`: each
+group's records and summary in transactional batches) and completed only once that write
+returned; a write that fails abandons them all (the queue gives them again). A process killed
+between the write and the complete loses nothing: the lock runs out (or the link closes), the
+dead letters are given again, and their second write changes nothing. Several processes receive
+as competing consumers, as the triggers' instances do."""
 
 from __future__ import annotations
 
@@ -28,8 +29,11 @@ logger = logging.getLogger("cosmos_outbox.relay")
 
 #: Wait after a receiver that failed (the entity missing, the broker away) before another.
 RETRY_SECONDS = 5.0
-#: Dead letters received per round trip.
-RECEIVE_BATCH = 50
+#: Dead letters received (and kept) at once: one batch of a group's records (99) and more.
+RECEIVE_BATCH = 100
+#: The longest wait for a first dead letter before receiving again (the SDK returns a batch a
+#: moment after its first message, full or not).
+RECEIVE_WAIT_SECONDS = 5.0
 
 
 def dead_letter_path(topic: str, entity: DeadLetterEntity) -> str:
@@ -87,10 +91,10 @@ class FailureReceiver:
                     logger.info("relay: keeping the failures of %s", self.path)
                     while True:
                         batch = await receiver.receive_messages(
-                            max_message_count=RECEIVE_BATCH, max_wait_time=5
+                            max_message_count=RECEIVE_BATCH, max_wait_time=RECEIVE_WAIT_SECONDS
                         )
-                        for message in batch:
-                            await self._handle(receiver, message)
+                        if batch:
+                            await self._handle(receiver, batch)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -103,19 +107,41 @@ class FailureReceiver:
                 )
                 await asyncio.sleep(RETRY_SECONDS)
 
-    async def _handle(self, receiver: Any, message: Any) -> None:
-        letter = dead_letter_of(message)
+    async def _handle(self, receiver: Any, messages: list[Any]) -> None:
+        """`messages` kept at once, then completed; none completed unless all were kept."""
+        letters = [dead_letter_of(m) for m in messages]
         try:
-            await self._failures.ingest(self.entity, letter)
+            await self._failures.ingest_many(self.entity, letters)
         except Exception:
             logger.warning(
-                "relay: dead letter %s of %s not kept; the queue gives it again",
-                letter.sequence_number,
+                "relay: %d dead letter(s) of %s (sequence numbers %s-%s) not kept; the queue "
+                "gives them again",
+                len(letters),
                 self.path,
+                letters[0].sequence_number,
+                letters[-1].sequence_number,
                 exc_info=True,
             )
-            with contextlib.suppress(Exception):  # its lock runs out on its own
-                await receiver.abandon_message(message)
+            for message in messages:
+                with contextlib.suppress(Exception):  # its lock runs out on its own
+                    await receiver.abandon_message(message)
             return
-        await receiver.complete_message(message)
-        self.ingested += 1
+        # kept: the completes go out together (one link); one that fails leaves its dead
+        # letter to come back, and its second write changes nothing
+        completed = await asyncio.gather(
+            *(receiver.complete_message(m) for m in messages), return_exceptions=True
+        )
+        failed = [r for r in completed if isinstance(r, BaseException)]
+        for problem in failed:
+            if not isinstance(problem, Exception):
+                raise problem
+        if failed:
+            logger.warning(
+                "relay: %d of %d dead letter(s) of %s kept but not completed (%s); the queue "
+                "gives them again, their second write changes nothing",
+                len(failed),
+                len(messages),
+                self.path,
+                failed[0],
+            )
+        self.ingested += len(messages) - len(failed)

@@ -386,10 +386,12 @@ class ReceiverEntity:
     def expire_lock(self, m: StoredMessage, now: int) -> None:
         """A message lock that ran out: the message is available again, DeliveryCount + 1.
         Messages of a session stay locked while their session is (its lock lapses as a whole);
-        a lock restored from the state file (owner ORPHANED) runs out like any other."""
+        in an entity without sessions (a dead-letter queue among them) a message's SessionId
+        changes nothing: its lock runs out on its own. A lock restored from the state file
+        (owner ORPHANED) runs out like any other."""
         if (
             m.owner is not None
-            and (m.session_id is None or m.owner is ORPHANED)
+            and (not self.requires_session or m.session_id is None or m.owner is ORPHANED)
             and m.locked_until_ms < now
         ):
             logger.info("lock expired on %s seq %s", self.path, m.seq)
