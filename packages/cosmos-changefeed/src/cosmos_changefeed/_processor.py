@@ -316,25 +316,28 @@ class ChangeFeedProcessor(ProcessorBase):
             if self._stopping.is_set() or token in self._workers or token in self._acquiring:
                 return False
             self._acquiring.add(token)
+        # The token stays among those acquiring until its worker is registered: another thread
+        # adding the same lease meanwhile (the acquire loop beside a split's child added from a
+        # lease's thread) finds it and adds nothing, never a second worker on one lease.
         try:
             ranges = self._reader.ranges() if lease.feed_range is None else ()
             acquired = self._run(manager.acquire(lease, ranges))
+            self._acquired(lease, acquired, manager, self._start)
+            worker = LeaseWorker(self, acquired, self._start)
+            worker.thread = threading.Thread(
+                target=self._supervise, args=(worker,), name=f"lease-{token}", daemon=True
+            )
+            # Registered and started under the lock ``stop`` lists the workers under: a worker
+            # it lists has a running thread to join, and one acquired as it stops (a split's
+            # child, added from a lease's thread) is released here instead of running unseen.
+            with self._lock:
+                stopping = self._stopping.is_set()
+                if not stopping:
+                    self._workers[token] = worker
+                    worker.thread.start()
         finally:
             with self._lock:
                 self._acquiring.discard(token)
-        self._acquired(lease, acquired, manager, self._start)
-        worker = LeaseWorker(self, acquired, self._start)
-        worker.thread = threading.Thread(
-            target=self._supervise, args=(worker,), name=f"lease-{token}", daemon=True
-        )
-        # Registered and started under the lock ``stop`` lists the workers under: a worker it
-        # lists has a running thread to join, and one acquired as it stops (a split's child,
-        # added from a lease's thread) is released here instead of running unseen.
-        with self._lock:
-            stopping = self._stopping.is_set()
-            if not stopping:
-                self._workers[token] = worker
-                worker.thread.start()
         if stopping:
             self._release(acquired)
         return True
