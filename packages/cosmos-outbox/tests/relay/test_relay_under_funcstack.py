@@ -127,8 +127,12 @@ def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_t
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(SHORT)
+    # every lease released at the stop, by whichever instance held it then (on a busy machine
+    # a lease may have moved after the check above: a late renewal lets it expire)
+    released: set[str] = set()
     for name in ("relay-1", "relay-2"):
         log = (tmp_path / ".funcstack" / f"{name}.log").read_text("utf-8", "replace")
         tail = log[log.rindex("SIGTERM received") :]  # the last run's stop
-        assert re.search(r"processor 'outbox\.': lease \S+ released", tail), tail
+        released |= set(re.findall(r"processor 'outbox\.': lease (\S+) released", tail))
         assert "not released" not in tail, tail
+    assert len(released) == 2, released
