@@ -20,6 +20,7 @@ from azure.servicebus import ServiceBusReceiveMode, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient
 
 from cosmos_outbox._failures import Failures
+from cosmos_outbox._relay_process.schedule_receiver import receive_again_later
 from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox.servicebus._dead_letters import dead_letter_of
 
@@ -27,8 +28,6 @@ __all__ = ["FailureReceiver", "dead_letter_path"]
 
 logger = logging.getLogger("cosmos_outbox.relay")
 
-#: Wait after a receiver that failed (the entity missing, the broker away) before another.
-RETRY_SECONDS = 5.0
 #: Dead letters received (and kept) at once: one batch of a group's records (99) and more.
 RECEIVE_BATCH = 100
 #: The longest wait for a first dead letter before receiving again (the SDK returns a batch a
@@ -98,14 +97,7 @@ class FailureReceiver:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning(
-                    "relay: the dead letters of %s cannot be received (%s: %s); again in %gs",
-                    self.path,
-                    type(exc).__name__,
-                    str(exc).splitlines()[0][:200] if str(exc) else "",
-                    RETRY_SECONDS,
-                )
-                await asyncio.sleep(RETRY_SECONDS)
+                await receive_again_later(f"the dead letters of {self.path}", exc)
 
     async def _handle(self, receiver: Any, messages: list[Any]) -> None:
         """`messages` kept at once, then completed; none completed unless all were kept."""

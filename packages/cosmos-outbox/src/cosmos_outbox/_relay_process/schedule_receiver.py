@@ -27,6 +27,19 @@ logger = logging.getLogger("cosmos_outbox.relay")
 RETRY_SECONDS = 5.0
 
 
+async def receive_again_later(what: str, exc: Exception) -> None:
+    """A receiver's connection lost or refused: said (`what` cannot be received, why), then
+    tried again after RETRY_SECONDS (the relay's receivers share it)."""
+    logger.warning(
+        "relay: %s cannot be received (%s: %s); again in %gs",
+        what,
+        type(exc).__name__,
+        str(exc).splitlines()[0][:200] if str(exc) else "",
+        RETRY_SECONDS,
+    )
+    await asyncio.sleep(RETRY_SECONDS)
+
+
 class ReleaseReceiver:
     """Receives the schedule queue `queue` and releases what it gets (see the module)."""
 
@@ -60,14 +73,7 @@ class ReleaseReceiver:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning(
-                    "relay: the schedule queue %s cannot be received (%s: %s); again in %gs",
-                    self.queue,
-                    type(exc).__name__,
-                    str(exc).splitlines()[0][:200] if str(exc) else "",
-                    RETRY_SECONDS,
-                )
-                await asyncio.sleep(RETRY_SECONDS)
+                await receive_again_later(f"the schedule queue {self.queue}", exc)
 
     async def _handle(self, receiver: Any, message: Any) -> None:
         try:
