@@ -50,7 +50,6 @@ __all__ = [
     "Operation",
     "OperationHeldError",
     "OperationList",
-    "OperationSelector",
     "OperationStore",
     "State",
     "actor_of",
@@ -61,27 +60,6 @@ __all__ = [
 State = Literal["created", "canary", "running", "paused", "cancelled", "done"]
 #: The kind named in a 404.
 OPERATION = "operation"
-
-
-class OperationSelector(Model):
-    """Which items an operation acts on: a failure group (`group`, and what it is: `source`,
-    `entity`, `cause`, `aggregateType`, `action`), or the dead letters of `entity` matching a
-    filter (`aggregateType`, `aggregateId`, `action`, `text` in the dead-letter reason or
-    description, enqueued `since` / `until`) or `every` one of them; or a re-drive's stored
-    events, created `since` (of `aggregateType`, and `aggregateId`), sent to the topic or to
-    one watched subscription (`entity`)."""
-
-    group: str | None = None
-    source: str | None = None
-    entity: str | None = None
-    cause: str | None = None
-    aggregate_type: str | None = None
-    aggregate_id: str | None = None
-    action: str | None = None
-    text: str | None = None
-    since: str | None = None
-    until: str | None = None
-    every: bool = False
 
 
 class Operation(Model):
@@ -97,7 +75,7 @@ class Operation(Model):
     kind: Kind
     state: State
     summary: str
-    selector: OperationSelector
+    selector: OperationScope
     canary: int
     canary_wait_seconds: float
     items: int
@@ -204,7 +182,7 @@ def view(record: OperationRecord) -> Operation:
         kind=record.kind,
         state=record.state,
         summary=summary_of(record),
-        selector=OperationSelector(**dataclasses.asdict(record.scope)),
+        selector=record.scope,
         canary=record.canary,
         canary_wait_seconds=record.canary_wait_seconds,
         items=counts.items,
