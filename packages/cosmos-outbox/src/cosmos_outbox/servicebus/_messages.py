@@ -27,14 +27,9 @@ class Headers(TypedDict):
 
 
 def headers_of(message: ServiceBusReceivedMessage | Outgoing) -> Headers:
-    """The headers of `message` (the SDK's received message, or an `Outgoing`), as keywords."""
-    return Headers(
-        message_id=message.message_id,
-        session_id=message.session_id,
-        subject=message.subject,
-        content_type=message.content_type,
-        correlation_id=message.correlation_id,
-    )
+    """The headers of `message` (the SDK's received message, or an `Outgoing`), as keywords:
+    each of `Headers`' keys, its attribute of that name."""
+    return cast("Headers", {name: getattr(message, name) for name in Headers.__required_keys__})
 
 
 def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceBusMessage:
