@@ -11,7 +11,7 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Unpack
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import OperationRecord, OperationScope
@@ -33,7 +33,7 @@ from cosmos_outbox.operations._kinds import ItemsOf, KindSpec, spec_of
 from cosmos_outbox.operations._letters import Described, LetterFilter
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
-from cosmos_outbox.operations._redrive import RedriveOperators
+from cosmos_outbox.operations._redrive import RedriveOperators, RedriveScope
 from cosmos_outbox.operations._redrive_items import RedriveItems
 from cosmos_outbox.operations._worker import OperationWorker, audited, worker_name
 
@@ -51,6 +51,10 @@ MAX_CANARY = 100
 #: How long a canary waits to be seen applied or failed again, by default and at most.
 DEFAULT_CANARY_WAIT_SECONDS = 60.0
 MAX_CANARY_WAIT_SECONDS = 3600.0
+
+
+#: A failure group's fields its operation's scope keeps (which group it acts on, were it gone).
+_WHAT_A_GROUP_IS = {"source", "entity", "cause", "aggregate_type", "action"}
 
 
 @functools.cache
@@ -98,14 +102,7 @@ class BulkOperators:
         operation (NotFoundError: no such group now; OperationHeldError, 409: an open
         operation acts on the group already)."""
         group = await self._groups.find(group_id)
-        scope = OperationScope(
-            group=group.id,
-            source=group.source,
-            entity=group.entity,
-            cause=group.cause,
-            aggregate_type=group.aggregate_type,
-            action=group.action,
-        )
+        scope = OperationScope(group=group.id, **group.model_dump(include=_WHAT_A_GROUP_IS))
         record = self._new(spec_of(f"groups.{action}"), scope, reason, canary, canary_wait_seconds)
         # its items: counted by a worker; held by it alone while it is open
         return view(await self._store.create(record, holds=f"group:{group.id}"))
@@ -147,22 +144,20 @@ class BulkOperators:
         self,
         since: datetime,
         *,
-        aggregate_type: str | None = None,
-        aggregate_id: str | None = None,
-        subscription: str | None = None,
         reason: str | None = None,
+        **scope: Unpack[RedriveScope],
     ) -> Operation:
         """A re-drive of the stored events created at or after `since` (of one aggregate type,
         and one aggregate of it, if given; to one watched subscription if given: NotFoundError
         for another) as an operation: the events stored when a worker counts them, sent in
         batches under the operation's id as the re-drive id (`_redrive_items`)."""
-        scope = OperationScope(
-            entity=self._redrive.target(subscription),
-            aggregate_type=aggregate_type,
-            aggregate_id=aggregate_id,
+        selector = OperationScope(
+            entity=self._redrive.target(scope.get("subscription")),
+            aggregate_type=scope.get("aggregate_type"),
+            aggregate_id=scope.get("aggregate_id"),
             since=since.isoformat(),
         )
-        record = self._new(spec_of("redrive"), scope, reason, None, None)
+        record = self._new(spec_of("redrive"), selector, reason, None, None)
         return view(await self._store.create(record))
 
     def _new(
