@@ -119,3 +119,21 @@ def test_the_command_line_offers_each_kind_with_its_canary_and_reason(kind: str)
         without = COMMANDS[kind][: COMMANDS[kind].index("--reason")]
         with pytest.raises(SystemExit):
             parser().parse_args(without)
+
+
+def test_the_canarys_bounds_are_the_cores_in_the_route_the_use_case_and_the_page(
+    world: RecoveryWorld,
+) -> None:
+    bounds = BULK_KINDS.canary
+    group = _group(world)
+    for canary, wait in ((bounds.most + 1, 1), (1, bounds.most_wait_seconds + 1)):
+        too_many = {"action": "retry", "canary": canary, "canaryWaitSeconds": wait}
+        refused = world.call("POST", f"outbox/groups/{group}/act", body=too_many)
+        assert refused.status_code == 400, refused.get_body()
+    html = world.call("GET", "outbox/console/groups", headers=PAGE).get_body().decode()
+    assert f'name="canary" type="number" min="0" max="{bounds.most}" value="{bounds.size}"' in html
+    shown = world.call("POST", f"outbox/groups/{group}/act", body={"action": "retry"})
+    assert (body(shown)["canary"], body(shown)["canaryWaitSeconds"]) == (
+        bounds.size,
+        bounds.wait_seconds,
+    )

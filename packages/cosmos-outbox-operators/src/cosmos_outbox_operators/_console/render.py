@@ -82,6 +82,7 @@ def _environment() -> jinja2.Environment:
         query_string=query_string,
         aggregate_type_pattern=AGGREGATE_TYPE_PATTERN,
         outcomes={kind: spec.outcome for kind, spec in BULK_KINDS.items()},
+        canary=BULK_KINDS.canary,
     )
     return environment
 

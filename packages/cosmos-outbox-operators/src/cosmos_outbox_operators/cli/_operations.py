@@ -110,15 +110,16 @@ def bulk_flags(command: argparse.ArgumentParser, kind: str) -> None:
         action="store_true",
         help="follow the operation until it stops (working it from here too)",
     )
+    bounds = BULK_KINDS.canary
     if BULK_KINDS[kind].canary:
         command.add_argument(
-            "--canary", type=int, help="send this many first (default 5; 0: no canary)"
+            "--canary", type=int, help=f"send this many first (default {bounds.size}; 0: no canary)"
         )
         command.add_argument(
             "--canary-wait",
             dest="canary_wait",
             type=float,
-            help="seconds to wait for the canary to fail again (default 60)",
+            help=f"seconds to wait for the canary to fail again (default {bounds.wait_seconds:g})",
         )
 
 

@@ -29,7 +29,7 @@ from cosmos_outbox.operations._bulk import (
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._groups import GroupOperators, cause_of, letter_text
 from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems, RecordItems
-from cosmos_outbox.operations._kinds import ItemsOf, KindSpec, spec_of
+from cosmos_outbox.operations._kinds import BULK_KINDS, ItemsOf, KindSpec, spec_of
 from cosmos_outbox.operations._letters import Described, LetterFilter
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
@@ -37,20 +37,7 @@ from cosmos_outbox.operations._redrive import RedriveOperators, RedriveScope
 from cosmos_outbox.operations._redrive_items import RedriveItems
 from cosmos_outbox.operations._worker import OperationWorker, audited, worker_name
 
-__all__ = [
-    "DEFAULT_CANARY",
-    "DEFAULT_CANARY_WAIT_SECONDS",
-    "MAX_CANARY",
-    "MAX_CANARY_WAIT_SECONDS",
-    "BulkOperators",
-]
-
-#: A retry's or resubmit's canary by default: a few items first.
-DEFAULT_CANARY = 5
-MAX_CANARY = 100
-#: How long a canary waits to be seen applied or failed again, by default and at most.
-DEFAULT_CANARY_WAIT_SECONDS = 60.0
-MAX_CANARY_WAIT_SECONDS = 3600.0
+__all__ = ["BulkOperators"]
 
 
 #: A failure group's fields its operation's scope keeps (which group it acts on, were it gone).
@@ -98,7 +85,7 @@ class BulkOperators:
         canary_wait_seconds: float | None = None,
     ) -> Operation:
         """A failure group's retry (a quarantined event replayed, a dead letter resubmitted;
-        `canary` items first, DEFAULT_CANARY unless said) or discard (`reason` required), as an
+        `canary` items first, `BULK_KINDS.canary` unless said) or discard (`reason` required), as an
         operation (NotFoundError: no such group now; OperationHeldError, 409: an open
         operation acts on the group already)."""
         group = await self._groups.find(group_id)
@@ -170,12 +157,13 @@ class BulkOperators:
     ) -> OperationRecord:
         if spec.reason and not reason:
             raise ValueError(f"a {spec.action} needs a reason")
-        size = (DEFAULT_CANARY if canary is None else canary) if spec.canary else 0
-        if not 0 <= size <= MAX_CANARY:
-            raise ValueError(f"a canary is 0 to {MAX_CANARY} items")
-        waits = DEFAULT_CANARY_WAIT_SECONDS if wait is None else wait
-        if not 0 <= waits <= MAX_CANARY_WAIT_SECONDS:
-            raise ValueError(f"a canary waits 0 to {MAX_CANARY_WAIT_SECONDS:g} s")
+        bounds = BULK_KINDS.canary
+        size = (bounds.size if canary is None else canary) if spec.canary else 0
+        if not 0 <= size <= bounds.most:
+            raise ValueError(f"a canary is 0 to {bounds.most} items")
+        waits = bounds.wait_seconds if wait is None else wait
+        if not 0 <= waits <= bounds.most_wait_seconds:
+            raise ValueError(f"a canary waits 0 to {bounds.most_wait_seconds:g} s")
         return new_record(
             spec.kind,
             scope,
@@ -278,7 +266,7 @@ class BulkOperators:
             return QuarantineItems(
                 self._parts.quarantine,
                 self._quarantine,
-                "discard" if spec.action == "discard" else "retry",
+                "retry" if spec.sends else "discard",
                 lambda r: (
                     (cause_of(r.reason), r.aggregate_type, r.action)
                     == (scope.cause, scope.aggregate_type, scope.action)
@@ -294,7 +282,7 @@ class BulkOperators:
             self._letters,
             self._letters.entity(scope.entity or ""),
             scope.group or "",
-            "discard" if spec.action == "discard" else "resubmit",
+            "resubmit" if spec.sends else "discard",
             operation=record.id,
             by=str(actor_of(record)),
             reason=record.reason,
@@ -307,7 +295,7 @@ class BulkOperators:
         return LetterItems(
             self._letters,
             self._letters.entity(record.scope.entity or ""),
-            "discard" if spec.action == "discard" else "resubmit",
+            "resubmit" if spec.sends else "discard",
             _matcher(record, spec),
             reason=record.reason,
             subscribers=self._parts.subscribers,

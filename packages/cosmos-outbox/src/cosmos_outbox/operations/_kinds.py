@@ -13,10 +13,10 @@ A new kind is a row here and its name in `Kind`; a new kind of items, a builder 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Literal, get_args
 
-__all__ = ["BULK_KINDS", "ItemsOf", "Kind", "KindSpec", "spec_of"]
+__all__ = ["BULK_KINDS", "BulkKinds", "CanaryBounds", "ItemsOf", "Kind", "KindSpec", "spec_of"]
 
 Kind = Literal[
     "groups.retry", "groups.discard", "deadletters.resubmit", "deadletters.discard", "redrive"
@@ -36,7 +36,7 @@ class KindSpec:
     #: what it does to each item: sends it again (a quarantined event replayed, a dead letter
     #: resubmitted, a stored event re-driven) or gives it up
     action: Literal["retry", "resubmit", "discard", "redrive"]
-    #: a few items first, the rest once they are not seen failing again (DEFAULT_CANARY)
+    #: a few items first, the rest once they are not seen failing again (`CanaryBounds`)
     canary: bool
     #: refused without the operator's reason
     reason: bool
@@ -51,15 +51,40 @@ class KindSpec:
         return self.action != "discard"
 
 
-def _kinds(*specs: KindSpec) -> Mapping[str, KindSpec]:
-    table: dict[str, KindSpec] = {s.kind: s for s in specs}
-    if tuple(table) != get_args(Kind):  # pragma: no cover - a row missing or out of order
-        raise AssertionError(f"BULK_KINDS {tuple(table)} is not Kind {get_args(Kind)}")
-    return table
+@dataclasses.dataclass(frozen=True)
+class CanaryBounds:
+    """A canary's size (items sent first) and how long it waits to be seen applied or failed
+    again: by default and at most (what the use cases check, the routes and the command line
+    accept, the console's fields offer)."""
+
+    size: int = 5
+    most: int = 100
+    wait_seconds: float = 60.0
+    most_wait_seconds: float = 3600.0
+
+
+class BulkKinds(Mapping[str, KindSpec]):
+    """The kinds by name (a `KindSpec` each, in `Kind`'s order), and the canary's bounds of
+    those that send one."""
+
+    def __init__(self, *specs: KindSpec, canary: CanaryBounds) -> None:
+        self._specs: dict[str, KindSpec] = {s.kind: s for s in specs}
+        if tuple(self._specs) != get_args(Kind):  # pragma: no cover - a row missing
+            raise AssertionError(f"BULK_KINDS {tuple(self._specs)} is not Kind {get_args(Kind)}")
+        self.canary = canary
+
+    def __getitem__(self, kind: str) -> KindSpec:
+        return self._specs[kind]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
 
 
 #: Every kind of bulk operation, in one table.
-BULK_KINDS = _kinds(
+BULK_KINDS = BulkKinds(
     KindSpec("groups.retry", items="group", action="retry", canary=True, reason=False,
              does="Retry of failure group", outcome="group-retry"),
     KindSpec("groups.discard", items="group", action="discard", canary=False, reason=True,
@@ -70,6 +95,7 @@ BULK_KINDS = _kinds(
              reason=True, does="Discard of the dead letters at", outcome="discard-letters"),
     KindSpec("redrive", items="redrive", action="redrive", canary=False, reason=False,
              does="Re-drive of the stored events", outcome="redrive"),
+    canary=CanaryBounds(),
 )  # fmt: skip
 
 
