@@ -33,7 +33,7 @@ from cosmos_outbox.operations._kinds import BULK_KINDS, ItemsOf, KindSpec, spec_
 from cosmos_outbox.operations._letters import Described, LetterFilter
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
-from cosmos_outbox.operations._redrive import RedriveOperators, RedriveScope
+from cosmos_outbox.operations._redrive import RedriveOperators, RedriveScope, scope_of
 from cosmos_outbox.operations._redrive_items import RedriveItems
 from cosmos_outbox.operations._worker import OperationWorker, audited, worker_name
 
@@ -138,10 +138,11 @@ class BulkOperators:
         and one aggregate of it, if given; to one watched subscription if given: NotFoundError
         for another) as an operation: the events stored when a worker counts them, sent in
         batches under the operation's id as the re-drive id (`_redrive_items`)."""
+        aggregate_type, aggregate_id, subscription = scope_of(**scope)
         selector = OperationScope(
-            entity=self._redrive.target(scope.get("subscription")),
-            aggregate_type=scope.get("aggregate_type"),
-            aggregate_id=scope.get("aggregate_id"),
+            entity=self._redrive.target(subscription),
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
             since=since.isoformat(),
         )
         record = self._new(spec_of("redrive"), selector, reason, None, None)

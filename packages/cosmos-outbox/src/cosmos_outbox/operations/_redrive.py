@@ -47,6 +47,7 @@ __all__ = [
     "RedriveScope",
     "SubscriberCounts",
     "redrive_message_id",
+    "scope_of",
 ]
 
 #: Namespace of the re-driven messages' MessageIds.
@@ -196,6 +197,15 @@ class RedriveScope(TypedDict, total=False):
     subscription: str | None
 
 
+def scope_of(
+    aggregate_type: str | None = None,
+    aggregate_id: str | None = None,
+    subscription: str | None = None,
+) -> tuple[str | None, str | None, str | None]:
+    """A `RedriveScope`'s values, what it leaves out None: `scope_of(**scope)`."""
+    return aggregate_type, aggregate_id, subscription
+
+
 class RedriveOperators:
     """Re-drive over the outbox's store and relay (`relay()`: its `relay(items, rewrite=...)`),
     its paging tokens (`tokens`), and the projection containers of the subscribers the app
@@ -268,8 +278,8 @@ class RedriveOperators:
     ) -> RedrivePreview:
         """What a re-drive of this scope would send (see RedrivePreview); nothing is sent.
         Refused as the re-drive would be (NotFoundError: a subscription not watched)."""
-        aggregate_type, aggregate_id = scope.get("aggregate_type"), scope.get("aggregate_id")
-        subscription = self.target(scope.get("subscription"))
+        aggregate_type, aggregate_id, subscription = scope_of(**scope)
+        subscription = self.target(subscription)
         events, discarded = await self.scope(since, aggregate_type, aggregate_id)
         records = [e for e in events if isinstance(e, OutboxRecord)]
         cancelled = sum(e.cancelled_at is not None for e in records)
@@ -317,8 +327,8 @@ class RedriveOperators:
         given: NotFoundError for another), the first or the one `continuation` names."""
         from cosmos_outbox.http import bounded
 
-        aggregate_type, aggregate_id = scope.get("aggregate_type"), scope.get("aggregate_id")
-        subscription = self.target(scope.get("subscription"))
+        aggregate_type, aggregate_id, subscription = scope_of(**scope)
+        subscription = self.target(subscription)
         named = [since.isoformat(), aggregate_type, aggregate_id, subscription]
         state = (
             self._open(continuation, named)
