@@ -60,7 +60,7 @@ class CanaryBounds:
     size: int = 5
     most: int = 100
     wait_seconds: float = 60.0
-    most_wait_seconds: float = 3600.0
+    most_wait_seconds: float = 3600  # an integer: the OpenAPI maximum as before
 
 
 class BulkKinds(Mapping[str, KindSpec]):
