@@ -15,7 +15,7 @@ import azure.functions as func
 import jinja2
 from markupsafe import Markup
 
-from cosmos_outbox.operations import trace_id
+from cosmos_outbox.operations import BULK_KINDS, trace_id
 from cosmos_outbox_operators._types import AGGREGATE_TYPE_PATTERN
 
 __all__ = ["TRACE_URL_SETTING", "fragment", "page", "template_name"]
@@ -81,6 +81,8 @@ def _environment() -> jinja2.Environment:
         selection=selection,
         query_string=query_string,
         aggregate_type_pattern=AGGREGATE_TYPE_PATTERN,
+        outcomes={kind: spec.outcome for kind, spec in BULK_KINDS.items()},
+        canary=BULK_KINDS.canary,
     )
     return environment
 

@@ -11,7 +11,7 @@ from typing import Annotated
 from pydantic import Field
 
 from cosmos_outbox.http import HttpCall, Reply, RequestModel
-from cosmos_outbox.operations import Operation, OperationList
+from cosmos_outbox.operations import BULK_KINDS, Operation, OperationList
 from cosmos_outbox_operators._routes._context import Routes
 from cosmos_outbox_operators._types import ERRORS
 
@@ -19,13 +19,16 @@ from cosmos_outbox_operators._types import ERRORS
 CHANGE_ERRORS = tuple(sorted((*ERRORS, 409)))
 
 
+_CANARY = BULK_KINDS.canary
+
+
 class CanaryOptions(RequestModel):
     """A retry's canary: `canary` items first (default 5; 0: none), then the rest only once
     they are seen applied, or not back as dead letters within `canaryWaitSeconds` (default
-    60)."""
+    60); the bounds are the core's (`BULK_KINDS.canary`)."""
 
-    canary: Annotated[int, Field(ge=0, le=100)] | None = None
-    canary_wait_seconds: Annotated[float, Field(ge=0, le=3600)] | None = None
+    canary: Annotated[int, Field(ge=0, le=_CANARY.most)] | None = None
+    canary_wait_seconds: Annotated[float, Field(ge=0, le=_CANARY.most_wait_seconds)] | None = None
 
 
 def declare(routes: Routes) -> None:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 from cosmos_outbox.errors import OutboxError
+from cosmos_outbox.operations import BULK_KINDS
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
@@ -479,8 +480,8 @@ def _dead_letter_commands(commands: Commands, flags: argparse.ArgumentParser) ->
             "--all", action="store_true", help="every one of them (a bulk operation)"
         )
         _filters(acting)
-        bulk_flags(acting, canary=verb == "resubmit")
-        if verb == "discard":
+        bulk_flags(acting, f"deadletters.{verb}")
+        if BULK_KINDS[f"deadletters.{verb}"].reason:
             acting.add_argument("--reason", required=True, help="why (audit line, notices)")
 
 
@@ -504,8 +505,10 @@ def _more_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     for verb, text in (("retry", "replay or resubmit them"), ("discard", "give them up")):
         acting = verbs.add_parser(verb, parents=[flags], help=f"{text} (a bulk operation)")
         acting.add_argument("group_id")
-        acting.add_argument("--reason", required=verb == "discard", help="why (audit line)")
-        bulk_flags(acting, canary=verb == "retry")
+        acting.add_argument(
+            "--reason", required=BULK_KINDS[f"groups.{verb}"].reason, help="why (audit line)"
+        )
+        bulk_flags(acting, f"groups.{verb}")
     unarchive = verbs.add_parser(
         "unarchive", parents=[flags], help="bring its archived failure records back"
     )
@@ -522,7 +525,7 @@ def _more_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
         action="store_true",
         help="as a bulk operation, worked by the relay's hosts (not page by page from here)",
     )
-    bulk_flags(redrive, canary=False)
+    bulk_flags(redrive, "redrive")
 
 
 _RUN: dict[str, Callable[[DirectApi, argparse.Namespace, Output], int]] = {

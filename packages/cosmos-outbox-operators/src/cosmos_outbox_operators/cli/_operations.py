@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from cosmos_outbox.operations import BULK_KINDS
 from cosmos_outbox_operators.cli._output import DONE, PARTLY, Output, will_see
 
 if TYPE_CHECKING:
@@ -101,22 +102,24 @@ def operations(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
     return out.result(operation, _operation_lines)
 
 
-def bulk_flags(command: argparse.ArgumentParser, *, canary: bool) -> None:
-    """A bulk operation's options: --wait, and a retry's canary."""
+def bulk_flags(command: argparse.ArgumentParser, kind: str) -> None:
+    """A bulk operation's options: --wait, and the canary of a kind that sends one
+    (`BULK_KINDS`)."""
     command.add_argument(
         "--wait",
         action="store_true",
         help="follow the operation until it stops (working it from here too)",
     )
-    if canary:
+    bounds = BULK_KINDS.canary
+    if BULK_KINDS[kind].canary:
         command.add_argument(
-            "--canary", type=int, help="send this many first (default 5; 0: no canary)"
+            "--canary", type=int, help=f"send this many first (default {bounds.size}; 0: no canary)"
         )
         command.add_argument(
             "--canary-wait",
             dest="canary_wait",
             type=float,
-            help="seconds to wait for the canary to fail again (default 60)",
+            help=f"seconds to wait for the canary to fail again (default {bounds.wait_seconds:g})",
         )
 
 

@@ -29,6 +29,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cosmos_outbox._model import Model
+
 __all__ = [
     "ACTIVE_QUERY",
     "FINISHED_TTL_SECONDS",
@@ -57,12 +59,14 @@ ACTIVE_QUERY = "SELECT * FROM c WHERE c.type = @type AND c.active = true"
 RECENT_QUERY = "SELECT * FROM c WHERE c.type = @type"
 
 
-@dataclass(frozen=True)
-class OperationScope:
-    """Which items an operation acts on: a failure group (`group`, with what it is: `source`,
-    `entity`, `cause`, `aggregate_type`, `action`), or an entity's dead letters matching a
-    filter (`aggregate_type`, `aggregate_id`, `action`, `text` in the dead-letter reason or
-    description, enqueued `since` / `until`, ISO 8601) or `every` one of them."""
+class OperationScope(Model):
+    """Which items an operation acts on, as stored and as the ways in show it (`Operation`'s
+    `selector`): a failure group (`group`, and what it is: `source`, `entity`, `cause`,
+    `aggregateType`, `action`), or the dead letters of `entity` matching a filter
+    (`aggregateType`, `aggregateId`, `action`, `text` in the dead-letter reason or description,
+    enqueued `since` / `until`, ISO 8601) or `every` one of them; or a re-drive's stored events,
+    created `since` (of `aggregateType`, and `aggregateId`), sent to the topic or to one watched
+    subscription (`entity`)."""
 
     group: str | None = None
     source: str | None = None

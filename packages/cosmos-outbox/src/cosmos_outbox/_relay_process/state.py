@@ -14,7 +14,7 @@ status over the same leases."""
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 
@@ -211,16 +211,11 @@ class Facts:
         self.estimated_at = now
 
     def state(self) -> ProcessState:
-        return ProcessState(
-            processor_name=self.processor_name,
-            instance_name=self.instance_name,
-            not_configured=self.not_configured,
-            not_ready=self.not_ready,
-            listening=self.listening,
-            leases=tuple(self.leases[t] for t in sorted(self.leases, key=_token_order)),
-            estimated_at=self.estimated_at,
-            started_at=self.started_at,
-        )
+        """The snapshot: each of `ProcessState`'s fields, this one's attribute of that name
+        (the leases in their tokens' order)."""
+        leases = tuple(self.leases[t] for t in sorted(self.leases, key=_token_order))
+        named = {f.name: getattr(self, f.name) for f in fields(ProcessState) if f.name != "leases"}
+        return ProcessState(**named, leases=leases)
 
 
 def _token_order(token: str) -> tuple[int, str]:

@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._groups import Unarchived as Unarchived
     from cosmos_outbox.operations._journey import AggregateJourney as AggregateJourney
     from cosmos_outbox.operations._journey import EventJourney as EventJourney
+    from cosmos_outbox.operations._kinds import BULK_KINDS as BULK_KINDS
     from cosmos_outbox.operations._letters import ActionReport as ActionReport
     from cosmos_outbox.operations._letters import DeadLetterCounts as DeadLetterCounts
     from cosmos_outbox.operations._letters import DeadLetterMessage as DeadLetterMessage
@@ -74,6 +75,8 @@ _EXPORTS = {
     "Unarchived": "cosmos_outbox.operations._groups",
     "Operation": "cosmos_outbox.operations._bulk",
     "OperationList": "cosmos_outbox.operations._bulk",
+    # the kinds of bulk operation, each said once (what a way in shows or asks of each)
+    "BULK_KINDS": "cosmos_outbox.operations._kinds",
     # what a way in asks (which dead letters; how many one call handles)
     "LetterFilter": "cosmos_outbox.operations._letters",
     "Selection": "cosmos_outbox.operations._letters",

@@ -42,15 +42,14 @@ from cosmos_outbox._mapper import (
 from cosmos_outbox._model import Model
 from cosmos_outbox.errors import AlreadyExistsError, NotFoundError, PreconditionFailedError
 from cosmos_outbox.operations._actor import Actor
+from cosmos_outbox.operations._kinds import Kind, spec_of
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 
 __all__ = [
-    "KINDS",
     "Kind",
     "Operation",
     "OperationHeldError",
     "OperationList",
-    "OperationSelector",
     "OperationStore",
     "State",
     "actor_of",
@@ -58,48 +57,9 @@ __all__ = [
     "view",
 ]
 
-Kind = Literal[
-    "groups.retry", "groups.discard", "deadletters.resubmit", "deadletters.discard", "redrive"
-]
 State = Literal["created", "canary", "running", "paused", "cancelled", "done"]
-KINDS: tuple[Kind, ...] = (
-    "groups.retry",
-    "groups.discard",
-    "deadletters.resubmit",
-    "deadletters.discard",
-    "redrive",
-)
-#: What an operation's kind does, in words (its one-line summary).
-_DOES = {
-    "groups.retry": "Retry of failure group",
-    "groups.discard": "Discard of failure group",
-    "deadletters.resubmit": "Resubmit of the dead letters at",
-    "deadletters.discard": "Discard of the dead letters at",
-    "redrive": "Re-drive of the stored events",
-}
 #: The kind named in a 404.
 OPERATION = "operation"
-
-
-class OperationSelector(Model):
-    """Which items an operation acts on: a failure group (`group`, and what it is: `source`,
-    `entity`, `cause`, `aggregateType`, `action`), or the dead letters of `entity` matching a
-    filter (`aggregateType`, `aggregateId`, `action`, `text` in the dead-letter reason or
-    description, enqueued `since` / `until`) or `every` one of them; or a re-drive's stored
-    events, created `since` (of `aggregateType`, and `aggregateId`), sent to the topic or to
-    one watched subscription (`entity`)."""
-
-    group: str | None = None
-    source: str | None = None
-    entity: str | None = None
-    cause: str | None = None
-    aggregate_type: str | None = None
-    aggregate_id: str | None = None
-    action: str | None = None
-    text: str | None = None
-    since: str | None = None
-    until: str | None = None
-    every: bool = False
 
 
 class Operation(Model):
@@ -115,7 +75,7 @@ class Operation(Model):
     kind: Kind
     state: State
     summary: str
-    selector: OperationSelector
+    selector: OperationScope
     canary: int
     canary_wait_seconds: float
     items: int
@@ -188,12 +148,13 @@ def actor_of(record: OperationRecord) -> Actor:
 def summary_of(record: OperationRecord) -> str:
     """The operation in one line: what it does, to what."""
     scope = record.scope
-    if record.kind.startswith("groups."):
+    spec = spec_of(record.kind)
+    if spec.items == "group":
         where = "the quarantine" if scope.source == "quarantine" else f"{scope.entity}"
-        return f"{_DOES[record.kind]} {scope.group} ({where}: {scope.cause})"
-    if record.kind == "redrive":
+        return f"{spec.does} {scope.group} ({where}: {scope.cause})"
+    if spec.items == "redrive":
         of = " ".join(p for p in (scope.aggregate_type, scope.aggregate_id) if p)
-        return f"{_DOES['redrive']} created since {scope.since}{f' of {of}' if of else ''} " + (
+        return f"{spec.does} created since {scope.since}{f' of {of}' if of else ''} " + (
             f"to subscription {scope.entity}" if scope.entity else "to the topic"
         )
     named = [
@@ -209,7 +170,7 @@ def summary_of(record: OperationRecord) -> str:
         if value
     ]
     which = "every one" if scope.every else ", ".join(named)
-    return f"{_DOES.get(record.kind, record.kind)} {scope.entity} ({which})"
+    return f"{spec.does} {scope.entity} ({which})"
 
 
 def view(record: OperationRecord) -> Operation:
@@ -221,7 +182,7 @@ def view(record: OperationRecord) -> Operation:
         kind=record.kind,
         state=record.state,
         summary=summary_of(record),
-        selector=OperationSelector(**dataclasses.asdict(record.scope)),
+        selector=record.scope,
         canary=record.canary,
         canary_wait_seconds=record.canary_wait_seconds,
         items=counts.items,

@@ -11,14 +11,13 @@ import dataclasses
 import functools
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Literal, Unpack
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import OperationRecord, OperationScope
 from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._bulk import (
-    Kind,
     Operation,
     OperationList,
     OperationStore,
@@ -30,27 +29,19 @@ from cosmos_outbox.operations._bulk import (
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._groups import GroupOperators, cause_of, letter_text
 from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems, RecordItems
+from cosmos_outbox.operations._kinds import BULK_KINDS, ItemsOf, KindSpec, spec_of
 from cosmos_outbox.operations._letters import Described, LetterFilter
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
-from cosmos_outbox.operations._redrive import RedriveOperators
+from cosmos_outbox.operations._redrive import RedriveOperators, RedriveScope, scope_of
 from cosmos_outbox.operations._redrive_items import RedriveItems
 from cosmos_outbox.operations._worker import OperationWorker, audited, worker_name
 
-__all__ = [
-    "DEFAULT_CANARY",
-    "DEFAULT_CANARY_WAIT_SECONDS",
-    "MAX_CANARY",
-    "MAX_CANARY_WAIT_SECONDS",
-    "BulkOperators",
-]
+__all__ = ["BulkOperators"]
 
-#: A retry's or resubmit's canary by default: a few items first.
-DEFAULT_CANARY = 5
-MAX_CANARY = 100
-#: How long a canary waits to be seen applied or failed again, by default and at most.
-DEFAULT_CANARY_WAIT_SECONDS = 60.0
-MAX_CANARY_WAIT_SECONDS = 3600.0
+
+#: A failure group's fields its operation's scope keeps (which group it acts on, were it gone).
+_WHAT_A_GROUP_IS = {"source", "entity", "cause", "aggregate_type", "action"}
 
 
 @functools.cache
@@ -94,19 +85,12 @@ class BulkOperators:
         canary_wait_seconds: float | None = None,
     ) -> Operation:
         """A failure group's retry (a quarantined event replayed, a dead letter resubmitted;
-        `canary` items first, DEFAULT_CANARY unless said) or discard (`reason` required), as an
+        `canary` items first, `BULK_KINDS.canary` unless said) or discard (`reason` required), as an
         operation (NotFoundError: no such group now; OperationHeldError, 409: an open
         operation acts on the group already)."""
         group = await self._groups.find(group_id)
-        scope = OperationScope(
-            group=group.id,
-            source=group.source,
-            entity=group.entity,
-            cause=group.cause,
-            aggregate_type=group.aggregate_type,
-            action=group.action,
-        )
-        record = self._new(f"groups.{action}", scope, reason, canary, canary_wait_seconds)
+        scope = OperationScope(group=group.id, **group.model_dump(include=_WHAT_A_GROUP_IS))
+        record = self._new(spec_of(f"groups.{action}"), scope, reason, canary, canary_wait_seconds)
         # its items: counted by a worker; held by it alone while it is open
         return view(await self._store.create(record, holds=f"group:{group.id}"))
 
@@ -138,57 +122,51 @@ class BulkOperators:
             until=selected.until.isoformat() if selected.until else None,
             every=every,
         )
-        record = self._new(f"deadletters.{action}", scope, reason, canary, canary_wait_seconds)
+        record = self._new(
+            spec_of(f"deadletters.{action}"), scope, reason, canary, canary_wait_seconds
+        )
         return view(await self._store.create(record, holds=f"deadletters:{watched.name}"))
 
     async def start_redrive(
         self,
         since: datetime,
         *,
-        aggregate_type: str | None = None,
-        aggregate_id: str | None = None,
-        subscription: str | None = None,
         reason: str | None = None,
+        **scope: Unpack[RedriveScope],
     ) -> Operation:
         """A re-drive of the stored events created at or after `since` (of one aggregate type,
         and one aggregate of it, if given; to one watched subscription if given: NotFoundError
         for another) as an operation: the events stored when a worker counts them, sent in
         batches under the operation's id as the re-drive id (`_redrive_items`)."""
-        scope = OperationScope(
+        aggregate_type, aggregate_id, subscription = scope_of(**scope)
+        selector = OperationScope(
             entity=self._redrive.target(subscription),
             aggregate_type=aggregate_type,
             aggregate_id=aggregate_id,
             since=since.isoformat(),
         )
-        record = self._new("redrive", scope, reason, None, None)
+        record = self._new(spec_of("redrive"), selector, reason, None, None)
         return view(await self._store.create(record))
 
     def _new(
         self,
-        kind: str,
+        spec: KindSpec,
         scope: OperationScope,
         reason: str | None,
         canary: int | None,
         wait: float | None,
     ) -> OperationRecord:
-        retry = kind in ("groups.retry", "deadletters.resubmit")
-        if kind.endswith(".discard") and not reason:
-            raise ValueError("a discard needs a reason")
-        size = (DEFAULT_CANARY if canary is None else canary) if retry else 0
-        if not 0 <= size <= MAX_CANARY:
-            raise ValueError(f"a canary is 0 to {MAX_CANARY} items")
-        waits = DEFAULT_CANARY_WAIT_SECONDS if wait is None else wait
-        if not 0 <= waits <= MAX_CANARY_WAIT_SECONDS:
-            raise ValueError(f"a canary waits 0 to {MAX_CANARY_WAIT_SECONDS:g} s")
-        kinds: dict[str, Kind] = {
-            "groups.retry": "groups.retry",
-            "groups.discard": "groups.discard",
-            "deadletters.resubmit": "deadletters.resubmit",
-            "deadletters.discard": "deadletters.discard",
-            "redrive": "redrive",
-        }
+        if spec.reason and not reason:
+            raise ValueError(f"a {spec.action} needs a reason")
+        bounds = BULK_KINDS.canary
+        size = (bounds.size if canary is None else canary) if spec.canary else 0
+        if not 0 <= size <= bounds.most:
+            raise ValueError(f"a canary is 0 to {bounds.most} items")
+        waits = bounds.wait_seconds if wait is None else wait
+        if not 0 <= waits <= bounds.most_wait_seconds:
+            raise ValueError(f"a canary waits 0 to {bounds.most_wait_seconds:g} s")
         return new_record(
-            kinds[kind],
+            spec.kind,
             scope,
             who=current_actor(),
             reason=reason,
@@ -258,64 +236,80 @@ class BulkOperators:
         return await worker.tick(budget_seconds=budget_seconds)
 
     def items_of(self, record: OperationRecord) -> Items:
-        """The items `record` acts on (see `cosmos_outbox.operations._items`)."""
+        """The items `record` acts on (see `cosmos_outbox.operations._items`), by what its
+        kind's items are (`BULK_KINDS`)."""
+        spec = spec_of(record.kind)
+        builders: dict[ItemsOf, Callable[[OperationRecord, KindSpec], Items]] = {
+            "group": self._group_items,
+            "letters": self._letter_items,
+            "redrive": self._redrive_items,
+        }
+        return builders[spec.items](record, spec)
+
+    def _redrive_items(self, record: OperationRecord, spec: KindSpec) -> Items:
         scope = record.scope
-        kind = record.kind
-        if kind == "redrive":
-            return RedriveItems(
-                self._redrive,
-                self._parts.relay,
-                record.id,
-                since=datetime.fromisoformat(scope.since or ""),
-                aggregate_type=scope.aggregate_type,
-                aggregate_id=scope.aggregate_id,
-                subscription=scope.entity,
-                clock=lambda: datetime.fromtimestamp(self._parts.clock(), UTC),
-            )
-        if kind.startswith("groups.") and scope.source == "quarantine":
+        return RedriveItems(
+            self._redrive,
+            self._parts.relay,
+            record.id,
+            since=datetime.fromisoformat(scope.since or ""),
+            aggregate_type=scope.aggregate_type,
+            aggregate_id=scope.aggregate_id,
+            subscription=scope.entity,
+            clock=self._now,
+        )
+
+    def _group_items(self, record: OperationRecord, spec: KindSpec) -> Items:
+        """A failure group's: the quarantine's events, its failure records when the app keeps
+        them, else the dead letters themselves."""
+        scope = record.scope
+        if scope.source == "quarantine":
             return QuarantineItems(
                 self._parts.quarantine,
                 self._quarantine,
-                "retry" if kind == "groups.retry" else "discard",
+                "retry" if spec.sends else "discard",
                 lambda r: (
                     (cause_of(r.reason), r.aggregate_type, r.action)
                     == (scope.cause, scope.aggregate_type, scope.action)
                 ),
                 reason=record.reason,
                 letters=self._letters,
-                clock=lambda: datetime.fromtimestamp(self._parts.clock(), UTC),
+                clock=self._now,
             )
-        action: Literal["resubmit", "discard"] = (
-            "resubmit" if kind in ("groups.retry", "deadletters.resubmit") else "discard"
-        )
-        if kind.startswith("groups.") and self._parts.failures is not None:
-            return RecordItems(
-                self._parts.failures,
-                self._letters,
-                self._letters.entity(scope.entity or ""),
-                scope.group or "",
-                action,
-                operation=record.id,
-                by=str(actor_of(record)),
-                reason=record.reason,
-                subscribers=self._parts.subscribers,
-                clock=self._parts.clock,
-                listed=self._listed,
-            )
-        return LetterItems(
+        if self._parts.failures is None:
+            return self._letter_items(record, spec)
+        return RecordItems(
+            self._parts.failures,
             self._letters,
             self._letters.entity(scope.entity or ""),
-            action,
-            _matcher(record),
+            scope.group or "",
+            "resubmit" if spec.sends else "discard",
+            operation=record.id,
+            by=str(actor_of(record)),
+            reason=record.reason,
+            subscribers=self._parts.subscribers,
+            clock=self._parts.clock,
+            listed=self._listed,
+        )
+
+    def _letter_items(self, record: OperationRecord, spec: KindSpec) -> Items:
+        return LetterItems(
+            self._letters,
+            self._letters.entity(record.scope.entity or ""),
+            "resubmit" if spec.sends else "discard",
+            _matcher(record, spec),
             reason=record.reason,
             subscribers=self._parts.subscribers,
         )
 
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._parts.clock(), UTC)
 
-def _matcher(record: OperationRecord) -> Callable[[Described], bool]:
+
+def _matcher(record: OperationRecord, spec: KindSpec) -> Callable[[Described], bool]:
     """Which dead letters a dead-letter operation holds (its group's, or its filter's)."""
     scope = record.scope
-    if record.kind.startswith("groups."):
+    if spec.items == "group":
         key = (scope.cause, scope.aggregate_type, scope.action)
         return lambda d: (cause_of(letter_text(d)), d.aggregate_type, d.action) == key
     if scope.every:

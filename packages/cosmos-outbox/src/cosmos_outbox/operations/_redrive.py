@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY, message_facts, to_message
 from cosmos_outbox._model import Model, of_attributes
@@ -44,8 +44,10 @@ __all__ = [
     "RedriveOperators",
     "RedrivePage",
     "RedrivePreview",
+    "RedriveScope",
     "SubscriberCounts",
     "redrive_message_id",
+    "scope_of",
 ]
 
 #: Namespace of the re-driven messages' MessageIds.
@@ -185,6 +187,25 @@ def redrive_key(event: OutboxRecord | Unreadable) -> tuple[str, int, str]:
     return (event.aggregate_id or "", event.version or 0, event.event_id)
 
 
+class RedriveScope(TypedDict, total=False):
+    """Which stored events a re-drive sends, besides those created at or after its `since`: of
+    one aggregate type (and one aggregate of it), to one watched subscription (else to the
+    topic). What the re-drive's preview, its pages and its bulk operation take."""
+
+    aggregate_type: str | None
+    aggregate_id: str | None
+    subscription: str | None
+
+
+def scope_of(
+    aggregate_type: str | None = None,
+    aggregate_id: str | None = None,
+    subscription: str | None = None,
+) -> tuple[str | None, str | None, str | None]:
+    """A `RedriveScope`'s values, what it leaves out None: `scope_of(**scope)`."""
+    return aggregate_type, aggregate_id, subscription
+
+
 class RedriveOperators:
     """Re-drive over the outbox's store and relay (`relay()`: its `relay(items, rewrite=...)`),
     its paging tokens (`tokens`), and the projection containers of the subscribers the app
@@ -252,13 +273,12 @@ class RedriveOperators:
         self,
         since: datetime,
         *,
-        aggregate_type: str | None = None,
-        aggregate_id: str | None = None,
-        subscription: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
+        **scope: Unpack[RedriveScope],
     ) -> RedrivePreview:
         """What a re-drive of this scope would send (see RedrivePreview); nothing is sent.
         Refused as the re-drive would be (NotFoundError: a subscription not watched)."""
+        aggregate_type, aggregate_id, subscription = scope_of(**scope)
         subscription = self.target(subscription)
         events, discarded = await self.scope(since, aggregate_type, aggregate_id)
         records = [e for e in events if isinstance(e, OutboxRecord)]
@@ -298,23 +318,22 @@ class RedriveOperators:
         self,
         since: datetime,
         *,
-        aggregate_type: str | None = None,
-        aggregate_id: str | None = None,
-        subscription: str | None = None,
         page_size: int = DEFAULT_PAGE_SIZE,
         continuation: str | None = None,
+        **scope: Unpack[RedriveScope],
     ) -> RedrivePage:
         """One page of a re-drive of the stored events created at or after `since` (of one
         aggregate type, and one aggregate of it, if given; to one watched subscription if
         given: NotFoundError for another), the first or the one `continuation` names."""
         from cosmos_outbox.http import bounded
 
+        aggregate_type, aggregate_id, subscription = scope_of(**scope)
         subscription = self.target(subscription)
-        scope = [since.isoformat(), aggregate_type, aggregate_id, subscription]
+        named = [since.isoformat(), aggregate_type, aggregate_id, subscription]
         state = (
-            self._open(continuation, scope)
+            self._open(continuation, named)
             if continuation
-            else RedriveState(redrive_id=str(uuid.uuid4()), scope=scope)
+            else RedriveState(redrive_id=str(uuid.uuid4()), scope=named)
         )
         events, _ = await self.scope(since, aggregate_type, aggregate_id)
         after = tuple(state.after) if state.after is not None else None

@@ -31,6 +31,7 @@ from cosmos_outbox.operations._actor import acting_as
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._bulk import OperationStore, actor_of, now_text, summary_of
 from cosmos_outbox.operations._items import ItemOutcome, Items
+from cosmos_outbox.operations._kinds import spec_of
 
 __all__ = ["BATCH", "LEASE_SECONDS", "OperationWorker", "worker_name"]
 
@@ -43,8 +44,6 @@ BATCH = 50
 PATIENCE_SECONDS = 600.0
 #: The failures an operation keeps (the last ones).
 KEPT_FAILURES = 10
-#: The kinds that may start with a canary.
-RETRIES = ("groups.retry", "deadletters.resubmit")
 
 
 def worker_name() -> str:
@@ -161,7 +160,7 @@ class OperationWorker:
         def counted(current: OperationRecord) -> OperationRecord:
             if current.state != "created":
                 return current
-            gated = current.canary > 0 and current.kind in RETRIES and count > 0
+            gated = current.canary > 0 and spec_of(current.kind).canary and count > 0
             return dataclasses.replace(
                 current,
                 counts=dataclasses.replace(current.counts, items=count),

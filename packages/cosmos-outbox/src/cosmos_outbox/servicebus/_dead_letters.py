@@ -53,7 +53,7 @@ from cosmos_outbox.ports import (
 
 __all__ = ["AsyncServiceBusDeadLetters", "ServiceBusDeadLetters", "dead_letter_of"]
 from cosmos_outbox.servicebus._clients import AsyncClientAdapter, ConnectedAdapter
-from cosmos_outbox.servicebus._messages import message_of
+from cosmos_outbox.servicebus._messages import headers_of, message_of
 
 logger = logging.getLogger("cosmos_outbox.servicebus")
 #: The two application properties the broker adds when it dead-letters a message.
@@ -78,11 +78,7 @@ def dead_letter_of(message: ServiceBusReceivedMessage) -> DeadLetter:
     return DeadLetter(
         sequence_number=int(message.sequence_number or 0),
         body=b"".join(message.body),
-        message_id=message.message_id,
-        session_id=message.session_id,
-        subject=message.subject,
-        content_type=message.content_type,
-        correlation_id=message.correlation_id,
+        **headers_of(message),
         application_properties=properties,
         reason=message.dead_letter_reason,
         description=message.dead_letter_error_description,
