@@ -193,7 +193,8 @@ class Failures:
             ids = unique[start : start + _IDS_PER_QUERY]
             names = [f"@id{i}" for i in range(len(ids))]
             documents = await self._store.query(
-                f"SELECT * FROM c WHERE c.type = @type AND c.id IN ({', '.join(names)})",
+                # only parameters' names in the text: the ids are parameters
+                f"SELECT * FROM c WHERE c.type = @type AND c.id IN ({', '.join(names)})",  # noqa: S608
                 {"@type": FAILED_MESSAGE_TYPE, **dict(zip(names, ids, strict=True))},
             )
             for document in documents:
