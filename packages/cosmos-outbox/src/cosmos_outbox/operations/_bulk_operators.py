@@ -15,7 +15,6 @@ from typing import Literal
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import OperationRecord, OperationScope
-from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._bulk import (
     Kind,
@@ -80,7 +79,7 @@ class BulkOperators:
         self._redrive = redrive
         self._store = OperationStore(parts.store, clock=parts.clock)
         #: a group of failure records' open records, listed for its operation's steps
-        self._listed: dict[str, tuple[float, list[FailureRecord]]] = {}
+        self._listed: dict[str, tuple[float, list[str]]] = {}
 
     # -- starting one ----------------------------------------------------------------------------
 
@@ -301,6 +300,7 @@ class BulkOperators:
                 subscribers=self._parts.subscribers,
                 clock=self._parts.clock,
                 listed=self._listed,
+                picks_canary=record.state == "canary",
             )
         return LetterItems(
             self._letters,
