@@ -52,6 +52,8 @@ __all__ = ["ItemOutcome", "Items", "LetterItems", "Picked", "QuarantineItems", "
 READ_AGAIN_SECONDS = 30.0
 #: The operations whose lists of keys the operators keep (the last ones).
 LISTS_KEPT = 4
+#: A failure records' operation's batch: one transactional batch with their group's summary.
+RECORDS_PER_BATCH = 99
 #: Errors that leave an item for the next attempt (a dependency that did not answer).
 PASSING = (DependencyUnavailableError, PublishFailedError, TransientStoreError)
 
@@ -79,6 +81,9 @@ class ItemOutcome:
 
 class Items(abc.ABC):
     """An operation's items (see the module)."""
+
+    #: Items acted on per batch (None: the worker's `BATCH`).
+    batch: int | None = None
 
     @abc.abstractmethod
     async def count(self) -> tuple[int, str | None]:
@@ -259,7 +264,12 @@ class RecordItems(Items):
     that one sent again after a worker died has the same MessageId) or discarded (its discard
     notice sent; archived, with `reason`); each then marked resolved or archived with what was
     done, when, by whom and in which operation. Keys: `record_key`. A canary fails again when
-    one of its records is open again, failed after the canary was sent."""
+    one of its records is open again, failed after the canary was sent.
+
+    A batch is `RECORDS_PER_BATCH` records: read by one query, resent in one send, settled in
+    one transactional batch with their group's summary (Cosmos DB's 100 operations)."""
+
+    batch = RECORDS_PER_BATCH
 
     def __init__(
         self,
