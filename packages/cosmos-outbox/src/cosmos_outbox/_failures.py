@@ -402,12 +402,12 @@ class Failures:
         if not chunk:
             return []
         [group] = {r.group for r in chunk}
-        stored = await self._summary(_group_of(chunk[0]))
-        summary = stored if stored is not None else _group_of(chunk[0])
         now = self._now()
         changed: list[FailureRecord] = []
+        moved: dict[str, int] = {}
         for record in chunk:
-            summary = summary.counted(record.state, -1).counted(state, +1)
+            moved[record.state] = moved.get(record.state, 0) - 1
+            moved[state] = moved.get(state, 0) + 1
             changed.append(
                 replace(
                     record,
@@ -422,8 +422,23 @@ class Failures:
         operations = [
             BatchOperation("replace", failure_document(r), if_match=r.etag) for r in changed
         ]
-        operations.append(_summary_write(summary, stored))
-        etags = await self._store.execute_batch(failure_partition(group), operations)
+        # the group's counts moved by an increment in the same batch: nothing read first, and
+        # no etag to meet (each record's own etag makes its move counted once)
+        counts = [{"op": "incr", "path": f"/{k}", "value": n} for k, n in moved.items() if n]
+        try:
+            etags = await self._store.execute_batch(
+                failure_partition(group),
+                [*operations, BatchOperation("patch", id=GROUP_SUMMARY_ID, patch=counts)]
+                if counts
+                else operations,
+            )
+        except NotFoundError:  # no summary (or a record gone): the summary read and written
+            stored = await self._summary(_group_of(chunk[0]))
+            summary = stored if stored is not None else _group_of(chunk[0])
+            for record in chunk:
+                summary = summary.counted(record.state, -1).counted(state, +1)
+            operations.append(_summary_write(summary, stored))
+            etags = await self._store.execute_batch(failure_partition(group), operations)
         return [replace(r, etag=e) for r, e in zip(changed, etags, strict=False)]
 
 
