@@ -10,6 +10,12 @@ receiver then starts and is timed until it has kept and completed all N (failure
 The floor: the broker's own batch send of the same N messages (`ServiceBusMessageBatch`, the
 SDK's aio sender) to a queue: messages a second. The ratio = ingest ÷ send.
 
+Then the operation over them (item 8's "and operations"): the one group's retry, as an operator
+starts it (`groups.retry`, no canary), worked by the operations' worker (`OperationWorker`, the
+relay's hosts' tick) over the group's records (`RecordItems`): each stored message resent to the
+topic (in sends of a batch, `BATCH` a step), its record marked resolved; timed from its start
+until done (failures a second; ratio to the same floor).
+
 Figures, not assertions. ``measure(n)`` returns them; ``python -m bench.failure_ingest``
 prints them (``--n 100000`` for more).
 """
@@ -34,10 +40,17 @@ from azure.servicebus import ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient, ServiceBusSender
 
 from cosmos_outbox._failures import Failures
+from cosmos_outbox._mapper import OperationRecord, OperationScope
 from cosmos_outbox._relay_process.failure_receiver import FailureReceiver
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore
 from cosmos_outbox.documents import FAILURE_GROUP_TYPE
+from cosmos_outbox.operations import Actor
+from cosmos_outbox.operations._bulk import OperationStore, new_record
+from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._items import RecordItems
+from cosmos_outbox.operations._worker import OperationWorker
 from cosmos_outbox.ports import DeadLetterEntity
+from cosmos_outbox.servicebus.aio import ServiceBusDeadLetters
 from funcstack.services import LocalServices
 
 TOPIC, SUBSCRIPTION, FLOOR_QUEUE = "failures", "handler", "floor"
@@ -153,9 +166,13 @@ async def _run(services: LocalServices, n: int) -> dict[str, Any]:
             await receiver.stop()
         load_after = os.getloadavg()
         summaries = await store.of_type(FAILURE_GROUP_TYPE)  # the stored form's `open`
+        operation = await _operation(sb, store, [str(d["group"]) for d in summaries])
+        left = await store.of_type(FAILURE_GROUP_TYPE)
     per_s = receiver.ingested / ingest_s
     floor_per_s = n / floor_s
-    return {
+    return operation | {
+        "group_open_after_operation": sum(int(d["open"]) for d in left),
+        "operation_ratio_to_batch_send": operation["operation_per_s"] / floor_per_s,
         "n": n,
         "ingested": receiver.ingested,
         "group_open": sum(int(d["open"]) for d in summaries),
@@ -169,6 +186,70 @@ async def _run(services: LocalServices, n: int) -> dict[str, Any]:
         "load_before": load_before,
         "load_after": load_after,
         "cores": os.cpu_count(),
+    }
+
+
+async def _operation(sb: str, store: CosmosDocumentStore, groups: list[str]) -> dict[str, Any]:
+    """The group's retry (no canary) worked to its end by the operations' worker: timed."""
+    [group] = groups  # one cause, one entity: one group
+    entity = DeadLetterEntity(SUBSCRIPTION)
+    operations = OperationStore(store)
+    record = await operations.create(
+        new_record(
+            "groups.retry",
+            OperationScope(group=group, source="dead letters", entity=SUBSCRIPTION),
+            who=Actor("command line", name="bench"),
+            reason=None,
+            canary=0,
+            canary_wait_seconds=0.0,
+        ),
+        holds=f"group:{group}",
+    )
+    async with ServiceBusClient.from_connection_string(sb) as client:
+        queues = ServiceBusDeadLetters(client, TOPIC)
+        letters = DeadLetterOperators(lambda: queues, [entity])
+        failures = Failures(store)
+        listed: dict[str, tuple[float, list[str]]] = {}
+
+        def items_of(current: OperationRecord) -> RecordItems:
+            return RecordItems(
+                failures,
+                letters,
+                entity,
+                group,
+                "resubmit",
+                operation=current.id,
+                by="bench",
+                reason=None,
+                subscribers=dict,
+                clock=time.time,
+                listed=listed,
+                picks_canary=current.state == "canary",
+            )
+
+        worker = OperationWorker(operations, items_of, owner="bench")
+        load_before = os.getloadavg()
+        started = time.perf_counter()
+        try:
+            deadline = started + DEADLINE_SECONDS
+            while record.state != "done" and time.perf_counter() < deadline:
+                await worker.tick(budget_seconds=25.0)
+                record = await operations.get(record.id)
+            operation_s = time.perf_counter() - started
+        finally:
+            await queues.close()
+        load_after = os.getloadavg()
+    counts = record.counts
+    return {
+        "operation_state": record.state,
+        "operation_items": counts.items,
+        "operation_done": counts.done,
+        "operation_sent": counts.sent,
+        "operation_failed": counts.failed,
+        "operation_s": operation_s,
+        "operation_per_s": counts.done / operation_s,
+        "operation_load_before": load_before,
+        "operation_load_after": load_after,
     }
 
 
@@ -197,6 +278,14 @@ def report(r: dict[str, Any]) -> str:
             f"{r['ratio_to_batch_send']:.2f}x",
             f"  load average before {r['load_before'][0]:.2f}, after {r['load_after'][0]:.2f} "
             f"({r['cores']} cores)",
+            f"  the group's retry operation: {r['operation_state']}, {r['operation_done']:,} of "
+            f"{r['operation_items']:,} done ({r['operation_sent']:,} resent, "
+            f"{r['operation_failed']:,} failed) in {r['operation_s']:.1f} s: "
+            f"{r['operation_per_s']:.0f} failures/s; ÷ send "
+            f"{r['operation_ratio_to_batch_send']:.2f}x; "
+            f"open left {r['group_open_after_operation']:,}",
+            f"  load average before {r['operation_load_before'][0]:.2f}, after "
+            f"{r['operation_load_after'][0]:.2f}",
         ]
     )
 

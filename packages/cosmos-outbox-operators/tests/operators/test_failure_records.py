@@ -138,3 +138,42 @@ def test_a_discarded_group_is_archived_and_unarchived_its_counts_return_exactly(
     kept = records(world)
     assert {r.state for r in kept} == {"open"} and {r.ttl for r in kept} == {None}
     assert world.call("POST", "outbox/groups/0123456789ab/unarchive").status_code == 404
+
+
+def test_a_records_canary_that_fails_again_pauses_with_the_rest_open(
+    world: RecoveryWorld,
+) -> None:
+    """A group retry's canary over records: the first 3 (in key order) resent, their records
+    looked at again after (`RecordItems`' canary items: read for the canary batch only); they
+    fail again → the operation pauses naming them, the other 117 still open, untouched."""
+    dead_lettered(world, 60)
+    [group] = body(world.call("GET", "outbox/groups"))["groups"]
+    url = f"outbox/groups/{group['id']}"
+    operation = body(
+        world.call(
+            "POST", f"{url}/act", body={"action": "retry", "canary": 3, "canaryWaitSeconds": 3600}
+        )
+    )
+    run_sync(world.outbox.wiring().operations().bulk.work(budget_seconds=120))
+    canary = [o for _, o in world.memory.dead_letters.sent]
+    assert len(canary) == 3
+    for sent in canary:  # the cause not fixed: each fails again, drained again
+        world.memory.dead_letters.dead_letter(
+            SUBSCRIPTION,
+            sent.body,
+            message_id=sent.message_id,
+            session_id=sent.session_id,
+            subject=sent.subject,
+            application_properties=dict(sent.application_properties),
+            reason="HandlerFailed",
+            description="again",
+            delivery_count=10,
+        )
+    assert drained(world) == 3
+    run_sync(world.outbox.wiring().operations().bulk.work(budget_seconds=120))
+    shown = body(world.call("GET", f"outbox/operations/{operation['id']}"))
+    assert (shown["state"], shown["done"]) == ("paused", 3)
+    assert shown["note"].startswith("the canary failed again: 3 of 3")
+    assert len(world.memory.dead_letters.sent) == 3  # the rest not sent
+    states = [r.state for r in records(world)]
+    assert (len(states), states.count("open")) == (120, 120)  # 117 untouched + 3 open again

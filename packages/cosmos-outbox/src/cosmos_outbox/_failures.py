@@ -67,10 +67,17 @@ _TRIES = 50
 _CONFLICT_PAUSE = 0.05
 #: The source a dead letter's group is keyed by (`operations._groups`' ids, unchanged).
 DEAD_LETTERS_SOURCE = "dead letters"
-_BY_IDS = "SELECT * FROM c WHERE c.type = @type AND ARRAY_CONTAINS(@ids, c.id)"
+#: The copies of up to `_IDS_PER_QUERY` records: `c.id IN (...)`, served from the id index (which
+#: Azure always keeps) in every partition, whatever the container holds; not
+#: `ARRAY_CONTAINS(@ids, c.id)`, which no index serves: it read every failure record kept, each
+#: query slower as they accumulate (the ingest of 100,000 quadratic).
+_IDS_PER_QUERY = 100
 #: Records in one transactional batch: Cosmos DB's 100 operations, the group's summary the last.
 _RECORDS_PER_BATCH = 99
 _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
+#: A group's open records' keys (`Failures.open_keys`), a page of `_KEYS_PAGE` at a time.
+_OPEN_KEYS = "SELECT c.id, c.firstFailedAt FROM c WHERE c.type = @type AND c.state = @state"
+_KEYS_PAGE = 1000
 
 
 def failure_key(letter: DeadLetter, event_id: str | None) -> str:
@@ -184,15 +191,27 @@ class Failures:
         """The stored copies of each of `record_ids` (one in its group; two while a move is
         unfinished), by one query a 100 ids."""
         found: dict[str, list[FailureRecord]] = {}
+        for record in await self._by_ids(record_ids, None):
+            found.setdefault(record.id, []).append(record)
+        return found
+
+    async def _by_ids(
+        self, record_ids: Sequence[str], partition_key: str | None
+    ) -> list[FailureRecord]:
+        """The records of `record_ids` (in one partition, or across them: None), by queries of
+        up to `_IDS_PER_QUERY` ids each (`c.id IN (...)`: the id index)."""
+        found: list[FailureRecord] = []
         unique = list(dict.fromkeys(record_ids))
-        for start in range(0, len(unique), 100):
+        for start in range(0, len(unique), _IDS_PER_QUERY):
+            ids = unique[start : start + _IDS_PER_QUERY]
+            names = [f"@id{i}" for i in range(len(ids))]
             documents = await self._store.query(
-                _BY_IDS,
-                {"@type": FAILED_MESSAGE_TYPE, "@ids": unique[start : start + 100]},
+                # only parameters' names in the text: the ids are parameters
+                f"SELECT * FROM c WHERE c.type = @type AND c.id IN ({', '.join(names)})",  # noqa: S608
+                {"@type": FAILED_MESSAGE_TYPE, **dict(zip(names, ids, strict=True))},
+                partition_key=partition_key,
             )
-            for document in documents:
-                record = failure_record(document)
-                found.setdefault(record.id, []).append(record)
+            found += [failure_record(d) for d in documents]
         return found
 
     async def _copies(self, record_id: str) -> list[FailureRecord]:
@@ -285,6 +304,24 @@ class Failures:
             (r for r in records if r.state in states), key=lambda r: (r.first_failed_at, r.id)
         )
 
+    async def open_keys(self, group: str) -> list[str]:
+        """The keys (`record_key`) of the group's open records, in key order: their ids and
+        first failures only, read a page (`_KEYS_PAGE`) at a time by continuation -- what an
+        operation over a group of 100,000 walks, without holding their bodies."""
+        keys: list[str] = []
+        token: str | None = None
+        while True:
+            page = await self._store.query_page(
+                _OPEN_KEYS,
+                {"@type": FAILED_MESSAGE_TYPE, "@state": "open"},
+                partition_key=failure_partition(group),
+                page_size=_KEYS_PAGE,
+                continuation=token,
+            )
+            keys += [_key_of(str(d["id"]), str(d["firstFailedAt"])) for d in page.items]
+            if (token := page.continuation_token) is None:
+                return sorted(keys)
+
     async def sample(self, group: str, size: int) -> list[FailureRecord]:
         """Up to `size` of the group's open records, a page at a time (a preview's sample:
         its count is the summary's)."""
@@ -307,6 +344,12 @@ class Failures:
         """The record of that id in `group` (None: not there: moved, or expired)."""
         found = await self._store.read(failure_partition(group), record_id)
         return failure_record(found) if found is not None else None
+
+    async def read_many(self, group: str, record_ids: Sequence[str]) -> dict[str, FailureRecord]:
+        """The records of those ids in `group`, by id (one not there is left out: moved, or
+        expired): a query of up to `_IDS_PER_QUERY` ids in the group's partition."""
+        found = await self._by_ids(record_ids, failure_partition(group))
+        return {record.id: record for record in found}
 
     async def record(self, record_id: str) -> FailureRecord:
         copies = await self._copies(record_id)
@@ -359,12 +402,12 @@ class Failures:
         if not chunk:
             return []
         [group] = {r.group for r in chunk}
-        stored = await self._summary(_group_of(chunk[0]))
-        summary = stored if stored is not None else _group_of(chunk[0])
         now = self._now()
         changed: list[FailureRecord] = []
+        moved: dict[str, int] = {}
         for record in chunk:
-            summary = summary.counted(record.state, -1).counted(state, +1)
+            moved[record.state] = moved.get(record.state, 0) - 1
+            moved[state] = moved.get(state, 0) + 1
             changed.append(
                 replace(
                     record,
@@ -379,8 +422,23 @@ class Failures:
         operations = [
             BatchOperation("replace", failure_document(r), if_match=r.etag) for r in changed
         ]
-        operations.append(_summary_write(summary, stored))
-        etags = await self._store.execute_batch(failure_partition(group), operations)
+        # the group's counts moved by an increment in the same batch: nothing read first, and
+        # no etag to meet (each record's own etag makes its move counted once)
+        counts = [{"op": "incr", "path": f"/{k}", "value": n} for k, n in moved.items() if n]
+        try:
+            etags = await self._store.execute_batch(
+                failure_partition(group),
+                [*operations, BatchOperation("patch", id=GROUP_SUMMARY_ID, patch=counts)]
+                if counts
+                else operations,
+            )
+        except NotFoundError:  # no summary (or a record gone): the summary read and written
+            stored = await self._summary(_group_of(chunk[0]))
+            summary = stored if stored is not None else _group_of(chunk[0])
+            for record in chunk:
+                summary = summary.counted(record.state, -1).counted(state, +1)
+            operations.append(_summary_write(summary, stored))
+            etags = await self._store.execute_batch(failure_partition(group), operations)
         return [replace(r, etag=e) for r, e in zip(changed, etags, strict=False)]
 
 
@@ -408,6 +466,11 @@ def record_key(record: FailureRecord) -> str:
     """A record's key as an operation's item: its first failure, then its id (in the order of
     its failures; one that came after an operation began sorts after its limit)."""
     return f"{record.first_failed_at.astimezone(UTC).isoformat()}|{record.id}"
+
+
+def _key_of(record_id: str, first_failed_at: str) -> str:
+    """`record_key` of a record's stored id and first failure."""
+    return f"{datetime.fromisoformat(first_failed_at).astimezone(UTC).isoformat()}|{record_id}"
 
 
 @dataclass(frozen=True)

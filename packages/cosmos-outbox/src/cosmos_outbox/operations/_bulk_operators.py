@@ -15,7 +15,6 @@ from typing import Literal, Unpack
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import OperationRecord, OperationScope
-from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._bulk import (
     Operation,
@@ -71,7 +70,7 @@ class BulkOperators:
         self._redrive = redrive
         self._store = OperationStore(parts.store, clock=parts.clock)
         #: a group of failure records' open records, listed for its operation's steps
-        self._listed: dict[str, tuple[float, list[FailureRecord]]] = {}
+        self._listed: dict[str, tuple[float, list[str]]] = {}
 
     # -- starting one ----------------------------------------------------------------------------
 
@@ -290,6 +289,7 @@ class BulkOperators:
             subscribers=self._parts.subscribers,
             clock=self._parts.clock,
             listed=self._listed,
+            picks_canary=record.state == "canary",
         )
 
     def _letter_items(self, record: OperationRecord, spec: KindSpec) -> Items:

@@ -12,6 +12,7 @@ container the app knows)."""
 from __future__ import annotations
 
 import abc
+import bisect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -46,8 +47,13 @@ from cosmos_outbox.telemetry import error_type
 
 __all__ = ["ItemOutcome", "Items", "LetterItems", "Picked", "QuarantineItems", "RecordItems"]
 
-#: How long a group's list of open records serves its operation's steps before it is read again.
+#: How old a group's list of open records' keys may be at an operation's count and end before
+#: it is read again (between them its steps walk the list read once).
 READ_AGAIN_SECONDS = 30.0
+#: The operations whose lists of keys the operators keep (the last ones).
+LISTS_KEPT = 4
+#: A failure records' operation's batch: one transactional batch with their group's summary.
+RECORDS_PER_BATCH = 99
 #: Errors that leave an item for the next attempt (a dependency that did not answer).
 PASSING = (DependencyUnavailableError, PublishFailedError, TransientStoreError)
 
@@ -75,6 +81,9 @@ class ItemOutcome:
 
 class Items(abc.ABC):
     """An operation's items (see the module)."""
+
+    #: Items acted on per batch (None: the worker's `BATCH`).
+    batch: int | None = None
 
     @abc.abstractmethod
     async def count(self) -> tuple[int, str | None]:
@@ -255,7 +264,12 @@ class RecordItems(Items):
     that one sent again after a worker died has the same MessageId) or discarded (its discard
     notice sent; archived, with `reason`); each then marked resolved or archived with what was
     done, when, by whom and in which operation. Keys: `record_key`. A canary fails again when
-    one of its records is open again, failed after the canary was sent."""
+    one of its records is open again, failed after the canary was sent.
+
+    A batch is `RECORDS_PER_BATCH` records: read by one query, resent in one send, settled in
+    one transactional batch with their group's summary (Cosmos DB's 100 operations)."""
+
+    batch = RECORDS_PER_BATCH
 
     def __init__(
         self,
@@ -270,39 +284,55 @@ class RecordItems(Items):
         reason: str | None,
         subscribers: Callable[[], Mapping[str, AsyncDocumentStore]],
         clock: Callable[[], float],
-        listed: dict[str, tuple[float, list[FailureRecord]]] | None = None,
+        listed: dict[str, tuple[float, list[str]]] | None = None,
+        picks_canary: bool = True,
     ) -> None:
         self._failures, self._letters, self._entity = failures, letters, entity
         self._group, self._action, self._operation = group, action, operation
         self._by, self._reason, self._subscribers = by, reason, subscribers
         self._clock = clock
         self._listed = listed if listed is not None else {}
+        self._picks_canary = picks_canary
 
-    async def _open(self) -> list[FailureRecord]:
-        """The group's open records in key order, read at most once per READ_AGAIN_SECONDS
-        for the operation (`listed`, kept by its operators between steps): a batch picks after
-        its cursor, and `act` reads each record again before it acts, so a list a few seconds
-        old picks the same items a fresh one would (those that came later are past the
-        operation's limit)."""
-        at, records = self._listed.get(self._operation, (float("-inf"), []))
-        if self._clock() - at > READ_AGAIN_SECONDS:
-            records = sorted(await self._failures.members(self._group), key=record_key)
-            self._listed.clear()  # one operation's list kept at a time
-            self._listed[self._operation] = (self._clock(), records)
-        return records
+    async def _open(self, *, fresh: bool = False) -> list[str]:
+        """The keys of the group's open records, in order (`Failures.open_keys`: ids and first
+        failures only, paged): read once for the operation and kept between its steps
+        (`listed`, by its operators; the last `LISTS_KEPT` operations'), so that a step picks
+        after its cursor by bisection, not by reading the group again -- an operation over
+        100,000 is linear. `act` reads each record again before it acts, so a list read
+        earlier picks the same items a fresh one would (those that came later are past the
+        operation's limit); `fresh`: read again if older than READ_AGAIN_SECONDS (the
+        operation's end: one moved into the group meanwhile is not missed)."""
+        at, keys = self._listed.get(self._operation, (float("-inf"), []))
+        stale = self._clock() - at > READ_AGAIN_SECONDS
+        if self._operation not in self._listed or (fresh and stale):
+            keys = await self._failures.open_keys(self._group)
+            self._listed.pop(self._operation, None)
+            while len(self._listed) >= LISTS_KEPT:
+                del self._listed[next(iter(self._listed))]  # the oldest list
+            self._listed[self._operation] = (self._clock(), keys)
+        return keys
 
     async def count(self) -> tuple[int, str | None]:
-        records = await self._open()
-        return len(records), record_key(records[-1]) if records else None
+        keys = await self._open(fresh=True)
+        return len(keys), keys[-1] if keys else None
 
     async def next(
         self, cursor: str | None, limit: str | None, size: int
     ) -> tuple[list[Picked], str | None]:
         after, upper = cursor or "", limit or ""
-        picked = [r for r in await self._open() if after < record_key(r) <= upper][:size]
-        if not picked:
+        keys = _after(await self._open(), after, upper, size)
+        if not keys:  # the end of the list: once more, read again
+            keys = _after(await self._open(fresh=True), after, upper, size)
+        if not keys:
             return [], cursor
-        return [Picked(record_key(r), self._canary(r)) for r in picked], record_key(picked[-1])
+        if not (self._picks_canary and self._action == "resubmit"):
+            return [Picked(k) for k in keys], keys[-1]
+        records = await self._failures.read_many(self._group, [_record_id(k) for k in keys])
+        return [
+            Picked(k, self._canary(records[_record_id(k)]) if _record_id(k) in records else None)
+            for k in keys
+        ], keys[-1]
 
     def _canary(self, record: FailureRecord) -> CanaryItem | None:
         if self._action != "resubmit":
@@ -321,8 +351,9 @@ class RecordItems(Items):
         outcomes: list[ItemOutcome] = []
         present: list[FailureRecord] = []
         resubmits = self._action == "resubmit"
+        stored = await self._failures.read_many(self._group, [_record_id(k) for k in keys])
         for key in keys:
-            record = await self._failures.read(self._group, key.rpartition("|")[2])
+            record = stored.get(_record_id(key))
             if record is None or record.state != "open":
                 # settled already (by an attempt that died after it), or gone
                 outcomes.append(ItemOutcome(key, "gone", sent=resubmits))
@@ -494,3 +525,14 @@ class QuarantineItems(_Watching, Items):
 
     def will_see(self, counts: OperationCounts) -> str:
         return quarantine_will_see(self._action, done=counts.done, notices=counts.sent)
+
+
+def _record_id(key: str) -> str:
+    """The record id in a `record_key`."""
+    return key.rpartition("|")[2]
+
+
+def _after(keys: list[str], after: str, upper: str, size: int) -> list[str]:
+    """Up to `size` of the sorted `keys` after `after`, none beyond `upper`."""
+    start = bisect.bisect_right(keys, after)
+    return [k for k in keys[start : start + size] if k <= upper]

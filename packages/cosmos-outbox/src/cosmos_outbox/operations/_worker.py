@@ -151,7 +151,7 @@ class OperationWorker:
         if record.state == "canary":
             return await self._judge(record, items)
         if record.state == "running":
-            return await self._batch(record, items, BATCH, canary=False)
+            return await self._batch(record, items, items.batch or BATCH, canary=False)
         return record, False  # paused: an operator continues or cancels it
 
     async def _count(self, record: OperationRecord, items: Items) -> OperationRecord:
