@@ -309,6 +309,7 @@ class BulkOperators:
             _matcher(record),
             reason=record.reason,
             subscribers=self._parts.subscribers,
+            operation=record.id,
         )
 
 
