@@ -203,6 +203,7 @@ var adminHttpFunctions = [
   'preview_resubmit_dead_letters'
   'preview_discard_dead_letters'
   'event_journey'
+  'show_failure'
   'aggregate_journey'
   'aggregate_documents'
   'subscribers_status'

@@ -12,13 +12,17 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 from conftest import body
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
 from cosmos_outbox.ports import DeadLetterEntity, Outgoing
+from cosmos_outbox_operators.cli import main
 from cosmos_outbox_testing import run_sync
+from operators.test_console_recovery import page
+from operators.test_mcp import AZURE, OPERATOR, call, http_session, refused
 
 ENTITY = DeadLetterEntity(SUBSCRIPTION)
 URL = f"outbox/deadletters/{SUBSCRIPTION}"
@@ -198,3 +202,80 @@ def test_a_bulk_resubmit_of_an_entity_acts_on_every_record_once_noted_with_its_o
         ("retried", operation["id"])
     }
     assert body(world.call("GET", "outbox/deadletters"))["entities"][0]["deadLetters"] == 0
+
+
+def retried_and_failed_again(world: RecoveryWorld) -> tuple[list[str], dict[str, Any]]:
+    """Three warehouses' six failures; the first retried by an operator, failed again: its
+    event ids and the first one's failure (two attempts, one note)."""
+    ids = dead_lettered(world, 3)
+    first = next(i for i in listed(world) if i["eventId"] == ids[0])
+    world.call("POST", f"{URL}/resubmit", body={"sequenceNumbers": [first["sequenceNumber"]]})
+    [(_, resent)] = world.memory.dead_letters.sent
+    fail_again(world, resent)
+    again = next(i for i in listed(world) if i["eventId"] == ids[0])
+    return ids, body(world.call("GET", f"{URL}/messages/{again['sequenceNumber']}"))["failure"]
+
+
+def test_a_failures_history_from_the_command_line_by_its_id_and_in_its_events_journey(
+    world: RecoveryWorld, capsys: Any
+) -> None:
+    ids, failure = retried_and_failed_again(world)
+    code = main(["deadletters", "show", failure["id"]], outbox=world.outbox)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0].startswith(f"failure {failure['id']}: open at {SUBSCRIPTION}, 2 attempt(s)")
+    assert [line.split(" at ")[0].strip() for line in lines[1:]] == [
+        "attempt 1",
+        "attempt 2",
+        "retried",
+    ]
+    assert "HandlerFailed: again" in lines[2]
+    assert main(["journey", "--event", ids[0]], outbox=world.outbox) == 0
+    journey = capsys.readouterr().out
+    assert f"failure {failure['id']}: open at {SUBSCRIPTION}, 2 attempt(s)" in journey
+    assert main(["deadletters", "show", "failure-" + "0" * 32], outbox=world.outbox) != 0
+    assert "failed message" in capsys.readouterr().err
+
+
+def test_a_failures_history_in_the_console_peek_its_own_page_and_its_events_journey(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    monkeypatch.setenv("OUTBOX_CONSOLE_SIGN_IN", "app-service-authentication")
+    ids, failure = retried_and_failed_again(world)
+    again = failure["attempts"][-1]["sequenceNumber"]
+    for path in (
+        f"deadletters/{SUBSCRIPTION}/messages/{again}",
+        f"failures/{failure['id']}",
+        f"journey/events/{ids[0]}",
+    ):
+        html = page(world, path)
+        assert f'data-failure-id="{failure["id"]}"' in html, path
+        assert 'data-attempts="2"' in html, path
+        assert html.count('class="failure-attempt"') == 2, path
+        assert html.count('class="failure-note"') == 1, path
+        assert "nobody: keys not enforced locally" in html or "retried" in html, path
+
+
+def test_an_agent_reads_a_failures_history_with_show_failure(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in AZURE.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("FUNCTIONS_CORETOOLS_ENVIRONMENT", raising=False)
+    ids, failure = retried_and_failed_again(world)
+
+    async def on_call() -> None:
+        async with http_session(world, OPERATOR) as session:
+            shown = await call(session, "show_failure", failureId=failure["id"])
+            assert shown["eventId"] == ids[0]
+            assert shown["failure"]["attemptCount"] == 2
+            assert [n["what"] for n in shown["failure"]["history"]] == ["retried"]
+            journey = await call(session, "event_journey", eventId=ids[0])
+            assert [f["id"] for f in journey["failures"]] == [failure["id"]]
+            assert "not found" in (
+                await refused(session, "show_failure", failureId="failure-" + "0" * 32)
+            )
+
+    anyio.run(on_call)

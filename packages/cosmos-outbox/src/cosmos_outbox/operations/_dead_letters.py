@@ -527,15 +527,17 @@ class DeadLetterOperators:
             handled += [Handled(plan[n][0], plan[n][1], None) for n in present]
         return handled
 
-    async def failure(self, record_id: str) -> FailureView:
-        """A failed message's record and history (NotFoundError: none of that id, or failures
-        not kept as data)."""
+    async def failure(self, record_id: str) -> DeadLetterMessage:
+        """A failed message kept as data, in any state: the message whole as it was dead-lettered
+        last, with its record and history (`failure`). NotFoundError: none of that id (expired),
+        or failures not kept as data."""
         if self._failures is None:
             raise NotFoundError(
                 "failed message",
                 f"{record_id} (failures are kept as data only with OUTBOX_FAILURE_INGEST on)",
             )
-        return FailureView.of(await answered(COSMOS_DB, self._failures.record(record_id)))
+        record = await answered(COSMOS_DB, self._failures.record(record_id))
+        return DeadLetterMessage.of(describe(letter_of(record)), FailureView.of(record))
 
     async def failures_of_event(self, event_id: str) -> list[FailureView]:
         """The failure records of an event, in any state, with their history (none when
