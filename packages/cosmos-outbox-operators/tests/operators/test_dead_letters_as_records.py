@@ -279,3 +279,38 @@ def test_an_agent_reads_a_failures_history_with_show_failure(
             )
 
     anyio.run(on_call)
+
+
+def test_an_entitys_resubmit_whose_canary_fails_again_pauses_its_records_back_open(
+    world: RecoveryWorld,
+) -> None:
+    """The canary's messages dead-lettered again and drained: their records open again (their
+    MessageId the first dead letter's, not the resubmission's): the operation pauses, the rest
+    untouched."""
+    dead_lettered(world, 12)
+    operation = body(
+        world.call(
+            "POST",
+            f"{URL}/resubmit/operation",
+            body={"all": True, "canary": 3, "canaryWaitSeconds": 3600},
+        )
+    )
+    run_sync(world.outbox.wiring().operations().bulk.work(budget_seconds=120))
+    canary = [o for _, o in world.memory.dead_letters.sent]
+    assert len(canary) == 3
+    for sent in canary:
+        world.memory.dead_letters.dead_letter(
+            SUBSCRIPTION,
+            sent.body,
+            message_id=sent.message_id,
+            session_id=sent.session_id,
+            application_properties=dict(sent.application_properties),
+            description="handler failed: KeyError 'sku'",
+        )
+    assert drained(world) == 3
+    run_sync(world.outbox.wiring().operations().bulk.work(budget_seconds=120))
+    shown = body(world.call("GET", f"outbox/operations/{operation['id']}"))
+    assert (shown["state"], shown["done"]) == ("paused", 3), shown["note"]
+    assert shown["note"].startswith("the canary failed again: 3 of 3")
+    assert len(world.memory.dead_letters.sent) == 3  # the other 21 untouched
+    assert body(world.call("GET", "outbox/deadletters"))["entities"][0]["deadLetters"] == 24
