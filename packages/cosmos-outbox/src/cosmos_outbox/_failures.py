@@ -32,6 +32,7 @@ from cosmos_outbox._mapper import RESUBMISSION_PROPERTY, sent_fields
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     FAILURE_GROUP_TYPE,
+    FAILURES_OF_EVENT,
     GROUP_SUMMARY_ID,
     FailureAttempt,
     FailureGroupRecord,
@@ -401,7 +402,7 @@ class Failures:
         """The records of `event_id`'s failures, in any state (one per entity it failed at;
         a move unfinished counted once), oldest failure first."""
         documents = await self._store.query(
-            _BY_EVENT, {"@type": FAILED_MESSAGE_TYPE, "@event": event_id}
+            FAILURES_OF_EVENT, {"@type": FAILED_MESSAGE_TYPE, "@event": event_id}
         )
         latest: dict[str, FailureRecord] = {}
         for record in map(failure_record, documents):
@@ -409,9 +410,6 @@ class Failures:
             if kept is None or record.last_failed_at > kept.last_failed_at:
                 latest[record.id] = record
         return sorted(latest.values(), key=lambda r: (r.first_failed_at, r.id))
-
-
-_BY_EVENT = "SELECT * FROM c WHERE c.type = @type AND c.eventId = @event"
 
 
 def _same(a: str, b: str) -> bool:

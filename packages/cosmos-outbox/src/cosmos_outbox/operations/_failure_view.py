@@ -1,5 +1,5 @@
 """A failed message as the operators see it (OUTBOX_FAILURE_INGEST): its record's state, and
-its history (issue 95 item 3): each attempt that failed (when, the dead letter's sequence
+its history: each attempt that failed (when, the dead letter's sequence
 number, the reason, how many deliveries) and each thing done to it (retried, archived,
 unarchived: when, by whom, in which operation, why). A dead letter's peek carries it, the
 journey of an event lists its event's, `Operations.dead_letters.failure` reads one by id."""
