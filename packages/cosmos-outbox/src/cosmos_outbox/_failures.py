@@ -59,6 +59,7 @@ __all__ = [
     "Failures",
     "failure_key",
     "letter_of",
+    "received",
     "record_key",
 ]
 
@@ -414,6 +415,14 @@ class Failures:
 
 def _same(a: str, b: str) -> bool:
     return a.casefold() == b.casefold()
+
+
+def received(letter: DeadLetter) -> DeadLetter:
+    """A dead letter as the ingest received it from its queue (peek-lock: that receive counted
+    in its delivery count, as Service Bus counts every lock): the deliveries it had when it was
+    dead-lettered, as a peek says them (a dead letter given again after an unfinished ingest
+    counts each receive before; its first kept write keeps the count)."""
+    return replace(letter, delivery_count=max(0, letter.delivery_count - 1))
 
 
 def letter_of(record: FailureRecord) -> DeadLetter:
