@@ -144,7 +144,7 @@ param backlogEstimateSchedule string = '0 * * * * *'
 param relayStallSeconds int = 60
 
 @description('Drain the watched dead-letter queues into Cosmos DB, one failedMessage record per failure (OUTBOX_FAILURE_INGEST; read at indexing: on, the relay registers a Service Bus trigger per dead-letter path, needing Azure Service Bus Data Receiver on the watched subscriptions and queues, as the operators\' routes do).')
-param failureIngest bool = false
+param failureIngest bool = true
 
 @description('Seconds an archived or resolved failure record is kept (OUTBOX_FAILURE_RETENTION_SECONDS); an open one never expires.')
 @minValue(3600)
@@ -203,6 +203,7 @@ var adminHttpFunctions = [
   'preview_resubmit_dead_letters'
   'preview_discard_dead_letters'
   'event_journey'
+  'show_failure'
   'aggregate_journey'
   'aggregate_documents'
   'subscribers_status'

@@ -784,6 +784,7 @@ OTHER_VOCABULARIES: dict[str, tuple[str, set[str]]] = {
             "version",
             "discardedBy",
             "subscription",
+            "at",
         },
     ),
     "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/cli/_operations.py": (

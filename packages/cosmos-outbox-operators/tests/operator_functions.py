@@ -23,6 +23,7 @@ KEYED = {
     "preview_resubmit_dead_letters",
     "preview_discard_dead_letters",
     "event_journey",
+    "show_failure",
     "aggregate_journey",
     "aggregate_documents",
     "subscribers_status",

@@ -396,7 +396,7 @@ def test_failures_are_kept_two_weeks_once_settled_and_a_shorter_retention_than_a
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", KEYED)
     settings = load_settings()
-    assert (settings.failure_ingest, settings.failure_retention_seconds) == (False, 14 * 86_400)
+    assert (settings.failure_ingest, settings.failure_retention_seconds) == (True, 14 * 86_400)
     monkeypatch.setenv("OUTBOX_FAILURE_RETENTION_SECONDS", "60")
     with pytest.raises(SettingsError, match="OUTBOX_FAILURE_RETENTION_SECONDS"):
         load_settings()
@@ -410,7 +410,7 @@ def test_failures_are_kept_two_weeks_once_settled_and_a_shorter_retention_than_a
 def test_with_the_failures_ingest_on_each_watched_dead_letter_queue_has_its_trigger() -> None:
     """OUTBOX_FAILURE_INGEST (read at indexing): a Service Bus trigger on each watched
     subscription's and queue's dead-letter queue (`<name>/$DeadLetterQueue`, as Azure's host
-    binds one); off (the default), none."""
+    binds one), as by default; off, none."""
     from cosmos_outbox import Outbox
 
     def dead_letter_triggers(environ: dict[str, str]) -> dict[str, dict[str, object]]:
@@ -427,8 +427,9 @@ def test_with_the_failures_ingest_on_each_watched_dead_letter_queue_has_its_trig
         "OUTBOX_SUBSCRIPTIONS": "all-events=projections,audit",
         "OUTBOX_DEAD_LETTER_QUEUES": "commands",
     }
-    assert dead_letter_triggers(watched) == {}
+    assert dead_letter_triggers({**watched, "OUTBOX_FAILURE_INGEST": "false"}) == {}
     found = dead_letter_triggers({**watched, "OUTBOX_FAILURE_INGEST": "true"})
+    assert dead_letter_triggers(watched).keys() == found.keys()  # on by default
     paths = sorted(
         (
             str(t["type"]),

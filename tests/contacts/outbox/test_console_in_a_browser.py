@@ -188,6 +188,12 @@ def stack(
             "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
             "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
             "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in",
+            # the dead letters left in their queues, peeked (OUTBOX_FAILURE_INGEST, on by
+            # default, off): these walks are of the panels that read Service Bus, frozen and
+            # answering 503 (with the ingest on they read the failure records in Cosmos DB:
+            # packages/cosmos-outbox-operators/tests/operators/test_dead_letters_as_records.py,
+            # and test_operations_in_a_browser.py's walks)
+            "OUTBOX_FAILURE_INGEST": "false",
         },
     ) as started:
         yield started

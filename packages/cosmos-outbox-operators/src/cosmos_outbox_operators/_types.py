@@ -99,6 +99,12 @@ PARAMETERS = {
             "groupId", "the failure group's id", pattern=r"^[0-9a-f]{12}$", max_length=12
         ),
         PathParameter(
+            "failureId",
+            "the failed message's id (failure-<32 hex>)",
+            pattern=r"^failure-[0-9a-f]{32}$",
+            max_length=40,
+        ),
+        PathParameter(
             "operationId",
             "the operation's id",
             pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",

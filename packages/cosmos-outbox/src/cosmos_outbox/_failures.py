@@ -28,10 +28,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._causes import cause_of, failure_text, group_id
-from cosmos_outbox._mapper import sent_fields
+from cosmos_outbox._mapper import RESUBMISSION_PROPERTY, sent_fields
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     FAILURE_GROUP_TYPE,
+    FAILURES_OF_EVENT,
     GROUP_SUMMARY_ID,
     FailureAttempt,
     FailureGroupRecord,
@@ -58,6 +59,7 @@ __all__ = [
     "Failures",
     "failure_key",
     "letter_of",
+    "received",
     "record_key",
 ]
 
@@ -441,11 +443,59 @@ class Failures:
             etags = await self._store.execute_batch(failure_partition(group), operations)
         return [replace(r, etag=e) for r, e in zip(changed, etags, strict=False)]
 
+    # -- reads by entity and by event (the dead letters' routes, the journey) --------------
+
+    async def open_count(self, entity: str) -> int:
+        """How many of `entity`'s failures are open: its groups' summaries summed (exact)."""
+        return sum(g.open for g in await self.groups() if _same(g.entity, entity))
+
+    async def open_at(self, entity: str) -> list[FailureRecord]:
+        """Every open record of `entity` (each of its groups with open ones read whole)."""
+        found: list[FailureRecord] = []
+        for summary in await self.groups():
+            if _same(summary.entity, entity) and summary.open > 0:
+                found += await self.members(summary.group)
+        return found
+
+    async def of_event(self, event_id: str) -> list[FailureRecord]:
+        """The records of `event_id`'s failures, in any state (one per entity it failed at;
+        a move unfinished counted once), oldest failure first."""
+        documents = await self._store.query(
+            FAILURES_OF_EVENT, {"@type": FAILED_MESSAGE_TYPE, "@event": event_id}
+        )
+        latest: dict[str, FailureRecord] = {}
+        for record in map(failure_record, documents):
+            kept = latest.get(record.id)
+            if kept is None or record.last_failed_at > kept.last_failed_at:
+                latest[record.id] = record
+        return sorted(latest.values(), key=lambda r: (r.first_failed_at, r.id))
+
+
+def _same(a: str, b: str) -> bool:
+    return a.casefold() == b.casefold()
+
+
+def received(letter: DeadLetter) -> DeadLetter:
+    """A dead letter as the ingest received it from its queue (peek-lock: that receive counted
+    in its delivery count, as Service Bus counts every lock): the deliveries it had when it was
+    dead-lettered, as a peek says them (a dead letter given again after an unfinished ingest
+    counts each receive before; its first kept write keeps the count)."""
+    return replace(letter, delivery_count=max(0, letter.delivery_count - 1))
+
 
 def letter_of(record: FailureRecord) -> DeadLetter:
     """A kept failure as the dead letter it was last (its last attempt's sequence number, reason
-    and delivery count; enqueued: its first failure): what the dead letters' use cases read."""
+    and delivery count; enqueued: its first failure): what the dead letters' use cases read.
+    Its resubmissions counted with each attempt after the first (the record keeps its first
+    dead letter's properties): a failure retried, failed again and retried again is sent with
+    a resubmission number, so a MessageId, of its own each time (the same one would be
+    dropped by the topic's duplicate detection)."""
     last = record.attempts[-1] if record.attempts else None
+    properties = dict(record.properties)
+    before = properties.get(RESUBMISSION_PROPERTY)
+    before = before if type(before) is int else 0
+    if record.attempt_count > 1:
+        properties[RESUBMISSION_PROPERTY] = before + record.attempt_count - 1
     return DeadLetter(
         sequence_number=last.sequence_number if last is not None else 0,
         body=record.body,
@@ -454,7 +504,7 @@ def letter_of(record: FailureRecord) -> DeadLetter:
         subject=record.subject,
         content_type=record.content_type,
         correlation_id=record.correlation_id,
-        application_properties=dict(record.properties),
+        application_properties=properties,
         reason=record.reason,
         description=record.description,
         delivery_count=last.delivery_count if last is not None else 0,

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from cosmos_outbox.http import HttpCall, PageView, Reply, next_token
-from cosmos_outbox.operations import AggregateJourney, EventJourney
+from cosmos_outbox.operations import AggregateJourney, DeadLetterMessage, EventJourney
 from cosmos_outbox_operators._routes._context import Routes
+from cosmos_outbox_operators._types import WHOLE
 
 
 class DocumentPage(PageView):
@@ -25,6 +26,14 @@ def declare(routes: Routes) -> None:
         or discarded, dead-lettered where, applied, held or given up by the subscribers the app
         knows"""
         return Reply(await operations().journey.of_event(call.path["eventId"]))
+
+    @routes.get("failures/{failureId}", DeadLetterMessage, query=(WHOLE,))
+    async def show_failure(call: HttpCall[None]) -> Reply:
+        """Operators: one failed message kept as data (OUTBOX_FAILURE_INGEST), open, archived or
+        resolved: the message whole as it was dead-lettered last, and its history (`failure`):
+        each attempt that failed (when, the dead letter's sequence number, the reason) and what
+        was done to it (retried, archived, unarchived: when, by whom, in which operation, why)"""
+        return Reply(await operations().dead_letters.failure(call.path["failureId"]))
 
     @routes.get("journey/aggregates/{aggregateType}/{aggregateId}", AggregateJourney)
     async def aggregate_journey(call: HttpCall[None]) -> Reply:

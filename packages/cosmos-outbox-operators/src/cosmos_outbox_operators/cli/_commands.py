@@ -99,8 +99,34 @@ def _journey(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
         lambda j: [
             j["summary"],
             *(f"  {_version(e.get('version'))}: {e['summary']}" for e in events),
+            *(line for f in j.get("failures", []) for line in _failure_lines(f)),
         ],
     )
+
+
+def _failure_lines(failure: Any) -> Iterable[str]:
+    """A failed message kept as data, and its history: each attempt, each thing done to it."""
+    yield (
+        f"failure {failure['id']}: {failure['state']} at {failure['entity']}, "
+        f"{failure['attemptCount']} attempt(s), first failed {failure['firstFailedAt']}, "
+        f"last {failure['lastFailedAt']}"
+    )
+    for n, a in enumerate(failure["attempts"], start=1):
+        yield (
+            f"  attempt {n} at {a['at']}: dead letter #{a['sequenceNumber']} "
+            f"{a.get('reason') or '-'}: {a.get('description') or '-'} "
+            f"(delivered {a['deliveryCount']}x)"
+        )
+    for h in failure["history"]:
+        operation = f" in operation {h['operation']}" if h.get("operation") else ""
+        note = f": {h['note']}" if h.get("note") else ""
+        yield f"  {h['what']} at {h['at']} by {h['by']}{operation}{note}"
+
+
+def _show_failure(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
+    """`deadletters show ID`: one failed message kept as data, its attempts and history."""
+    found = api.call("show_failure", failureId=args.failure_id)
+    return out.result(found, lambda b: list(_failure_lines(b["failure"])))
 
 
 def _listing(
@@ -204,6 +230,8 @@ def _dead_letters(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
     if action == "peek":
         letter = api.call("peek_dead_letter", entity=args.entity, sequenceNumber=args.number)
         return out.result(letter, lambda b: [json.dumps(b, indent=2, ensure_ascii=False)])
+    if action == "show":
+        return _show_failure(api, args, out)
     return _letters_acted(api, args, out, action)
 
 
@@ -469,6 +497,12 @@ def _dead_letter_commands(commands: Commands, flags: argparse.ArgumentParser) ->
     peek = verbs.add_parser("peek", parents=[flags], help="one dead letter, whole")
     peek.add_argument("entity")
     peek.add_argument("number", type=int, metavar="sequence_number")
+    show = verbs.add_parser(
+        "show",
+        parents=[flags],
+        help="one failed message kept as data (OUTBOX_FAILURE_INGEST): its attempts, its history",
+    )
+    show.add_argument("failure_id", help="failure-<32 hex>: a peek's failure.id, a journey's")
     for verb, text in (
         ("resubmit", "send them again, to that subscription only"),
         ("discard", "give them up at that subscription (its subscriber is told)"),

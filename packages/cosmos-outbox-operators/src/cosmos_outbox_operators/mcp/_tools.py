@@ -47,6 +47,7 @@ GroupId = Annotated[str, _named("groupId")]
 OperationId = Annotated[str, _named("operationId")]
 EventId = Annotated[str, _named("eventId")]
 Entity = Annotated[str, _named("entity")]
+FailureId = Annotated[str, _named("failureId")]
 
 
 class NoArguments(RequestModel):
@@ -94,6 +95,13 @@ class EventNamed(RequestModel):
     """One event."""
 
     event_id: EventId
+
+
+class FailureNamed(RequestModel):
+    """One failed message kept as data (its id: a dead letter's `failure.id`, an event
+    journey's `failures`)."""
+
+    failure_id: FailureId
 
 
 class DeadLetterNamed(RequestModel):
@@ -244,10 +252,21 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "peek_dead_letter",
         "One dead letter, whole: body, properties, dead-letter reason and description, delivery "
-        "count, enqueued time, how often it was resubmitted.",
+        "count, enqueued time, how often it was resubmitted (and, failures kept as data, its "
+        "attempts and history: `failure`).",
         DeadLetterNamed,
         DeadLetterMessage,
         _peek_dead_letter,
+    ),
+    Tool(
+        "show_failure",
+        "One failed message kept as data (OUTBOX_FAILURE_INGEST), open, archived or resolved: "
+        "the message whole, and its history (`failure`): each attempt that failed (when, the "
+        "dead letter's sequence number, the reason) and what was done to it (retried, "
+        "archived, unarchived: when, by whom, in which operation, why).",
+        FailureNamed,
+        DeadLetterMessage,
+        lambda ops, a: ops.dead_letters.failure(a.failure_id),
     ),
     Tool(
         "show_quarantined",
@@ -260,7 +279,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool(
         "event_journey",
         "Where an event went: stored (or expired), relayed, quarantined or discarded, "
-        "dead-lettered where, applied, held or given up by each subscriber the app knows.",
+        "dead-lettered where, applied, held or given up by each subscriber the app knows, and "
+        "its failure records with their attempts and history (`failures`).",
         EventNamed,
         EventJourney,
         lambda ops, a: ops.journey.of_event(a.event_id),

@@ -180,7 +180,9 @@ def _failure_trigger(
         )
 
     async def ingest(message: func.ServiceBusMessage) -> None:
-        await wiring().failures.ingest(entity, dead_letter_of_trigger(message))
+        from cosmos_outbox._failures import received
+
+        await wiring().failures.ingest(entity, received(dead_letter_of_trigger(message)))
 
     ingest.__name__ = ingest.__qualname__ = failure_function_name(entity)
     bp.function_name(failure_function_name(entity))(trigger(shell(asynchronous)(ingest)))

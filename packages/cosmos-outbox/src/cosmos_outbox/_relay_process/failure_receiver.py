@@ -19,7 +19,7 @@ from typing import Any
 from azure.servicebus import ServiceBusReceiveMode, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient
 
-from cosmos_outbox._failures import Failures
+from cosmos_outbox._failures import Failures, received
 from cosmos_outbox._relay_process.schedule_receiver import receive_again_later
 from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox.servicebus._dead_letters import dead_letter_of
@@ -101,7 +101,7 @@ class FailureReceiver:
 
     async def _handle(self, receiver: Any, messages: list[Any]) -> None:
         """`messages` kept at once, then completed; none completed unless all were kept."""
-        letters = [dead_letter_of(m) for m in messages]
+        letters = [received(dead_letter_of(m)) for m in messages]
         try:
             await self._failures.ingest_many(self.entity, letters)
         except Exception:

@@ -300,6 +300,7 @@ class BulkOperators:
             _matcher(record, spec),
             reason=record.reason,
             subscribers=self._parts.subscribers,
+            operation=record.id,
         )
 
     def _now(self) -> datetime:

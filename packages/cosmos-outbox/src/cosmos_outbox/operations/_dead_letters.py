@@ -10,12 +10,14 @@ remain."""
 
 from __future__ import annotations
 
+import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, cast
 
+from cosmos_outbox._failures import letter_of
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
     RESUBMISSION_PROPERTY,
@@ -27,7 +29,8 @@ from cosmos_outbox.errors import DependencyUnavailableError, NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit, logger
 from cosmos_outbox.operations._deliveries import Received, received
-from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
+from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
+from cosmos_outbox.operations._failure_view import FailureView
 from cosmos_outbox.operations._giving_up import notice_of_event
 from cosmos_outbox.operations._letters import (
     PREVIEW_ITEMS,
@@ -53,6 +56,8 @@ from cosmos_outbox.ports import (
 from cosmos_outbox.telemetry import error_type
 
 if TYPE_CHECKING:
+    from cosmos_outbox._failures import Failures
+    from cosmos_outbox._mapper.failure import FailureRecord
     from cosmos_outbox.operations._watch import DeadLetterWatch, VanishedLetter, WatchRecord
 
 __all__ = [
@@ -116,7 +121,16 @@ def discard_of(
 class DeadLetterOperators:
     """The dead letters' use cases over the port (`queues()`, made on first use; None: no
     Service Bus to read them) and the watched entities; `watch` remembers the dead letters so
-    that one that leaves without being applied is said (`cosmos_outbox.operations._watch`)."""
+    that one that leaves without being applied is said (`cosmos_outbox.operations._watch`).
+
+    With `failures` (OUTBOX_FAILURE_INGEST on: the relay drains every watched dead-letter queue
+    into failure records) the dead letters of an entity are its OPEN failure records, each as
+    the dead letter it was last (`letter_of`: its last attempt's sequence number): counted
+    exactly (its groups' summaries), listed, peeked (with its history), previewed and acted on
+    whole (no COUNT_LIMIT); a resubmit sends each record's message again as a dead letter's
+    resubmission is sent and marks the record resolved, a discard sends its discard notice and
+    archives it (who, why, which operation: its history). The queues are not read (the ingest
+    empties them) and the watch of vanished dead letters is not kept (the records are)."""
 
     def __init__(
         self,
@@ -125,8 +139,10 @@ class DeadLetterOperators:
         *,
         watch: DeadLetterWatch | None = None,
         rules: Callable[[], Awaitable[TargetRuleCheck]] | None = None,
+        failures: Failures | None = None,
     ) -> None:
         self._queues = queues
+        self._failures = failures
         self.watched = tuple(watched)
         self._watch = watch
         #: each entity's last count read (the answer while its queue cannot be read)
@@ -148,7 +164,7 @@ class DeadLetterOperators:
     async def watch(self) -> list[VanishedLetter]:
         """One look for dead letters that left their queue without being applied (the backlog
         timer's, each tick); the vanished ones, unresolved. Nothing when no watch is kept."""
-        if self._watch is None or self._queues() is None:
+        if self._watch is None or self._queues() is None or self._failures is not None:
             return []
         return await self._watch.sweep(self.scan)
 
@@ -183,6 +199,12 @@ class DeadLetterOperators:
     async def pages(self, entity: DeadLetterEntity, after: int) -> AsyncIterator[list[Described]]:
         """The dead letters after sequence number `after`, in order, a peek (PEEK_BATCH) at a
         time, until one comes back short."""
+        if self._failures is not None:
+            kept = await self._kept(entity)
+            listed = [kept[n][0] for n in sorted(kept) if n > after]
+            for start in range(0, len(listed), PEEK_BATCH):
+                yield listed[start : start + PEEK_BATCH]
+            return
         port = self._port()
         start = after + 1
         while True:
@@ -212,7 +234,12 @@ class DeadLetterOperators:
         fail the others' counts."""
         found = {"name": entity.name, "kind": entity.kind}
         try:
-            letters, more = await self.scan(entity)
+            if self._failures is not None:  # exact: the entity's groups' summaries
+                number = await answered(COSMOS_DB, self._failures.open_count(entity.name))
+                more = False
+            else:
+                letters, more = await self.scan(entity)
+                number = len(letters)
         except Exception as exc:
             error = (
                 str(exc)  # "Service Bus did not answer within 3 s"
@@ -224,7 +251,7 @@ class DeadLetterOperators:
                 return EntityCount(**found, dead_letters=None, at_least=False, error=error)
             return last.model_copy(update={"error": error})
         counted = EntityCount(
-            **found, dead_letters=len(letters), at_least=more, counted_at=datetime.now(UTC)
+            **found, dead_letters=number, at_least=more, counted_at=datetime.now(UTC)
         )
         self._known[entity.name] = counted
         return counted
@@ -250,11 +277,17 @@ class DeadLetterOperators:
                         more, _ = await self.scan(entity, after=number, limit=1)
                         return found, number if more else None
             scanned += len(page)
-            if scanned >= COUNT_LIMIT and len(page) == PEEK_BATCH:
+            if scanned >= self._limit and len(page) == PEEK_BATCH:
                 return found, page[-1].letter.sequence_number
         return found, None
 
     async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> DeadLetterMessage:
+        if self._failures is not None:
+            kept = (await self._kept(entity)).get(sequence_number)
+            if kept is None:
+                raise NotFoundError(DEAD_LETTER, f"{entity.name} #{sequence_number}")
+            described, record = kept
+            return DeadLetterMessage.of(described, FailureView.of(record))
         [*found] = await answered(
             SERVICE_BUS, self._port().peek(entity, from_sequence=sequence_number, max_count=1)
         )
@@ -268,11 +301,12 @@ class DeadLetterOperators:
         """The dead letters a selection names (NotFoundError for numbers not there), and
         whether the scan stopped at its limit (more may match)."""
         if not selection.sequence_numbers:
-            letters, more = await self.scan(entity)
+            letters, more = await self.scan(entity, limit=self._limit)
             return [d for d in letters if selection.filter.matches(d)], more
         wanted = set(selection.sequence_numbers)
         span = max(wanted) - min(wanted) + 1  # sequence numbers are unique: no more in between
-        letters, _ = await self.scan(entity, after=min(wanted) - 1, limit=min(span, COUNT_LIMIT))
+        limit = min(span, self._limit)
+        letters, _ = await self.scan(entity, after=min(wanted) - 1, limit=limit)
         found = [d for d in letters if d.letter.sequence_number in wanted]
         missing = wanted - {d.letter.sequence_number for d in found}
         if missing:
@@ -345,17 +379,26 @@ class DeadLetterOperators:
         reason: str | None,
         remaining: int = 0,
         budget: float | None = None,
+        operation: str | None = None,
     ) -> ActionReport:
         """`letters` (as peeked): the watch told, each moved (its resubmission or notice sent,
         then removed), in chunks while `budget` seconds last (None: all of them; a bulk
-        operation's worker), the report audited (`remaining`: how many more match)."""
+        operation's worker), the report audited (`remaining`: how many more match). With the
+        failure records (see the class): each message sent, then its record settled (resolved
+        or archived, noted with `operation`), nothing removed from a queue."""
         by = str(current_actor())
         plan = {
             d.letter.sequence_number: (d, _sent(action, d, entity, reason=reason or "", by=by))
             for d in letters
         }
-        await self._record(entity, letters, "resubmitted" if action == "resubmit" else "discarded")
-        handled = await self._move(entity, plan, budget)
+        if self._failures is not None:
+            handled = await self._settle(action, entity, plan, budget, reason, operation)
+        else:
+            fate: Literal["resubmitted", "discarded"] = (
+                "resubmitted" if action == "resubmit" else "discarded"
+            )
+            await self._record(entity, letters, fate)
+            handled = await self._move(entity, plan, budget)
         deliveries = await self.deliveries(entity, [h.sent for h in handled if h.outcome is None])
         will_see = _will_see(action, entity, handled) + as_rules_decide(deliveries)
         _audit(action, entity, handled, remaining, will_see, reason=reason)
@@ -410,6 +453,100 @@ class DeadLetterOperators:
             outcomes = await answered(SERVICE_BUS, port.move(entity, {n: plan[n][1] for n in part}))
             handled += [Handled(plan[n][0], plan[n][1], outcomes.get(n)) for n in part]
         return handled
+
+    # -- the failure records (OUTBOX_FAILURE_INGEST; see the class) ------------------------
+
+    @property
+    def keeps_records(self) -> bool:
+        """Whether the dead letters are failure records (the queues drained by the ingest)."""
+        return self._failures is not None
+
+    @property
+    def _limit(self) -> int:
+        """Dead letters read for a count, a page or a selection: COUNT_LIMIT of a queue; every
+        record (exact)."""
+        return sys.maxsize if self._failures is not None else COUNT_LIMIT
+
+    async def _kept(self, entity: DeadLetterEntity) -> dict[int, tuple[Described, FailureRecord]]:
+        """`entity`'s open failure records, as dead letters, by their sequence numbers."""
+        assert self._failures is not None
+        records = await answered(COSMOS_DB, self._failures.open_at(entity.name))
+        return {(d := describe(letter_of(r))).letter.sequence_number: (d, r) for r in records}
+
+    async def _settle(
+        self,
+        action: Literal["resubmit", "discard"],
+        entity: DeadLetterEntity,
+        plan: dict[int, tuple[Described, Outgoing | None]],
+        budget: float | None,
+        reason: str | None,
+        operation: str | None,
+    ) -> list[Handled]:
+        """Each planned record's message sent, then the record resolved (resubmit) or archived
+        (discard), a chunk at a time while the budget lasts (as `_move`). Sent again after a
+        failure between the two, a message has the same MessageId (the record unchanged):
+        duplicate detection drops it."""
+        assert self._failures is not None
+        kept = await self._kept(entity)
+        by = str(current_actor())
+        handled: list[Handled] = []
+        numbers = sorted(plan)
+        deadline = None if budget is None else time.monotonic() + budget
+        chunk = 50
+        for start in range(0, len(numbers), chunk):
+            part = numbers[start : start + chunk]
+            if start and deadline is not None and time.monotonic() > deadline:
+                handled += [
+                    Handled(plan[n][0], None, "not handled in this call: call again")
+                    for n in numbers[start:]
+                ]
+                break
+            gone = [n for n in part if n not in kept]
+            handled += [
+                Handled(plan[n][0], None, "no longer open (settled meanwhile)") for n in gone
+            ]
+            present = [n for n in part if n in kept]
+            if not present:
+                continue
+            await self.send(entity, [m for n in present if (m := plan[n][1]) is not None])
+            by_group: dict[str, list[FailureRecord]] = {}
+            for n in present:
+                by_group.setdefault(kept[n][1].group, []).append(kept[n][1])
+            for records in by_group.values():
+                await answered(
+                    COSMOS_DB,
+                    self._failures.settle(
+                        records,
+                        "resolved" if action == "resubmit" else "archived",
+                        what="retried" if action == "resubmit" else "archived",
+                        by=by,
+                        operation=operation,
+                        note=reason,
+                    ),
+                )
+            handled += [Handled(plan[n][0], plan[n][1], None) for n in present]
+        return handled
+
+    async def failure(self, record_id: str) -> DeadLetterMessage:
+        """A failed message kept as data, in any state: the message whole as it was dead-lettered
+        last, with its record and history (`failure`). NotFoundError: none of that id (expired),
+        or failures not kept as data."""
+        if self._failures is None:
+            raise NotFoundError(
+                "failed message",
+                f"{record_id} (failures are kept as data only with OUTBOX_FAILURE_INGEST on)",
+            )
+        record = await answered(COSMOS_DB, self._failures.record(record_id))
+        return DeadLetterMessage.of(describe(letter_of(record)), FailureView.of(record))
+
+    async def failures_of_event(self, event_id: str) -> list[FailureView]:
+        """The failure records of an event, in any state, with their history (none when
+        failures are not kept as data)."""
+        if self._failures is None:
+            return []
+        return [
+            FailureView.of(r) for r in await answered(COSMOS_DB, self._failures.of_event(event_id))
+        ]
 
 
 def bounded_budget() -> float:

@@ -141,6 +141,10 @@ class _Watching:
         self, canary: Sequence[CanaryItem], watermarks: Mapping[str, int]
     ) -> list[str]:
         wanted = {c.message_id for c in canary if c.message_id}
+        # a failure record that failed again is its first dead letter with one more attempt
+        # (its MessageId the first's): known by its event id, open again after the watermark
+        records = self._letters.keeps_records
+        events = {c.event_id for c in canary if c.event_id} if records else set()
         found = []
         for entity in self._watched:
             async for page in self._letters.pages(entity, watermarks.get(entity.name, 0)):
@@ -148,7 +152,7 @@ class _Watching:
                     f"{d.event_id or d.letter.message_id} at {entity.name}: "
                     f"{d.letter.reason or '-'}: {d.letter.description or '-'}"
                     for d in page
-                    if d.letter.message_id in wanted
+                    if d.letter.message_id in wanted or d.event_id in events
                 ]
         return found
 
@@ -167,10 +171,12 @@ class LetterItems(_Watching, Items):
         *,
         reason: str | None,
         subscribers: Callable[[], Mapping[str, AsyncDocumentStore]],
+        operation: str | None = None,
     ) -> None:
         super().__init__(letters, [entity])
         self._entity, self._action, self._matches = entity, action, matches
         self._reason, self._subscribers = reason, subscribers
+        self._operation = operation
 
     async def count(self) -> tuple[int, str | None]:
         count, last = 0, 0
@@ -233,6 +239,7 @@ class LetterItems(_Watching, Items):
                 [present[n] for n in sorted(present)],
                 reason=self._reason,
                 budget=None,
+                operation=self._operation,
             )
         except PASSING as exc:
             why = f"{error_type(exc)}: {exc!s:.200}"

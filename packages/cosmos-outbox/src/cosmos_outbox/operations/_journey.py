@@ -34,6 +34,7 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
+from cosmos_outbox.operations._failure_view import FailureView
 from cosmos_outbox.operations._history import Step, SubscriberSight, history
 from cosmos_outbox.operations._letters import Described, LetterSummary
 from cosmos_outbox.operations._parts import Parts
@@ -99,6 +100,9 @@ class EventJourney(Model):
     history: list[Step] = []
     #: the parts that could not be read (the rest is shown)
     unanswered: list[Unanswered] = []
+    #: its failure records (OUTBOX_FAILURE_INGEST), in any state, each with its attempts and
+    #: what was done to it (an event's journey; not an aggregate's)
+    failures: list[FailureView] = []
 
 
 class SubscriberAggregate(Model):
@@ -223,8 +227,16 @@ class JourneyOperators:
             context,
             schedule_state(document) if document is not None else None,
         )
+        try:
+            failures = await self._letters.failures_of_event(event_id)
+        except Exception as exc:
+            failures = []
+            found.unanswered.append(unanswered(COSMOS_DB, "the event's failure records", exc))
+        if failures:
+            found = found.model_copy(update={"failures": failures})
         known = (
-            event is not None
+            bool(failures)
+            or event is not None
             or quarantined is not None
             or bool(found.dead_letters)
             or any(r.event_id == event_id for r in context.watch)

@@ -13,6 +13,7 @@ from typing import Any, Literal, Self
 from cosmos_outbox._mapper import SentFields, sent_fields
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.operations._deliveries import Received
+from cosmos_outbox.operations._failure_view import FailureView
 from cosmos_outbox.ports import DeadLetter, Outgoing
 
 __all__ = [
@@ -208,9 +209,11 @@ class DeadLetterMessage(LetterSummary):
     body: str
     body_encoding: str
     application_properties: dict[str, Any]
+    #: its failure record and history, when failures are kept as data (OUTBOX_FAILURE_INGEST)
+    failure: FailureView | None = None
 
     @classmethod
-    def of(cls, described: Described) -> Self:
+    def of(cls, described: Described, failure: FailureView | None = None) -> Self:
         letter = described.letter
         try:
             body, encoding = letter.body.decode("utf-8"), "utf-8"
@@ -224,6 +227,7 @@ class DeadLetterMessage(LetterSummary):
             subject=letter.subject,
             body=body,
             body_encoding=encoding,
+            failure=failure,
             application_properties={
                 str(k): v if isinstance(v, str | int | float | bool) or v is None else str(v)
                 for k, v in letter.application_properties.items()

@@ -35,6 +35,7 @@ class Operations:
             parts.watched,
             watch=DeadLetterWatch(parts),
             rules=lambda: self.status.rule_check(),
+            failures=parts.failures,
         )
         self.status = StatusOperators(parts, letters)
         self.quarantine = QuarantineOperators(parts)
