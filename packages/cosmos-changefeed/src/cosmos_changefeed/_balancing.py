@@ -40,14 +40,15 @@ most, and never give back:
   given again, as in a fleet of .NET instances;
 * the first available leases in the store's order -- the order .NET takes them in -- are left to
   them, as many as they miss of their targets;
-* an instance at its target **relays**: it takes from such an owner's surplus (beyond its fair
-  share) as many leases as those instances miss of .NET's own target (``ceil(N / owners)``, what
-  they take of the leases available) beyond those available, and gives as many of its own back,
-  for them to take (the first instance to see the need meets it; the others then find the
-  leases available). .NET's target, not the fair share: while a .NET instance that holds none
-  is in no listing, every .NET instance aims at one lease more than its share and takes relayed
-  leases too; counted, enough are relayed for the one short of its share, or out of sight, to
-  get some.
+* an instance at its target **relays** while one of them is short of its share: it takes from
+  such an owner's surplus (beyond its fair share) as many leases as those instances miss of
+  .NET's own target (``ceil(N / owners)``, what they take of the leases available), and gives
+  as many of its own back, for them to take. .NET's target, not the fair share, and the leases
+  already available not subtracted: .NET instances short of their target all take the
+  available leases in the store's order at once (the one a moment earlier wins them), and
+  while a .NET instance that holds none is in no listing every .NET instance aims at one lease
+  more than its share; relayed so, some reach the one short of its share, and the one out of
+  sight. Bounded by the surplus, it stops once no .NET instance holds more than its share.
 
 An instance that joins holds nothing, so the others do not count it until it holds a lease or
 asked for one; it counts itself, which lowers the others' targets below what they hold: their
@@ -55,8 +56,8 @@ surplus is there for it to ask one lease of at its first round. At their next ro
 it, give their surplus back, and it takes it at its next. A change of membership so comes to an
 even spread (within one lease) in one to three acquire intervals, moving about the leases that
 must move; a fleet half of .NET instances in one to four (docs/benchmarks.md), where .NET's
-alone needs five to twenty -- but a cold start of 500 x 50 up to 7.4 under some seeds (over five
-under 7 of 20): .NET instances short of their share all take the available leases in the
+alone needs five to twenty -- but a cold start of 500 x 50 up to 6.3 under some seeds (over five
+under 5 of 20): .NET instances short of their share all take the available leases in the
 store's order at once, so one of them gets its share a round, and a .NET instance whose rounds
 took nothing is in no listing (the targets count it out) and loses the steals to a .NET peer a
 moment earlier.
@@ -345,11 +346,11 @@ class _View:
     def relays(self) -> int:
         """How many leases this instance, at its share, relays from owners that do not hand
         over, beyond their share, to such instances under .NET's target (which take only what
-        is available): what the latter miss beyond the leases available (the first instance
-        to see the need meets it; the others then find the leases available)."""
-        if not self.owners[self.me]:
+        is available), while one of them is short of its share: what they miss of .NET's
+        target (the leases available are raced for; see the module)."""
+        if not self.owners[self.me] or self.missing() <= 0:
             return 0
-        need = min(self.dotnet_hungry() - len(self.available), len(self.dotnet_surplus()))
+        need = min(self.dotnet_hungry(), len(self.dotnet_surplus()))
         return min(max(need, 0), len(self.owners[self.me]))
 
 
