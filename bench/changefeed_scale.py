@@ -34,7 +34,8 @@ intervals:
 
 ``python -m bench.changefeed_scale`` prints the tables (``--sizes 100x10,500x50``, ``--grid``
 for every pair of 100/500/2,000 leases and 10/50/100 instances, ``--no-dotnet``, ``--no-mixed``,
-``--no-throttled``); ``--mixed-seeds 20`` only the mixed fleet, under 20 seeds per size (the
+``--no-throttled``, ``--limit 200``: watch each change for 200 acquire intervals rather than 40);
+``--mixed-seeds 20`` only the mixed fleet, under 20 seeds per size (the
 published one, then 1 to 19): the spread of its times to even.
 """
 
@@ -547,6 +548,7 @@ def _sizes(text: str) -> tuple[tuple[int, int], ...]:
 
 
 def main() -> None:
+    global LIMIT  # --limit: how long every change is watched
     parser = argparse.ArgumentParser(prog="python -m bench.changefeed_scale")
     parser.add_argument("--sizes", type=_sizes, default=SIZES, help="e.g. 100x10,500x50")
     parser.add_argument(
@@ -556,6 +558,13 @@ def main() -> None:
     parser.add_argument("--no-mixed", action="store_true", help="without the mixed fleet")
     parser.add_argument("--no-throttled", action="store_true", help="without the 429 runs")
     parser.add_argument(
+        "--limit",
+        type=float,
+        default=LIMIT / ACQUIRE,
+        metavar="N",
+        help="how long to watch a change settle, in acquire intervals (default 40)",
+    )
+    parser.add_argument(
         "--mixed-seeds",
         type=int,
         default=0,
@@ -563,6 +572,7 @@ def main() -> None:
         help="only the mixed fleet, under N seeds per size (default sizes: 100x10,500x50)",
     )
     args = parser.parse_args()
+    LIMIT = args.limit * ACQUIRE
     logging.getLogger("cosmos_changefeed").setLevel(logging.CRITICAL)
     if args.mixed_seeds:
         print(mixed_seeds_table(args.sizes if args.sizes != SIZES else MIXED, args.mixed_seeds))
