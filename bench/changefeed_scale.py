@@ -34,7 +34,9 @@ intervals:
 
 ``python -m bench.changefeed_scale`` prints the tables (``--sizes 100x10,500x50``, ``--grid``
 for every pair of 100/500/2,000 leases and 10/50/100 instances, ``--no-dotnet``, ``--no-mixed``,
-``--no-throttled``); ``--mixed-seeds 20`` only the mixed fleet, under 20 seeds per size (the
+``--no-throttled``, ``--limit 200``: watch each change for 200 acquire intervals rather than 40;
+``--throttled-expiry 120``: the 429 runs' leases expire after 120 s rather than 60);
+``--mixed-seeds 20`` only the mixed fleet, under 20 seeds per size (the
 published one, then 1 to 19): the spread of its times to even.
 """
 
@@ -56,6 +58,8 @@ ACQUIRE, RENEW, EXPIRY = 13.0, 17.0, 60.0
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 HOLD = 2 * ACQUIRE
 LIMIT = 40 * ACQUIRE
+#: The 429 runs' lease expiration interval (``--throttled-expiry``; the processor's default: 60).
+THROTTLED_EXPIRY = EXPIRY
 #: Changes written: one per lease per this many seconds -- from before the fleet starts, so
 #: the fleets start from the beginning (a change written before an instance's "now" is not
 #: one to deliver).
@@ -369,7 +373,12 @@ def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> 
     result: dict[str, Any] = {}
 
     async def main() -> None:
-        fleet = SimulatedFleet(clock, partitions=leases, seed=leases * 3 + instances)
+        fleet = SimulatedFleet(
+            clock,
+            partitions=leases,
+            seed=leases * 3 + instances,
+            lease_expiration_interval=THROTTLED_EXPIRY,
+        )
         try:
             await fleet.add(instances)
             await fleet.until_even(hold=HOLD, limit=LIMIT)
@@ -547,6 +556,7 @@ def _sizes(text: str) -> tuple[tuple[int, int], ...]:
 
 
 def main() -> None:
+    global LIMIT, THROTTLED_EXPIRY  # --limit, --throttled-expiry
     parser = argparse.ArgumentParser(prog="python -m bench.changefeed_scale")
     parser.add_argument("--sizes", type=_sizes, default=SIZES, help="e.g. 100x10,500x50")
     parser.add_argument(
@@ -556,6 +566,20 @@ def main() -> None:
     parser.add_argument("--no-mixed", action="store_true", help="without the mixed fleet")
     parser.add_argument("--no-throttled", action="store_true", help="without the 429 runs")
     parser.add_argument(
+        "--limit",
+        type=float,
+        default=LIMIT / ACQUIRE,
+        metavar="N",
+        help="how long to watch a change settle, in acquire intervals (default 40)",
+    )
+    parser.add_argument(
+        "--throttled-expiry",
+        type=float,
+        default=EXPIRY,
+        metavar="S",
+        help="the 429 runs' lease expiration interval in seconds (default 60)",
+    )
+    parser.add_argument(
         "--mixed-seeds",
         type=int,
         default=0,
@@ -563,6 +587,7 @@ def main() -> None:
         help="only the mixed fleet, under N seeds per size (default sizes: 100x10,500x50)",
     )
     args = parser.parse_args()
+    LIMIT, THROTTLED_EXPIRY = args.limit * ACQUIRE, args.throttled_expiry
     logging.getLogger("cosmos_changefeed").setLevel(logging.CRITICAL)
     if args.mixed_seeds:
         print(mixed_seeds_table(args.sizes if args.sizes != SIZES else MIXED, args.mixed_seeds))

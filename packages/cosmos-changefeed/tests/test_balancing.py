@@ -171,6 +171,34 @@ def test_at_its_share_an_instance_relays_a_lease_from_dotnet_beyond_dotnets_targ
     assert len([x for x in round_.release if x.owner == "me"]) == len(taken)
 
 
+def test_a_relay_takes_from_dotnet_beyond_its_fair_share_even_at_dotnets_own_target() -> None:
+    """11 leases, 5 instances (fair share 2, one more for one .NET instance; .NET's own target
+    ceil(11/5) = 3): x and y (.NET) hold 3, z (.NET) 1, me and o 2. y is at .NET's target but
+    beyond its fair share, z short of its: me, at its share, takes y's third lease and gives one
+    of its own back for z. (Relaying only from beyond .NET's target, none moved: a .NET
+    instance out of sight or behind a peer in the store's order stayed short.)"""
+    leases = [lease(str(i), "x") for i in range(3)] + [lease(str(i), "y") for i in range(3, 6)]
+    leases += [lease("6", "z"), ours("7", "me"), ours("8", "me"), ours("9", "o"), ours("10", "o")]
+    round_ = plan(leases)
+    taken, _ = done(round_)
+    assert [x.owner for x in taken] == ["y"]
+    assert [x.owner for x in round_.release] == ["me"]
+
+
+def test_no_relay_while_every_dotnet_instance_holds_its_fair_share() -> None:
+    """11 leases, 5 instances (fair share 2, one more for x; .NET's own target 3): x and y
+    (.NET) hold 3, z (.NET) 2 -- below .NET's target, at its share --, me 2, o 1. y's surplus
+    is o's to take; me, at its share, relays nothing (z would take the lease given back, then
+    be over its share, taken from, and take again, round after round)."""
+    leases = [lease(str(i), "x") for i in range(3)] + [lease(str(i), "y") for i in range(3, 6)]
+    leases += [lease("6", "z"), lease("7", "z"), ours("8", "me"), ours("9", "me")]
+    leases += [ours("10", "o")]
+    round_ = plan(leases)
+    assert done(round_) == ([], []) and round_.release == []
+    taken, _ = done(plan(leases, me="o"))
+    assert [x.owner for x in taken] == ["y"]
+
+
 def test_under_429s_an_instance_asks_for_all_it_misses() -> None:
     leases = [ours(str(i), "a") for i in range(6)]
     assert len(done(plan(leases))[1]) == 1

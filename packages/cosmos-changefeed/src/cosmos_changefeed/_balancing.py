@@ -40,11 +40,15 @@ most, and never give back:
   given again, as in a fleet of .NET instances;
 * the first available leases in the store's order -- the order .NET takes them in -- are left to
   them, as many as they miss of their targets;
-* an instance at its target **relays**: it takes from an owner beyond .NET's own target
-  (``ceil(N / owners)``: one that will not take a lease back) as many leases as the instances
-  under their targets that do not hand over miss beyond those available, and gives as many of
-  its own back, for them to take (the first instance to see the need meets it; the others then
-  find the leases available).
+* an instance at its target **relays** while one of them is short of its share: it takes from
+  such an owner's surplus (beyond its fair share) as many leases as those instances miss of
+  .NET's own target (``ceil(N / owners)``, what they take of the leases available), and gives
+  as many of its own back, for them to take. .NET's target, not the fair share, and the leases
+  already available not subtracted: .NET instances short of their target all take the
+  available leases in the store's order at once (the one a moment earlier wins them), and
+  while a .NET instance that holds none is in no listing every .NET instance aims at one lease
+  more than its share; relayed so, some reach the one short of its share, and the one out of
+  sight. Bounded by the surplus, it stops once no .NET instance holds more than its share.
 
 An instance that joins holds nothing, so the others do not count it until it holds a lease or
 asked for one; it counts itself, which lowers the others' targets below what they hold: their
@@ -52,9 +56,11 @@ surplus is there for it to ask one lease of at its first round. At their next ro
 it, give their surplus back, and it takes it at its next. A change of membership so comes to an
 even spread (within one lease) in one to three acquire intervals, moving about the leases that
 must move; a fleet half of .NET instances in one to four (docs/benchmarks.md), where .NET's
-alone needs five to twenty -- but a cold start of 500 x 50 up to twelve under some seeds: a .NET
-instance whose rounds took nothing is in no listing (the targets count it out, the fleet looks
-even) and loses every race for a lease to the other .NET instances.
+alone needs five to twenty -- but a cold start of 500 x 50 up to 6.3 under some seeds (over five
+under 5 of 20): .NET instances short of their share all take the available leases in the
+store's order at once, so one of them gets its share a round, and a .NET instance whose rounds
+took nothing is in no listing (the targets count it out) and loses the steals to a .NET peer a
+moment earlier.
 
 **.NET's** ``EqualPartitionsBalancingStrategy`` (``select_leases_to_take``), kept for
 comparison (the simulation's figures, docs/benchmarks.md): Azure/azure-cosmos-dotnet-v3,
@@ -219,7 +225,7 @@ def plan_round(
         # its own back, for instances under their share that take only what is available
         target, candidates = held + relays, []
         relay = view.surplus(instance_name, len(surplus) + relays)[len(surplus) :]
-        steal = view.beyond_dotnet_target()
+        steal = view.dotnet_surplus()
     return Round(
         target=target,
         mine=mine,
@@ -308,31 +314,43 @@ class _View:
         """The leases the instances that do not hand over miss of their targets."""
         return sum(self.uncooperative_short())
 
+    def dotnet_hungry(self) -> int:
+        """The leases the instances that do not hand over miss of .NET's own target: what
+        they take of the leases available. Above their fair share while a .NET instance that
+        holds none is in no listing (every .NET instance then aims at one more): relayed
+        leases go to them too, not only to the instances short of their share."""
+        ceiling = self.dotnet_target()
+        return sum(
+            max(ceiling - len(held), 0)
+            for name, held in self.owners.items()
+            if not self.hands_over(name)
+        )
+
     def dotnet_target(self) -> int:
         """The target .NET's balancing computes (``ceil(leases / owners)``, at least 1)."""
         count = sum(1 for held in self.owners.values() if held) or 1
         total = sum(len(held) for held in self.owners.values()) + len(self.available)
         return math.ceil(total / count) if total > count else 1
 
-    def beyond_dotnet_target(self) -> list[Lease]:
-        """The leases of owners that do not hand over beyond .NET's own target: taken from
-        them, they do not take one back."""
-        ceiling = self.dotnet_target()
+    def dotnet_surplus(self) -> list[Lease]:
+        """The leases of owners that do not hand over beyond their fair share (the same ones
+        whoever asks). One at its fair share may take a lease back while .NET's target is
+        above it (``dotnet_hungry`` counts it)."""
         return [
             lease
-            for name, held in self.owners.items()
+            for name in self.owners
             if not self.hands_over(name)
-            for lease in self.surplus(name, len(held) - ceiling)
+            for lease in self.surplus(name)
         ]
 
     def relays(self) -> int:
-        """How many leases this instance, at its share, relays from owners beyond .NET's target
-        that do not hand over to instances under their share that do not take from it: what
-        the latter miss beyond the leases available (the first instance to see the need meets
-        it; the others then find the leases available)."""
-        if not self.owners[self.me]:
+        """How many leases this instance, at its share, relays from owners that do not hand
+        over, beyond their share, to such instances under .NET's target (which take only what
+        is available), while one of them is short of its share: what they miss of .NET's
+        target (the leases available are raced for; see the module)."""
+        if not self.owners[self.me] or self.missing() <= 0:
             return 0
-        need = min(self.missing() - len(self.available), len(self.beyond_dotnet_target()))
+        need = min(self.dotnet_hungry(), len(self.dotnet_surplus()))
         return min(max(need, 0), len(self.owners[self.me]))
 
 
