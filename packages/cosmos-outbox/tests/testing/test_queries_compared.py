@@ -1,5 +1,5 @@
 """The in-memory store against the Cosmos DB adapter on funcstack's endpoint, through the SDK:
-what cosmos-sql's tests/test_engines_agree.py (the two engines held equal over its whole
+what packages/cosmos-sql/tests/test_engines_agree.py (the two engines held equal over its whole
 subset, in one partition, in-process) does not see. The same documents in both stores, across
 two partitions, the same query through `InMemoryStore.query` and `CosmosDocumentStore.query`
 (parameters as the adapter passes them; one partition or across, where the SDK fetches the
