@@ -30,6 +30,8 @@ def ids(sql: str, parameters: dict[str, Any] | None = None) -> list[Any]:
     [
         # undefined (no `n`) and other types are not true: only the numbers compare
         ("SELECT VALUE c.id FROM c WHERE c.n < 3", ["a", "b"]),
+        ("SELECT VALUE c.id FROM c WHERE c.n < 2", ["b"]),
+        ("SELECT VALUE c.id FROM c WHERE c.n >= 2", ["a"]),
         ("SELECT VALUE c.id FROM c WHERE c.n = '1'", ["d"]),
         ("SELECT VALUE c.id FROM c WHERE NOT (c.n = 1)", ["a"]),
         ("SELECT VALUE c.id FROM c WHERE IS_DEFINED(c.b) AND NOT c.b", ["d"]),
