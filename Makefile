@@ -9,18 +9,20 @@ OUTBOX := packages/cosmos-outbox
 OPERATORS := packages/cosmos-outbox-operators
 TESTKIT := packages/cosmos-outbox-testing
 CHANGEFEED := packages/cosmos-changefeed
+# The in-memory Cosmos DB SQL engine the test kit's store runs queries with.
+SQL := packages/cosmos-sql
 # The operators' commands: their entry points are made from this list (hatch_build.py), so the
 # venv's install is made again when it changes.
 OPERATOR_NAMES := $(OPERATORS)/src/cosmos_outbox_operators/cli/_names.py $(OPERATORS)/hatch_build.py
 
 
-.PHONY: help setup browser venvs run test test-slow chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast release-check
+.PHONY: help setup browser venvs run test test-slow chaos docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-sql test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast release-check
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite, the Functions app (http://127.0.0.1:7071/api) and the subscriber (7072)"
 	@echo "make test   set up, then lint, the docs and every test tier (unit, contract, conformance, integration, e2e, deploy, release check); jobs sized by nproc"
 	@echo "make test-slow  make test with every core kept busy by a CPU hog (the slow-machine mode: a verdict must not depend on speed; HOGS=N)"
-	@echo "make release-check  build, check and serve the five distributions; each README's install lines, first example and own tests in clean venvs of each Python 3.11-3.14 found (PYTHONS=3.11 for one)"
+	@echo "make release-check  build, check and serve the six distributions; each README's install lines, first example and own tests in clean venvs of each Python 3.11-3.14 found (PYTHONS=3.11 for one)"
 	@echo "make chaos  the relay's long fault-injection runs, not in make test: processes, a mixed fleet, the hand-over (about 4 min)"
 	@echo "make unit   every test that starts no server (the suite's, the packages', the examples' in-process ones)"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
@@ -64,7 +66,7 @@ $(UV):
 # needs no reinstall. python-qpid-proton (funcstack's AMQP codec) has no Linux wheel on PyPI: it
 # is built from its sdist with the interpreter's compiler flags and no debug information (-g0);
 # CFLAGS, if set and not empty, is used instead.
-$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml $(OPERATOR_NAMES) | $(UV)
+$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml $(SQL)/pyproject.toml $(OPERATOR_NAMES) | $(UV)
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
 	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; \
@@ -99,7 +101,7 @@ run: setup
 
 # Dead code (vulture) at high confidence in everything that ships or runs; the names it cannot
 # tell are required by an interface (a binding's parameter, __exit__'s, an SDK exporter's).
-DEAD_CODE_PATHS := $(OUTBOX)/src $(OPERATORS)/src $(TESTKIT)/src $(FUNCSTACK)/src $(CHANGEFEED)/src domain application infra entrypoints \
+DEAD_CODE_PATHS := $(OUTBOX)/src $(OPERATORS)/src $(TESTKIT)/src $(FUNCSTACK)/src $(CHANGEFEED)/src $(SQL)/src domain application infra entrypoints \
   function_app.py subscriber tools bench examples/orders examples/fastapi-concerts \
   examples/library-loans conformance/*.py
 DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
@@ -126,6 +128,7 @@ lint: $(PY_STAMP)
 	cd examples/library-loans && $(MYPY) --config-file ../../pyproject.toml .
 	cd $(FUNCSTACK) && $(MYPY)
 	cd $(CHANGEFEED) && $(MYPY)
+	cd $(SQL) && $(MYPY)
 	$(VENV)/bin/vulture $(DEAD_CODE_PATHS) --min-confidence 90 --ignore-names $(DEAD_CODE_NAMES)
 	bash deploy/checkov.sh
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/actionlint
@@ -133,12 +136,13 @@ lint: $(PY_STAMP)
 	$(VENV)/bin/shellcheck deploy/smoke.sh scripts/slow-machine
 
 # The fast tiers: every test that starts no server (the ones that do are marked integration or
-# e2e): the suite's and cosmos-outbox's, the operators', the processor's, then each example's
-# in-process tests in its folder (its end-to-end test, on funcstack, is make example-tests').
+# e2e): the suite's and cosmos-outbox's, the operators', the processor's, the SQL engine's, then
+# each example's in-process tests in its folder (its end-to-end test, on funcstack, is make example-tests').
 unit: $(PY_STAMP)
 	$(PY) -m pytest tests $(OUTBOX)/tests -m "not integration and not e2e" -q
 	cd $(OPERATORS) && ../../$(PY) -m pytest -m "not integration and not e2e" -q
 	cd $(CHANGEFEED) && ../../$(PY) -m pytest -m "not integration" -q
+	cd $(SQL) && ../../$(PY) -m pytest -m "not integration" -q
 	for app in $(EXAMPLES); do (cd examples/$$app && ../../$(PY) -m pytest -q -m "not e2e") || exit; done
 
 # Each example is an app of its own (its own function_app.py): its tests run in its folder, as
@@ -172,7 +176,7 @@ GENERATIVE := tests/contacts/api/test_api_generative.py
 # One make for the set-up and the jobs: each starts when what it needs is there (checkov's venv
 # beside the set-up; the rest after it), the longest first.
 TEST_JOB_LIST := setup venvs test-suite test-funcstack release-check test-generative test-operators \
-  test-changefeed example-tests conformance-fast lint-behind docs-behind
+  test-changefeed test-sql example-tests conformance-fast lint-behind docs-behind
 test:
 	@rm -rf $(STARTS) && mkdir -p $(STARTS)
 	@echo "make test: $(TEST_JOBS) jobs at once on $(CORES) cores (the suite over $(TEST_WORKERS) workers, funcstack's over $(FUNCSTACK_WORKERS))"
@@ -262,6 +266,11 @@ test-operators: setup
 test-changefeed: setup
 	cd $(CHANGEFEED) && ../../$(PY) -m pytest -q -p no:cacheprovider --durations=5
 
+# cosmos-sql's own tests (its examples in process; its engine and funcstack's held equal over
+# generated queries, one Node process), from its folder, as any package's.
+test-sql: setup
+	cd $(SQL) && ../../$(PY) -m pytest -q -p no:cacheprovider --durations=5
+
 test-generative: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(GENERATIVE)
 
@@ -306,8 +315,8 @@ status: $(PY_STAMP)
 
 # Every package, each as a wheel and an sdist, into dist/, built and checked as the release check
 # builds them (its first half: `python -m tools.release --build-only`); and cosmos-outbox's wheel,
-# cosmos-changefeed's (its dependency) and its test kit's into the folders of the apps published on
-# their own (deploy/README.md, "How cosmos-outbox travels"): the subscriber and the examples,
+# cosmos-changefeed's (its dependency), its test kit's and cosmos-sql's (the kit's dependency) into
+# the folders of the apps published on their own (deploy/README.md, "How cosmos-outbox travels"): the subscriber and the examples,
 # whose requirements find them in ./wheels (the test kit is their tests' requirement, never
 # deployed), so that an app deploys the packages of its own commit.
 WHEEL_APPS := subscriber examples/orders examples/fastapi-concerts examples/library-loans
@@ -315,8 +324,9 @@ wheels: $(PY_STAMP)
 	$(PY) -m tools.release --build-only
 	for app in $(WHEEL_APPS); do \
 	  mkdir -p $$app/wheels && rm -f $$app/wheels/cosmos_outbox*.whl && \
-	  rm -f $$app/wheels/cosmos_changefeed*.whl && \
-	  cp dist/cosmos_outbox-*.whl dist/cosmos_outbox_testing-*.whl dist/cosmos_changefeed-*.whl $$app/wheels/ || exit 1; \
+	  rm -f $$app/wheels/cosmos_changefeed*.whl $$app/wheels/cosmos_sql*.whl && \
+	  cp dist/cosmos_outbox-*.whl dist/cosmos_outbox_testing-*.whl dist/cosmos_changefeed-*.whl \
+	    dist/cosmos_sql-*.whl $$app/wheels/ || exit 1; \
 	done
 	@ls dist
 

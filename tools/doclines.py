@@ -70,7 +70,7 @@ MAKE_RUNS = {
     "test-slow": "make test with every core kept busy (CI's slow-machine run)",
     "test-suite": "one of make test's jobs: make test runs it",
     "unit": (
-        "the tests make test's jobs run (test-suite, test-operators, test-changefeed, "
+        "the tests make test's jobs run (test-suite, test-operators, test-changefeed, test-sql, "
         "example-tests) that start no server; tests/repository/test_docs_run.py checks its "
         "recipe deselects every test marked integration or e2e and uses no funcstack exec"
     ),

@@ -16,6 +16,7 @@ COPIES = {
     # the named deadlines (docs/testing.md): these suites run on Python 3.11 too, without funcstack
     "packages/cosmos-outbox/tests/deadlines.py": DEADLINES,
     "packages/cosmos-changefeed/tests/deadlines.py": DEADLINES,
+    "packages/cosmos-sql/tests/deadlines.py": DEADLINES,
     "packages/cosmos-outbox-operators/tests/deadlines.py": DEADLINES,
 }
 

@@ -29,6 +29,7 @@ DOMAIN_NAMESPACES = {ROOT_MODULE, "cosmos_outbox.aggregates"}
 FUNCSTACK_SRC = "packages/funcstack/src/funcstack"
 FUNCSTACK_TESTS = "packages/funcstack/tests"
 CHANGEFEED_SRC = "packages/cosmos-changefeed/src/cosmos_changefeed"
+SQL_SRC = "packages/cosmos-sql/src/cosmos_sql"
 
 
 def imported_modules(package: str) -> set[str]:
@@ -165,6 +166,13 @@ def test_the_change_feed_processor_knows_no_outbox_and_needs_only_the_cosmos_sdk
     Azure SDK (azure-cosmos, and azure-core under it) and pytest for its shipped contract suite."""
     allowed = set(sys.stdlib_module_names) | {"azure", "cosmos_changefeed", "pytest"}
     assert imported_roots(CHANGEFEED_SRC) - allowed == set()
+
+
+def test_the_sql_engine_knows_no_outbox_no_azure_and_needs_only_lark() -> None:
+    """cosmos-sql (issue 97): Cosmos DB's SQL over JSON documents; the standard library and its
+    grammar's parser (lark), nothing of the outbox, the kit, funcstack or the Azure SDKs."""
+    allowed = set(sys.stdlib_module_names) | {"lark", "cosmos_sql"}
+    assert imported_roots(SQL_SRC) - allowed == set()
 
 
 #: The core's rooms that compose: the relay as a process (`_relay_process`), the faces and the
@@ -489,6 +497,7 @@ PACKAGE_SOURCES = {
     "cosmos_outbox_testing": "packages/cosmos-outbox-testing/src/cosmos_outbox_testing",
     "funcstack": FUNCSTACK_SRC,
     "cosmos_changefeed": CHANGEFEED_SRC,
+    "cosmos_sql": SQL_SRC,
 }
 #: The packages' folders: their tests and scripts may use their own package's private modules.
 PACKAGE_FOLDERS = {
@@ -497,16 +506,17 @@ PACKAGE_FOLDERS = {
     "packages/cosmos-outbox-testing/": "cosmos_outbox_testing",
     "packages/funcstack/": "funcstack",
     "packages/cosmos-changefeed/": "cosmos_changefeed",
+    "packages/cosmos-sql/": "cosmos_sql",
 }
 #: The only private imports outside a package, each a test that reads another project's
 #: internals on purpose and says so, and fails loudly (an ImportError, a changed byte) if they
 #: move: never a floor product code stands on.
 ALLOWED_PRIVATE_IMPORTS = {
-    # Runs funcstack's Cosmos DB query handler in-process beside the kit's engine (docs/
+    # Runs funcstack's Cosmos DB query handler in-process beside cosmos-sql's engine (docs/
     # cosmos-sql.md): Node, funcstack's Node packages and the endpoint's modules are where
     # funcstack keeps them; if they move, the test's fixture fails naming the import.
-    ("packages/cosmos-outbox/tests/testing/test_sql_engines.py", "funcstack._cache"),
-    ("packages/cosmos-outbox/tests/testing/test_sql_engines.py", "funcstack.cosmos._launcher"),
+    ("packages/cosmos-sql/tests/test_engines_agree.py", "funcstack._cache"),
+    ("packages/cosmos-sql/tests/test_engines_agree.py", "funcstack.cosmos._launcher"),
     # Holds the core's Service Bus rule evaluator and funcstack's endpoint's equal (neither may
     # depend on the other, so each keeps its own); skipped without funcstack (its docstring).
     (

@@ -5,7 +5,7 @@ built do not meet, a README's relative link, the release order, the local index'
 docs' shell lines as the trials read them, and the blocks that need a service (a Cosmos DB
 account) run only where it is given, with only what their document says to set, and the one
 account the check lends its trials' blocks, one trial at a time. `make release-check` runs them
-all on the real five."""
+all on the real six."""
 
 from __future__ import annotations
 
@@ -192,6 +192,7 @@ def test_the_release_order_puts_each_distribution_after_what_it_requires() -> No
     assert [d.name for d in distributions()] == [
         "cosmos-changefeed",
         "cosmos-outbox",
+        "cosmos-sql",
         "cosmos-outbox-testing",
         "cosmos-outbox-operators",
         "funcstack",

@@ -3,7 +3,7 @@ PyPI, built once, checked, served as a local index that stands for PyPI, and tri
 would try it, in clean venvs on every Python each distribution supports. RELEASING.md says what
 it proves and what only a real upload can.
 
-- `dists`: the five distributions, read from their pyproject.toml (names, versions, Pythons);
+- `dists`: the six distributions, read from their pyproject.toml (names, versions, Pythons);
   `python -m tools.release.dists` prints their release order;
 - `build`: the sdists and wheels (the wheel built from the sdist, as pip builds it) and their
   checks: metadata and README as the registry renders them, the wheel's contents, the same wheel

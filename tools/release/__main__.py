@@ -30,7 +30,7 @@ from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial, command, mach
 
 DIST = ROOT / "dist"
 #: The Python of the repository's venv: `make test` runs every distribution's tests on it from
-#: the tree (test-suite, test-funcstack, test-operators, test-changefeed).
+#: the tree (test-suite, test-funcstack, test-operators, test-changefeed, test-sql).
 TREE_PYTHON = "3.13"
 
 
@@ -108,8 +108,8 @@ def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bo
     cosmos-outbox's README's too: pip runs them there), uv's pip interface every other line and
     the same lines on the other Pythons and in the guides; the own tests run on that oldest
     Python (3.11), in a trial of their own; on 3.13 `make test` runs them from the tree
-    (test-suite, test-funcstack, test-operators, test-changefeed): funcstack's, 3.13 only, are
-    collected from its sdist, in its README's venv; 3.12 tries every install and first
+    (test-suite, test-funcstack, test-operators, test-changefeed, test-sql): funcstack's, 3.13
+    only, are collected from its sdist, in its README's venv; 3.12 tries every install and first
     example."""
     trials = []
     readmes = {d.name: str((d.folder / "README.md").relative_to(ROOT)) for d in dists}

@@ -61,9 +61,9 @@ def uv() -> str:
 
 def build_environment(dists: list[Distribution], scratch: Path) -> str | None:
     """One build environment for every build, made once, where every distribution's
-    `[build-system]` requires the same (all five: hatchling): the environment each of uv's
+    `[build-system]` requires the same (all six: hatchling): the environment each of uv's
     isolated builds makes, with the same requirements from the same index, made once instead
-    of fifteen times (each build compiled hatchling's modules anew: about 0.25 s of CPU). Its
+    of eighteen times (each build compiled hatchling's modules anew: about 0.25 s of CPU). Its
     Python, or None (uv's isolated build each time) where the requirements differ."""
     requires = {tuple(sorted(build_requires(d))) for d in dists}
     if len(requires) != 1:

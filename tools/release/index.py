@@ -2,7 +2,7 @@
 uv read) written as files, served read-only by the standard library's HTTP server on
 127.0.0.1, in a thread of the check's own process.
 
-Why files and `http.server` rather than pypiserver: the index is five projects that do not
+Why files and `http.server` rather than pypiserver: the index is six projects that do not
 change while it serves; a static tree is what PEP 503 describes, needs no dependency and no
 process to stop, and carries what pip checks (each file's sha256, `data-requires-python`, so
 that pip on 3.11 never picks funcstack, which needs 3.13). Clients put it first

@@ -26,7 +26,13 @@ from tools.release.dists import Distribution, distributions, normalise
 #: The heading of a README's section of test commands.
 HEADING = "Tests"
 #: The distributions whose README's test lines install an extra and run tests from the sdist.
-SHIPPED = ("cosmos-changefeed", "cosmos-outbox", "cosmos-outbox-operators", "funcstack")
+SHIPPED = (
+    "cosmos-changefeed",
+    "cosmos-outbox",
+    "cosmos-outbox-operators",
+    "cosmos-sql",
+    "funcstack",
+)
 #: cosmos-outbox's adapter suites: on this Python, these arguments, against funcstack's services
 #: started from the repository's 3.13 venv (FUNCSTACK).
 ADAPTERS = {"cosmos-outbox": ("3.11", ("-m", "not e2e"))}

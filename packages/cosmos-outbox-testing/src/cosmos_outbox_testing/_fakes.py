@@ -169,12 +169,12 @@ class InMemoryStore(DocumentStore):
     def query(
         self, query: str, parameters: QueryParameters = None, *, partition_key: str | None = None
     ) -> list[Any]:
-        """The query run by the test kit's engine over the documents (of one partition when
+        """The query run by cosmos-sql's engine over the documents (of one partition when
         `partition_key` is given), in the order they were first written unless it orders them.
         A part of the language the engine does not serve is refused (InvalidQueryError naming
         it), never answered another way; so is a cross-partition aggregate without VALUE, as
         Cosmos DB's SDK refuses it."""
-        from cosmos_outbox_testing._sql import QueryUnsupported, run_query
+        from cosmos_sql import QueryUnsupported, run_query
 
         named = named_parameters(parameters)
         documents = self._all(partition_key)

@@ -1,11 +1,11 @@
 """The in-memory store against the Cosmos DB adapter on funcstack's endpoint, through the SDK:
-what testing/test_sql_engines.py (the two engines held equal over the kit's whole subset, in one
-partition, in-process) does not see. The same documents in both stores, across two partitions,
-the same query through `InMemoryStore.query` and `CosmosDocumentStore.query` (parameters as the
-adapter passes them; one partition or across, where the SDK fetches the query plan and merges
-the ranges' answers: aggregates, ORDER BY across types, OFFSET LIMIT), the same results; a query
-the service refuses, refused by both. A handful of examples each: the breadth of the language is
-the other test's."""
+what packages/cosmos-sql/tests/test_engines_agree.py (the two engines held equal over its whole
+subset, in one partition, in-process) does not see. The same documents in both stores, across
+two partitions, the same query through `InMemoryStore.query` and `CosmosDocumentStore.query`
+(parameters as the adapter passes them; one partition or across, where the SDK fetches the
+query plan and merges the ranges' answers: aggregates, ORDER BY across types, OFFSET LIMIT), the
+same results; a query the service refuses, refused by both. A handful of examples each: the
+breadth of the language is the other test's."""
 
 # ruff: noqa: S608 - the queries are built from the strategies' own constants
 

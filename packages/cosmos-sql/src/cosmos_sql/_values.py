@@ -14,8 +14,8 @@ clause treats as not true.
 - strings are counted and ordered by their UTF-16 code units;
 - ORDER BY sorts across types: undefined, null, booleans (false first), numbers, strings.
 
-Where the docs are silent, Microsoft's own code is the reference (docs/cosmos-sql.md):
-funcstack's engine is held to the same answers by a property test.
+Where the docs are silent, Microsoft's own code is the reference (the repository's
+docs/cosmos-sql.md): funcstack's engine is held to the same answers by a property test.
 
 Pure functions over the JSON a document holds (`dict`, `list`, `str`, `int`/`float`, `bool`,
 None) and `UNDEFINED`.
@@ -43,8 +43,9 @@ class _Undefined(enum.Enum):
 UNDEFINED: Final = _Undefined.UNDEFINED
 
 
-class QueryUnsupported(ValueError):  # noqa: N818 - an internal signal, turned into InvalidQueryError
-    """What the in-memory engine does not serve (or what Cosmos DB refuses), named."""
+class QueryUnsupported(ValueError):  # noqa: N818 - the name of 1.0's API
+    """A query the engine does not serve, or one Cosmos DB refuses: the message names what (the
+    part of the language, the position where the text stops being a query of the subset)."""
 
 
 def is_number(value: Any) -> bool:

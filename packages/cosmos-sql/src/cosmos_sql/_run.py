@@ -16,9 +16,9 @@ from typing import Any, Final, cast
 from lark import Token, Transformer, Tree, v_args
 from lark.exceptions import VisitError
 
-from cosmos_outbox_testing._sql import _values as v
-from cosmos_outbox_testing._sql._grammar import parse, unquote
-from cosmos_outbox_testing._sql._values import UNDEFINED, QueryUnsupported
+from cosmos_sql import _values as v
+from cosmos_sql._grammar import parse, unquote
+from cosmos_sql._values import UNDEFINED, QueryUnsupported
 
 #: An expression, compiled: the value it has for one document (the FROM alias's value).
 Expression = Callable[[Any], Any]
@@ -69,11 +69,19 @@ class Compiled:
 
 
 def run_query(
-    sql: str, parameters: Mapping[str, Any], documents: Iterable[Any], *, cross_partition: bool
+    sql: str,
+    parameters: Mapping[str, Any],
+    documents: Iterable[Any],
+    *,
+    cross_partition: bool = False,
 ) -> list[Any]:
-    """The results of `sql` over `documents`, with `parameters` (by name, `@` included).
-    QueryUnsupported names what is not served, or what Cosmos DB refuses
-    (a cross-partition aggregate without VALUE, as its SDK does)."""
+    """The results of `sql` over `documents` (JSON values: `dict`, `list`, `str`, `int`, `float`,
+    `bool`, None), with `parameters` by name, `@` included (`{"@k": 1}`), as Cosmos DB evaluates
+    the query. `cross_partition`: the documents are several partitions' (a query without a
+    partition key), where Cosmos DB's SDK refuses an aggregate without VALUE.
+
+    QueryUnsupported names what is not served, or what Cosmos DB refuses; a query is never
+    answered another way."""
     compiled = compile_query(sql, parameters)
     if cross_partition and compiled.fields_aggregate:
         raise QueryUnsupported(
@@ -402,7 +410,7 @@ class _Expressions(Transformer[Token, Expression]):
         found = v.FUNCTIONS.get(upper)
         if found is None:
             raise QueryUnsupported(
-                f"the function {name!s} is not served (the test kit serves "
+                f"the function {name!s} is not served (cosmos-sql serves "
                 f"{', '.join(sorted(v.FUNCTIONS))} and the aggregates "
                 f"{', '.join(sorted(v.AGGREGATES))})"
             )

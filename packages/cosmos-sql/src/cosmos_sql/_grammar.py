@@ -1,4 +1,4 @@
-"""The subset of Cosmos DB's NoSQL query language the in-memory store serves, as a grammar
+"""The subset of Cosmos DB's NoSQL query language cosmos-sql serves, as a grammar
 (lark, LALR), and its parser: what is outside it is refused, named (`QueryUnsupported`), never
 answered another way.
 
@@ -31,7 +31,7 @@ from typing import Final
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from cosmos_outbox_testing._sql._values import QueryUnsupported
+from cosmos_sql._values import QueryUnsupported
 
 GRAMMAR: Final = r"""
 start: _SELECT [top] selection [from_clause] [where_clause] [order_clause] [offset_limit]
