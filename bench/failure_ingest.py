@@ -39,16 +39,16 @@ from azure.cosmos.aio import CosmosClient
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient, ServiceBusSender
 
-from cosmos_outbox._failures import Failures
 from cosmos_outbox._mapper import OperationRecord, OperationScope
 from cosmos_outbox._relay_process.failure_receiver import FailureReceiver
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore
 from cosmos_outbox.documents import FAILURE_GROUP_TYPE
 from cosmos_outbox.operations import Actor
-from cosmos_outbox.operations._bulk import OperationStore, new_record
+from cosmos_outbox.operations._bulk._items import RecordItems
+from cosmos_outbox.operations._bulk._operation import OperationStore, new_record
+from cosmos_outbox.operations._bulk._worker import OperationWorker
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
-from cosmos_outbox.operations._items import RecordItems
-from cosmos_outbox.operations._worker import OperationWorker
+from cosmos_outbox.operations._failures import Failures
 from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox.servicebus.aio import ServiceBusDeadLetters
 from funcstack.services import LocalServices

@@ -537,26 +537,26 @@ ALLOWED_PRIVATE_IMPORTS = {
     # core's operations); if they move, the import fails loudly.
     (
         "packages/cosmos-outbox-operators/tests/operators/test_bulk_operations.py",
-        "cosmos_outbox.operations._worker",
+        "cosmos_outbox.operations._bulk._worker",
     ),
     # the same for the re-drive's operation, and its batch's size (a batch in flight)
     (
         "packages/cosmos-outbox-operators/tests/operators/test_redrive_operation.py",
-        "cosmos_outbox.operations._worker",
+        "cosmos_outbox.operations._bulk._worker",
     ),
     # Times the failures' ingest as `cosmos-outbox relay` runs it (its receiver over its
     # `Failures`, in the bench's process, on funcstack's endpoints): the bench of issue 95 item
     # 8; neither is public (the relay process is the command). If they move, it fails loudly.
-    ("bench/failure_ingest.py", "cosmos_outbox._failures"),
+    ("bench/failure_ingest.py", "cosmos_outbox.operations._failures"),
     ("bench/failure_ingest.py", "cosmos_outbox._relay_process.failure_receiver"),
     # ... and times the group's retry operation over those failures as the relay's hosts work
     # it (the operations' store, worker and the records' items, none public: an operator starts
     # one through the routes, which the bench would only add HTTP to).
     ("bench/failure_ingest.py", "cosmos_outbox._mapper"),
-    ("bench/failure_ingest.py", "cosmos_outbox.operations._bulk"),
+    ("bench/failure_ingest.py", "cosmos_outbox.operations._bulk._items"),
+    ("bench/failure_ingest.py", "cosmos_outbox.operations._bulk._operation"),
+    ("bench/failure_ingest.py", "cosmos_outbox.operations._bulk._worker"),
     ("bench/failure_ingest.py", "cosmos_outbox.operations._dead_letters"),
-    ("bench/failure_ingest.py", "cosmos_outbox.operations._items"),
-    ("bench/failure_ingest.py", "cosmos_outbox.operations._worker"),
     # The stored forms' field names are derived from the mapper's own writers (the rule that
     # only the mapper reads them): only the mapper can say what it writes.
     ("tests/repository/test_layering.py", "cosmos_outbox._mapper"),

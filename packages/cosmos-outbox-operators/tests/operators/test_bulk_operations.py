@@ -21,7 +21,7 @@ from conftest import body, problem
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import OperationStore
-from cosmos_outbox.operations._worker import LEASE_SECONDS, OperationWorker
+from cosmos_outbox.operations._bulk._worker import LEASE_SECONDS, OperationWorker
 from cosmos_outbox.ports import DeadLetterEntity, Outgoing
 from cosmos_outbox_testing import run_sync
 

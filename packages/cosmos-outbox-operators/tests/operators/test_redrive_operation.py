@@ -21,7 +21,7 @@ from conftest import body, problem
 from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import OperationStore
-from cosmos_outbox.operations._worker import BATCH, LEASE_SECONDS, OperationWorker
+from cosmos_outbox.operations._bulk._worker import BATCH, LEASE_SECONDS, OperationWorker
 from cosmos_outbox.relay import OutboxMessage
 from cosmos_outbox_testing import run_sync
 

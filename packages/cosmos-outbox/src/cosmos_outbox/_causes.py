@@ -1,8 +1,8 @@
 """A failure's cause, as its group is keyed by (ServicePulse's failure groups): its text with
 what varies made a placeholder (`cause_of`), a dead letter's reason and description said once
 (`failure_text`), and the group's id (`group_id`). The operators' groups
-(`cosmos_outbox.operations._groups`) and the failures' ingest (`cosmos_outbox._failures`) key
-by the same."""
+(`cosmos_outbox.operations._groups`) and the failures' ingest
+(`cosmos_outbox.operations._failures`) key by the same."""
 
 from __future__ import annotations
 

@@ -299,7 +299,7 @@ class Quarantine:
     async def unresolved_after(self, event_id: str) -> list[QuarantinedEvent]:
         """The records neither resolved nor discarded whose event id sorts after `event_id`
         ("": every one), in event id order: one query, which reads the quarantine's records
-        only (a bulk operation's items, `cosmos_outbox.operations._items`)."""
+        only (a bulk operation's items, `cosmos_outbox.operations._bulk._items`)."""
         found = await self._store.query(
             _UNRESOLVED_AFTER, {"@type": QUARANTINE_TYPE, "@after": event_id}
         )

@@ -49,10 +49,10 @@ from cosmos_outbox.settings import (
 from cosmos_outbox.settings._base import DEFAULT_FAILURE_RETENTION_SECONDS
 
 if TYPE_CHECKING:
-    from cosmos_outbox._failures import Failures
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._relay.forwarding import Relay
     from cosmos_outbox._relay.scheduled import Releases
+    from cosmos_outbox.operations._failures import Failures
     from cosmos_outbox.operations._operations import Operations
     from cosmos_outbox.settings import OutboxSettings
     from cosmos_outbox.telemetry import RelayTelemetry
@@ -414,10 +414,10 @@ class Wiring:
     the backlog estimator are made once, on first use."""
 
     def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
-        from cosmos_outbox._failures import Failures
         from cosmos_outbox._quarantine import Quarantine
         from cosmos_outbox._relay.backlog_history import BacklogHistory
         from cosmos_outbox._relay.health import RelayHealth
+        from cosmos_outbox.operations._failures import Failures
         from cosmos_outbox.telemetry import RelayTelemetry
 
         self.services = services
@@ -436,7 +436,7 @@ class Wiring:
         self._releases: Releases | None = None
         self._operations: Operations | None = None
         self.sequences = Sequences()
-        #: the failed messages kept as data (`cosmos_outbox._failures`)
+        #: the failed messages kept as data (`cosmos_outbox.operations._failures`)
         self.failures: Failures = Failures(
             self.store, retention_seconds=services.failure_retention_seconds
         )

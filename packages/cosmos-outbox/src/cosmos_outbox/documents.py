@@ -49,7 +49,7 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantine_id
 from cosmos_outbox._write.idempotency import IDEMPOTENCY_TYPE
 from cosmos_outbox._write.streams import SEQUENCE_TYPE
 from cosmos_outbox._write.unit_of_work import aggregate_document, commit_operations
-from cosmos_outbox.operations._bulk import OperationStore
+from cosmos_outbox.operations._bulk._operation import OperationStore
 
 __all__ = [
     "EVENT_TYPE",

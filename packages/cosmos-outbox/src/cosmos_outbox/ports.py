@@ -572,8 +572,8 @@ class DeadLetterQueues(abc.ABC):
     def send(self, entity: DeadLetterEntity, messages: Sequence[Outgoing]) -> None:
         """Send `messages` where `entity`'s dead letters go back (the topic for a
         subscription's, the queue for a queue's), as a move sends them, with no dead letter to
-        remove: a failure kept as a record (`cosmos_outbox._failures`) retried. Raises when the
-        broker refuses (nothing said sent)."""
+        remove: a failure kept as a record (`cosmos_outbox.operations._failures`) retried. Raises
+        when the broker refuses (nothing said sent)."""
 
 
 class AsyncDeadLetterQueues(abc.ABC):

@@ -24,10 +24,10 @@ from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from azure_stack import DATABASE, verified
 from deadlines import SHORT
 
-from cosmos_outbox._failures import Failures
 from cosmos_outbox._mapper.failure import FAILED_MESSAGE_TYPE, failure_record
 from cosmos_outbox._relay_process.failure_receiver import FailureReceiver
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+from cosmos_outbox.operations._failures import Failures
 from cosmos_outbox.ports import (
     AsyncDocumentStore,
     BatchOperation,

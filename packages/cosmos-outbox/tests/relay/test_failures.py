@@ -1,7 +1,7 @@
-"""Failed messages as data (`cosmos_outbox._failures`), on the test kit's store: one record per
-failure, a second write of the same delivery changing nothing, a retried message that fails
-again the same record with one more attempt, the group's summary exact in the same batch, and
-the retention: an archived or resolved record expires, an open one never."""
+"""Failed messages as data (`cosmos_outbox.operations._failures`), on the test kit's store: one
+record per failure, a second write of the same delivery changing nothing, a retried message that
+fails again the same record with one more attempt, the group's summary exact in the same batch,
+and the retention: an archived or resolved record expires, an open one never."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._failures import Failures
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     failure_document,
@@ -18,6 +17,7 @@ from cosmos_outbox._mapper.failure import (
 )
 from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.operations._failures import Failures
 from cosmos_outbox.ports import DeadLetter, DeadLetterEntity
 from cosmos_outbox_testing import InMemoryStore
 

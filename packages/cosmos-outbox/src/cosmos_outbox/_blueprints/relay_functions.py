@@ -128,7 +128,7 @@ def _operations_timer(
     @_timer(bp, settings.operations_schedule)
     @shell(asynchronous)
     async def outbox_operations(timer: func.TimerRequest) -> None:
-        """One tick of the bulk operations' worker (`cosmos_outbox.operations._worker`): the
+        """One tick of the bulk operations' worker (`cosmos_outbox.operations._bulk._worker`): the
         open operations found by one query in their partition, and worked in batches for up
         to OPERATIONS_TICK_SECONDS (a batch begun is finished): a group's retry or discard, a
         subscription's dead letters resubmitted or discarded. Nothing open: nothing else is
@@ -180,7 +180,7 @@ def _failure_trigger(
         )
 
     async def ingest(message: func.ServiceBusMessage) -> None:
-        from cosmos_outbox._failures import received
+        from cosmos_outbox.operations._failures import received
 
         await wiring().failures.ingest(entity, received(dead_letter_of_trigger(message)))
 

@@ -1,6 +1,6 @@
 """A failed message's stored form (`failedMessage`, format 1) and its group's summary
 (`failureGroup`): a dead letter drained from a watched dead-letter queue into the outbox's
-container (`cosmos_outbox._failures`), kept as data. Written and read here only
+container (`cosmos_outbox.operations._failures`), kept as data. Written and read here only
 (`failure_document`, `failure_record`, `group_document`, `group_record`).
 
     {"id": "failure-<sha256(entity, event id)[:32]>", "partitionKey": "outbox-failures-<group>",

@@ -3,7 +3,7 @@ container, in a partition of its own (`outbox-operations`), so that whoever runs
 the operations to work with one query in one partition (`ACTIVE_QUERY`: the indexed `active`
 flag, tested on the documents the indexed `type` selects), and the operators' panel lists
 them the same way (sorted by the app). Written and read here only
-(`operation_document`, `operation_record`); `cosmos_outbox.operations._bulk` keeps them.
+(`operation_document`, `operation_record`); `cosmos_outbox.operations._bulk._operation` keeps them.
 
     {"id": <operation id>, "partitionKey": "outbox-operations", "type": "outboxOperation",
      "kind": "groups.retry", "state": "running", "active": true,

@@ -1,8 +1,9 @@
 """The failures' ingest in a relay process (OUTBOX_FAILURE_INGEST): what the Functions app's
 `ingest_failures_*` triggers do (one per dead-letter path), done by a receiver of the process's
 own per watched entity: the dead letters are received (peek-lock) in batches of up to
-`RECEIVE_BATCH`, kept as records at once (`cosmos_outbox._failures.Failures.ingest_many`: each
-group's records and summary in transactional batches) and completed only once that write
+`RECEIVE_BATCH`, kept as records at once
+(`cosmos_outbox.operations._failures.Failures.ingest_many`: each group's records and summary in
+transactional batches) and completed only once that write
 returned; a write that fails abandons them all (the queue gives them again). A process killed
 between the write and the complete loses nothing: the lock runs out (or the link closes), the
 dead letters are given again, and their second write changes nothing. Several processes receive
@@ -19,8 +20,8 @@ from typing import Any
 from azure.servicebus import ServiceBusReceiveMode, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient
 
-from cosmos_outbox._failures import Failures, received
 from cosmos_outbox._relay_process.schedule_receiver import receive_again_later
+from cosmos_outbox.operations._failures import Failures, received
 from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox.servicebus._dead_letters import dead_letter_of
 

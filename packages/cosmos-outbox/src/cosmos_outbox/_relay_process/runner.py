@@ -513,7 +513,7 @@ class RelayProcessor:
     async def _operations_timer(self) -> None:
         """The bulk operations' worker (the Functions app's `outbox_operations`), on
         OUTBOX_OPERATIONS_SCHEDULE: each tick works the open operations for up to
-        OPERATIONS_TICK_SECONDS (`cosmos_outbox.operations._worker`)."""
+        OPERATIONS_TICK_SECONDS (`cosmos_outbox.operations._bulk._worker`)."""
         from croniter import croniter
 
         from cosmos_outbox._blueprints.relay_functions import OPERATIONS_TICK_SECONDS

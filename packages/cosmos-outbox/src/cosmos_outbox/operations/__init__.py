@@ -19,15 +19,15 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._actor import NO_KEY as NO_KEY
     from cosmos_outbox.operations._actor import Actor as Actor
     from cosmos_outbox.operations._actor import acting_as as acting_as
-    from cosmos_outbox.operations._bulk import Operation as Operation
-    from cosmos_outbox.operations._bulk import OperationList as OperationList
+    from cosmos_outbox.operations._bulk._kinds import BULK_KINDS as BULK_KINDS
+    from cosmos_outbox.operations._bulk._operation import Operation as Operation
+    from cosmos_outbox.operations._bulk._operation import OperationList as OperationList
     from cosmos_outbox.operations._dead_letters import MAX_PER_CALL as MAX_PER_CALL
     from cosmos_outbox.operations._groups import FailureGroups as FailureGroups
     from cosmos_outbox.operations._groups import GroupOutcome as GroupOutcome
     from cosmos_outbox.operations._groups import Unarchived as Unarchived
     from cosmos_outbox.operations._journey import AggregateJourney as AggregateJourney
     from cosmos_outbox.operations._journey import EventJourney as EventJourney
-    from cosmos_outbox.operations._kinds import BULK_KINDS as BULK_KINDS
     from cosmos_outbox.operations._letters import ActionReport as ActionReport
     from cosmos_outbox.operations._letters import DeadLetterCounts as DeadLetterCounts
     from cosmos_outbox.operations._letters import DeadLetterMessage as DeadLetterMessage
@@ -73,10 +73,10 @@ _EXPORTS = {
     "FailureGroups": "cosmos_outbox.operations._groups",
     "GroupOutcome": "cosmos_outbox.operations._groups",
     "Unarchived": "cosmos_outbox.operations._groups",
-    "Operation": "cosmos_outbox.operations._bulk",
-    "OperationList": "cosmos_outbox.operations._bulk",
+    "Operation": "cosmos_outbox.operations._bulk._operation",
+    "OperationList": "cosmos_outbox.operations._bulk._operation",
     # the kinds of bulk operation, each said once (what a way in shows or asks of each)
-    "BULK_KINDS": "cosmos_outbox.operations._kinds",
+    "BULK_KINDS": "cosmos_outbox.operations._bulk._kinds",
     # what a way in asks (which dead letters; how many one call handles)
     "LetterFilter": "cosmos_outbox.operations._letters",
     "Selection": "cosmos_outbox.operations._letters",

@@ -17,7 +17,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, cast
 
-from cosmos_outbox._failures import letter_of
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
     RESUBMISSION_PROPERTY,
@@ -31,6 +30,7 @@ from cosmos_outbox.operations._audit import audit, logger
 from cosmos_outbox.operations._deliveries import Received, received
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._failure_view import FailureView
+from cosmos_outbox.operations._failures import letter_of
 from cosmos_outbox.operations._giving_up import notice_of_event
 from cosmos_outbox.operations._letters import (
     PREVIEW_ITEMS,
@@ -56,8 +56,8 @@ from cosmos_outbox.ports import (
 from cosmos_outbox.telemetry import error_type
 
 if TYPE_CHECKING:
-    from cosmos_outbox._failures import Failures
     from cosmos_outbox._mapper.failure import FailureRecord
+    from cosmos_outbox.operations._failures import Failures
     from cosmos_outbox.operations._watch import DeadLetterWatch, VanishedLetter, WatchRecord
 
 __all__ = [

@@ -2,7 +2,7 @@
 watched subscription's dead letters, grouped by where they are, their cause (`cause_of`: what
 varies made a placeholder) and their event type, with an id derived from that key; a group
 previewed through the same use cases as one row (its first MAX_PER_CALL events), and retried or
-discarded whole by a bulk operation (`cosmos_outbox.operations._bulk_operators`)."""
+discarded whole by a bulk operation (`cosmos_outbox.operations._bulk._operators`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from typing import Any, Literal
 
 from cosmos_outbox._causes import ERROR_TYPE as _ERROR_TYPE
 from cosmos_outbox._causes import cause_of, failure_text, group_id
-from cosmos_outbox._failures import Failures, letter_of
 from cosmos_outbox._mapper import message_facts, to_message
 from cosmos_outbox._mapper.failure import FailureGroupRecord
 from cosmos_outbox._model import Model
@@ -36,6 +35,7 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
+from cosmos_outbox.operations._failures import Failures, letter_of
 from cosmos_outbox.operations._letters import Described, Selection, describe, enqueued
 from cosmos_outbox.operations._quarantined import (
     QuarantineOperators,

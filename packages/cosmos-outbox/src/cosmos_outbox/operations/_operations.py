@@ -9,7 +9,7 @@ exactly as the change-feed trigger sends it."""
 
 from __future__ import annotations
 
-from cosmos_outbox.operations._bulk_operators import BulkOperators
+from cosmos_outbox.operations._bulk._operators import BulkOperators
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._groups import GroupOperators
 from cosmos_outbox.operations._journey import JourneyOperators

@@ -18,12 +18,12 @@ from cosmos_outbox.ports import (
 )
 
 if TYPE_CHECKING:
-    from cosmos_outbox._failures import Failures
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._records import LegacyEvents
     from cosmos_outbox._relay.backlog_history import BacklogHistory
     from cosmos_outbox._relay.forwarding import Relay
     from cosmos_outbox._relay.health import RelayHealth
+    from cosmos_outbox.operations._failures import Failures
 
 __all__ = ["PagingTokens", "Parts"]
 

@@ -190,8 +190,8 @@ class TriggerSettings(BaseModel):
         return tuple(name for name, _ in _entries(self.dead_letter_queues))
 
     #: Whether whoever runs the relay drains the watched dead-letter queues into the container
-    #: (`cosmos_outbox._failures`: one `failedMessage` record per failure), read at indexing:
-    #: on, the relay's blueprint registers `ingest_failures_*` on each dead-letter path.
+    #: (`cosmos_outbox.operations._failures`: one `failedMessage` record per failure), read at
+    #: indexing: on, the relay's blueprint registers `ingest_failures_*` on each dead-letter path.
     failure_ingest: bool = Field(default=True, alias="OUTBOX_FAILURE_INGEST")
     #: How long an archived or resolved failure record is kept (its TTL); an open one never
     #: expires.

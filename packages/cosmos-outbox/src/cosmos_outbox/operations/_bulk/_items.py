@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
-from cosmos_outbox._failures import Failures, letter_of, record_key
 from cosmos_outbox._mapper import CanaryItem, OperationCounts, to_message
 from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox._quarantine import Quarantine, QuarantinedEvent
@@ -35,6 +34,7 @@ from cosmos_outbox.operations._dead_letters import (
     letters_will_see,
     resubmission,
 )
+from cosmos_outbox.operations._failures import Failures, letter_of, record_key
 from cosmos_outbox.operations._letters import Described, describe
 from cosmos_outbox.operations._quarantined import (
     QuarantineOperators,

@@ -10,7 +10,7 @@ One step at a time, each written before it is done: count the items (created), s
 and wait for its verdict (canary), a batch (running); a batch's keys are written with the cursor
 after them, then acted on, then its outcome counted and the batch cleared. A worker killed
 mid-batch leaves the batch in the document: the next one acts on what is left of it (each
-effect idempotent, `cosmos_outbox.operations._items`) and counts each of its items once (one
+effect idempotent, `cosmos_outbox.operations._bulk._items`) and counts each of its items once (one
 gone from its queue meanwhile: done by the attempt that died). A finished operation (done,
 cancelled) writes its audit line once, with its counts, as the operator who started it."""
 
@@ -29,9 +29,9 @@ from cosmos_outbox._mapper import OperationCounts, OperationRecord
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
 from cosmos_outbox.operations._actor import acting_as
 from cosmos_outbox.operations._audit import audit
-from cosmos_outbox.operations._bulk import OperationStore, actor_of, now_text, summary_of
-from cosmos_outbox.operations._items import ItemOutcome, Items
-from cosmos_outbox.operations._kinds import spec_of
+from cosmos_outbox.operations._bulk._items import ItemOutcome, Items
+from cosmos_outbox.operations._bulk._kinds import spec_of
+from cosmos_outbox.operations._bulk._operation import OperationStore, actor_of, now_text, summary_of
 
 __all__ = ["BATCH", "LEASE_SECONDS", "OperationWorker", "worker_name"]
 

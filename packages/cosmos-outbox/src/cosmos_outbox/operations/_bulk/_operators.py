@@ -2,7 +2,7 @@
 discard; the dead letters of a subscription matching a filter, or every one, resubmitted or
 discarded; a re-drive of the stored events), read them, cancel one, continue one paused after
 its canary -- each a request's worth of work: one read of what it names, one write -- and
-`work`, the worker's tick (`cosmos_outbox.operations._worker`), which whoever runs the relay
+`work`, the worker's tick (`cosmos_outbox.operations._bulk._worker`), which whoever runs the relay
 calls."""
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from typing import Literal, Unpack
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import OperationRecord, OperationScope
 from cosmos_outbox.operations._actor import current_actor
-from cosmos_outbox.operations._bulk import (
+from cosmos_outbox.operations._bulk._items import Items, LetterItems, QuarantineItems, RecordItems
+from cosmos_outbox.operations._bulk._kinds import BULK_KINDS, ItemsOf, KindSpec, spec_of
+from cosmos_outbox.operations._bulk._operation import (
     Operation,
     OperationList,
     OperationStore,
@@ -25,16 +27,14 @@ from cosmos_outbox.operations._bulk import (
     now_text,
     view,
 )
+from cosmos_outbox.operations._bulk._redrive_items import RedriveItems
+from cosmos_outbox.operations._bulk._worker import OperationWorker, audited, worker_name
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._groups import GroupOperators, cause_of, letter_text
-from cosmos_outbox.operations._items import Items, LetterItems, QuarantineItems, RecordItems
-from cosmos_outbox.operations._kinds import BULK_KINDS, ItemsOf, KindSpec, spec_of
 from cosmos_outbox.operations._letters import Described, LetterFilter
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
 from cosmos_outbox.operations._redrive import RedriveOperators, RedriveScope, scope_of
-from cosmos_outbox.operations._redrive_items import RedriveItems
-from cosmos_outbox.operations._worker import OperationWorker, audited, worker_name
 
 __all__ = ["BulkOperators"]
 
@@ -235,7 +235,7 @@ class BulkOperators:
         return await worker.tick(budget_seconds=budget_seconds)
 
     def items_of(self, record: OperationRecord) -> Items:
-        """The items `record` acts on (see `cosmos_outbox.operations._items`), by what its
+        """The items `record` acts on (see `cosmos_outbox.operations._bulk._items`), by what its
         kind's items are (`BULK_KINDS`)."""
         spec = spec_of(record.kind)
         builders: dict[ItemsOf, Callable[[OperationRecord, KindSpec], Items]] = {

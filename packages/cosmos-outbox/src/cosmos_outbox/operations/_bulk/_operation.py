@@ -1,8 +1,8 @@
 """Bulk operations (DESIGN §19): an operators' action on many items -- a failure group's retry
 or discard, every dead letter of a subscription matching a filter resubmitted or discarded, a
-re-drive of the stored events (`cosmos_outbox.operations._redrive_items`) -- is
+re-drive of the stored events (`cosmos_outbox.operations._bulk._redrive_items`) -- is
 an *operation*: created by one request, which answers at once with it; worked in batches by
-whoever runs the relay (`cosmos_outbox.operations._worker`), never inside a request's bound;
+whoever runs the relay (`cosmos_outbox.operations._bulk._worker`), never inside a request's bound;
 kept in the outbox's container (`cosmos_outbox._mapper.operation`, by `OperationStore`), so
 that every operator sees it with its progress and any relay host finishes it after another
 died. What it is, as the ways in render it: `Operation`; its life:
@@ -42,7 +42,7 @@ from cosmos_outbox._mapper import (
 from cosmos_outbox._model import Model
 from cosmos_outbox.errors import AlreadyExistsError, NotFoundError, PreconditionFailedError
 from cosmos_outbox.operations._actor import Actor
-from cosmos_outbox.operations._kinds import Kind, spec_of
+from cosmos_outbox.operations._bulk._kinds import Kind, spec_of
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 
 __all__ = [

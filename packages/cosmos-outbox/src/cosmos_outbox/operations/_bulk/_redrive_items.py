@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from cosmos_outbox._mapper import OperationCounts
 from cosmos_outbox._records import OutboxRecord, Unreadable
-from cosmos_outbox.operations._items import PASSING, ItemOutcome, Items, Picked
+from cosmos_outbox.operations._bulk._items import PASSING, ItemOutcome, Items, Picked
 from cosmos_outbox.operations._redrive import (
     RedriveOperators,
     operation_will_see,
