@@ -13,14 +13,14 @@ default) keeps each one as a record.
 - The largest group (BIG, at all-events) is retried from its row with a canary of CANARY; while
   that operation is open a second Retry of the same group through the console is refused 409
   naming it.
-- Once the host works a batch of it past the canary (its document read from the store), the
+- Once the host works a batch after the canary (its document read from the store), the
   app's host is SIGKILLed; the stack restarts it (funcstack's `host_restart`, as `make run` has
   it) and the restarted host takes the operation over after the dead one's lease and finishes
   it: the Operations panel shows it done, every item done, none failed.
 - The subscriber at all-events (this test) receives every resubmission exactly once (counted by
   event id and by MessageId); it refuses FAIL_AGAIN of them again (never the canary's), and each
-  of those shows 2 attempts in its history (`GET outbox/failures/{failureId}`); the group shows
-  them, and only them, open again.
+  of those shows 2 attempts in its history (`GET outbox/failures/{failureId}`, the id named by
+  the event's journey); the group shows them, and only them, open again.
 
 Every wait is for what the page, the API or the subscription shows, under a named deadline
 (`funcstack.deadlines`); nothing is timed (the phases are printed with their times: read with
@@ -45,7 +45,6 @@ from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
 from azure.servicebus.exceptions import OperationTimeoutError, SessionLockLostError
 from selenium.webdriver.common.by import By
 
-from cosmos_outbox._mapper.failure import failure_id
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.documents import commit_operations, read_feed
 from cosmos_outbox.relay import Quarantine
@@ -495,16 +494,16 @@ def test_ten_thousand_failures_grouped_exactly_and_a_big_group_retried_through_a
         wait_for(lambda: sum(subscriber.seen()[0].values()) == CANARY, "the canary received")
         say(began, "the canary sent and received")
 
-        # the host SIGKILLed mid-operation: once it works a batch of it past the canary (the
-        # operation's document read from the store: the host answers the API)
+        # the host SIGKILLed mid-operation: once it works a batch after the canary (its keys
+        # written, some of it perhaps sent; the operation's document read from the store)
         held = wait_for(
             lambda: (
                 (doc := stored_operation(stack, operation))["owner"]
                 and doc["batch"]
-                and doc["counts"]["done"] > CANARY
+                and doc["state"] == "running"
                 and doc
             ),
-            "the host working a batch past the canary",
+            "the host working a batch after the canary",
             LONG,
             every=0.02,
         )
@@ -541,10 +540,14 @@ def test_ten_thousand_failures_grouped_exactly_and_a_big_group_retried_through_a
 
     # those refused again: the same failure with a second attempt, open again in their group
     def histories() -> list[dict[str, Any]] | None:
-        found = [
-            api_json(stack, f"/outbox/failures/{failure_id(BIG_ENTITY, e)}")["failure"]
-            for e in refused
-        ]
+        found = []
+        for event in refused:  # the event's journey names its failure; the failure its history
+            [kept] = [
+                f
+                for f in api_json(stack, f"/outbox/journey/events/{event}")["failures"]
+                if f["entity"] == BIG_ENTITY
+            ]
+            found.append(api_json(stack, f"/outbox/failures/{kept['id']}")["failure"])
         return found if all(f["attemptCount"] == 2 for f in found) else None
 
     for failure in wait_for(histories, "each refused again with its second attempt", SHORT):
