@@ -227,10 +227,11 @@ class JourneyOperators:
             context,
             schedule_state(document) if document is not None else None,
         )
+        unread: Exception | None = None
         try:
             failures = await self._letters.failures_of_event(event_id)
         except Exception as exc:
-            failures = []
+            failures, unread = [], exc
             found.unanswered.append(unanswered(COSMOS_DB, "the event's failure records", exc))
         if failures:
             found = found.model_copy(update={"failures": failures})
@@ -242,6 +243,8 @@ class JourneyOperators:
             or any(r.event_id == event_id for r in context.watch)
         )
         if not known and all(s.state in ("not received", "unknown") for s in found.subscribers):
+            if unread is not None:  # its failure records may know it: not a 404, the 503 said
+                raise unread
             raise NotFoundError(EVENT, event_id)
         return found
 
