@@ -6,7 +6,7 @@ and the retention: an archived or resolved record expires, an open one never."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -18,7 +18,7 @@ from cosmos_outbox._mapper.failure import (
 from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.operations._failures import Failures
-from cosmos_outbox.ports import DeadLetter, DeadLetterEntity
+from cosmos_outbox.ports import AsyncDocumentStore, DeadLetter, DeadLetterEntity
 from cosmos_outbox_testing import InMemoryStore
 
 ENTITY = DeadLetterEntity("all-events")
@@ -161,3 +161,44 @@ def test_the_stored_form_reads_back_as_written() -> None:
     document = failure_document(record)
     assert document["body"] is None and document["bodyBase64"]
     assert failure_record(document) == record
+
+
+class Interleaved:
+    """The test kit's store as an async port whose every call lets the others run first (as a
+    container's round trip does): concurrent ingests meet between their reads and writes."""
+
+    def __init__(self, store: InMemoryStore) -> None:
+        self._inner = as_async(store)
+        #: the transactional batches tried (written or refused)
+        self.batches = 0
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._inner, name)
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            await asyncio.sleep(0)
+            self.batches += name == "execute_batch"
+            return await method(*args, **kwargs)
+
+        return call
+
+
+def test_concurrent_ingests_of_one_group_are_each_written_once_without_meeting_on_its_summary() -> (
+    None
+):
+    # 40 dead letters of one cause kept at once, one call each (as the Functions trigger does):
+    # the summary is counted by increments, so they do not take turns on its etag
+    store = InMemoryStore()
+    interleaved = Interleaved(store)
+    failures = Failures(cast(AsyncDocumentStore, interleaved), retention_seconds=RETENTION)
+
+    async def all_at_once() -> None:
+        await failures.ingest(ENTITY, letter(1, event_id="e-1"))  # the group's summary created
+        await asyncio.gather(
+            *(failures.ingest(ENTITY, letter(n, event_id=f"e-{n}")) for n in range(2, 42))
+        )
+
+    run(all_at_once())
+    [group] = run(failures.groups())
+    assert (group.open, len(records(store))) == (41, 41)
+    assert interleaved.batches == 41  # each written by its first batch: none met another

@@ -171,8 +171,9 @@ class Failures:
                     chunk = group_writes[start : start + _RECORDS_PER_BATCH]
                     try:
                         written, stored = await self._write(chunk, stored, now)
-                    except (PreconditionFailedError, AlreadyExistsError):
-                        # another writer of this group meanwhile: these read again, after
+                    except (PreconditionFailedError, AlreadyExistsError, NotFoundError):
+                        # another writer of these meanwhile (a record, or the summary created
+                        # or gone): these read again, after
                         retry += [w.item for w in chunk]
                         stored = await self._summary(chunk[0].item.summary)
                         continue
@@ -241,7 +242,10 @@ class Failures:
                 else BatchOperation("replace", failure_document(w.record), if_match=w.before.etag)
             )
         summary = summary.seen(now)
-        operations.append(_summary_write(summary, stored))
+        if stored is None:  # created with them (two creators: one meets AlreadyExists, reads again)
+            operations.append(_summary_write(summary, None))
+        else:  # counted by increments: concurrent ingests of one group do not meet on its etag
+            operations.append(_summary_counts(stored, summary))
         etags = await self._store.execute_batch(summary.partition, operations)
         records = [replace(w.record, etag=e) for w, e in zip(chunk, etags, strict=False)]
         return records, replace(summary, etag=etags[-1])
@@ -631,6 +635,25 @@ def _group_of(record: FailureRecord) -> FailureGroupRecord:
         aggregate_type=record.aggregate_type,
         action=record.action,
     )
+
+
+def _summary_counts(stored: FailureGroupRecord, counted: FailureGroupRecord) -> BatchOperation:
+    """The patch that moves the stored summary's counts as `counted` moved them from `stored`
+    (increments: nothing to meet, each record's own write counted once) and its last failure
+    (set: two writers at once may leave the earlier of their two times, by milliseconds)."""
+    patch: list[dict[str, Any]] = [
+        {"op": "incr", "path": f"/{name}", "value": after - before}
+        for name, before, after in (
+            ("open", stored.open, counted.open),
+            ("archived", stored.archived, counted.archived),
+            ("resolved", stored.resolved, counted.resolved),
+        )
+        if after != before
+    ]
+    patch.append(
+        {"op": "set", "path": "/lastFailedAt", "value": group_document(counted)["lastFailedAt"]}
+    )
+    return BatchOperation("patch", id=GROUP_SUMMARY_ID, patch=patch)
 
 
 def _summary_write(summary: FailureGroupRecord, stored: FailureGroupRecord | None) -> Any:
