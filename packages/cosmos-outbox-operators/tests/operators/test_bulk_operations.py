@@ -13,7 +13,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,9 +21,9 @@ import pytest
 from conftest import body, problem
 from recovery_world import OTHER, SUBSCRIPTION, RecoveryWorld
 
-from cosmos_outbox.documents import OperationStore
+from cosmos_outbox.documents import OPERATIONS_PARTITION, OperationStore
 from cosmos_outbox.operations._bulk._worker import LEASE_SECONDS, OperationWorker
-from cosmos_outbox.ports import DeadLetterEntity, Outgoing
+from cosmos_outbox.ports import BatchOperation, DeadLetterEntity, Outgoing
 from cosmos_outbox_testing import run_sync
 
 
@@ -403,15 +403,39 @@ def test_a_group_operation_is_refused_409_naming_an_open_operation_on_its_entity
         assert letters["id"] in refused["detail"] and "cancel it" in refused["detail"]
 
 
-def test_a_group_operation_and_its_entitys_started_at_once_start_one(
-    kept: RecoveryWorld,
+def each_reads_the_holds_before_either_writes(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Each of two starts' first transactional batch in the operations' partition waits (2 s at
+    most) until the other's reached it too: each read the holds before either wrote them -- the
+    race a read-then-write would lose, made certain (a route runs in a thread of its own)."""
+    store = world.memory.store
+    real = store.execute_batch
+    both = threading.Barrier(2, timeout=2)
+    arrived = [0]
+    lock = threading.Lock()
+
+    def batch(partition_key: str, operations: Sequence[BatchOperation]) -> list[str | None]:
+        with lock:
+            first = partition_key == OPERATIONS_PARTITION and arrived[0] < 2
+            arrived[0] += first
+        if first:
+            both.wait()
+        return real(partition_key, operations)
+
+    monkeypatch.setattr(store, "execute_batch", batch)
+
+
+def test_a_group_operation_and_its_entitys_started_at_once_start_one(
+    kept: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both read the entity's hold before either writes it: each writes it under the etag it
+    read (or creates it), one batch is refused, and its start reads the holds again: 409."""
     world = kept
     groups = two_groups(world)
-    barrier = threading.Barrier(2)
+    each_reads_the_holds_before_either_writes(world, monkeypatch)
 
     def post(path_and_request: tuple[str, dict[str, Any]]) -> Any:
-        barrier.wait()
         return world.call("POST", path_and_request[0], body=path_and_request[1])
 
     starts = [
