@@ -87,7 +87,7 @@ class BulkOperators:
         """A failure group's retry (a quarantined event replayed, a dead letter resubmitted;
         `canary` items first, `BULK_KINDS.canary` unless said) or discard (`reason` required), as an
         operation (NotFoundError: no such group now; OperationHeldError, 409: an open
-        operation acts on the group already, or on every dead letter of the group's entity).
+        operation acts on the group already, or on the dead letters of the group's entity).
 
         Its items: counted by a worker; the group held by it alone while it is open, and the
         entity a dead letters' group is at shared: another group's operation there may run
