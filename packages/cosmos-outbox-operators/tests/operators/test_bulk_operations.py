@@ -361,6 +361,12 @@ def two_groups(world: RecoveryWorld) -> dict[str, dict[str, Any]]:
     return {g["action"]: g for g in groups}
 
 
+def start_letters(world: RecoveryWorld, action: str, **request: Any) -> dict[str, Any]:
+    reply = world.call("POST", f"{LETTERS}/{action}/operation", body=request)
+    assert reply.status_code == 202, reply.get_body()
+    return body(reply)  # type: ignore[no-any-return]
+
+
 def test_an_entitys_operation_is_refused_409_naming_an_open_group_operation_there(
     kept: RecoveryWorld,
 ) -> None:
@@ -395,8 +401,8 @@ def test_a_group_operation_is_refused_409_naming_an_open_operation_on_its_entity
 ) -> None:
     world = kept
     groups = two_groups(world)
-    request = {"aggregateId": "w9", "canary": 0}  # none of the group's: the entity is held
-    letters = body(world.call("POST", f"{LETTERS}/resubmit/operation", body=request))
+    # none of the groups' dead letters match: the entity is held all the same
+    letters = start_letters(world, "resubmit", aggregateId="w9", canary=0)
     for group in groups.values():
         url = f"outbox/groups/{group['id']}/act"
         refused = problem(world.call("POST", url, body={"action": "retry"}), 409)
@@ -461,7 +467,7 @@ def test_the_entity_is_held_no_longer_once_the_operation_that_held_it_is_cancell
     problem(world.call("POST", f"{LETTERS}/resubmit/operation", body=every), 409)
     body(world.call("POST", f"outbox/operations/{added['id']}/cancel"))
     # cancelled (no batch in flight): its hold is over, the entity's operation starts
-    letters = body(world.call("POST", f"{LETTERS}/resubmit/operation", body=every))
+    letters = start_letters(world, "resubmit", **every)
     refused = problem(
         world.call(
             "POST", f"outbox/groups/{groups['StockMoved']['id']}/act", body={"action": "retry"}
@@ -477,5 +483,4 @@ def test_the_entity_is_held_no_longer_once_the_operation_that_held_it_is_cancell
     assert moved["id"] in problem(again, 409)["detail"]
     work(world)
     assert shown(world, moved)["state"] == "done"
-    after = world.call("POST", f"{LETTERS}/resubmit/operation", body=every)
-    assert after.status_code == 202, after.get_body()
+    start_letters(world, "resubmit", **every)
