@@ -9,20 +9,21 @@ drops it); a cancel stops it; each operation writes one audit line, with its cou
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 from conftest import body, problem
-from recovery_world import SUBSCRIPTION, RecoveryWorld
+from recovery_world import OTHER, SUBSCRIPTION, RecoveryWorld
 
-from cosmos_outbox.documents import OperationStore
+from cosmos_outbox.documents import OPERATIONS_PARTITION, OperationStore
 from cosmos_outbox.operations._bulk._worker import LEASE_SECONDS, OperationWorker
-from cosmos_outbox.ports import DeadLetterEntity, Outgoing
+from cosmos_outbox.ports import BatchOperation, DeadLetterEntity, Outgoing
 from cosmos_outbox_testing import run_sync
 
 
@@ -316,3 +317,170 @@ def test_two_starts_at_once_on_one_group_start_one_operation_the_other_409_namin
     assert done["done"] + done["failed"] + done["skipped"] + done["remaining"] == done["items"]
     dead_lettered(world, 2)  # the same cause again: the group, open once more
     assert start(world, the_group(world), action="retry", canary=0)["id"] != started["id"]
+
+
+# -- a group's operation and its entity's: one at a time over the same dead letters -----------
+
+LETTERS = f"outbox/deadletters/{SUBSCRIPTION}"
+
+
+@pytest.fixture(params=["dead letters", "failure records"])
+def kept(request: pytest.FixtureRequest) -> Iterator[RecoveryWorld]:
+    """The world, its dead letters read at the subscription or (OUTBOX_FAILURE_INGEST on) kept
+    as failure records, the relay's ingest having drained them (`drain`)."""
+    for running in RecoveryWorld.running():
+        if request.param == "failure records":
+            services = running.memory.services
+            running.memory.services = dataclasses.replace(services, failure_ingest=True)
+        yield running
+
+
+def drain(world: RecoveryWorld) -> None:
+    """With failure records kept: every dead letter at `projections` kept as one, then removed."""
+    if not world.memory.services.failure_ingest:
+        return
+    letters = world.memory.dead_letters.letters(SUBSCRIPTION)
+    run_sync(world.outbox.wiring().failures.ingest_many(DeadLetterEntity(SUBSCRIPTION), letters))
+    world.memory.dead_letters.move(
+        DeadLetterEntity(SUBSCRIPTION), {letter.sequence_number: None for letter in letters}
+    )
+
+
+def two_groups(world: RecoveryWorld) -> dict[str, dict[str, Any]]:
+    """Two failure groups at `projections` (StockAdded's, StockMoved's: 2 and 1 dead letters),
+    by action."""
+    ids = world.publish("w1", "StockAdded", "StockAdded", "StockMoved")
+    world.relay()
+    world.deliver_new(skip=set(ids))
+    drain(world)
+    groups = body(world.call("GET", "outbox/groups"))["groups"]
+    assert sorted((g["action"], g["count"]) for g in groups) == [
+        ("StockAdded", 2),
+        ("StockMoved", 1),
+    ]
+    return {g["action"]: g for g in groups}
+
+
+def start_letters(world: RecoveryWorld, action: str, **request: Any) -> dict[str, Any]:
+    reply = world.call("POST", f"{LETTERS}/{action}/operation", body=request)
+    assert reply.status_code == 202, reply.get_body()
+    return body(reply)  # type: ignore[no-any-return]
+
+
+def test_an_entitys_operation_is_refused_409_naming_an_open_group_operation_there(
+    kept: RecoveryWorld,
+) -> None:
+    """A group's operation shares its entity: an operation on every dead letter there (or a
+    filter's: it could hold the group's) is refused 409 naming it while it is open; another
+    group's operation there starts, and an entity elsewhere is not held."""
+    world = kept
+    groups = two_groups(world)
+    added = start(world, groups["StockAdded"], action="retry", canary=0)
+    for action, request in (
+        ("resubmit", {"all": True, "canary": 0}),
+        ("discard", {"aggregateId": "w9", "reason": "known bug"}),
+    ):
+        refused = problem(world.call("POST", f"{LETTERS}/{action}/operation", body=request), 409)
+        assert added["id"] in refused["detail"] and "cancel it" in refused["detail"]
+    moved = start(world, groups["StockMoved"], action="discard", reason="known bug")
+    refused = problem(world.call("POST", f"{LETTERS}/resubmit/operation", body={"all": True}), 409)
+    assert added["id"] in refused["detail"]
+    elsewhere = world.call(
+        "POST", f"outbox/deadletters/{OTHER}/resubmit/operation", body={"all": True}
+    )
+    assert elsewhere.status_code == 202, elsewhere.get_body()
+    assert {o["id"] for o in body(world.call("GET", "outbox/operations"))["operations"]} == {
+        added["id"],
+        moved["id"],
+        body(elsewhere)["id"],
+    }
+
+
+def test_a_group_operation_is_refused_409_naming_an_open_operation_on_its_entitys_letters(
+    kept: RecoveryWorld,
+) -> None:
+    world = kept
+    groups = two_groups(world)
+    # none of the groups' dead letters match: the entity is held all the same
+    letters = start_letters(world, "resubmit", aggregateId="w9", canary=0)
+    for group in groups.values():
+        url = f"outbox/groups/{group['id']}/act"
+        refused = problem(world.call("POST", url, body={"action": "retry"}), 409)
+        assert letters["id"] in refused["detail"] and "cancel it" in refused["detail"]
+
+
+def each_reads_the_holds_before_either_writes(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each of two starts' first transactional batch in the operations' partition waits (2 s at
+    most) until the other's reached it too: each read the holds before either wrote them -- the
+    race a read-then-write would lose, made certain (a route runs in a thread of its own)."""
+    store = world.memory.store
+    real = store.execute_batch
+    both = threading.Barrier(2, timeout=2)
+    arrived = [0]
+    lock = threading.Lock()
+
+    def batch(partition_key: str, operations: Sequence[BatchOperation]) -> list[str | None]:
+        with lock:
+            first = partition_key == OPERATIONS_PARTITION and arrived[0] < 2
+            arrived[0] += first
+        if first:
+            both.wait()
+        return real(partition_key, operations)
+
+    monkeypatch.setattr(store, "execute_batch", batch)
+
+
+def test_a_group_operation_and_its_entitys_started_at_once_start_one(
+    kept: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both read the entity's hold before either writes it: each writes it under the etag it
+    read (or creates it), one batch is refused, and its start reads the holds again: 409."""
+    world = kept
+    groups = two_groups(world)
+    each_reads_the_holds_before_either_writes(world, monkeypatch)
+
+    def post(path_and_request: tuple[str, dict[str, Any]]) -> Any:
+        return world.call("POST", path_and_request[0], body=path_and_request[1])
+
+    starts = [
+        (f"outbox/groups/{groups['StockAdded']['id']}/act", {"action": "retry", "canary": 0}),
+        (f"{LETTERS}/discard/operation", {"all": True, "reason": "known bug"}),
+    ]
+    with ThreadPoolExecutor(2) as pool:
+        replies = list(pool.map(post, starts))
+    assert sorted(r.status_code for r in replies) == [202, 409]
+    [started] = [body(r) for r in replies if r.status_code == 202]
+    [refused] = [problem(r, 409) for r in replies if r.status_code == 409]
+    assert started["id"] in refused["detail"]
+    assert len(body(world.call("GET", "outbox/operations"))["operations"]) == 1
+
+
+def test_the_entity_is_held_no_longer_once_the_operation_that_held_it_is_cancelled_or_done(
+    kept: RecoveryWorld,
+) -> None:
+    world = kept
+    groups = two_groups(world)
+    added = start(world, groups["StockAdded"], action="retry", canary=0)
+    every = {"all": True, "canary": 0}
+    problem(world.call("POST", f"{LETTERS}/resubmit/operation", body=every), 409)
+    body(world.call("POST", f"outbox/operations/{added['id']}/cancel"))
+    # cancelled (no batch in flight): its hold is over, the entity's operation starts
+    letters = start_letters(world, "resubmit", **every)
+    refused = problem(
+        world.call(
+            "POST", f"outbox/groups/{groups['StockMoved']['id']}/act", body={"action": "retry"}
+        ),
+        409,
+    )
+    assert letters["id"] in refused["detail"]
+    work(world)
+    assert shown(world, letters)["state"] == "done"
+    groups = two_groups(world)  # the same causes again: the groups open once more
+    moved = start(world, groups["StockMoved"], action="retry", canary=0)
+    again = world.call("POST", f"{LETTERS}/resubmit/operation", body=every)
+    assert moved["id"] in problem(again, 409)["detail"]
+    work(world)
+    assert shown(world, moved)["state"] == "done"
+    start_letters(world, "resubmit", **every)

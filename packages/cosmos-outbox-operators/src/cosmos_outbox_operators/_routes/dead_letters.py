@@ -288,7 +288,7 @@ def _bulk_operations(routes: Routes) -> None:
         filter, or all of them, as a bulk operation (answered at once; whoever runs the relay
         works it in batches: GET operations/{operationId}); `canary` of them first (default
         5), the rest only once those are not seen failing again; 409 naming the open operation
-        that acts on its dead letters already"""
+        that acts on its dead letters (or on a failure group's there) already"""
         return await start(call, "resubmit")
 
     @routes.post(
@@ -301,7 +301,8 @@ def _bulk_operations(routes: Routes) -> None:
     async def discard_dead_letters_operation(call: HttpCall[Any]) -> Reply:
         """Operators: give up the dead letters of a watched subscription (or queue) matching a
         filter, or all of them, as a bulk operation (answered at once, worked in batches); 409
-        naming the open operation that acts on its dead letters already"""
+        naming the open operation that acts on its dead letters (or on a failure group's there)
+        already"""
         return await start(call, "discard")
 
 

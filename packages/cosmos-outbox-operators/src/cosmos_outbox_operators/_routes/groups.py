@@ -104,7 +104,7 @@ def declare(routes: Routes) -> None:
         operations/{operationId} says how far it is); a retry sends `canary` events first
         (default 5) and goes on only once they are not seen failing again; each event's action
         is audited, and the operation's once, with its counts; 409 naming the open operation
-        that acts on the group already"""
+        that acts on the group (or on its entity's dead letters) already"""
         body = call.body
         operation = await operations().bulk.start_group(
             call.path["groupId"],

@@ -24,7 +24,7 @@ import dataclasses
 import hashlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -241,44 +241,76 @@ class OperationStore:
         self._store = store
         self._clock = clock
 
-    async def create(self, record: OperationRecord, *, holds: str | None = None) -> OperationRecord:
+    async def create(
+        self,
+        record: OperationRecord,
+        *,
+        holds: str | None = None,
+        shares: Sequence[str] = (),
+    ) -> OperationRecord:
         """Store a new operation. `holds`: what items it acts on (a group, an entity's dead
-        letters), held by one open operation at a time: the operation and the hold on them are
-        written in one transactional batch, refused (OperationHeldError, naming the open one)
-        while another open operation holds them; a hold of an operation that has finished (or
-        been cancelled, its batch done) is taken over."""
-        if holds is None:
+        letters), held by one open operation at a time; `shares`: what it acts on part of (the
+        entity a group's dead letters are at), shared with other open operations that share it
+        too, never with one that holds it. The operation and its holds are written in one
+        transactional batch, each hold under the etag it was read with: refused
+        (OperationHeldError, naming the open one) while another open operation holds what it
+        would hold or share, or shares what it would hold; two starts at once write one, the
+        other reads the holds again and decides. A hold of operations that have finished (or
+        been cancelled, their batch done) is taken over."""
+        claims = [(holds, False)] if holds is not None else []
+        claims += [(key, True) for key in shares]
+        if not claims:
             return operation_record(await self._store.upsert(operation_document(record)))
-        hold_id = f"operation-hold-{hashlib.sha256(holds.encode()).hexdigest()[:32]}"
         for _ in range(_HOLD_TRIES):
-            existing = await self._store.read(OPERATIONS_PARTITION, hold_id)
-            if existing is not None:
-                holder = await self._store.read(OPERATIONS_PARTITION, str(existing["operation"]))
-                if holder is not None and holder.get("type") == OPERATION_TYPE:
-                    held = operation_record(holder)
-                    if held.state in OPEN_STATES or held.batch:
-                        raise OperationHeldError(view(held))
-            hold = {
-                "id": hold_id,
-                "partitionKey": OPERATIONS_PARTITION,
-                "type": HOLD_TYPE,
-                "holds": holds,
-                "operation": record.id,
-            }
-            write = (
-                BatchOperation("create", hold)
-                if existing is None
-                else BatchOperation("replace", hold, if_match=existing.get("_etag"))
-            )
+            writes = [await self._claim(record.id, key, shared) for key, shared in claims]
             try:
                 await self._store.execute_batch(
                     OPERATIONS_PARTITION,
-                    [write, BatchOperation("create", operation_document(record))],
+                    [*writes, BatchOperation("create", operation_document(record))],
                 )
             except (AlreadyExistsError, PreconditionFailedError):
-                continue  # another start came first: read its hold again
+                continue  # another start came first: read its holds again
             return await self.get(record.id)
-        raise PreconditionFailedError(f"the hold on {holds} changed under every start")
+        raise PreconditionFailedError(
+            f"the holds on {holds or ', '.join(shares)} changed under every start"
+        )
+
+    async def _claim(self, operation_id: str, key: str, shared: bool) -> BatchOperation:
+        """The write of `key`'s hold taken by `operation_id` (alone, or `shared`), conditional
+        on the hold as read (OperationHeldError: an open operation holds it, or shares it and
+        this one would hold it)."""
+        hold_id = f"operation-hold-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+        existing = await self._store.read(OPERATIONS_PARTITION, hold_id)
+        sharing: list[str] = []
+        if existing is not None:
+            # a hold written before holds were shared names one operation, held alone
+            named = existing.get("operations") or [existing["operation"]]
+            for held in [await self._open(str(i)) for i in named]:
+                if held is None:
+                    continue
+                if not (shared and existing.get("shared")):
+                    raise OperationHeldError(view(held))
+                sharing.append(held.id)
+        hold = {
+            "id": hold_id,
+            "partitionKey": OPERATIONS_PARTITION,
+            "type": HOLD_TYPE,
+            "holds": key,
+            "shared": shared,
+            "operation": operation_id,
+            "operations": [*sharing, operation_id],
+        }
+        if existing is None:
+            return BatchOperation("create", hold)
+        return BatchOperation("replace", hold, if_match=existing.get("_etag"))
+
+    async def _open(self, operation_id: str) -> OperationRecord | None:
+        """The operation, while it holds its items (open, or a batch still in flight)."""
+        found = await self._store.read(OPERATIONS_PARTITION, operation_id)
+        if found is None or found.get("type") != OPERATION_TYPE:
+            return None
+        held = operation_record(found)
+        return held if held.state in OPEN_STATES or held.batch else None
 
     async def get(self, operation_id: str) -> OperationRecord:
         """The operation (NotFoundError: none, or expired)."""

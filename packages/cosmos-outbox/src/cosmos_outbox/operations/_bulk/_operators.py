@@ -15,6 +15,7 @@ from typing import Literal, Unpack
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import OperationRecord, OperationScope
+from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._bulk._items import Items, LetterItems, QuarantineItems, RecordItems
 from cosmos_outbox.operations._bulk._kinds import BULK_KINDS, ItemsOf, KindSpec, spec_of
@@ -86,12 +87,18 @@ class BulkOperators:
         """A failure group's retry (a quarantined event replayed, a dead letter resubmitted;
         `canary` items first, `BULK_KINDS.canary` unless said) or discard (`reason` required), as an
         operation (NotFoundError: no such group now; OperationHeldError, 409: an open
-        operation acts on the group already)."""
+        operation acts on the group already, or on the dead letters of the group's entity).
+
+        Its items: counted by a worker; the group held by it alone while it is open, and the
+        entity a dead letters' group is at shared: another group's operation there may run
+        with it, an operation on the entity's dead letters (`start_letters`, which could act
+        on the same ones) may not."""
         group = await self._groups.find(group_id)
         scope = OperationScope(group=group.id, **group.model_dump(include=_WHAT_A_GROUP_IS))
         record = self._new(spec_of(f"groups.{action}"), scope, reason, canary, canary_wait_seconds)
-        # its items: counted by a worker; held by it alone while it is open
-        return view(await self._store.create(record, holds=f"group:{group.id}"))
+        letters = group.source == "dead letters" and group.entity
+        at = [_letters_of(self._entity_name(group.entity or ""))] if letters else []
+        return view(await self._store.create(record, holds=f"group:{group.id}", shares=at))
 
     async def start_letters(
         self,
@@ -107,7 +114,8 @@ class BulkOperators:
         """Every dead letter of a watched subscription (or queue) matching `selected` (or
         `every` one) resubmitted (`canary` first) or discarded (`reason` required), as an
         operation (NotFoundError: not watched; OperationHeldError, 409: an open operation acts
-        on that entity's dead letters already)."""
+        on that entity's dead letters already, or on a failure group's there: the entity held
+        by it alone while it is open, whatever its filter, as a group's operation shares it)."""
         watched = self._letters.entity(entity)
         if every == (not selected.empty):
             raise ValueError("name the dead letters one way: a filter, or every one")
@@ -124,7 +132,7 @@ class BulkOperators:
         record = self._new(
             spec_of(f"deadletters.{action}"), scope, reason, canary, canary_wait_seconds
         )
-        return view(await self._store.create(record, holds=f"deadletters:{watched.name}"))
+        return view(await self._store.create(record, holds=_letters_of(watched.name)))
 
     async def start_redrive(
         self,
@@ -146,6 +154,13 @@ class BulkOperators:
         )
         record = self._new(spec_of("redrive"), selector, reason, None, None)
         return view(await self._store.create(record))
+
+    def _entity_name(self, name: str) -> str:
+        """A watched entity's name as watched (`name` itself if it is not watched now)."""
+        try:
+            return self._letters.entity(name).name
+        except NotFoundError:
+            return name
 
     def _new(
         self,
@@ -305,6 +320,11 @@ class BulkOperators:
 
     def _now(self) -> datetime:
         return datetime.fromtimestamp(self._parts.clock(), UTC)
+
+
+def _letters_of(entity: str) -> str:
+    """What an operation on `entity`'s dead letters holds (a group's there shares it)."""
+    return f"deadletters:{entity}"
 
 
 def _matcher(record: OperationRecord, spec: KindSpec) -> Callable[[Described], bool]:
