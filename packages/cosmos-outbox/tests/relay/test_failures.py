@@ -233,9 +233,7 @@ def test_an_entitys_dead_letters_are_read_a_page_or_one_at_a_time_not_every_reco
         run(operators.peek(ENTITY, 150))  # archived: not a dead letter any more
 
     page, read = store.counted(_first_page(operators, 0))
-    assert [d.letter.sequence_number for d in page] == [
-        n for n in range(1, 102) if n != 3
-    ]
+    assert [d.letter.sequence_number for d in page] == [n for n in range(1, 102) if n != 3]
     assert read <= summaries + PEEK_BATCH
     page, read = store.counted(_first_page(operators, 1150))
     assert [d.letter.sequence_number for d in page] == list(range(1151, 1201))

@@ -505,9 +505,7 @@ class Failures:
             records = [r for r in await self.open_at(entity) if _number(r) > after]
         else:
             records = [failure_record(d) for d in documents]
-            records += [
-                r for r in await self._unnumbered(names) if _number(r) > after
-            ]
+            records += [r for r in await self._unnumbered(names) if _number(r) > after]
         return sorted(records, key=lambda r: (_number(r), r.id))[:count]
 
     async def open_numbered(self, entity: str, numbers: Sequence[int]) -> list[FailureRecord]:
