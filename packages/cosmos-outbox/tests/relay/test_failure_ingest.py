@@ -357,10 +357,10 @@ def test_an_entitys_open_records_are_read_in_sequence_number_order_a_page_or_a_n
             def numbers(records: Sequence[Any]) -> list[int]:
                 return [r.attempts[-1].sequence_number for r in records]
 
-            assert numbers(await failures.open_after(ENTITY.name, 0, 100)) == list(range(1, 101))
-            assert numbers(await failures.open_after(ENTITY.name, 200, 100)) == list(
-                range(201, 251)
-            )
+            pages = [numbers(p) async for p in failures.open_after(ENTITY.name, 0, 100)]
+            assert pages == [list(range(1, 101)), list(range(101, 201)), list(range(201, 251))]
+            pages = [numbers(p) async for p in failures.open_after(ENTITY.name, 150, 100)]
+            assert pages == [list(range(151, 251))]
             found = await failures.open_numbered(ENTITY.name, [7, 240, 400])
             assert sorted(numbers(found)) == [7, 240]
 

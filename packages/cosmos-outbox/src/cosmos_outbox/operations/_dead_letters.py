@@ -200,17 +200,12 @@ class DeadLetterOperators:
         """The dead letters after sequence number `after`, in order, a peek (PEEK_BATCH) at a
         time, until one comes back short."""
         if self._failures is not None:  # the open records, a query of PEEK_BATCH at a time
-            start = after
-            while True:
-                records = await answered(
-                    COSMOS_DB, self._failures.open_after(entity.name, start, PEEK_BATCH)
-                )
-                kept = _as_letters(records)
+            records = self._failures.open_after(entity.name, after, PEEK_BATCH)
+            while (page := await answered(COSMOS_DB, _next(records))) is not None:
+                kept = _as_letters(page)
                 if kept:
                     yield [kept[n][0] for n in sorted(kept)]
-                if len(records) < PEEK_BATCH:
-                    return
-                start = max(kept)
+            return
         port = self._port()
         start = after + 1
         while True:
@@ -556,6 +551,11 @@ class DeadLetterOperators:
         return [
             FailureView.of(r) for r in await answered(COSMOS_DB, self._failures.of_event(event_id))
         ]
+
+
+async def _next(pages: AsyncIterator[list[FailureRecord]]) -> list[FailureRecord] | None:
+    """The next page of `pages` (None: no more)."""
+    return await anext(pages, None)
 
 
 def _as_letters(records: Sequence[FailureRecord]) -> dict[int, tuple[Described, FailureRecord]]:

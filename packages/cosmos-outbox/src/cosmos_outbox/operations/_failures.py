@@ -23,7 +23,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -476,37 +476,49 @@ class Failures:
                 found += await self.members(summary.group)
         return found
 
-    async def open_after(self, entity: str, after: int, count: int) -> list[FailureRecord]:
-        """Up to `count` of `entity`'s open records whose dead letter (`_number`: its last
-        attempt's) comes after sequence number `after`, in that order: one query of the
-        next `count` (`ORDER BY c.sequenceNumber`, TOP), whatever the entity holds; records
-        written before they kept their number (`_unnumbered`) merged in. A container whose
+    async def open_after(
+        self, entity: str, after: int, count: int
+    ) -> AsyncIterator[list[FailureRecord]]:
+        """`entity`'s open records whose dead letters (`_number`: each one's last attempt's)
+        come after sequence number `after`, in that order, pages of `count` until one comes back
+        short (none empty): each page one query of the next `count` after the last one given
+        (`ORDER BY c.sequenceNumber`, TOP), whatever the entity holds; the records written
+        before they kept their number (`_unnumbered`, read once) merged in. A container whose
         indexing policy cannot serve that ORDER BY (it excludes `/sequenceNumber/?`): every open
-        record read and sorted, as before (`open_at`; logged)."""
+        record read once and sorted, as before (`open_at`; logged)."""
         names = await self._names(entity)
         if not names:
-            return []
-        parameters = {"@after": after, "@count": count, **self._open_of(names)}
-        try:
-            documents = await self._store.query(
-                # only parameters' names in the text: the names are parameters
-                _AFTER.format(names=", ".join(_named(names, "@entity"))),
-                parameters,
-            )
-        except InvalidQueryError as refused:
-            if "order" not in str(refused).casefold():
-                raise
-            logger.warning(
-                "the container cannot order the failure records by their sequence numbers "
-                "(index /sequenceNumber/?: docs/indexing.md); every open record of %s read: %s",
-                entity,
-                refused,
-            )
-            records = [r for r in await self.open_at(entity) if _number(r) > after]
-        else:
-            records = [failure_record(d) for d in documents]
-            records += [r for r in await self._unnumbered(names) if _number(r) > after]
-        return sorted(records, key=lambda r: (_number(r), r.id))[:count]
+            return
+        unnumbered = [r for r in await self._unnumbered(names) if _number(r) > after]
+        start = after
+        while True:
+            try:
+                documents = await self._store.query(
+                    # only parameters' names in the text: the names are parameters
+                    _AFTER.format(names=", ".join(_named(names, "@entity"))),
+                    {"@after": start, "@count": count, **self._open_of(names)},
+                )
+            except InvalidQueryError as refused:
+                if "order" not in str(refused).casefold():
+                    raise
+                logger.warning(
+                    "the container cannot order the failure records by their sequence numbers "
+                    "(index /sequenceNumber/?: docs/indexing.md); every open record of %s "
+                    "read: %s",
+                    entity,
+                    refused,
+                )
+                every = _in_order(r for r in await self.open_at(entity) if _number(r) > start)
+                for first in range(0, len(every), count):
+                    yield every[first : first + count]
+                return
+            page = _in_order([*map(failure_record, documents), *unnumbered])[:count]
+            if page:
+                yield page
+            if len(page) < count:
+                return
+            start = _number(page[-1])
+            unnumbered = [r for r in unnumbered if _number(r) > start]
 
     async def open_numbered(self, entity: str, numbers: Sequence[int]) -> list[FailureRecord]:
         """`entity`'s open records whose dead letters (`_number`) are `numbers`: queries
@@ -575,6 +587,11 @@ class Failures:
 
 def _same(a: str, b: str) -> bool:
     return a.casefold() == b.casefold()
+
+
+def _in_order(records: Iterable[FailureRecord]) -> list[FailureRecord]:
+    """`records` in the order of their dead letters' sequence numbers."""
+    return sorted(records, key=lambda r: (_number(r), r.id))
 
 
 def _named(values: Sequence[object], prefix: str) -> list[str]:
