@@ -201,8 +201,8 @@ class DeadLetterOperators:
         time, until one comes back short."""
         if self._failures is not None:  # the open records, a query of PEEK_BATCH at a time
             records = self._failures.open_after(entity.name, after, PEEK_BATCH)
-            while (page := await answered(COSMOS_DB, _next(records))) is not None:
-                kept = _as_letters(page)
+            while (found := await answered(COSMOS_DB, _next(records))) is not None:
+                kept = _as_letters(found)
                 if kept:
                     yield [kept[n][0] for n in sorted(kept)]
             return
