@@ -63,8 +63,10 @@ def test_the_indexing_policy_indexes_only_what_the_queries_filter_on() -> None:
     # look for an aggregate's partitions (a transaction's with a session id of its own).
     where = LIST_CONTACTS_QUERY.split(" WHERE ", 1)[1]
     filtered = {"/" + "/".join(m.split(".")[1:]) + "/?" for m in re.findall(r"c(?:\.\w+)+", where)}
-    # (cosmos_outbox.operations.partitions_of: `WHERE c.aggregateId = @id`, across partitions)
-    assert filtered | {"/aggregateId/?"} == included
+    # (cosmos_outbox.operations.partitions_of: `WHERE c.aggregateId = @id`, across partitions),
+    # and a failure record's sequence number, which an entity's dead letters are read in order
+    # of (`ORDER BY c.sequenceNumber`: cosmos_outbox.operations._failures).
+    assert filtered | {"/aggregateId/?", "/sequenceNumber/?"} == included
 
 
 def test_lease_container_is_partitioned_by_id() -> None:

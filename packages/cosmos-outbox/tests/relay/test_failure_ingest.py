@@ -292,3 +292,81 @@ def test_a_batch_whose_complete_fails_after_its_write_comes_back_and_counts_noth
 
 async def _true(value: bool) -> bool:
     return value
+
+
+@pytest.mark.parametrize(
+    "indexed",
+    [
+        pytest.param(["/type/?", "/sequenceNumber/?"], id="sequenceNumber indexed"),
+        pytest.param(["/type/?"], id="type only"),
+    ],
+)
+def test_an_entitys_open_records_are_read_in_sequence_number_order_a_page_or_a_number_at_a_time(
+    funcstack_services: LocalStack,
+    admin_database: Any,
+    indexed: list[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The store's queries of an entity's dead letters on Cosmos DB (funcstack, which applies
+    the indexing policy as the service does): across its groups' partitions, the next ones
+    after a sequence number in order (a cross-partition ORDER BY, TOP), and those of given
+    numbers. A container that does not index `/sequenceNumber/?` refuses the ORDER BY: every
+    open record is read instead, the same answer, a warning naming the index."""
+    from azure.cosmos import PartitionKey
+
+    from cosmos_outbox.ports import DeadLetter
+
+    name = f"outbox-{uuid.uuid4().hex[:12]}"
+    admin_database.create_container(
+        id=name,
+        partition_key=PartitionKey(path="/partitionKey"),
+        default_ttl=-1,
+        indexing_policy={
+            "indexingMode": "consistent",
+            "includedPaths": [{"path": p} for p in indexed],
+            "excludedPaths": [{"path": "/*"}],
+        },
+    )
+
+    def letter(n: int) -> DeadLetter:
+        return DeadLetter(
+            sequence_number=n,
+            body=b"{}",
+            message_id=f"e-{n}",
+            session_id="c-1",
+            subject="ContactCreated",
+            content_type="application/json",
+            correlation_id=None,
+            application_properties={"aggregateType": "contact", "outboxFormat": 2},
+            reason=("HandlerRefused", "Timeout")[n % 2],
+            description="refused",
+            delivery_count=10,
+            enqueued_at=None,
+        )
+
+    async def run() -> None:
+        client = AsyncCosmosClient.from_connection_string(
+            funcstack_services.cosmos_connection_string, **verified(funcstack_services)
+        )
+        async with client:
+            container = client.get_database_client(DATABASE).get_container_client(name)
+            failures = Failures(AsyncCosmosDocumentStore(container))
+            await failures.ingest_many(ENTITY, [letter(n) for n in range(1, 251)])
+            await failures.ingest_many(DeadLetterEntity("other"), [letter(n) for n in (5, 300)])
+
+            def numbers(records: Sequence[Any]) -> list[int]:
+                return [r.attempts[-1].sequence_number for r in records]
+
+            pages = [numbers(p) async for p in failures.open_after(ENTITY.name, 0, 100)]
+            assert pages == [list(range(1, 101)), list(range(101, 201)), list(range(201, 251))]
+            pages = [numbers(p) async for p in failures.open_after(ENTITY.name, 150, 100)]
+            assert pages == [list(range(151, 251))]
+            found = await failures.open_numbered(ENTITY.name, [7, 240, 400])
+            assert sorted(numbers(found)) == [7, 240]
+
+    try:
+        asyncio.run(run())
+    finally:
+        admin_database.delete_container(name)
+    refused = [r for r in caplog.records if "/sequenceNumber/?" in r.getMessage()]
+    assert bool(refused) == ("/sequenceNumber/?" not in indexed)

@@ -16,7 +16,8 @@ from cosmos_outbox._mapper.failure import (
     failure_record,
 )
 from cosmos_outbox._sync_over_async import as_async
-from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
+from cosmos_outbox.operations._dead_letters import PEEK_BATCH, DeadLetterOperators
 from cosmos_outbox.operations._failures import Failures
 from cosmos_outbox.ports import AsyncDocumentStore, DeadLetter, DeadLetterEntity
 from cosmos_outbox_testing import InMemoryStore
@@ -202,3 +203,104 @@ def test_concurrent_ingests_of_one_group_are_each_written_once_without_meeting_o
     [group] = run(failures.groups())
     assert (group.open, len(records(store))) == (41, 41)
     assert interleaved.batches == 41  # each written by its first batch: none met another
+
+
+class CountingStore(InMemoryStore):
+    """The test kit's store counting the documents its reads give back (a read's cost)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.read_items = 0
+
+    def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        found = super().read(partition_key, document_id)
+        self.read_items += found is not None
+        return found
+
+    def of_type(self, type_: str, *, partition_key: str | None = None) -> list[dict[str, Any]]:
+        found = super().of_type(type_, partition_key=partition_key)
+        self.read_items += len(found)
+        return found
+
+    def query(
+        self, query: str, parameters: Any = None, *, partition_key: str | None = None
+    ) -> list[Any]:
+        found = super().query(query, parameters, partition_key=partition_key)
+        self.read_items += len(found)
+        return found
+
+    def counted(self, work: Any) -> tuple[Any, int]:
+        """`work`'s result, and how many documents it read."""
+        before = self.read_items
+        result = run(work)
+        return result, self.read_items - before
+
+
+async def _first_page(operators: DeadLetterOperators, after: int) -> list[Any]:
+    async for page in operators.pages(ENTITY, after):
+        return page
+    return []
+
+
+def test_an_entitys_dead_letters_are_read_a_page_or_one_at_a_time_not_every_record() -> None:
+    """With 1,200 open records (two groups; another entity's and settled ones beside them), a
+    peek reads the one record it names and a page the PEEK_BATCH it lists (and the groups'
+    summaries), in sequence-number order across the groups, as the list of all of them
+    says."""
+    store = CountingStore()
+    failures = kept(store)
+    causes = ("HandlerRefused", "Timeout")
+    run(
+        failures.ingest_many(
+            ENTITY,
+            [letter(n, event_id=f"e-{n}", reason=causes[n % 2]) for n in range(1, 1201)],
+        )
+    )
+    run(
+        failures.ingest_many(
+            DeadLetterEntity("audit"), [letter(n, event_id=f"a-{n}") for n in range(1, 51)]
+        )
+    )
+    settled = [r for r in run(failures.open_at(ENTITY.name)) if r.event_id in ("e-3", "e-150")]
+    for record in settled:
+        run(failures.settle([record], "archived", what="archived", by="ada"))
+    operators = DeadLetterOperators(lambda: None, [ENTITY], failures=failures)
+    summaries = len(run(failures.groups()))  # 3: two of the entity's, one of the other's
+
+    letter_, read = store.counted(operators.peek(ENTITY, 700))
+    assert (letter_.sequence_number, letter_.failure.attempt_count) == (700, 1)
+    assert read <= summaries + 1
+    with pytest.raises(NotFoundError):
+        run(operators.peek(ENTITY, 150))  # archived: not a dead letter any more
+
+    page, read = store.counted(_first_page(operators, 0))
+    assert [d.letter.sequence_number for d in page] == [n for n in range(1, 102) if n != 3]
+    assert read <= summaries + PEEK_BATCH
+    page, read = store.counted(_first_page(operators, 1150))
+    assert [d.letter.sequence_number for d in page] == list(range(1151, 1201))
+    assert read <= summaries + 50
+
+    everything, more = run(operators.scan(ENTITY, limit=10_000))
+    assert not more
+    assert [d.letter.sequence_number for d in everything] == [
+        n for n in range(1, 1201) if n not in (3, 150)
+    ]
+
+
+def test_records_kept_before_they_held_their_sequence_number_are_still_read() -> None:
+    """A record written without `sequenceNumber` (before it was kept) is listed in its place
+    and peeked, from its last attempt; written again, it holds it."""
+    store = InMemoryStore()
+    failures = kept(store)
+    run(failures.ingest_many(ENTITY, [letter(n, event_id=f"e-{n}") for n in range(1, 6)]))
+    for document in records(store):
+        if document["eventId"] in ("e-2", "e-5"):
+            store.put({k: v for k, v in document.items() if k != "sequenceNumber"})
+    assert sum("sequenceNumber" in d for d in records(store)) == 3
+    operators = DeadLetterOperators(lambda: None, [ENTITY], failures=failures)
+    letters, _ = run(operators.scan(ENTITY))
+    assert [d.letter.sequence_number for d in letters] == [1, 2, 3, 4, 5]
+    assert run(operators.peek(ENTITY, 5)).sequence_number == 5
+    [old] = [r for r in run(failures.open_at(ENTITY.name)) if r.event_id == "e-2"]
+    run(failures.settle([old], "archived", what="archived", by="ada"))
+    assert all("sequenceNumber" in d for d in records(store) if d["eventId"] == "e-2")

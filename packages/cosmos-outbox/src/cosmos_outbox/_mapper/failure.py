@@ -11,6 +11,7 @@ container (`cosmos_outbox.operations._failures`), kept as data. Written and read
      "aggregateType": "contact", "aggregateId": "…", "action": "ContactCreated", "version": 3,
      "reason": "HandlerRefused", "description": "…", "cause": "HandlerRefused: …",
      "state": "open", "firstFailedAt": "…", "lastFailedAt": "…", "attemptCount": 2,
+     "sequenceNumber": 6130,
      "attempts": [{"at": "…", "sequenceNumber": 6130, "reason": "…", "description": "…",
                    "deliveryCount": 10, "enqueuedAt": "…"}],
      "history": [{"at": "…", "what": "retried", "by": "ada", "operation": "…", "note": "…"}],
@@ -22,6 +23,9 @@ container (`cosmos_outbox.operations._failures`), kept as data. Written and read
 - An attempt is one dead letter drained (its sequence number in the dead-letter queue): a
   second write of the same delivery finds its sequence number among the attempts and changes
   nothing. The last ATTEMPTS_KEPT attempts are listed, `attemptCount` counts them all.
+  `sequenceNumber` is the last attempt's (the dead letter the record is now, which the dead
+  letters' reads order and find it by); a record written before it was kept lacks it (its last
+  attempt says it).
 - The body is the message's as it was sent (a claim check's message carries the reference:
   its properties say so), as UTF-8 text when it is, else base64; the application properties as
   JSON text (the Functions host re-formats date-like strings of a document: `_mapper`).
@@ -235,6 +239,8 @@ def failure_document(record: FailureRecord) -> dict[str, Any]:
             for n in record.history
         ],
     }
+    if record.attempts:
+        document["sequenceNumber"] = record.attempts[-1].sequence_number
     if record.ttl is not None:
         document["ttl"] = record.ttl
     return document

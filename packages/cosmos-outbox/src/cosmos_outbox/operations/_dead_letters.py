@@ -199,11 +199,12 @@ class DeadLetterOperators:
     async def pages(self, entity: DeadLetterEntity, after: int) -> AsyncIterator[list[Described]]:
         """The dead letters after sequence number `after`, in order, a peek (PEEK_BATCH) at a
         time, until one comes back short."""
-        if self._failures is not None:
-            kept = await self._kept(entity)
-            listed = [kept[n][0] for n in sorted(kept) if n > after]
-            for start in range(0, len(listed), PEEK_BATCH):
-                yield listed[start : start + PEEK_BATCH]
+        if self._failures is not None:  # the open records, a query of PEEK_BATCH at a time
+            records = self._failures.open_after(entity.name, after, PEEK_BATCH)
+            while (found := await answered(COSMOS_DB, _next(records))) is not None:
+                kept = _as_letters(found)
+                if kept:
+                    yield [kept[n][0] for n in sorted(kept)]
             return
         port = self._port()
         start = after + 1
@@ -283,7 +284,7 @@ class DeadLetterOperators:
 
     async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> DeadLetterMessage:
         if self._failures is not None:
-            kept = (await self._kept(entity)).get(sequence_number)
+            kept = (await self._kept(entity, [sequence_number])).get(sequence_number)
             if kept is None:
                 raise NotFoundError(DEAD_LETTER, f"{entity.name} #{sequence_number}")
             described, record = kept
@@ -467,11 +468,14 @@ class DeadLetterOperators:
         record (exact)."""
         return sys.maxsize if self._failures is not None else COUNT_LIMIT
 
-    async def _kept(self, entity: DeadLetterEntity) -> dict[int, tuple[Described, FailureRecord]]:
-        """`entity`'s open failure records, as dead letters, by their sequence numbers."""
+    async def _kept(
+        self, entity: DeadLetterEntity, numbers: Sequence[int]
+    ) -> dict[int, tuple[Described, FailureRecord]]:
+        """`entity`'s open failure records of those sequence numbers (read by them, not every
+        one), as dead letters, by their sequence numbers."""
         assert self._failures is not None
-        records = await answered(COSMOS_DB, self._failures.open_at(entity.name))
-        return {(d := describe(letter_of(r))).letter.sequence_number: (d, r) for r in records}
+        records = await answered(COSMOS_DB, self._failures.open_numbered(entity.name, numbers))
+        return _as_letters(records)
 
     async def _settle(
         self,
@@ -487,7 +491,7 @@ class DeadLetterOperators:
         failure between the two, a message has the same MessageId (the record unchanged):
         duplicate detection drops it."""
         assert self._failures is not None
-        kept = await self._kept(entity)
+        kept = await self._kept(entity, sorted(plan))
         by = str(current_actor())
         handled: list[Handled] = []
         numbers = sorted(plan)
@@ -547,6 +551,17 @@ class DeadLetterOperators:
         return [
             FailureView.of(r) for r in await answered(COSMOS_DB, self._failures.of_event(event_id))
         ]
+
+
+async def _next(pages: AsyncIterator[list[FailureRecord]]) -> list[FailureRecord] | None:
+    """The next page of `pages` (None: no more)."""
+    return await anext(pages, None)
+
+
+def _as_letters(records: Sequence[FailureRecord]) -> dict[int, tuple[Described, FailureRecord]]:
+    """Failure records as the dead letters they were last (`letter_of`), by their sequence
+    numbers."""
+    return {(d := describe(letter_of(r))).letter.sequence_number: (d, r) for r in records}
 
 
 def bounded_budget() -> float:
