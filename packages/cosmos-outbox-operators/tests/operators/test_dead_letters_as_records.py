@@ -18,6 +18,7 @@ from conftest import body
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
+from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.ports import DeadLetterEntity, Outgoing
 from cosmos_outbox_operators.cli import main
 from cosmos_outbox_testing import run_sync
@@ -314,3 +315,27 @@ def test_an_entitys_resubmit_whose_canary_fails_again_pauses_its_records_back_op
     assert shown["note"].startswith("the canary failed again: 3 of 3")
     assert len(world.memory.dead_letters.sent) == 3  # the other 21 untouched
     assert body(world.call("GET", "outbox/deadletters"))["entities"][0]["deadLetters"] == 24
+
+
+def test_an_events_journey_whose_failure_records_do_not_answer_is_a_503_not_no_such_event(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an event the outbox no longer holds (its document expired), known by its failure record
+    ids = dead_lettered(world, 1)
+    store = world.memory.store
+    for document in store.query("SELECT * FROM c"):
+        if document.get("type") == "domainEvent" and document.get("id") == ids[0]:
+            store.delete(document["partitionKey"], document["id"])
+    assert body(world.call("GET", f"outbox/journey/events/{ids[0]}"))["failures"]
+
+    class Unanswered:  # the failure records' reads time out (the outbox's own still answer)
+        def __getattr__(self, name: str) -> Any:
+            async def fails(*args: Any, **kwargs: Any) -> Any:
+                raise StoreUnavailableError("the store timed out")  # as the adapter says it
+
+            return fails
+
+    monkeypatch.setattr(world.outbox.wiring().failures, "_store", Unanswered())
+    answer = world.call("GET", f"outbox/journey/events/{ids[0]}")
+    assert answer.status_code == 503, answer.get_body().decode()[:3000]
+    assert "Cosmos DB (the store) is unavailable" in answer.get_body().decode()
