@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import re
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -299,3 +300,47 @@ def test_a_refusal_shorter_than_the_expiration_interval_is_not_warned_of_as_an_e
     assert fleet.throttled() > 0
     assert [r for r in caplog.records if " lost (" in r.getMessage()] == []
     assert [r for r in caplog.records if EXPIRED_UNDER_THROTTLING in r.getMessage()] == []
+
+
+@pytest.mark.parametrize("fraction", [0.25, None])
+def test_a_fleet_short_of_request_units_is_told_why_its_leases_expire(
+    fraction: float | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """20 leases on 4 instances, settled; then given a quarter of the request units it needs
+    (as the bench's 429 runs), two instances more, changes written all along, for ten
+    minutes: renewals meet 429s past the SDK's retries, now and then a lease expires under
+    its owner and moves, and each such loss is warned of (no instance twice within an
+    expiration interval). The same fleet with the request units it needs (None): no lease
+    expires, no such warning."""
+    clock = VirtualClock(START)
+    caplog.set_level(logging.INFO, logger="cosmos_changefeed")
+
+    async def scenario() -> SimulatedFleet:
+        fleet = SimulatedFleet(clock, partitions=20, seed=64)
+        await fleet.add(4)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        if fraction is not None:
+            needed = await fleet.request_units(4 * RENEW) + 20 / 60 * 10
+            fleet.set_budget(needed * fraction)
+        writer = asyncio.create_task(fleet.write(20 / 60, 10**9))
+        await fleet.add(2)
+        await fleet.clock_sleep(10 * EXPIRY)
+        writer.cancel()
+        await fleet.close()
+        return fleet
+
+    fleet = run(scenario(), clock)
+    messages = [r.getMessage() for r in caplog.records]
+    lost = [m for m in messages if " lost (" in m]
+    warned = [m for m in messages if EXPIRED_UNDER_THROTTLING in m]
+    if fraction is None:
+        assert fleet.throttled() == 0
+        assert warned == []
+        return
+    assert fleet.throttled() > 1000, "the lease container hardly throttled"
+    assert lost, "no lease expired under throttling"
+    assert warned, "leases expired under throttling, unsaid"
+    named = {t for m in warned for t in re.findall(r"lease\(s\) ([\d, ]+) expired", m)[0].split(", ")}
+    assert named <= {re.findall(r"lease (\d+) lost", m)[0] for m in lost}
+    ago = [float(s) for m in warned for s in re.findall(r"last such warning, (\d+)s ago", m)]
+    assert all(seconds >= EXPIRY for seconds in ago), ago
