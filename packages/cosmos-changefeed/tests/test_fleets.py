@@ -275,9 +275,7 @@ def test_leases_that_expire_under_throttling_are_warned_of_once_an_expiration_in
     caplog.set_level(logging.INFO, logger="cosmos_changefeed")
     fleet = _refused_twice(150.0)
     assert fleet.throttled() > 0
-    lost = [
-        r for r in caplog.records if r.levelno == logging.INFO and " lost (" in r.getMessage()
-    ]
+    lost = [r for r in caplog.records if r.levelno == logging.INFO and " lost (" in r.getMessage()]
     warned = [r for r in caplog.records if EXPIRED_UNDER_THROTTLING in r.getMessage()]
     assert len(lost) >= 4, f"the refused instance lost {len(lost)} lease(s)"
     assert len(warned) == 2, [r.getMessage() for r in warned]
@@ -340,7 +338,9 @@ def test_a_fleet_short_of_request_units_is_told_why_its_leases_expire(
     assert fleet.throttled() > 1000, "the lease container hardly throttled"
     assert lost, "no lease expired under throttling"
     assert warned, "leases expired under throttling, unsaid"
-    named = {t for m in warned for t in re.findall(r"lease\(s\) ([\d, ]+) expired", m)[0].split(", ")}
+    named = {
+        t for m in warned for t in re.findall(r"lease\(s\) ([\d, ]+) expired", m)[0].split(", ")
+    }
     assert named <= {re.findall(r"lease (\d+) lost", m)[0] for m in lost}
     ago = [float(s) for m in warned for s in re.findall(r"last such warning, (\d+)s ago", m)]
     assert all(seconds >= EXPIRY for seconds in ago), ago

@@ -31,7 +31,9 @@ class Throttling(InMemoryLeaseStore):
 
     def _check(self) -> None:
         if self.throttled.is_set():
-            raise CosmosHttpResponseError(status_code=429, message="Request rate is large")
+            raise CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+                status_code=429, message="Request rate is large"
+            )
 
     def list_documents(self, prefix: str) -> list[dict[str, Any]]:
         self._check()
@@ -43,7 +45,7 @@ class Throttling(InMemoryLeaseStore):
 
     def replace(
         self, document: Mapping[str, Any], partition_key: str, etag: str | None
-    ) -> dict[str, Any] | None:
+    ) -> dict[str, Any]:
         self._check()
         return super().replace(document, partition_key, etag)
 

@@ -390,9 +390,9 @@ class ProcessorBase(FailingBatches, MovesLog):
             "container refused their renewals (429s past azure-cosmos's retries) for the whole "
             "lease_expiration_interval (%gs) and other instances took them (what was handled "
             "since their last checkpoint is given again); give the lease container more "
-            "request units, or lengthen lease_expiration_interval (fewer renewals: in the "
-            "package's simulation at a quarter of the request units a fleet needs, 100 leases "
-            "on 10 instances even out at 120 s and never at 60 s)",
+            "request units, or lengthen lease_expiration_interval (fewer renewals: simulated "
+            "at a quarter of the request units a fleet needs, 100 leases on 10 instances even "
+            "out at 120 s, and not within 200 acquire intervals at 60 s)",
             self.processor_name,
             self.instance_name,
             ", ".join(tokens),
