@@ -1,7 +1,8 @@
 """Fleets in virtual time (``SimulatedFleet``: the real aio processor over a lease container
 that answers as Cosmos DB does -- a latency, pages, per-partition budgets, 429s -- with handler
 and feed-read times drawn from a seeded distribution): beside .NET instances, through a
-balancing move, and through a start and a checkpoint under 429s. The scenarios are the bench's
+balancing move, through a start and a checkpoint under 429s, and a lease that expired under
+429s warned of. The scenarios are the bench's
 (``python -m bench.changefeed_scale``), seeded alike, so a figure published there is one a
 test holds."""
 

@@ -11,6 +11,7 @@ that decided, as it did when each shell logged its own lines.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -140,6 +141,8 @@ class ProcessorBase(FailingBatches, MovesLog):
         self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
+        #: Guards the warning of expiries under throttling (the sync processor's lease threads).
+        self._expiry_said = threading.Lock()
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -378,12 +381,13 @@ class ProcessorBase(FailingBatches, MovesLog):
         """A lease lost because the lease container refused its renewals for the whole
         expiration interval: a WARNING that names the setting and the remedy -- one per
         expiration interval at most; the leases lost meanwhile are named by the next one."""
-        self._expired_unsaid = (*self._expired_unsaid, token)
         now, expiration = _clock.monotonic(), self.options.lease_expiration_interval
-        said = self._expiry_said_at
-        if said is not None and now - said < expiration:
-            return
-        tokens, self._expired_unsaid, self._expiry_said_at = self._expired_unsaid, (), now
+        with self._expiry_said:
+            self._expired_unsaid = (*self._expired_unsaid, token)
+            said = self._expiry_said_at
+            if said is not None and now - said < expiration:
+                return
+            tokens, self._expired_unsaid, self._expiry_said_at = self._expired_unsaid, (), now
         since = "" if said is None else f" (since its last such warning, {now - said:.0f}s ago)"
         logger.warning(
             "processor '%s' (instance %s): lease(s) %s expired under throttling%s: the lease "
