@@ -1,7 +1,8 @@
 """Fleets in virtual time (``SimulatedFleet``: the real aio processor over a lease container
 that answers as Cosmos DB does -- a latency, pages, per-partition budgets, 429s -- with handler
 and feed-read times drawn from a seeded distribution): beside .NET instances, through a
-balancing move, and through a start and a checkpoint under 429s. The scenarios are the bench's
+balancing move, through a start and a checkpoint under 429s, and a lease that expired under
+429s warned of. The scenarios are the bench's
 (``python -m bench.changefeed_scale``), seeded alike, so a figure published there is one a
 test holds."""
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import re
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
@@ -233,3 +235,113 @@ def test_a_batch_is_given_again_for_a_429_only_if_its_lease_expired_meanwhile(
     assert fleet.failures_seen() == []
     assert fleet.undelivered() == []
     assert fleet.container.regressions == []
+
+
+#: The warning of leases that expired under throttling (``ProcessorBase._expired_throttled``).
+EXPIRED_UNDER_THROTTLING = "expired under throttling"
+
+
+def _refused_twice(seconds: float) -> SimulatedFleet:
+    """12 leases on 3 instances, changes written all along; one instance's requests all meet
+    429s for ``seconds``, twice, the fleet left to even out between (the instance takes its
+    share back)."""
+    clock = VirtualClock(START)
+
+    async def scenario() -> SimulatedFleet:
+        fleet = SimulatedFleet(clock, partitions=12, seed=11)
+        await fleet.add(3)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        writer = asyncio.create_task(fleet.write(12 / 2, 10**9))
+        refused = fleet.instances["i000"].store
+        for _ in range(2):
+            await fleet.clock_sleep(30)
+            refused.refused = True
+            await fleet.clock_sleep(seconds)
+            refused.refused = False
+            assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        writer.cancel()
+        await fleet.close()
+        return fleet
+
+    return run(scenario(), clock)
+
+
+def test_leases_that_expire_under_throttling_are_warned_of_once_an_expiration_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An instance whose renewals meet 429s for longer than the expiration interval loses its
+    leases (they expire under it; the others take them): it says so as a WARNING that names
+    lease_expiration_interval and the request units -- one per expiration interval, not one
+    per lease (each loss is an INFO line of its own). Twice refused, twice warned."""
+    caplog.set_level(logging.INFO, logger="cosmos_changefeed")
+    fleet = _refused_twice(150.0)
+    assert fleet.throttled() > 0
+    lost = [r for r in caplog.records if r.levelno == logging.INFO and " lost (" in r.getMessage()]
+    warned = [r for r in caplog.records if EXPIRED_UNDER_THROTTLING in r.getMessage()]
+    assert len(lost) >= 4, f"the refused instance lost {len(lost)} lease(s)"
+    assert len(warned) == 2, [r.getMessage() for r in warned]
+    for record in warned:
+        assert record.levelno == logging.WARNING
+        message = record.getMessage()
+        assert "instance i000" in message
+        assert "lease_expiration_interval (60s)" in message
+        assert "request units" in message
+    assert "since its last such warning" in warned[1].getMessage()
+
+
+def test_a_refusal_shorter_than_the_expiration_interval_is_not_warned_of_as_an_expiry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The same instance refused for 20 s: its leases never expire, nothing is lost, and no
+    warning of an expiry under throttling is said (its failed renewals are)."""
+    caplog.set_level(logging.INFO, logger="cosmos_changefeed")
+    fleet = _refused_twice(20.0)
+    assert fleet.throttled() > 0
+    assert [r for r in caplog.records if " lost (" in r.getMessage()] == []
+    assert [r for r in caplog.records if EXPIRED_UNDER_THROTTLING in r.getMessage()] == []
+
+
+@pytest.mark.parametrize("fraction", [0.25, None])
+def test_a_fleet_short_of_request_units_is_told_why_its_leases_expire(
+    fraction: float | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """20 leases on 4 instances, settled; then given a quarter of the request units it needs
+    (as the bench's 429 runs), two instances more, changes written all along, for ten
+    minutes: renewals meet 429s past the SDK's retries, now and then a lease expires under
+    its owner and moves, and each such loss is warned of (no instance twice within an
+    expiration interval). The same fleet with the request units it needs (None): no lease
+    expires, no such warning."""
+    clock = VirtualClock(START)
+    caplog.set_level(logging.INFO, logger="cosmos_changefeed")
+
+    async def scenario() -> SimulatedFleet:
+        fleet = SimulatedFleet(clock, partitions=20, seed=64)
+        await fleet.add(4)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        if fraction is not None:
+            needed = await fleet.request_units(4 * RENEW) + 20 / 60 * 10
+            fleet.set_budget(needed * fraction)
+        writer = asyncio.create_task(fleet.write(20 / 60, 10**9))
+        await fleet.add(2)
+        await fleet.clock_sleep(10 * EXPIRY)
+        writer.cancel()
+        await fleet.close()
+        return fleet
+
+    fleet = run(scenario(), clock)
+    messages = [r.getMessage() for r in caplog.records]
+    lost = [m for m in messages if " lost (" in m]
+    warned = [m for m in messages if EXPIRED_UNDER_THROTTLING in m]
+    if fraction is None:
+        assert fleet.throttled() == 0
+        assert warned == []
+        return
+    assert fleet.throttled() > 1000, "the lease container hardly throttled"
+    assert lost, "no lease expired under throttling"
+    assert warned, "leases expired under throttling, unsaid"
+    named = {
+        t for m in warned for t in re.findall(r"lease\(s\) ([\d, ]+) expired", m)[0].split(", ")
+    }
+    assert named <= {re.findall(r"lease (\d+) lost", m)[0] for m in lost}
+    ago = [float(s) for m in warned for s in re.findall(r"last such warning, (\d+)s ago", m)]
+    assert all(seconds >= EXPIRY for seconds in ago), ago

@@ -11,6 +11,7 @@ that decided, as it did when each shell logged its own lines.
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
@@ -58,6 +59,10 @@ class ProcessorBase(FailingBatches, MovesLog):
     _refused_at: float | None = None
     _throttled_at: float | None = None
     _rounds: int = 0
+    #: When this instance last warned of leases that expired under throttling
+    #: (``_clock.monotonic``), and those lost so since, not said yet (``_expired_throttled``).
+    _expiry_said_at: float | None = None
+    _expired_unsaid: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -136,6 +141,8 @@ class ProcessorBase(FailingBatches, MovesLog):
         self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
+        #: Guards the warning of expiries under throttling (the sync processor's lease threads).
+        self._expiry_said = threading.Lock()
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -346,7 +353,9 @@ class ProcessorBase(FailingBatches, MovesLog):
         )
         self._notify(self._monitor.on_lease_acquired, seen.lease_token)
 
-    def _lost(self, token: str, exc: LeaseLostError) -> None:
+    def _lost(self, token: str, exc: LeaseLostError, held: Lease | None = None) -> None:
+        """Say that a lease was lost; ``held``: the lease as this instance last wrote it (a
+        lease that expired under it while the lease container throttled is warned of too)."""
         logger.info(
             "processor '%s': lease %s lost (%s); its processing stopped, the new owner "
             "reads again from its last checkpoint",
@@ -355,7 +364,46 @@ class ProcessorBase(FailingBatches, MovesLog):
             exc,
             stacklevel=2,
         )
+        if held is not None and not exc.gone and self._expired_under_throttling(held):
+            self._expired_throttled(token)
         self._notify(self._monitor.on_lease_released, token)
+
+    def _expired_under_throttling(self, held: Lease) -> bool:
+        """Whether ``held`` expired under this instance while the lease container throttled:
+        its last write here is older than the expiration interval, and a 429 (past
+        azure-cosmos's retries) came within the interval -- its renewals were refused."""
+        manager = self._manager
+        if manager is None or not self._throttled:
+            return False
+        return _keeping.age(held, manager.now()) >= self.options.lease_expiration_interval
+
+    def _expired_throttled(self, token: str) -> None:
+        """A lease lost because the lease container refused its renewals for the whole
+        expiration interval: a WARNING that names the setting and the remedy -- one per
+        expiration interval at most; the leases lost meanwhile are named by the next one."""
+        now, expiration = _clock.monotonic(), self.options.lease_expiration_interval
+        with self._expiry_said:
+            self._expired_unsaid = (*self._expired_unsaid, token)
+            said = self._expiry_said_at
+            if said is not None and now - said < expiration:
+                return
+            tokens, self._expired_unsaid, self._expiry_said_at = self._expired_unsaid, (), now
+        since = "" if said is None else f" (since its last such warning, {now - said:.0f}s ago)"
+        logger.warning(
+            "processor '%s' (instance %s): lease(s) %s expired under throttling%s: the lease "
+            "container refused their renewals (429s past azure-cosmos's retries) for the whole "
+            "lease_expiration_interval (%gs) and other instances took them (what was handled "
+            "since their last checkpoint is given again); give the lease container more "
+            "request units, or lengthen lease_expiration_interval (fewer renewals: simulated "
+            "at a quarter of the request units a fleet needs, 100 leases on 10 instances even "
+            "out at 120 s, and not within 200 acquire intervals at 60 s)",
+            self.processor_name,
+            self.instance_name,
+            ", ".join(tokens),
+            since,
+            expiration,
+            stacklevel=3,
+        )
 
     def _processing_failed(self, token: str, exc: Exception) -> None:
         logger.error(

@@ -352,7 +352,7 @@ class ChangeFeedProcessor(ProcessorBase):
             return
         except LeaseLostError as exc:
             self._forget(worker)
-            self._lost(token, exc)
+            self._lost(token, exc, worker.lease)
             return
         except StoppedError:
             pass
