@@ -339,3 +339,23 @@ def test_an_events_journey_whose_failure_records_do_not_answer_is_a_503_not_no_s
     answer = world.call("GET", f"outbox/journey/events/{ids[0]}")
     assert answer.status_code == 503, answer.get_body().decode()[:3000]
     assert "Cosmos DB (the store) is unavailable" in answer.get_body().decode()
+
+
+def test_a_journey_reads_the_records_of_its_event_or_aggregate_not_every_entitys(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # at 10,000 failures a journey that scanned each watched entity's first 1,000 records took
+    # 3 s and missed those past them: it reads the records by the event's or aggregate's id
+    ids = dead_lettered(world, 2)
+    letters = world.outbox.wiring().operations().dead_letters
+
+    async def scanned(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a journey scanned an entity's records")
+
+    monkeypatch.setattr(letters, "scan", scanned)
+    journey = body(world.call("GET", f"outbox/journey/events/{ids[0]}"))
+    assert [d["eventId"] for d in journey["deadLetters"]] == [ids[0]], journey["deadLetters"]
+    assert journey["unanswered"] == [], journey["unanswered"]
+    aggregate = body(world.call("GET", "outbox/journey/aggregates/warehouse/w1"))
+    told = sorted(d["eventId"] for e in aggregate["events"] for d in e["deadLetters"])
+    assert told == sorted(ids[2:]), aggregate["events"]  # w1's two (ids: w0's two, w1's two)

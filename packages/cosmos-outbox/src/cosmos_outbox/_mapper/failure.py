@@ -55,6 +55,7 @@ from typing import Any, Literal
 __all__ = [
     "ATTEMPTS_KEPT",
     "FAILED_MESSAGE_TYPE",
+    "FAILURES_OF_AGGREGATE",
     "FAILURES_OF_EVENT",
     "FAILURE_GROUP_TYPE",
     "FailureAttempt",
@@ -73,6 +74,7 @@ FAILED_MESSAGE_TYPE = "failedMessage"
 #: The records of one event's failures (`@type`: FAILED_MESSAGE_TYPE, `@event`: its id), across
 #: groups: the journey of an event reads them.
 FAILURES_OF_EVENT = "SELECT * FROM c WHERE c.type = @type AND c.eventId = @event"
+FAILURES_OF_AGGREGATE = "SELECT * FROM c WHERE c.type = @type AND c.aggregateId = @id"
 FAILURE_GROUP_TYPE = "failureGroup"
 FAILURE_FORMAT = 1
 #: The id of a group's summary in the group's partition.

@@ -543,6 +543,27 @@ class DeadLetterOperators:
         record = await answered(COSMOS_DB, self._failures.record(record_id))
         return DeadLetterMessage.of(describe(letter_of(record)), FailureView.of(record))
 
+    async def open_records_told(
+        self, *, event_id: str | None = None, aggregate_id: str | None = None
+    ) -> dict[str, list[Described]] | None:
+        """The dead letters a journey tells of, when failures are kept as data (None: they
+        are not, and the journey scans the queues): the open records of one event, or of one
+        aggregate's events, as the dead letters they were last, by watched entity -- read by
+        the event's or the aggregate's id, not by scanning every entity's records."""
+        if self._failures is None:
+            return None
+        if event_id is not None:
+            records = await answered(COSMOS_DB, self._failures.of_event(event_id))
+        else:
+            assert aggregate_id is not None
+            records = await answered(COSMOS_DB, self._failures.open_of_aggregate(aggregate_id))
+        told: dict[str, list[Described]] = {entity.name: [] for entity in self.watched}
+        for record in records:
+            name = next((n for n in told if n.casefold() == record.entity.casefold()), None)
+            if record.state == "open" and name is not None:
+                told[name].append(describe(letter_of(record)))
+        return told
+
     async def failures_of_event(self, event_id: str) -> list[FailureView]:
         """The failure records of an event, in any state, with their history (none when
         failures are not kept as data)."""

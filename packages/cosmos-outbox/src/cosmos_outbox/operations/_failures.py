@@ -33,6 +33,7 @@ from cosmos_outbox._mapper import RESUBMISSION_PROPERTY, sent_fields
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     FAILURE_GROUP_TYPE,
+    FAILURES_OF_AGGREGATE,
     FAILURES_OF_EVENT,
     GROUP_SUMMARY_ID,
     FailureAttempt,
@@ -578,15 +579,35 @@ class Failures:
     async def of_event(self, event_id: str) -> list[FailureRecord]:
         """The records of `event_id`'s failures, in any state (one per entity it failed at;
         a move unfinished counted once), oldest failure first."""
-        documents = await self._store.query(
-            FAILURES_OF_EVENT, {"@type": FAILED_MESSAGE_TYPE, "@event": event_id}
+        return _latest(
+            await self._store.query(
+                FAILURES_OF_EVENT, {"@type": FAILED_MESSAGE_TYPE, "@event": event_id}
+            )
         )
-        latest: dict[str, FailureRecord] = {}
-        for record in map(failure_record, documents):
-            kept = latest.get(record.id)
-            if kept is None or record.last_failed_at > kept.last_failed_at:
-                latest[record.id] = record
-        return sorted(latest.values(), key=lambda r: (r.first_failed_at, r.id))
+
+    async def open_of_aggregate(self, aggregate_id: str) -> list[FailureRecord]:
+        """The open records of an aggregate's events' failures (by `aggregateId`, which the
+        container indexes), oldest failure first."""
+        return [
+            r
+            for r in _latest(
+                await self._store.query(
+                    FAILURES_OF_AGGREGATE, {"@type": FAILED_MESSAGE_TYPE, "@id": aggregate_id}
+                )
+            )
+            if r.state == "open"
+        ]
+
+
+def _latest(documents: Iterable[dict[str, Any]]) -> list[FailureRecord]:
+    """The stored records, a move unfinished counted once (its latest copy), oldest failure
+    first."""
+    latest: dict[str, FailureRecord] = {}
+    for record in map(failure_record, documents):
+        kept = latest.get(record.id)
+        if kept is None or record.last_failed_at > kept.last_failed_at:
+            latest[record.id] = record
+    return sorted(latest.values(), key=lambda r: (r.first_failed_at, r.id))
 
 
 def _same(a: str, b: str) -> bool:

@@ -152,7 +152,12 @@ class JourneyOperators:
         self._letters = dead_letters
         self._rules = rules
 
-    async def _context(self) -> _Context:
+    async def _context(
+        self, *, event_id: str | None = None, aggregate_id: str | None = None
+    ) -> _Context:
+        """What every journey of the call reads once: the leases, the dead letters that tell
+        of the event (or the aggregate's: kept as data, read by its id; else the queues'
+        first COUNT_LIMIT each), the watch and the subscriptions' rules."""
         missing: list[Unanswered] = []
         leases: list[LeaseBacklog] | None
         try:
@@ -163,13 +168,21 @@ class JourneyOperators:
             if not isinstance(exc, NotImplementedError):
                 missing.append(gap)
         letters: dict[str, list[Described]] = {}
-        for entity in self._letters.watched:
+        try:
+            told = await self._letters.open_records_told(
+                event_id=event_id, aggregate_id=aggregate_id
+            )
+        except Exception as exc:
+            told = {}
+            missing.append(unanswered(COSMOS_DB, "the failure records", exc))
+        for entity in self._letters.watched if told is None else ():
             try:
                 letters[entity.name], _ = await self._letters.scan(entity)
             except NotFoundError:
                 letters[entity.name] = []
             except Exception as exc:
                 missing.append(unanswered(SERVICE_BUS, f"the dead letters at {entity.name}", exc))
+        letters.update(told or {})
         try:
             watch = await self._letters.watched_records()
         except Exception as exc:
@@ -206,7 +219,7 @@ class JourneyOperators:
 
     async def of_event(self, event_id: str) -> EventJourney:
         """Where one event went. NotFoundError when nothing anywhere knows it."""
-        context = await self._context()
+        context = await self._context(event_id=event_id)
         document: dict[str, Any] | None = None
         quarantined: QuarantinedEvent | None = None
         try:
@@ -251,7 +264,7 @@ class JourneyOperators:
     async def of_aggregate(self, aggregate_type: str, aggregate_id: str) -> AggregateJourney:
         """Where each of an aggregate's events went (the aggregate named by its session id),
         and each subscriber's view of it."""
-        context = await self._context()
+        context = await self._context(aggregate_id=aggregate_id)
         stored: dict[str, OutboxRecord | Unreadable] = {}
         schedules: dict[str, ScheduleState | None] = {}
         quarantined: dict[str, QuarantinedEvent] = {}
