@@ -490,7 +490,9 @@ def test_failures_drained_elsewhere_are_read_as_records_with_no_ingest_trigger_h
         ("no", False, False),
     ],
 )
-def test_the_failures_ingest_is_here_elsewhere_or_off(given: str, records: bool, here: bool) -> None:
+def test_the_failures_ingest_is_here_elsewhere_or_off(
+    given: str, records: bool, here: bool
+) -> None:
     """OUTBOX_FAILURE_INGEST: `true` (or a boolean's other spellings, as before) drains here and
     reads the records, `elsewhere` reads the records another host drains, `false` neither."""
     settings = load_trigger_settings({"OUTBOX_FAILURE_INGEST": given})
