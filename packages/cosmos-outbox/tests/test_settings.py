@@ -504,7 +504,7 @@ def test_a_failures_ingest_neither_on_off_nor_elsewhere_is_refused_naming_the_se
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for bad in ("somewhere", "2", "relay"):
-        with pytest.raises(SettingsError, match="OUTBOX_FAILURE_INGEST.*elsewhere"):
+        with pytest.raises(SettingsError, match=r"OUTBOX_FAILURE_INGEST.*elsewhere"):
             load_trigger_settings({"OUTBOX_FAILURE_INGEST": bad})
     monkeypatch.setenv("CosmosDBConnection", KEYED)
     monkeypatch.setenv("OUTBOX_FAILURE_INGEST", "here")
