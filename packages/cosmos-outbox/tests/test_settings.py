@@ -479,6 +479,37 @@ def test_failures_drained_elsewhere_are_read_as_records_with_no_ingest_trigger_h
     assert letters._failures is not None  # the dead-letter routes read the records
 
 
+def test_a_relay_process_told_the_failures_are_drained_elsewhere_starts_no_receiver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`cosmos-outbox relay` reads OUTBOX_FAILURE_INGEST as the Functions app does: `true`, a
+    receiver per watched dead-letter queue; `elsewhere`, none."""
+    import asyncio
+
+    from cosmos_outbox._wiring import Wiring
+    from cosmos_outbox.relay import RelayProcessor
+    from cosmos_outbox.services import services_from_settings
+
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("COSMOS_CONTAINER", "outbox")
+    monkeypatch.setenv("OUTBOX_SUBSCRIPTIONS", "audit")
+    monkeypatch.setenv("OUTBOX_DEAD_LETTER_QUEUES", "commands")
+
+    async def receivers(mode: str) -> list[str]:
+        monkeypatch.setenv("OUTBOX_FAILURE_INGEST", mode)
+        settings = load_settings()
+        relay = RelayProcessor(settings)
+        relay._wiring = Wiring(services_from_settings(settings, asynchronous=True))
+        relay._start_failure_receivers()
+        started = [receiver.entity.name for receiver in relay.failure_receivers]
+        for receiver in relay.failure_receivers:
+            await receiver.stop()  # before it first runs: nothing is connected
+        return started
+
+    assert asyncio.run(receivers("true")) == ["audit", "commands"]
+    assert asyncio.run(receivers("elsewhere")) == []
+
+
 @pytest.mark.parametrize(
     ("given", "records", "here"),
     [
