@@ -619,6 +619,7 @@ module relayContainer 'modules/relay-containerapp.bicep' = if (relayHosting == '
     leaseRenewIntervalMs: leaseRenewIntervalMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
+    watchedSubscriptions: watchedSubscriptions
     maxReplicas: relayMaxReplicas
     scaleOnLag: relayScaling == 'keda'
   }

@@ -143,7 +143,7 @@ param backlogEstimateSchedule string = '0 * * * * *'
 @minValue(1)
 param relayStallSeconds int = 60
 
-@description('Drain the watched dead-letter queues into Cosmos DB, one failedMessage record per failure (OUTBOX_FAILURE_INGEST; read at indexing: on, the relay registers a Service Bus trigger per dead-letter path, needing Azure Service Bus Data Receiver on the watched subscriptions and queues, as the operators\' routes do).')
+@description('Keep the watched dead-letter queues\' failures in Cosmos DB, one failedMessage record per failure, drained by whatever runs the relay (OUTBOX_FAILURE_INGEST, by failureIngestByRole and relayHere: true where the relay runs here, its Service Bus trigger per dead-letter path needing Azure Service Bus Data Receiver on the watched subscriptions and queues, as the operators\' routes do; elsewhere in the api app and where the relay runs in containers, which read the records and drain nothing). false: none; the operators\' routes peek the queues.')
 param failureIngest bool = true
 
 @description('Seconds an archived or resolved failure record is kept (OUTBOX_FAILURE_RETENTION_SECONDS); an open one never expires.')
@@ -238,6 +238,16 @@ var disabledByRole = {
 }
 var relayElsewhere = relayFunctions
 var disabledFunctions = relayHere ? disabledByRole[appRole] : union(disabledByRole[appRole], relayElsewhere)
+// OUTBOX_FAILURE_INGEST: only what runs the relay drains the dead letters into failure records
+// (the `ingest_failures_*` triggers, whose names the Bicep cannot list to disable: a sanitised
+// entity name carries a hash); the others read the records (`elsewhere`). The api app serves no
+// operators' routes, and a relay in containers (relayHere false) drains with its own receivers.
+var failureIngestByRole = {
+  all: 'true'
+  api: 'elsewhere'
+  relay: 'true'
+}
+var failureIngestMode = failureIngest ? (relayHere ? failureIngestByRole[appRole] : 'elsewhere') : 'false'
 var disabledFunctionSettings = [for functionName in disabledFunctions: {
   name: 'AzureWebJobs.${functionName}.Disabled'
   value: 'true'
@@ -436,7 +446,7 @@ var appSettings = [
   }
   {
     name: 'OUTBOX_FAILURE_INGEST'
-    value: string(failureIngest)
+    value: failureIngestMode
   }
   {
     name: 'OUTBOX_FAILURE_RETENTION_SECONDS'

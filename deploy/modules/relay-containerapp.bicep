@@ -68,6 +68,19 @@ param leaseRenewIntervalMs int = 0
 param maxItemsPerInvocation int = 100
 param backlogEstimateSchedule string = '0 * * * * *'
 
+@description('The topic\'s subscriptions whose dead letters the operators watch (OUTBOX_SUBSCRIPTIONS, as the Function App\'s): the relay drains their dead-letter queues into failure records, and its bulk operations act on them.')
+param watchedSubscriptions string = ''
+
+@description('Queues whose dead letters the operators watch too (OUTBOX_DEAD_LETTER_QUEUES, as the Function App\'s).')
+param deadLetterQueues string = ''
+
+@description('Drain the watched dead-letter queues into failure records here, the relay\'s host (OUTBOX_FAILURE_INGEST true: a receiver per dead-letter path; the Function Apps then read the records, OUTBOX_FAILURE_INGEST elsewhere). false: none (the operators\' routes peek the queues).')
+param failureIngest bool = true
+
+@description('Seconds an archived or resolved failure record is kept (OUTBOX_FAILURE_RETENTION_SECONDS, as the Function App\'s).')
+@minValue(3600)
+param failureRetentionSeconds int = 1209600
+
 @description('The relay\'s processor\'s name (its leases\' prefix): the Functions trigger\'s (functionapp.bicep), so both share the leases.')
 param processorName string = 'outbox.'
 
@@ -279,6 +292,24 @@ var relaySettings = [
   {
     name: 'OUTBOX_PROCESSOR_NAME'
     value: processorName
+  }
+  // The failures' ingest: what runs the relay drains the watched dead-letter queues (the
+  // Function Apps read the records: functionapp.bicep's failureIngestMode, `elsewhere`).
+  {
+    name: 'OUTBOX_SUBSCRIPTIONS'
+    value: watchedSubscriptions
+  }
+  {
+    name: 'OUTBOX_DEAD_LETTER_QUEUES'
+    value: deadLetterQueues
+  }
+  {
+    name: 'OUTBOX_FAILURE_INGEST'
+    value: string(failureIngest)
+  }
+  {
+    name: 'OUTBOX_FAILURE_RETENTION_SECONDS'
+    value: string(failureRetentionSeconds)
   }
 ]
 

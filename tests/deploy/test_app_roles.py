@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+from typing import Any
+
+import pytest
+
 from tests.deploy import functions
 from tests.deploy import templates as t
 from tests.deploy.templates import FUNCTION_APP_MODULE, MAIN
@@ -70,3 +75,75 @@ def test_split_deploys_a_second_app_in_the_relay_role_only_when_asked() -> None:
     api_role = modules["api"]["params"]["appRole"]["operator"]["operands"]
     assert api_role == {"condition": "splitRelay", "true_value": "api", "false_value": "all"}
     assert t.default(MAIN, "splitRelay") is False
+
+
+def failure_ingest_mode(app_role: str, relay_here: bool, failure_ingest: bool) -> str:
+    """OUTBOX_FAILURE_INGEST as functionapp.bicep sets it for these parameters: its
+    `failureIngestMode` evaluated (a conditional of conditionals, an index into a table)."""
+    given: dict[str, Any] = {
+        "appRole": app_role,
+        "relayHere": relay_here,
+        "failureIngest": failure_ingest,
+        "failureIngestByRole": t.variable(FUNCTION_APP_MODULE, "failureIngestByRole"),
+    }
+
+    def evaluate(node: Any) -> Any:
+        if isinstance(node, str):  # an identifier, else a literal
+            return given.get(node, node)
+        operator = node["operator"]
+        operands = operator["operands"]
+        if operator["type"] == "conditional":
+            chosen = "true_value" if evaluate(operands["condition"]) else "false_value"
+            return evaluate(operands[chosen])
+        assert operator["type"] == "index_accessor", operator
+        return evaluate(operands["operand_1"])[evaluate(operands["operand_2"])]
+
+    return str(evaluate(t.variable(FUNCTION_APP_MODULE, "failureIngestMode")))
+
+
+def test_only_the_app_running_the_relay_drains_the_dead_letters_the_others_read_the_records() -> (
+    None
+):
+    """OUTBOX_FAILURE_INGEST by role: `true` (the `ingest_failures_*` triggers) only where the
+    relay runs; the api app and an app whose relay runs in containers read the records
+    (`elsewhere`: no trigger); failureIngest false, no records anywhere."""
+    assert t.app_settings()["OUTBOX_FAILURE_INGEST"] == "failureIngestMode"
+    assert t.default(FUNCTION_APP_MODULE, "failureIngest") is True
+    expected = {
+        ("all", True): "true",
+        ("relay", True): "true",
+        ("api", True): "elsewhere",
+        ("all", False): "elsewhere",
+        ("relay", False): "elsewhere",
+        ("api", False): "elsewhere",
+    }
+    for (role, relay_here), mode in expected.items():
+        assert failure_ingest_mode(role, relay_here, True) == mode, (role, relay_here)
+        assert failure_ingest_mode(role, relay_here, False) == "false", (role, relay_here)
+
+
+@pytest.mark.parametrize(
+    ("split", "hosting"), list(itertools.product([False, True], ["functions", "containerApps"]))
+)
+def test_each_deployment_has_one_drainer_and_its_operators_routes_read_the_records(
+    split: bool, hosting: str
+) -> None:
+    """main.bicep's shapes (splitRelay, relayHosting): exactly one host drains the dead letters
+    (the app running the relay, or the relay's container app), and the app serving the
+    operators' routes (the relay app when split) reads the records, as the settings read it."""
+    from cosmos_outbox.settings import load_trigger_settings
+
+    modules = t.modules(MAIN)
+    assert "failureIngest" not in modules["api"]["params"]  # the module's default: on
+    relay_here = hosting == "functions"
+    apps = {"api": "api" if split else "all"} | ({"relay": "relay"} if split else {})
+    modes = {app: failure_ingest_mode(role, relay_here, True) for app, role in apps.items()}
+    if not relay_here:
+        modes["relayContainer"] = "true"  # relay-containerapp.bicep: string(failureIngest)
+    read = {app: load_trigger_settings({"OUTBOX_FAILURE_INGEST": m}) for app, m in modes.items()}
+    assert [app for app, s in read.items() if s.failure_ingest_here] == [
+        "api" if relay_here and not split else "relay" if relay_here else "relayContainer"
+    ]
+    operators = "relay" if split else "api"
+    assert read[operators].failure_records
+    assert all(s.failure_records for s in read.values())

@@ -124,7 +124,9 @@ def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
     functions = t.app_settings()
     for name, value in settings.items():
         assert name in functions, f"{name}: not a setting of the Function App"
-        if name != "OUTBOX_PROCESSOR_NAME":  # a parameter here, its default the app's (below)
+        # parameters here, their defaults the app's (below); the failures' ingest is the relay's
+        # here, `elsewhere` in the Function Apps (test_the_relay_in_containers_drains_...)
+        if name not in {"OUTBOX_PROCESSOR_NAME", "OUTBOX_FAILURE_INGEST"}:
             assert value == functions[name], f"{name}: set otherwise than in the Function App"
         assert name in read or family(name) in families or name.startswith(HOST_SETTING_PREFIXES)
     # what the relay needs to find its feed, leases, topic and claim check
@@ -141,6 +143,30 @@ def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
     } <= set(settings)
     assert relay_container()["env"] == "relaySettings"  # those, and nothing else
+
+
+def test_the_relay_in_containers_drains_the_watched_dead_letters_the_function_apps_do_not() -> None:
+    """Only what runs the relay drains the dead letters into failure records: the container app
+    watches the Function Apps' subscriptions with OUTBOX_FAILURE_INGEST `true` (a receiver per
+    dead-letter path, `cosmos-outbox relay`), while the Function Apps, their relay off, read
+    the records (`elsewhere`: test_app_roles.py)."""
+    from cosmos_outbox.settings import load_trigger_settings
+
+    settings = env()
+    assert settings["OUTBOX_SUBSCRIPTIONS"] == "watchedSubscriptions"
+    assert settings["OUTBOX_DEAD_LETTER_QUEUES"] == "deadLetterQueues"
+    assert t.references(settings["OUTBOX_FAILURE_INGEST"]) >= {"failureIngest"}
+    assert t.default(MODULE, "failureIngest") is True
+    for name in ("failureIngest", "failureRetentionSeconds", "deadLetterQueues"):
+        assert t.default(MODULE, name) == t.default(FUNCTION_APP_MODULE, name), name
+    params = t.modules(MAIN)["relayContainer"]["params"]
+    assert (
+        params["watchedSubscriptions"] == t.modules(MAIN)["api"]["params"]["watchedSubscriptions"]
+    )
+    drains = load_trigger_settings(
+        {"OUTBOX_FAILURE_INGEST": str(t.default(MODULE, "failureIngest")).lower()}
+    )
+    assert drains.failure_ingest_here
 
 
 def test_the_platforms_probes_are_the_commands_and_a_stop_has_time_to_release_the_leases() -> None:

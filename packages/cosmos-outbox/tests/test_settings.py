@@ -396,7 +396,10 @@ def test_failures_are_kept_two_weeks_once_settled_and_a_shorter_retention_than_a
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", KEYED)
     settings = load_settings()
-    assert (settings.failure_ingest, settings.failure_retention_seconds) == (True, 14 * 86_400)
+    assert (settings.failure_ingest_mode, settings.failure_retention_seconds) == (
+        "true",
+        14 * 86_400,
+    )
     monkeypatch.setenv("OUTBOX_FAILURE_RETENTION_SECONDS", "60")
     with pytest.raises(SettingsError, match="OUTBOX_FAILURE_RETENTION_SECONDS"):
         load_settings()
@@ -444,3 +447,97 @@ def test_with_the_failures_ingest_on_each_watched_dead_letter_queue_has_its_trig
         ("serviceBusTrigger", "None", "commands/$DeadLetterQueue"),
     ]
     assert "ingest_failures_audit" in found
+
+
+def test_failures_drained_elsewhere_are_read_as_records_with_no_ingest_trigger_here(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """OUTBOX_FAILURE_INGEST=elsewhere (the relay, and its ingest, run in another host): the
+    indexed app registers no `ingest_failures_*` function, and the operators' dead-letter routes
+    still read the failure records (not a peek of the queues)."""
+    from cosmos_outbox import Outbox
+    from cosmos_outbox._wiring import Wiring
+    from cosmos_outbox.services import services_from_settings
+
+    watched = {"OUTBOX_SUBSCRIPTIONS": "audit", "OUTBOX_DEAD_LETTER_QUEUES": "commands"}
+    triggers = load_trigger_settings({**watched, "OUTBOX_FAILURE_INGEST": "elsewhere"})
+    app = func.FunctionApp()
+    app.register_functions(Outbox().relay_blueprint(triggers=triggers))
+    names = {str(function.get_function_name()) for function in app.get_functions()}
+    assert "relay_events" in names
+    assert not {name for name in names if name.startswith("ingest_failures_")}
+    assert (triggers.failure_records, triggers.failure_ingest_here) == (True, False)
+
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("COSMOS_CONTAINER", "outbox")
+    for name, value in watched.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("OUTBOX_FAILURE_INGEST", " Elsewhere ")
+    services = services_from_settings(load_settings(), asynchronous=True)
+    assert services.failure_ingest  # the records are the failures' truth here too
+    letters = Wiring(services).operations().dead_letters
+    assert letters._failures is not None  # the dead-letter routes read the records
+
+
+def test_a_relay_process_told_the_failures_are_drained_elsewhere_starts_no_receiver(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`cosmos-outbox relay` reads OUTBOX_FAILURE_INGEST as the Functions app does: `true`, a
+    receiver per watched dead-letter queue; `elsewhere`, none."""
+    import asyncio
+
+    from cosmos_outbox._wiring import Wiring
+    from cosmos_outbox.relay import RelayProcessor
+    from cosmos_outbox.services import services_from_settings
+
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("COSMOS_CONTAINER", "outbox")
+    monkeypatch.setenv("OUTBOX_SUBSCRIPTIONS", "audit")
+    monkeypatch.setenv("OUTBOX_DEAD_LETTER_QUEUES", "commands")
+
+    async def receivers(mode: str) -> list[str]:
+        monkeypatch.setenv("OUTBOX_FAILURE_INGEST", mode)
+        settings = load_settings()
+        relay = RelayProcessor(settings)
+        relay._wiring = Wiring(services_from_settings(settings, asynchronous=True))
+        relay._start_failure_receivers()
+        started = [receiver.entity.name for receiver in relay.failure_receivers]
+        for receiver in relay.failure_receivers:
+            await receiver.stop()  # before it first runs: nothing is connected
+        return started
+
+    assert asyncio.run(receivers("true")) == ["audit", "commands"]
+    assert asyncio.run(receivers("elsewhere")) == []
+
+
+@pytest.mark.parametrize(
+    ("given", "records", "here"),
+    [
+        ("true", True, True),
+        ("On", True, True),
+        ("1", True, True),
+        ("elsewhere", True, False),
+        ("false", False, False),
+        ("no", False, False),
+    ],
+)
+def test_the_failures_ingest_is_here_elsewhere_or_off(
+    given: str, records: bool, here: bool
+) -> None:
+    """OUTBOX_FAILURE_INGEST: `true` (or a boolean's other spellings, as before) drains here and
+    reads the records, `elsewhere` reads the records another host drains, `false` neither."""
+    settings = load_trigger_settings({"OUTBOX_FAILURE_INGEST": given})
+    assert (settings.failure_records, settings.failure_ingest_here) == (records, here)
+    assert load_trigger_settings({}).failure_ingest_mode == "true"  # the default
+
+
+def test_a_failures_ingest_neither_on_off_nor_elsewhere_is_refused_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for bad in ("somewhere", "2", "relay"):
+        with pytest.raises(SettingsError, match=r"OUTBOX_FAILURE_INGEST.*elsewhere"):
+            load_trigger_settings({"OUTBOX_FAILURE_INGEST": bad})
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("OUTBOX_FAILURE_INGEST", "here")
+    with pytest.raises(SettingsError, match="OUTBOX_FAILURE_INGEST"):
+        load_settings()

@@ -124,8 +124,9 @@ class Services:
     watched: tuple[DeadLetterEntity, ...] = ()
     #: how long an archived or resolved failure record is kept (OUTBOX_FAILURE_RETENTION_SECONDS)
     failure_retention_seconds: int = DEFAULT_FAILURE_RETENTION_SECONDS
-    #: whether the watched dead-letter queues are drained into failure records
-    #: (OUTBOX_FAILURE_INGEST): the groups and their operations then read the records
+    #: whether the watched dead-letter queues are drained into failure records, here or
+    #: elsewhere (OUTBOX_FAILURE_INGEST `true` or `elsewhere`): the groups and their operations
+    #: then read the records
     failure_ingest: bool = False
     #: whether each subscription of the topic carries the targeted-delivery rule, read through
     #: the management API (None: nothing can read it; the operators' status says so)
@@ -386,7 +387,7 @@ def services_from_settings(
         },
         watched=watched_from_settings(settings),
         failure_retention_seconds=settings.failure_retention_seconds,
-        failure_ingest=settings.failure_ingest,
+        failure_ingest=settings.failure_records,
         subscriber_stores=subscribers,
     )
 

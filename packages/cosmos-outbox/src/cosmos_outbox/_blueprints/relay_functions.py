@@ -85,7 +85,7 @@ def relay_blueprint(
         await backlog_tick(wiring())
 
     _operations_timer(bp, wiring, settings, asynchronous)
-    if settings.failure_ingest:
+    if settings.failure_ingest_here:  # `elsewhere`: another host drains them
         for entity in watched_entities(settings):
             _failure_trigger(bp, wiring, entity, asynchronous)
 

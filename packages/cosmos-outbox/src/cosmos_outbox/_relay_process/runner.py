@@ -260,9 +260,10 @@ class RelayProcessor:
         )
 
     def _start_failure_receivers(self) -> None:
-        """With OUTBOX_FAILURE_INGEST, a receiver per watched dead-letter queue keeping each
-        dead letter as a failure record (`failure_receiver`)."""
-        if not self.settings.failure_ingest or self._wiring is None:
+        """With OUTBOX_FAILURE_INGEST `true`, a receiver per watched dead-letter queue keeping
+        each dead letter as a failure record (`failure_receiver`); `elsewhere`, none (another
+        host drains them)."""
+        if not self.settings.failure_ingest_here or self._wiring is None:
             return
         from cosmos_outbox._relay_process.failure_receiver import FailureReceiver
 

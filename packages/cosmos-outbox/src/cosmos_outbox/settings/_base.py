@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -32,6 +32,17 @@ DEFAULT_PROCESSOR_NAME = "outbox."
 #: are not set.
 DEFAULT_DATABASE = "outbox"
 DEFAULT_LEASE_CONTAINER = "leases"
+
+#: OUTBOX_FAILURE_INGEST's values, each with the spellings that give it (a boolean's, as
+#: pydantic reads one, for `true` and `false`): drain here and read the records; read the
+#: records another host drains (the relay runs elsewhere: a container app, another app);
+#: neither.
+FailureIngest = Literal["true", "elsewhere", "false"]
+FAILURE_INGEST_VALUES: dict[FailureIngest, frozenset[str]] = {
+    "true": frozenset({"true", "1", "on", "yes", "y", "t"}),
+    "elsewhere": frozenset({"elsewhere"}),
+    "false": frozenset({"false", "0", "off", "no", "n", "f"}),
+}
 
 #: The relay's lease intervals, by the change feed processor's keyword: the Cosmos DB trigger's
 #: binding properties of those names (`leaseAcquireInterval`, `leaseExpirationInterval`,
@@ -189,10 +200,13 @@ class TriggerSettings(BaseModel):
     def queues(self) -> tuple[str, ...]:
         return tuple(name for name, _ in _entries(self.dead_letter_queues))
 
-    #: Whether whoever runs the relay drains the watched dead-letter queues into the container
-    #: (`cosmos_outbox.operations._failures`: one `failedMessage` record per failure), read at
-    #: indexing: on, the relay's blueprint registers `ingest_failures_*` on each dead-letter path.
-    failure_ingest: bool = Field(default=True, alias="OUTBOX_FAILURE_INGEST")
+    #: Whether the watched dead-letter queues are drained into the container
+    #: (`cosmos_outbox.operations._failures`: one `failedMessage` record per failure), and
+    #: where (`FAILURE_INGEST_VALUES`), read at indexing: `true`, here (the relay's blueprint
+    #: registers `ingest_failures_*` on each dead-letter path, `cosmos-outbox relay` a receiver)
+    #: and the operators' routes read the records; `elsewhere`, the routes read the records that
+    #: another host drains, and nothing drains here; `false`, neither (the queues are peeked).
+    failure_ingest_mode: FailureIngest = Field(default="true", alias="OUTBOX_FAILURE_INGEST")
     #: How long an archived or resolved failure record is kept (its TTL); an open one never
     #: expires.
     failure_retention_seconds: int = Field(
@@ -201,6 +215,34 @@ class TriggerSettings(BaseModel):
         ge=3600,
         le=2_147_483_647,
     )
+
+    @field_validator("failure_ingest_mode", mode="before")
+    @classmethod
+    def _failure_ingest(cls, value: object) -> FailureIngest:
+        """`true`, `false` (or any of a boolean's spellings, as before it took a third value)
+        or `elsewhere`."""
+        text = str(value).strip().lower() if isinstance(value, (str, bool)) else ""
+        for mode, spellings in FAILURE_INGEST_VALUES.items():
+            if text in spellings:
+                return mode
+        raise ValueError(
+            f"{value!r}: true (drain the watched dead-letter queues here and read the failure "
+            "records), elsewhere (read the records another host drains, register no ingest "
+            "here) or false (neither: the dead-letter queues are peeked)"
+        )
+
+    @property
+    def failure_records(self) -> bool:
+        """The failures are kept as records (OUTBOX_FAILURE_INGEST `true` or `elsewhere`): the
+        dead letters' groups, routes and operations read and act on them."""
+        return self.failure_ingest_mode != "false"
+
+    @property
+    def failure_ingest_here(self) -> bool:
+        """This host drains the watched dead-letter queues into the records
+        (OUTBOX_FAILURE_INGEST `true`): the `ingest_failures_*` triggers, the relay process's
+        receivers."""
+        return self.failure_ingest_mode == "true"
 
     _renamed = retired(
         "lease_prefix_renamed",
