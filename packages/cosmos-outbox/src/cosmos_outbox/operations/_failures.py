@@ -20,10 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -32,9 +31,6 @@ from cosmos_outbox._causes import cause_of, failure_text, group_id
 from cosmos_outbox._mapper import RESUBMISSION_PROPERTY, sent_fields
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
-    FAILURE_GROUP_TYPE,
-    FAILURES_OF_AGGREGATE,
-    FAILURES_OF_EVENT,
     GROUP_SUMMARY_ID,
     FailureAttempt,
     FailureGroupRecord,
@@ -50,10 +46,10 @@ from cosmos_outbox._mapper.failure import (
 )
 from cosmos_outbox.errors import (
     AlreadyExistsError,
-    InvalidQueryError,
     NotFoundError,
     PreconditionFailedError,
 )
+from cosmos_outbox.operations._failure_reads import _IDS_PER_QUERY, FailureReads, _number
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DeadLetter, DeadLetterEntity
 from cosmos_outbox.settings._base import DEFAULT_FAILURE_RETENTION_SECONDS
 
@@ -70,7 +66,6 @@ __all__ = [
     "record_key",
 ]
 
-logger = logging.getLogger("cosmos_outbox.operators")
 
 #: Writes tried before a conflict (another writer of the same group) is given up.
 _TRIES = 50
@@ -82,24 +77,12 @@ DEAD_LETTERS_SOURCE = "dead letters"
 #: Azure always keeps) in every partition, whatever the container holds; not
 #: `ARRAY_CONTAINS(@ids, c.id)`, which no index serves: it read every failure record kept, each
 #: query slower as they accumulate (the ingest of 100,000 quadratic).
-_IDS_PER_QUERY = 100
 #: Records in one transactional batch: Cosmos DB's 100 operations, the group's summary the last.
 _RECORDS_PER_BATCH = 99
 _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 #: A group's open records' keys (`Failures.open_keys`), a page of `_KEYS_PAGE` at a time.
 _OPEN_KEYS = "SELECT c.id, c.firstFailedAt FROM c WHERE c.type = @type AND c.state = @state"
 _KEYS_PAGE = 1000
-#: An entity's open records (`{names}`: its names as its groups store them) by the dead letter
-#: each is now (`sequenceNumber`, its last attempt's): `_AFTER` the next `@count` after
-#: `@after`, in order (served by a range index on `/sequenceNumber/?`: docs/indexing.md);
-#: `_NUMBERED` those of `{numbers}`; `_UNNUMBERED` those written before records kept it.
-_OPEN_OF = "SELECT * FROM c WHERE c.type = @type AND c.state = @state AND c.entity IN ({names})"
-_AFTER = (
-    "SELECT TOP @count * FROM c WHERE c.type = @type AND c.state = @state"
-    " AND c.entity IN ({names}) AND c.sequenceNumber > @after ORDER BY c.sequenceNumber"
-)
-_NUMBERED = _OPEN_OF + " AND c.sequenceNumber IN ({numbers})"
-_UNNUMBERED = _OPEN_OF + " AND NOT IS_DEFINED(c.sequenceNumber)"
 
 
 def failure_key(letter: DeadLetter, event_id: str | None) -> str:
@@ -108,7 +91,7 @@ def failure_key(letter: DeadLetter, event_id: str | None) -> str:
     return event_id or letter.message_id or f"sequence-{letter.sequence_number}"
 
 
-class Failures:
+class Failures(FailureReads):
     """The failed messages kept in `store` (see the module). `clock`: epoch seconds."""
 
     def __init__(
@@ -308,27 +291,11 @@ class Failures:
 
     # -- reads -----------------------------------------------------------------------------
 
-    async def groups(self) -> list[FailureGroupRecord]:
-        """Every group's summary (one document per group)."""
-        return [group_record(d) for d in await self._store.of_type(FAILURE_GROUP_TYPE)]
-
     async def group(self, group: str) -> FailureGroupRecord:
         found = await self._store.read(failure_partition(group), GROUP_SUMMARY_ID)
         if found is None:
             raise NotFoundError("failure group", group)
         return group_record(found)
-
-    async def members(
-        self, group: str, *, states: Sequence[FailureState] = ("open",)
-    ) -> list[FailureRecord]:
-        """The group's records in `states`, oldest failure first."""
-        documents = await self._store.of_type(
-            FAILED_MESSAGE_TYPE, partition_key=failure_partition(group)
-        )
-        records = [failure_record(d) for d in documents]
-        return sorted(
-            (r for r in records if r.state in states), key=lambda r: (r.first_failed_at, r.id)
-        )
 
     async def open_keys(self, group: str) -> list[str]:
         """The keys (`record_key`) of the group's open records, in key order: their ids and
@@ -466,168 +433,6 @@ class Failures:
             operations.append(_summary_write(summary, stored))
             etags = await self._store.execute_batch(failure_partition(group), operations)
         return [replace(r, etag=e) for r, e in zip(changed, etags, strict=False)]
-
-    # -- reads by entity and by event (the dead letters' routes, the journey) --------------
-
-    async def open_count(self, entity: str) -> int:
-        """How many of `entity`'s failures are open: its groups' summaries summed (exact)."""
-        return sum(g.open for g in await self.groups() if _same(g.entity, entity))
-
-    async def open_at(self, entity: str) -> list[FailureRecord]:
-        """Every open record of `entity` (each of its groups with open ones read whole)."""
-        found: list[FailureRecord] = []
-        for summary in await self.groups():
-            if _same(summary.entity, entity) and summary.open > 0:
-                found += await self.members(summary.group)
-        return found
-
-    async def open_after(
-        self, entity: str, after: int, count: int
-    ) -> AsyncIterator[list[FailureRecord]]:
-        """`entity`'s open records whose dead letters (`_number`: each one's last attempt's)
-        come after sequence number `after`, in that order, pages of `count` until one comes back
-        short (none empty): each page one query of the next `count` after the last one given
-        (`ORDER BY c.sequenceNumber`, TOP), whatever the entity holds; the records written
-        before they kept their number (`_unnumbered`, read once) merged in. A container whose
-        indexing policy cannot serve that ORDER BY (it excludes `/sequenceNumber/?`): every open
-        record read once and sorted, as before (`open_at`; logged)."""
-        names = await self._names(entity)
-        if not names:
-            return
-        unnumbered = [r for r in await self._unnumbered(names) if _number(r) > after]
-        start = after
-        while True:
-            try:
-                documents = await self._store.query(
-                    # only parameters' names in the text: the names are parameters
-                    _AFTER.format(names=", ".join(_named(names, "@entity"))),
-                    {"@after": start, "@count": count, **self._open_of(names)},
-                )
-            except InvalidQueryError as refused:
-                if "order" not in str(refused).casefold():
-                    raise
-                logger.warning(
-                    "the container cannot order the failure records by their sequence numbers "
-                    "(index /sequenceNumber/?: docs/indexing.md); every open record of %s "
-                    "read: %s",
-                    entity,
-                    refused,
-                )
-                every = _in_order(r for r in await self.open_at(entity) if _number(r) > start)
-                for first in range(0, len(every), count):
-                    yield every[first : first + count]
-                return
-            page = _in_order([*map(failure_record, documents), *unnumbered])[:count]
-            if page:
-                yield page
-            if len(page) < count:
-                return
-            start = _number(page[-1])
-            unnumbered = [r for r in unnumbered if _number(r) > start]
-
-    async def open_numbered(self, entity: str, numbers: Sequence[int]) -> list[FailureRecord]:
-        """`entity`'s open records whose dead letters (`_number`) are `numbers`: queries
-        of up to `_IDS_PER_QUERY` numbers (`c.sequenceNumber IN (...)`), and, for numbers none
-        of them has, the records written before they kept their number (`_unnumbered`)."""
-        names = await self._names(entity)
-        wanted = list(dict.fromkeys(numbers))
-        if not names or not wanted:
-            return []
-        found: list[FailureRecord] = []
-        for start in range(0, len(wanted), _IDS_PER_QUERY):
-            part = wanted[start : start + _IDS_PER_QUERY]
-            keys = _named(part, "@n")
-            documents = await self._store.query(
-                # only parameters' names in the text: the names and numbers are parameters
-                _NUMBERED.format(
-                    names=", ".join(_named(names, "@entity")), numbers=", ".join(keys)
-                ),
-                {**self._open_of(names), **dict(zip(keys, part, strict=True))},
-            )
-            found += [failure_record(d) for d in documents]
-        missing = set(wanted) - {_number(r) for r in found}
-        if missing:
-            found += [r for r in await self._unnumbered(names) if _number(r) in missing]
-        return found
-
-    async def _names(self, entity: str) -> list[str]:
-        """`entity` as its groups with open records store it (compared regardless of case, as
-        `open_count` and `open_at` compare it)."""
-        return sorted(
-            {g.entity for g in await self.groups() if _same(g.entity, entity) and g.open > 0}
-        )
-
-    @staticmethod
-    def _open_of(names: Sequence[str]) -> dict[str, Any]:
-        """The parameters of `_OPEN_OF` (and the queries built on it) for the entity's `names`."""
-        return {
-            "@type": FAILED_MESSAGE_TYPE,
-            "@state": "open",
-            **dict(zip(_named(names, "@entity"), names, strict=True)),
-        }
-
-    async def _unnumbered(self, names: Sequence[str]) -> list[FailureRecord]:
-        """The entity's open records written before records kept their `sequenceNumber` (none
-        once each is written again: an attempt more, settled)."""
-        documents = await self._store.query(
-            # only parameters' names in the text: the names are parameters
-            _UNNUMBERED.format(names=", ".join(_named(names, "@entity"))),
-            self._open_of(names),
-        )
-        return [failure_record(d) for d in documents]
-
-    async def of_event(self, event_id: str) -> list[FailureRecord]:
-        """The records of `event_id`'s failures, in any state (one per entity it failed at;
-        a move unfinished counted once), oldest failure first."""
-        return _latest(
-            await self._store.query(
-                FAILURES_OF_EVENT, {"@type": FAILED_MESSAGE_TYPE, "@event": event_id}
-            )
-        )
-
-    async def open_of_aggregate(self, aggregate_id: str) -> list[FailureRecord]:
-        """The open records of an aggregate's events' failures (by `aggregateId`, which the
-        container indexes), oldest failure first."""
-        return [
-            r
-            for r in _latest(
-                await self._store.query(
-                    FAILURES_OF_AGGREGATE, {"@type": FAILED_MESSAGE_TYPE, "@id": aggregate_id}
-                )
-            )
-            if r.state == "open"
-        ]
-
-
-def _latest(documents: Iterable[dict[str, Any]]) -> list[FailureRecord]:
-    """The stored records, a move unfinished counted once (its latest copy), oldest failure
-    first."""
-    latest: dict[str, FailureRecord] = {}
-    for record in map(failure_record, documents):
-        kept = latest.get(record.id)
-        if kept is None or record.last_failed_at > kept.last_failed_at:
-            latest[record.id] = record
-    return sorted(latest.values(), key=lambda r: (r.first_failed_at, r.id))
-
-
-def _same(a: str, b: str) -> bool:
-    return a.casefold() == b.casefold()
-
-
-def _in_order(records: Iterable[FailureRecord]) -> list[FailureRecord]:
-    """`records` in the order of their dead letters' sequence numbers."""
-    return sorted(records, key=lambda r: (_number(r), r.id))
-
-
-def _named(values: Sequence[object], prefix: str) -> list[str]:
-    """The names of a query's parameters for `values`: `prefix0`, `prefix1`, ..."""
-    return [f"{prefix}{i}" for i in range(len(values))]
-
-
-def _number(record: FailureRecord) -> int:
-    """The sequence number of the dead letter a record is now: its last attempt's (`letter_of`;
-    0 with none)."""
-    return record.attempts[-1].sequence_number if record.attempts else 0
 
 
 def received(letter: DeadLetter) -> DeadLetter:
