@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -440,16 +440,9 @@ class DeadLetterOperators:
         limit); those left when it ran out are reported as not handled (call again)."""
         port = self._port()
         handled: list[Handled] = []
-        numbers = sorted(plan)
-        deadline = None if budget is None else time.monotonic() + budget
-        chunk = 10
-        for start in range(0, len(numbers), chunk):
-            part = numbers[start : start + chunk]
-            if start and deadline is not None and time.monotonic() > deadline:
-                handled += [
-                    Handled(plan[n][0], None, "not handled in this call: call again")
-                    for n in numbers[start:]
-                ]
+        for part, late in _budgeted(sorted(plan), 10, budget):
+            if late:
+                handled += [Handled(plan[n][0], None, NOT_HANDLED) for n in part]
                 break
             outcomes = await answered(SERVICE_BUS, port.move(entity, {n: plan[n][1] for n in part}))
             handled += [Handled(plan[n][0], plan[n][1], outcomes.get(n)) for n in part]
@@ -494,16 +487,9 @@ class DeadLetterOperators:
         kept = await self._kept(entity, sorted(plan))
         by = str(current_actor())
         handled: list[Handled] = []
-        numbers = sorted(plan)
-        deadline = None if budget is None else time.monotonic() + budget
-        chunk = 50
-        for start in range(0, len(numbers), chunk):
-            part = numbers[start : start + chunk]
-            if start and deadline is not None and time.monotonic() > deadline:
-                handled += [
-                    Handled(plan[n][0], None, "not handled in this call: call again")
-                    for n in numbers[start:]
-                ]
+        for part, late in _budgeted(sorted(plan), 50, budget):
+            if late:
+                handled += [Handled(plan[n][0], None, NOT_HANDLED) for n in part]
                 break
             gone = [n for n in part if n not in kept]
             handled += [
@@ -577,6 +563,24 @@ class DeadLetterOperators:
 async def _next(pages: AsyncIterator[list[FailureRecord]]) -> list[FailureRecord] | None:
     """The next page of `pages` (None: no more)."""
     return await anext(pages, None)
+
+
+#: What a planned dead letter left when its call's time budget ran out is reported with.
+NOT_HANDLED = "not handled in this call: call again"
+
+
+def _budgeted(
+    numbers: Sequence[int], size: int, budget: float | None
+) -> Iterator[tuple[Sequence[int], bool]]:
+    """`numbers` a chunk of `size` at a time (False: act on it) while `budget` seconds last
+    (None: no limit; the first chunk always); once they ran out, the rest at once (True: not
+    handled in this call)."""
+    deadline = None if budget is None else time.monotonic() + budget
+    for start in range(0, len(numbers), size):
+        if start and deadline is not None and time.monotonic() > deadline:
+            yield numbers[start:], True
+            return
+        yield numbers[start : start + size], False
 
 
 def _as_letters(records: Sequence[FailureRecord]) -> dict[int, tuple[Described, FailureRecord]]:
