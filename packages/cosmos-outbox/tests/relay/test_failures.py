@@ -304,3 +304,16 @@ def test_records_kept_before_they_held_their_sequence_number_are_still_read() ->
     [old] = [r for r in run(failures.open_at(ENTITY.name)) if r.event_id == "e-2"]
     run(failures.settle([old], "archived", what="archived", by="ada"))
     assert all("sequenceNumber" in d for d in records(store) if d["eventId"] == "e-2")
+
+
+def test_dead_letters_are_moved_a_chunk_at_a_time_and_the_rest_left_once_the_time_is_up() -> None:
+    from cosmos_outbox.operations._dead_letters import _budgeted
+
+    numbers = list(range(1, 26))
+    assert list(_budgeted(numbers, 10, None)) == [
+        (numbers[:10], False),
+        (numbers[10:20], False),
+        (numbers[20:], False),
+    ]
+    # a budget already spent: the first chunk still acted on, the rest reported at once
+    assert list(_budgeted(numbers, 10, -1.0)) == [(numbers[:10], False), (numbers[10:], True)]
