@@ -184,10 +184,7 @@ def stack(
             "OUTBOX_RELAY_STALL_SECONDS": "15",
             # funcstack's stand-in for App Service Authentication; its sessions outlive a
             # restart of the app (as App Service's do)
-            "FUNCSTACK_SIGN_IN": "true",
-            "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
-            "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
-            "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in",
+            **sign_in_settings(),
             # the dead letters left in their queues, peeked (OUTBOX_FAILURE_INGEST, on by
             # default, off): these walks are of the panels that read Service Bus, frozen and
             # answering 503 (with the ingest on they read the failure records in Cosmos DB:
@@ -197,6 +194,18 @@ def stack(
         },
     ) as started:
         yield started
+
+
+def sign_in_settings() -> dict[str, str]:
+    """The stack's settings for a signed-in operator: funcstack's stand-in for App Service
+    Authentication, admitting the operators' role, and the console trusting it (a new secret
+    each stack)."""
+    return {
+        "FUNCSTACK_SIGN_IN": "true",
+        "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
+        "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
+        "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in",
+    }
 
 
 @pytest.fixture(scope="module")
@@ -594,8 +603,9 @@ FROZEN_FOR = deadlines.scaled(
 PANEL_ROUTES = ("status", "backlog", "quarantine", "deadletters", "groups", "subscribers")
 
 
-def signed_in(walk: Walk) -> None:
-    """The console shown, signed in (again, when a test before this one signed out)."""
+def signed_in(walk: Walk) -> Walk:
+    """The console shown, signed in as OPERATOR (again, when a test before this one signed
+    out): `walk`."""
     driver = walk.driver
     driver.get(walk.console)
     walk.wait(
@@ -608,6 +618,7 @@ def signed_in(walk: Walk) -> None:
         name.send_keys(OPERATOR)
         driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
     walk.wait("the console", lambda: walk.find("#status-panel .status"))
+    return walk
 
 
 def quarantine_one(stack: Stack, reason: str) -> str:

@@ -32,7 +32,6 @@ import collections
 import json
 import os
 import random
-import secrets
 import signal
 import threading
 import time
@@ -55,7 +54,12 @@ from funcstack.cosmos import CosmosEndpoint
 from funcstack.deadlines import LONG, SHORT, wait_for
 from funcstack.scaleout import RestartPolicy
 from tests.contacts.outbox.browser import chromium
-from tests.contacts.outbox.test_console_in_a_browser import OPERATOR, Walk
+from tests.contacts.outbox.test_console_in_a_browser import (
+    OPERATOR,
+    Walk,
+    sign_in_settings,
+    signed_in,
+)
 from tests.contacts.outbox.test_operations_in_a_browser import (
     audit_lines,
     bus,
@@ -123,8 +127,6 @@ OPERATIONS = "outbox-operations"
 def stack(
     tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
 ) -> Iterator[Stack]:
-    from cosmos_outbox_operators import OPERATOR_ROLE
-
     with Stack(
         shared_cosmos=shared_cosmos,
         workdir=tmp_path_factory.mktemp("failures-at-size") / "stack",
@@ -136,10 +138,7 @@ def stack(
             # the operations' worker looks every 2 s (the app's default: 5 s)
             "OUTBOX_OPERATIONS_SCHEDULE": "*/2 * * * * *",
             "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *",
-            "FUNCSTACK_SIGN_IN": "true",
-            "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
-            "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
-            "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in",
+            **sign_in_settings(),
         },
     ) as started:
         yield started
@@ -150,15 +149,7 @@ def walk(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wal
     shots = tmp_path_factory.mktemp("failures-at-size-screenshots")
     print(f"\nscreenshots: {shots}")
     with chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
-        walk = Walk(driver, stack, shots)
-        driver.get(walk.console)
-        walk.wait("the sign-in form", lambda: walk.find("form input#name"), SHORT)
-        name = driver.find_element(By.ID, "name")
-        name.clear()
-        name.send_keys(OPERATOR)
-        driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-        walk.wait("the console", lambda: walk.find("#status-panel .status"), SHORT)
-        yield walk
+        yield signed_in(Walk(driver, stack, shots))
 
 
 def outbox_message(entity: str, session: str, version: int) -> ServiceBusMessage:

@@ -35,7 +35,13 @@ from funcstack import deadlines
 from funcstack.cosmos import CosmosEndpoint
 from funcstack.deadlines import wait_for
 from tests.contacts.outbox.browser import chromium
-from tests.contacts.outbox.test_console_in_a_browser import OPERATOR, PREMIUM, Walk
+from tests.contacts.outbox.test_console_in_a_browser import (
+    OPERATOR,
+    PREMIUM,
+    Walk,
+    sign_in_settings,
+    signed_in,
+)
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
@@ -56,10 +62,6 @@ CONTACTS, CHANGES = 40, 50
 def stack(
     tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
 ) -> Iterator[Stack]:
-    import secrets
-
-    from cosmos_outbox_operators import OPERATOR_ROLE
-
     with Stack(
         shared_cosmos=shared_cosmos,
         workdir=tmp_path_factory.mktemp("operations") / "stack",
@@ -69,10 +71,7 @@ def stack(
             # the operations' worker looks every 2 s (the app's default: 5 s)
             "OUTBOX_OPERATIONS_SCHEDULE": "*/2 * * * * *",
             "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *",
-            "FUNCSTACK_SIGN_IN": "true",
-            "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
-            "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
-            "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in",
+            **sign_in_settings(),
         },
     ) as started:
         yield started
@@ -83,15 +82,7 @@ def walk(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Wal
     shots = tmp_path_factory.mktemp("operations-screenshots")
     print(f"\noperations screenshots: {shots}")
     with chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
-        walk = Walk(driver, stack, shots)
-        driver.get(walk.console)
-        walk.wait("the sign-in form", lambda: walk.find("form input#name"), deadlines.SHORT)
-        name = driver.find_element(By.ID, "name")
-        name.clear()
-        name.send_keys(OPERATOR)
-        driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
-        walk.wait("the console", lambda: walk.find("#status-panel .status"), deadlines.SHORT)
-        yield walk
+        yield signed_in(Walk(driver, stack, shots))
 
 
 def bus(stack: Stack) -> ServiceBusClient:
