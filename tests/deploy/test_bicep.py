@@ -126,9 +126,7 @@ def test_query_paths_are_read_from_where_and_order_by() -> None:
     assert query_paths("the aggregate's events") == set()
 
 
-def test_the_indexing_policy_indexes_what_the_queries_filter_and_sort_on_and_nothing_else() -> (
-    None
-):
+def test_the_indexing_policy_indexes_what_the_queries_filter_and_sort_on_and_no_more() -> None:
     """Every path a shipped query of the contacts container filters or sorts on (the contact
     list's, the library's) is indexed, or an accepted scan; every indexed path is one of them."""
     policy = indexing_policy()
