@@ -11,7 +11,12 @@ import pytest
 from infra.cosmos.contacts import LIST_CONTACTS_QUERY
 from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN, ROOT
-from tools.provision import INDEXING_POLICY_FILE, indexing_policy
+from tools.provision import (
+    INDEXING_POLICY_FILE,
+    PROJECTION_INDEXING_POLICY_FILE,
+    container_spec,
+    indexing_policy,
+)
 
 COSMOS = DEPLOY / "modules" / "cosmos.bicep"
 SERVICEBUS = DEPLOY / "modules" / "servicebus.bicep"
@@ -45,14 +50,26 @@ def test_cosmos_account_is_nosql_session_consistent_and_keyless() -> None:
     assert props["minimalTlsVersion"] == "Tls12"
 
 
-def test_contacts_container_has_partition_key_ttl_on_and_the_shared_indexing_policy() -> None:
-    container = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers", "contacts")
+@pytest.mark.parametrize(
+    ("symbol", "declared", "policy"),
+    [
+        ("contacts", "contacts", INDEXING_POLICY_FILE),
+        ("projections", "contact-projections", PROJECTION_INDEXING_POLICY_FILE),
+    ],
+)
+def test_a_container_has_partition_key_ttl_on_and_the_shared_indexing_policy(
+    symbol: str, declared: str, policy: Path
+) -> None:
+    """The Bicep template loads the container's policy from its file, which the local stack's
+    declaration (tools/funcstack.json) names too: one source."""
+    container = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers", symbol)
     resource = container.properties["resource"]
     assert resource["partitionKey"]["paths"] == ["/partitionKey"]
     assert t.value(resource["defaultTtl"]) == -1
     loaded = resource["indexingPolicy"]["function"]
     assert loaded["type"] == "load_json_content"
-    assert (COSMOS.parent / loaded["parameters"]["file_path"]).resolve() == INDEXING_POLICY_FILE
+    assert (COSMOS.parent / loaded["parameters"]["file_path"]).resolve() == policy
+    assert container_spec(declared).indexing_policy == indexing_policy(policy)
 
 
 #: The library's queries (its SQL texts: string constants, f-strings' literal parts), read on
@@ -140,6 +157,18 @@ def test_the_indexing_policy_indexes_what_the_queries_filter_and_sort_on_and_no_
     assert not not_served, f"queried, neither indexed nor an accepted scan: {not_served}"
     assert included <= set(queried), f"indexed, queried by none: {included - set(queried)}"
     assert set(ACCEPTED_SCANS) <= set(queried) - included, "an accepted scan no longer is one"
+
+
+def test_the_projection_containers_policy_indexes_what_the_subscribers_queries_filter_on() -> None:
+    """The subscriber's queries read its projections' container (an inbox record by its event's
+    id): each path they filter or sort on is indexed there, and nothing else."""
+    policy = indexing_policy(PROJECTION_INDEXING_POLICY_FILE)
+    assert policy["indexingMode"] == "consistent"
+    assert [p["path"] for p in policy["excludedPaths"]] == ["/*"]
+    included = {p["path"] for p in policy["includedPaths"]}
+    queried = shipped_query_paths(PROJECTION_QUERIES)
+    assert {p: at for p, at in queried.items() if p not in included} == {}
+    assert included == set(queried)
 
 
 def test_lease_container_is_partitioned_by_id() -> None:
