@@ -7,7 +7,7 @@ For each size (none, 10,000, 100,000 and 1,000,000 unrelated documents: event do
 about 1 KB, `type: domainEvent`, written in the endpoint's own state format as
 bench.cosmos_scale does, then the endpoint started on them), the same 1,000 contacts (`type:
 contact`, one in ten deleted) are created through the SDK in a container with the app's
-indexing policy (deploy/indexing-policy.json: /type and /data/deleted only), and through the
+indexing policy (deploy/indexing-policy.json: /type, /data/deleted...), and through the
 SDK (sync client, across partitions, as the Contacts app lists them):
 
 - queries, every size's endpoint up at once, each query made on each in turn, ROUNDS rounds

@@ -101,19 +101,24 @@ def measure(
                 else:
                     process = _start_process(stack, workdir / f"relay-{r}.log")
                     pid = process.pid
-                before = _cpu_seconds(pid)
-                total = _write(stack, contacts, changes, r * 2 + (side == "process"))
-                drain(
-                    stack.servicebus.connection_string,
-                    until=count_at_least(total),
-                    timeout=300,
-                )
-                us[side].append((_cpu_seconds(pid) - before) / total * 1e6)
-                if process is None:
-                    stack.stop_runner()
-                else:
-                    process.terminate()
-                    assert process.wait(60) == 0
+                try:
+                    before = _cpu_seconds(pid)
+                    total = _write(stack, contacts, changes, r * 2 + (side == "process"))
+                    drain(
+                        stack.servicebus.connection_string,
+                        until=count_at_least(total),
+                        timeout=300,
+                    )
+                    us[side].append((_cpu_seconds(pid) - before) / total * 1e6)
+                    if process is None:
+                        stack.stop_runner()
+                    else:
+                        process.terminate()
+                        assert process.wait(60) == 0
+                finally:  # a failed round leaves no relay process running
+                    if process is not None and process.poll() is None:
+                        process.kill()
+                        process.wait()
     best = {side: min(values) for side, values in us.items()}
     return {
         "events_per_round": contacts * (changes + 1),

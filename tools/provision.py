@@ -2,9 +2,11 @@
 the Bicep templates create in Azure): contacts (partition key /partitionKey, defaultTtl -1 so
 per-item TTL works, the indexing policy of deploy/indexing-policy.json, the one file the Bicep
 template loads too), leases (/id), and the subscriber's projection container (/partitionKey,
-defaultTtl -1: its inbox records expire per item; only point reads, so nothing is indexed but
-`type`). funcstack provisions them when the stack starts; tests create more containers like
-them under other names."""
+defaultTtl -1: its inbox records expire per item; read by id but for an inbox record looked for
+by its event's id, so nothing is indexed but `type` and `eventId`: the policy of
+deploy/projection-indexing-policy.json, which the Bicep template loads too). funcstack
+provisions them when the stack starts; tests create more containers like them under other
+names."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: tools/servicebus-config.json (the official emulator's Config.json format).
 STACK_CONFIG = Path(__file__).resolve().with_name("funcstack.json")
 INDEXING_POLICY_FILE = ROOT / "deploy" / "indexing-policy.json"
+PROJECTION_INDEXING_POLICY_FILE = ROOT / "deploy" / "projection-indexing-policy.json"
 
 
 @cache
@@ -34,9 +37,10 @@ def container_spec(name: str) -> ContainerSpec:
     return next(c for db in declared().cosmos.databases for c in db.containers if c.name == name)
 
 
-def indexing_policy() -> dict[str, Any]:
-    """The contacts container's indexing policy, as deployed."""
-    return json.loads(INDEXING_POLICY_FILE.read_text("utf-8"))  # type: ignore[no-any-return]
+def indexing_policy(file: Path = INDEXING_POLICY_FILE) -> dict[str, Any]:
+    """The contacts container's indexing policy, as deployed (or the projection container's:
+    `PROJECTION_INDEXING_POLICY_FILE`)."""
+    return json.loads(file.read_text("utf-8"))  # type: ignore[no-any-return]
 
 
 def create_like(database: DatabaseProxy, declared_name: str, name: str) -> ContainerProxy:

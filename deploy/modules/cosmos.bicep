@@ -135,7 +135,8 @@ resource leases 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2
 }
 
 // The subscriber's read model: projection, inbox records (per-item ttl) and held events, all
-// partitioned by contact id; read by id only, so only `type` is indexed.
+// partitioned by contact id; read by id, but for the journey's look for an event's inbox record
+// by its id (`eventId`) when it does not know the aggregate: only `type` and `eventId` indexed.
 resource projections 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = if (!empty(projectionContainerName)) {
   parent: database
   name: !empty(projectionContainerName) ? projectionContainerName : 'unused'
@@ -150,20 +151,8 @@ resource projections 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/contain
         version: 2
       }
       defaultTtl: -1
-      indexingPolicy: {
-        indexingMode: 'consistent'
-        automatic: true
-        includedPaths: [
-          {
-            path: '/type/?'
-          }
-        ]
-        excludedPaths: [
-          {
-            path: '/*'
-          }
-        ]
-      }
+      // One file, also used by the local provisioning (tools/funcstack.json)
+      indexingPolicy: loadJsonContent('../projection-indexing-policy.json')
     }
   }
 }

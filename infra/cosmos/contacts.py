@@ -1,6 +1,7 @@
-"""The contact list on Cosmos DB: one indexed query (`deploy/indexing-policy.json` indexes
-exactly the paths it filters on: /type and /data/deleted), on the SDK's `aio` container (the
-app's) or its sync one (the app's sync shape, `bootstrap(asynchronous=False)`)."""
+"""The contact list on Cosmos DB: one indexed query (`deploy/indexing-policy.json` indexes the
+paths it filters on, /type and /data/deleted, beside the library's: docs/indexing.md), on the
+SDK's `aio` container (the app's) or its sync one (the app's sync shape,
+`bootstrap(asynchronous=False)`)."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -10,7 +11,12 @@ import pytest
 from infra.cosmos.contacts import LIST_CONTACTS_QUERY
 from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN, ROOT
-from tools.provision import INDEXING_POLICY_FILE, indexing_policy
+from tools.provision import (
+    INDEXING_POLICY_FILE,
+    PROJECTION_INDEXING_POLICY_FILE,
+    container_spec,
+    indexing_policy,
+)
 
 COSMOS = DEPLOY / "modules" / "cosmos.bicep"
 SERVICEBUS = DEPLOY / "modules" / "servicebus.bicep"
@@ -44,29 +50,125 @@ def test_cosmos_account_is_nosql_session_consistent_and_keyless() -> None:
     assert props["minimalTlsVersion"] == "Tls12"
 
 
-def test_contacts_container_has_partition_key_ttl_on_and_the_shared_indexing_policy() -> None:
-    container = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers", "contacts")
+@pytest.mark.parametrize(
+    ("symbol", "declared", "policy"),
+    [
+        ("contacts", "contacts", INDEXING_POLICY_FILE),
+        ("projections", "contact-projections", PROJECTION_INDEXING_POLICY_FILE),
+    ],
+)
+def test_a_container_has_partition_key_ttl_on_and_the_shared_indexing_policy(
+    symbol: str, declared: str, policy: Path
+) -> None:
+    """The Bicep template loads the container's policy from its file, which the local stack's
+    declaration (tools/funcstack.json) names too: one source."""
+    container = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers", symbol)
     resource = container.properties["resource"]
     assert resource["partitionKey"]["paths"] == ["/partitionKey"]
     assert t.value(resource["defaultTtl"]) == -1
     loaded = resource["indexingPolicy"]["function"]
     assert loaded["type"] == "load_json_content"
-    assert (COSMOS.parent / loaded["parameters"]["file_path"]).resolve() == INDEXING_POLICY_FILE
+    assert (COSMOS.parent / loaded["parameters"]["file_path"]).resolve() == policy
+    assert container_spec(declared).indexing_policy == indexing_policy(policy)
 
 
-def test_the_indexing_policy_indexes_only_what_the_queries_filter_on() -> None:
+#: The library's queries (its SQL texts: string constants, f-strings' literal parts), read on
+#: the outbox's container but for the subscriber's (on the projections').
+OUTBOX_QUERIES = ROOT / "packages" / "cosmos-outbox" / "src" / "cosmos_outbox"
+PROJECTION_QUERIES = OUTBOX_QUERIES / "subscriber"
+#: A text of a query, or a part of one (`_OPEN_OF + " AND c.sequenceNumber IN (...)"`): it names
+#: a document's path (`c.data.deleted`) and says SQL.
+SQL_PART = re.compile(r"\b(?:SELECT|WHERE|ORDER BY|AND|OR)\b")
+DOCUMENT_PATH = re.compile(r"\bc((?:\.[A-Za-z_]\w*)+)")
+#: Where a query filters or sorts: after its WHERE, or anywhere in a part that has no SELECT (a
+#: condition added to a query's WHERE).
+FILTERED = re.compile(r"\b(?:WHERE|ORDER BY)\b(.*)", re.DOTALL)
+
+#: The paths a query of the outbox's container filters or sorts on that the policy leaves out,
+#: and why reading them is no scan of the container (every other such path is indexed).
+ACCEPTED_SCANS = {
+    "/id/?": "indexed whatever the policy says (Cosmos DB indexes `id` in consistent mode)",
+    "/state/?": "a failure record's state, tested on the records `/type` and `/entity` select",
+    "/status/?": "a quarantine record's status, tested on the records `/type` selects (a few)",
+    "/active/?": "a bulk operation's flag, tested in the operations' partition (a few documents)",
+    "/releasedAt/?": "NOT IS_DEFINED, tested on the scheduled events `/deliverAt` selects",
+    "/cancelledAt/?": "NOT IS_DEFINED, tested on the scheduled events `/deliverAt` selects",
+}
+
+
+def query_paths(text: str) -> set[str]:
+    """The paths a SQL text (or part of one) filters or sorts on, as the policy names them."""
+    if not SQL_PART.search(text) or not DOCUMENT_PATH.search(text):
+        return set()
+    where = FILTERED.search(text)
+    if where is None and "SELECT" in text:
+        return set()  # what a query projects only
+    condition = where.group(1) if where is not None else text
+    return {m.replace(".", "/") + "/?" for m in DOCUMENT_PATH.findall(condition)}
+
+
+def shipped_query_paths(folder: Path, leave_out: Path | None = None) -> dict[str, list[str]]:
+    """Each path the SQL texts of `folder`'s modules (`leave_out`'s not) filter or sort on, and
+    where (module:line); docstrings are not queries."""
+    found: dict[str, list[str]] = {}
+    for module in sorted(folder.rglob("*.py")):
+        if leave_out is not None and module.is_relative_to(leave_out):
+            continue
+        tree = ast.parse(module.read_text("utf-8"))
+        docstrings = {
+            id(node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and id(node) not in docstrings
+            ):
+                for path in query_paths(node.value):
+                    where = f"{module.relative_to(ROOT)}:{node.lineno}"
+                    found.setdefault(path, []).append(where)
+    return found
+
+
+def test_query_paths_are_read_from_where_and_order_by() -> None:
+    assert query_paths(LIST_CONTACTS_QUERY) == {"/type/?", "/data/deleted/?"}
+    assert query_paths("SELECT TOP 3 c.x FROM c WHERE c.a = 1 ORDER BY c.b.c") == {
+        "/a/?",
+        "/b/c/?",
+    }
+    assert query_paths(" AND NOT IS_DEFINED(c.sequenceNumber)") == {"/sequenceNumber/?"}
+    assert query_paths("SELECT c.id FROM c ") == set()  # a projection
+    assert query_paths("the aggregate's events") == set()
+
+
+def test_the_indexing_policy_indexes_what_the_queries_filter_and_sort_on_and_no_more() -> None:
+    """Every path a shipped query of the contacts container filters or sorts on (the contact
+    list's, the library's) is indexed, or an accepted scan; every indexed path is one of them."""
     policy = indexing_policy()
     assert policy["indexingMode"] == "consistent"
     assert [p["path"] for p in policy["excludedPaths"]] == ["/*"]
     included = {p["path"] for p in policy["includedPaths"]}
-    # Every path the list query filters on is indexed, and the aggregate id where the operators
-    # look for an aggregate's partitions (a transaction's with a session id of its own).
-    where = LIST_CONTACTS_QUERY.split(" WHERE ", 1)[1]
-    filtered = {"/" + "/".join(m.split(".")[1:]) + "/?" for m in re.findall(r"c(?:\.\w+)+", where)}
-    # (cosmos_outbox.operations.partitions_of: `WHERE c.aggregateId = @id`, across partitions),
-    # and a failure record's sequence number, which an entity's dead letters are read in order
-    # of (`ORDER BY c.sequenceNumber`: cosmos_outbox.operations._failures).
-    assert filtered | {"/aggregateId/?", "/sequenceNumber/?"} == included
+    queried = shipped_query_paths(OUTBOX_QUERIES, leave_out=PROJECTION_QUERIES)
+    for path in query_paths(LIST_CONTACTS_QUERY):
+        queried.setdefault(path, []).append("infra/cosmos/contacts.py")
+    not_served = {p: at for p, at in queried.items() if p not in included | set(ACCEPTED_SCANS)}
+    assert not not_served, f"queried, neither indexed nor an accepted scan: {not_served}"
+    assert included <= set(queried), f"indexed, queried by none: {included - set(queried)}"
+    assert set(ACCEPTED_SCANS) <= set(queried) - included, "an accepted scan no longer is one"
+
+
+def test_the_projection_containers_policy_indexes_what_the_subscribers_queries_filter_on() -> None:
+    """The subscriber's queries read its projections' container (an inbox record by its event's
+    id): each path they filter or sort on is indexed there, and nothing else."""
+    policy = indexing_policy(PROJECTION_INDEXING_POLICY_FILE)
+    assert policy["indexingMode"] == "consistent"
+    assert [p["path"] for p in policy["excludedPaths"]] == ["/*"]
+    included = {p["path"] for p in policy["includedPaths"]}
+    queried = shipped_query_paths(PROJECTION_QUERIES)
+    assert {p: at for p, at in queried.items() if p not in included} == {}
+    assert included == set(queried)
 
 
 def test_lease_container_is_partitioned_by_id() -> None:

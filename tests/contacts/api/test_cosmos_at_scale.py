@@ -2,7 +2,7 @@
 run of 150 s, 30,316 events still within their time to live made the contact list and the
 operators' status answer 503, their queries walking every document): GET
 /api/contacts?pageSize=100 and GET /api/outbox/status answer 200, and their queries are served
-from the container's indexes (deploy/indexing-policy.json: /type and /data/deleted): asked with
+from the container's indexes (deploy/indexing-policy.json: /type, /data/deleted...): asked with
 the SDK's query metrics, each reads the documents it selects, not the 30,000 (what the service
 and funcstack report, never how long it took: the stack's bound is a generous one, and the
 seconds each answer took are printed).

@@ -67,9 +67,13 @@ def relay(settings_file: Path, tmp_path: Path) -> Iterator[str]:
             assert process.poll() is None and time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
         yield found.group(1)
-    finally:
+    finally:  # stopped, or killed: never left running
         process.terminate()
-        process.wait(30)
+        try:
+            process.wait(SHORT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(SHORT)
 
 
 def cli(settings_file: Path, *args: str) -> tuple[Any, str]:

@@ -5,10 +5,14 @@ their /ready answers; they share the leases under their instance names; Ctrl-C e
 its leases released (the processes stop before Cosmos DB does). The relay's claim check is off
 and the stack declares no storage: no Azurite starts (the claim check's start is held by
 test_hosted_relay.py and the Contacts' claim check). Killing, pausing and adding
-instances is funcstack's part, tested there with a tiny script (test_cli_processes.py)."""
+instances is funcstack's part, tested there with a tiny script (test_cli_processes.py).
+
+Each relay instance runs in a process group of its own, which a kill of funcstack's group does
+not reach: whatever the test's end, the instances it started are ended (`relay_instances`)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -17,7 +21,7 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +33,11 @@ pytest.importorskip(
 )
 
 from azure.cosmos import CosmosClient
-from deadlines import LONG, SHORT
+from deadlines import LONG, LOOPBACK, SHORT
 from deadlines import wait_for as wait_for_deadline
 
 from funcstack.cosmos import local_tls
+from funcstack.services import OwnProcess
 
 pytestmark = pytest.mark.integration
 
@@ -48,12 +53,51 @@ def wait_for(condition: Callable[[], bool], what: str, deadline: float = SHORT) 
     wait_for_deadline(condition, what, deadline, every=0.2)
 
 
+def relays_started_by(parent: int) -> list[int]:
+    """The pids of the `cosmos-outbox relay` processes `parent` started that still run (from
+    /proc: ready or not, restarted or not)."""
+    found: list[int] = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # the command name (field 2) is in parentheses and may hold spaces: split after it
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+        if ppid == parent and b"cosmos_outbox" in cmdline and b"relay" in cmdline:
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.fixture
+def relay_instances() -> Iterator[dict[int, OwnProcess]]:
+    """The relay instances a test's funcstack started (by pid, as they were when the test named
+    them: a reused pid is never one of them), SIGKILLed, each with its process group, at the
+    test's end if still running: a failure that kills funcstack leaves none running."""
+    started: dict[int, OwnProcess] = {}
+    yield started
+    for process in started.values():
+        if process.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    wait_for(
+        lambda: not any(p.alive() for p in started.values()), "the relay instances ended", LOOPBACK
+    )
+
+
+def name_relays(started: dict[int, OwnProcess], pids: list[int]) -> None:
+    """Add the running processes of `pids` to `started` (`relay_instances`)."""
+    for pid in pids:
+        if pid not in started and (process := OwnProcess.of("relay", pid)) is not None:
+            started[pid] = process
+
+
 # what an instance's log says of a lease: taken, lost to another, released or handed over
 LEASE_EVENT = re.compile(r"processor 'outbox\.': lease (\S+) (acquired|lost|released|handed over)")
 
 
 def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_the_stop(
-    tmp_path: Path,
+    tmp_path: Path, relay_instances: dict[int, OwnProcess]
 ) -> None:
     app = tmp_path / "orders"
     app.mkdir()
@@ -109,6 +153,7 @@ def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_t
         wait_for(lambda: bool(lines) or process.poll() is not None, "the ready line", LONG)
         ready: dict[str, Any] = json.loads(lines[0])
         assert ready["ready"] is True, ready
+        name_relays(relay_instances, [i["pid"] for i in ready["instances"]["relay"]])
         assert [i["name"] for i in ready["instances"]["relay"]] == ["relay-1", "relay-2"]
         client = CosmosClient.from_connection_string(  # verifying the endpoint's certificate
             ready["cosmos"], **local_tls().client_options()
@@ -129,6 +174,8 @@ def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_t
         assert process.wait(SHORT) == 0
     finally:
         if process.poll() is None:
+            # its instances too, even those it started before a ready line that never came
+            name_relays(relay_instances, relays_started_by(process.pid))
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(SHORT)
     # every lease an instance held at the stop released by it (on a busy machine a lease may

@@ -113,7 +113,7 @@ def test_a_filter_no_index_serves_reads_every_document_and_still_answers(
 
 @pytest.fixture
 def excluding(database: DatabaseProxy) -> ContainerProxy:
-    """A container whose policy indexes /type only (as deploy/indexing-policy.json does)."""
+    """A container whose policy indexes /type only (as deploy/indexing-policy.json, a few paths)."""
     container = database.create_container(
         unique("x"),
         partition_key=PartitionKey(path=PK_PATH),
