@@ -86,7 +86,11 @@ class QuarantineOperators:
         except Exception as exc:  # the broker failed: recorded, and the record stays
             reason = f"replay failed to send: {error_type(exc)}"
         result = await self._parts.quarantine.replayed(
-            entry, resolved=not reason, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
+            entry,
+            resolved=not reason,
+            reason=reason,
+            ttl_seconds=self._parts.event_ttl_seconds,
+            by=str(current_actor()),
         )
         _audit(
             "quarantine.replay",
