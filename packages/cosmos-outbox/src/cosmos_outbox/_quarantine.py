@@ -16,13 +16,14 @@ attempt: the record's replays) counts nothing twice."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from cosmos_outbox._mapper import outbox_record, parse_time, unreadable, without_system_keys
-from cosmos_outbox._mapper.failure import FailureState
+from cosmos_outbox._mapper.failure import FailureRecord, FailureState
 from cosmos_outbox._records import LegacyEvents, OutboxRecord, PoisonEventError, Unreadable
 from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
@@ -170,6 +171,32 @@ def quarantined_event(
     )
 
 
+def quarantined_of_failure(
+    record: FailureRecord, *, legacy: LegacyEvents | None = None
+) -> QuarantinedEvent:
+    """The quarantine record a quarantine's failure record (entity `quarantine`) stands for, as
+    far as it says: its event (the stored document, its body), where it is kept, its reason,
+    when it was first set aside and how often replayed (its last attempt's number)."""
+    try:
+        data = json.loads(record.body)
+    except ValueError:
+        data = {}
+    partition = record.properties.get("partitionKey")
+    return quarantined_event(
+        {
+            "id": quarantine_id(record.event_id or ""),
+            "eventId": record.event_id,
+            "partitionKey": partition if isinstance(partition, str) else "quarantine",
+            "reason": record.reason or "",
+            "status": "quarantined",
+            "quarantinedAt": record.first_failed_at.isoformat(),
+            "replays": record.attempts[-1].sequence_number if record.attempts else 0,
+            "data": data if isinstance(data, dict) else {},
+        },
+        legacy=legacy,
+    )
+
+
 def discarded_event_ids(documents: Iterable[Mapping[str, Any]]) -> set[str]:
     """The ids of the events whose quarantine records say they were discarded."""
     return {str(d.get("eventId")) for d in documents if d.get("status") == "discarded"}
@@ -227,9 +254,9 @@ def _stalled(page: Page[dict[str, Any]], asked_with: str | None, stalled: int) -
 class QuarantineFailures(Protocol):
     """Where each quarantine is kept as a failure record too (`Failures`: see the module)."""
 
-    async def quarantined(self, entry: QuarantinedEvent) -> object:
-        """Keep `entry` (as it is about to be written) as one attempt, numbered by its replays
-        (the same quarantine written again: nothing counted twice)."""
+    async def quarantined(self, *entries: QuarantinedEvent) -> object:
+        """Keep `entries` (as they are about to be written), each as one attempt numbered by
+        its replays (the same quarantine written again: nothing counted twice)."""
         ...
 
     async def quarantine_settled(

@@ -147,8 +147,15 @@ def quarantine_pending(index: int, entry: QuarantinedEvent, now: datetime) -> Pe
         subject=entry.action,
         content_type="application/json",
         correlation_id=None,
+        # what the event's message would have carried (`sent_fields` reads them back), and
         # where the quarantine record (and its event) is kept: the event's own partition
-        application_properties={"partitionKey": entry.partition_key},
+        application_properties={
+            "aggregateType": entry.aggregate_type,
+            **({f"{entry.aggregate_type}Id": entry.aggregate_id} if entry.aggregate_type else {}),
+            "action": entry.action,
+            "version": entry.version,
+            "partitionKey": entry.partition_key,
+        },
         reason=entry.reason,
         description=None,
         delivery_count=0,

@@ -126,7 +126,13 @@ class Failures(FailureReads):
         and tried again (its letters only). Two deliveries of one failure in `letters` are kept
         in turn (the second one more attempt of the first)."""
         now = self._now()
-        items = [letter_pending(i, entity, letter, now) for i, letter in enumerate(letters)]
+        return await self._keep(
+            [letter_pending(i, entity, letter, now) for i, letter in enumerate(letters)], now
+        )
+
+    async def _keep(self, items: Sequence[Pending], now: datetime) -> list[FailureRecord]:
+        """`items` kept (`ingest_many`), in waves of one delivery of each failure at most: their
+        records, as stored, in the order of `items`."""
         waves: list[list[Pending]] = []
         turn: dict[str, int] = {}
         for item in items:
@@ -142,16 +148,18 @@ class Failures(FailureReads):
 
     # -- the quarantine's records -----------------------------------------------------------
 
-    async def quarantined(self, entry: QuarantinedEvent) -> FailureRecord:
-        """Keep a quarantined event (`entry`: its quarantine record as it is about to be
-        written) as the record of the pseudo-entity `quarantine`, in its cause's group, the
-        group's summary counted in the same batch (the ingest's write path): one attempt per
-        quarantine, numbered by the record's replays, so that writing the same quarantine again
-        (the relay reading its lease again, a crash before the quarantine record was written)
-        counts nothing twice, and a replay that fails again is one more attempt."""
+    async def quarantined(self, *entries: QuarantinedEvent) -> list[FailureRecord]:
+        """Keep quarantined events (`entries`: their quarantine records as they are about to be
+        written) as records of the pseudo-entity `quarantine`, each in its cause's group, the
+        group's summary counted in the same batch (the ingest's write path, `ingest_many`): one
+        attempt per quarantine, numbered by the record's replays, so that writing the same
+        quarantine again (the relay reading its lease again, a crash before the quarantine
+        record was written) counts nothing twice, and a replay that fails again is one more
+        attempt. Their records, as stored, in the order of `entries`."""
         now = self._now()
-        [kept] = (await self._ingest_wave([quarantine_pending(0, entry, now)], now)).values()
-        return kept
+        return await self._keep(
+            [quarantine_pending(i, entry, now) for i, entry in enumerate(entries)], now
+        )
 
     async def quarantine_settled(
         self, event_id: str, state: FailureState, *, what: str, by: str, note: str | None = None

@@ -8,8 +8,9 @@ from datetime import datetime
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT
+from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox._model import Model, of_attributes
-from cosmos_outbox._quarantine import QuarantinedEvent
+from cosmos_outbox._quarantine import QuarantinedEvent, quarantined_of_failure
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
@@ -64,6 +65,15 @@ class QuarantineOperators:
     async def get(self, event_id: str) -> QuarantinedEvent:
         """One quarantine record (NotFoundError: none for that event)."""
         return await self._parts.quarantine.get(event_id)
+
+    async def count(self) -> int:
+        """How many records are neither resolved nor discarded (one COUNT, `Quarantine.count`)."""
+        return await self._parts.quarantine.count()
+
+    def of_record(self, record: FailureRecord) -> QuarantinedEvent:
+        """The quarantine record a quarantine's failure record stands for (its event parsed as
+        the relay parses it)."""
+        return quarantined_of_failure(record, legacy=self._parts.legacy)
 
     async def replay(self, event_id: str) -> QuarantinedEvent:
         """Send the stored event through the relay again, with its own id. Sent: the record is

@@ -1,0 +1,126 @@
+"""The quarantine's failure groups with the failure records kept (OUTBOX_FAILURE_INGEST), in-process
+on the test kit's fakes: each quarantined event is a failure record of the pseudo-entity
+`quarantine` too, so its group is its summary's, exact at any size (not the quarantine's
+records read to QUARANTINE_LIMIT, "at least" beyond); a group with records set aside before
+they were kept is read from the quarantine, as before, with a warning; a quarantined event's
+record read by its id like any failure's, and its event's journey showing its quarantine once."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import TicketWorld, body
+from tickets import Ticket
+
+from cosmos_outbox._mapper import aggregate_event_document, read_feed
+from cosmos_outbox._mapper.failure import failure_id
+from cosmos_outbox._quarantine import Quarantine, quarantine_document, quarantined_event
+from cosmos_outbox._records import OutboxRecord
+from cosmos_outbox.operations._groups import QUARANTINE_LIMIT
+from cosmos_outbox_testing import run_sync
+
+REASON = "message of 70000 bytes is larger than the largest a batch can hold"
+
+
+@pytest.fixture
+def world() -> Iterator[TicketWorld]:
+    world = TicketWorld()
+    world.memory.services = dataclasses.replace(world.memory.services, failure_ingest=True)
+    try:
+        yield world
+    finally:
+        world.client.close()
+
+
+def opened(count: int) -> list[OutboxRecord]:
+    """The stored events of `count` tickets opened, as the relay reads them."""
+    documents: list[dict[str, Any]] = []
+    for i in range(count):
+        [event] = Ticket.open(f"T{i}").collect_events()
+        documents.append(aggregate_event_document(event, source=Ticket.source(), ttl_seconds=60))
+    return [r for r in read_feed(documents) if isinstance(r, OutboxRecord)]
+
+
+def quarantined(quarantine: Quarantine, events: list[OutboxRecord]) -> None:
+    for event in events:
+        run_sync(quarantine.put(event, reason=REASON))
+
+
+def quarantined_in_batches(world: TicketWorld, events: list[OutboxRecord]) -> None:
+    """`events` quarantined as `Quarantine.put` keeps them (their failure records, then their
+    quarantine records), their failure records written 100 at a time (`Failures.quarantined`
+    of many: the fake store reads every document for a query, one an event would be slow)."""
+    failures = world.outbox.wiring().failures
+    for start in range(0, len(events), 100):
+        chunk = events[start : start + 100]
+        entries = [quarantined_event(quarantine_document(e.document, reason=REASON)) for e in chunk]
+        run_sync(failures.quarantined(*entries))
+        quarantined(Quarantine(world.memory.store), chunk)
+
+
+def groups(world: TicketWorld) -> dict[str, Any]:
+    found: dict[str, Any] = body(world.client.request("GET", "outbox/groups"))
+    return found
+
+
+def test_a_quarantine_group_past_the_read_limit_is_counted_exactly(world: TicketWorld) -> None:
+    count = QUARANTINE_LIMIT + 100
+    assert world.outbox.wiring().quarantine.failures is not None
+    quarantined_in_batches(world, opened(count))
+    answer = groups(world)
+    [group] = answer["groups"]
+    assert (group["source"], group["count"], answer["atLeast"]) == ("quarantine", count, False)
+    assert group["firstSeen"] <= group["lastSeen"] and group["seen"] == "quarantined"
+    # the group found by its id, previewed from its records (its first events)
+    preview = body(
+        world.client.request(
+            "POST",
+            f"outbox/groups/{group['id']}/preview",
+            body={"action": "discard", "reason": "written by a bug"},
+        )
+    )
+    assert preview["group"]["count"] == count and preview["matching"] == 100
+
+
+def test_quarantine_records_set_aside_before_their_records_are_grouped_as_before(
+    world: TicketWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    quarantine = world.outbox.wiring().quarantine
+    events = opened(5)
+    quarantined(Quarantine(world.memory.store), events[:3])  # before the records were kept
+    quarantined(quarantine, events[3:])
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    [group] = groups(world)["groups"]
+    assert (group["source"], group["count"]) == ("quarantine", 5)
+    [warning] = [r.getMessage() for r in caplog.records if "set aside before" in r.getMessage()]
+    assert "holds 5 record(s) not resolved, its failure records count 2: 3" in warning
+
+
+def test_a_quarantined_events_record_is_read_by_id_and_its_journey_shows_it_once(
+    world: TicketWorld,
+) -> None:
+    [event] = opened(1)
+    quarantined(world.outbox.wiring().quarantine, [event])
+    record_id = failure_id("quarantine", event.event_id)
+    failure = body(world.client.request("GET", f"outbox/failures/{record_id}"))
+    assert (failure["eventId"], failure["aggregateType"], failure["version"]) == (
+        event.event_id,
+        "ticket",
+        1,
+    )
+    record = failure["failure"]
+    assert (record["entityKind"], record["eventId"], record["state"]) == (
+        "quarantine",
+        event.event_id,
+        "open",
+    )
+    journey = body(world.client.request("GET", f"outbox/journey/events/{event.event_id}"))
+    assert (journey["quarantine"]["status"], journey["quarantine"]["reason"]) == (
+        "quarantined",
+        REASON,
+    )
+    assert [f for f in journey.get("failures", []) if f["entityKind"] == "quarantine"] == []
