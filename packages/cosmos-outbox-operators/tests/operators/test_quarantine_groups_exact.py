@@ -16,13 +16,12 @@ import pytest
 from conftest import TicketWorld, body
 from tickets import Ticket
 
-from cosmos_outbox._mapper import aggregate_event_document, read_feed
-from cosmos_outbox._mapper.failure import failure_id
-from cosmos_outbox._quarantine import Quarantine, quarantine_document, quarantined_event
-from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox.operations._groups import QUARANTINE_LIMIT
+from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, aggregate_event_document, read_feed
+from cosmos_outbox.relay import OutboxRecord, Quarantine
 from cosmos_outbox_testing import run_sync
 
+#: The quarantine records the groups read where the summaries are not used (`_groups`).
+QUARANTINE_LIMIT = 2000
 REASON = "message of 70000 bytes is larger than the largest a batch can hold"
 
 
@@ -51,15 +50,17 @@ def quarantined(quarantine: Quarantine, events: list[OutboxRecord]) -> None:
 
 
 def quarantined_in_batches(world: TicketWorld, events: list[OutboxRecord]) -> None:
-    """`events` quarantined as `Quarantine.put` keeps them (their failure records, then their
-    quarantine records), their failure records written 100 at a time (`Failures.quarantined`
-    of many: the fake store reads every document for a query, one an event would be slow)."""
-    failures = world.outbox.wiring().failures
-    for start in range(0, len(events), 100):
-        chunk = events[start : start + 100]
-        entries = [quarantined_event(quarantine_document(e.document, reason=REASON)) for e in chunk]
-        run_sync(failures.quarantined(*entries))
-        quarantined(Quarantine(world.memory.store), chunk)
+    """`events` quarantined, then kept as failure records 100 at a time (`Failures.quarantined`
+    of many, as `Quarantine.put` keeps each: the fake store reads every document for a query,
+    one query an event would be slow)."""
+    quarantined(Quarantine(world.memory.store), events)
+    wiring = world.outbox.wiring()
+    token: str | None = None
+    while True:
+        page = run_sync(wiring.quarantine.list_page(page_size=100, continuation=token))
+        run_sync(wiring.failures.quarantined(*page.items))
+        if (token := page.continuation_token) is None:
+            return
 
 
 def groups(world: TicketWorld) -> dict[str, Any]:
@@ -105,7 +106,11 @@ def test_a_quarantined_events_record_is_read_by_id_and_its_journey_shows_it_once
 ) -> None:
     [event] = opened(1)
     quarantined(world.outbox.wiring().quarantine, [event])
-    record_id = failure_id("quarantine", event.event_id)
+    [record_id] = [
+        d["id"]
+        for d in world.memory.store.of_type(FAILED_MESSAGE_TYPE)
+        if d["eventId"] == event.event_id
+    ]
     failure = body(world.client.request("GET", f"outbox/failures/{record_id}"))
     assert (failure["eventId"], failure["aggregateType"], failure["version"]) == (
         event.event_id,
