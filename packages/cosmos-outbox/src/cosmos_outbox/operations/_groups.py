@@ -2,7 +2,9 @@
 watched subscription's dead letters, grouped by where they are, their cause (`cause_of`: what
 varies made a placeholder) and their event type, with an id derived from that key; a group
 previewed through the same use cases as one row (its first MAX_PER_CALL events), and retried or
-discarded whole by a bulk operation (`cosmos_outbox.operations._bulk._operators`)."""
+discarded whole by a bulk operation (`cosmos_outbox.operations._bulk._operators`). With the
+failure records kept (OUTBOX_FAILURE_INGEST), every group is its summary's, the quarantine's
+too (each quarantined event is a record: `cosmos_outbox._quarantine`), exact at any size."""
 
 from __future__ import annotations
 
