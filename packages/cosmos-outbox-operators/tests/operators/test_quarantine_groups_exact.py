@@ -3,7 +3,8 @@ on the test kit's fakes: each quarantined event is a failure record of the pseud
 `quarantine` too, so its group is its summary's, exact at any size (not the quarantine's
 records read to QUARANTINE_LIMIT, "at least" beyond); a group with records set aside before
 they were kept is read from the quarantine, as before, with a warning; a quarantined event's
-record read by its id like any failure's, and its event's journey showing its quarantine once."""
+record read by its id like any failure's, and its event's journey showing its quarantine once;
+a group's retry resolving its records, its discard archiving them (never brought back)."""
 
 from __future__ import annotations
 
@@ -13,21 +14,23 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import TicketWorld, body
+from conftest import TicketWorld, body, problem, worked
 from tickets import Ticket
 
 from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, aggregate_event_document, read_feed
 from cosmos_outbox.relay import OutboxRecord, Quarantine
 from cosmos_outbox_testing import run_sync
+from operators.test_failure_groups import two_causes
 
 #: The quarantine records the groups read where the summaries are not used (`_groups`).
 QUARANTINE_LIMIT = 2000
+OLD_WRITER = "malformed by an old writer"
 REASON = "message of 70000 bytes is larger than the largest a batch can hold"
 
 
 @pytest.fixture
 def world() -> Iterator[TicketWorld]:
-    world = TicketWorld()
+    world = TicketWorld(max_payload_bytes=0)
     world.memory.services = dataclasses.replace(world.memory.services, failure_ingest=True)
     try:
         yield world
@@ -129,3 +132,40 @@ def test_a_quarantined_events_record_is_read_by_id_and_its_journey_shows_it_once
         REASON,
     )
     assert [f for f in journey.get("failures", []) if f["entityKind"] == "quarantine"] == []
+
+
+def test_a_quarantine_groups_retry_resolves_its_records_and_its_discard_archives_them(
+    world: TicketWorld,
+) -> None:
+    world.memory.publisher.max_batch_bytes = 4096
+    world.outbox.wiring()  # made with the records kept
+    causes = two_causes(world, 6)
+    by_cause = {g["cause"][:10]: g for g in groups(world)["groups"]}
+    assert sorted(g["count"] for g in by_cause.values()) == [3, 3]
+    large, unreadable = by_cause["message of"], by_cause["event vers"]
+    url = "outbox/groups/{}/{}"
+
+    world.memory.publisher.max_batch_bytes = 1024 * 1024  # the cause fixed
+    started = world.client.request(
+        "POST", url.format(large["id"], "act"), body={"action": "retry", "canary": 0}
+    )
+    assert worked(world.outbox, world.client, started)["done"] == 3
+    started = world.client.request(
+        "POST",
+        url.format(unreadable["id"], "act"),
+        body={"action": "discard", "reason": OLD_WRITER},
+    )
+    assert worked(world.outbox, world.client, started)["done"] == 3
+    assert groups(world)["groups"] == []
+    states = {
+        d["eventId"]: (d["state"], d["history"][-1]["what"], d["history"][-1]["note"])
+        for d in world.memory.store.of_type(FAILED_MESSAGE_TYPE)
+    }
+    assert states == {
+        **dict.fromkeys(causes["too large"], ("resolved", "replayed", None)),
+        **dict.fromkeys(
+            causes["unreadable"], ("archived", "discarded", "malformed by an old writer")
+        ),
+    }
+    # a discarded event's version was given up: its group is not brought back
+    problem(world.client.request("POST", url.format(unreadable["id"], "unarchive")), 409)

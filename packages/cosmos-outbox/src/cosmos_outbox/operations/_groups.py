@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from cosmos_outbox._causes import ERROR_TYPE as _ERROR_TYPE
 from cosmos_outbox._causes import cause_of, failure_text, group_id
+from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import message_facts, to_message
 from cosmos_outbox._mapper.failure import FailureGroupRecord
 from cosmos_outbox._model import Model
@@ -355,7 +356,9 @@ class GroupOperators:
         """Bring a group's archived failure records back among the open ones (OUTBOX_FAILURE_
         INGEST; each noted unarchived, by whom; their TTL removed), at most MAX_PER_CALL a
         call (`remaining` says how many more: call again); the group's counts in the same
-        batches. NotFoundError: no such group of records (or the records are not kept)."""
+        batches. NotFoundError: no such group of records (or the records are not kept);
+        DomainError: a group of the quarantine (its discarded events were given up: their
+        notices sent, subscribers moved past them)."""
         if self._failures is None:
             raise NotFoundError("failure group of records", group_id)
         failures = self._failures
@@ -363,6 +366,11 @@ class GroupOperators:
             summary = await answered(COSMOS_DB, failures.group(group_id))
         except NotFoundError:
             raise NotFoundError("failure group", group_id) from None
+        if summary.entity_kind == QUARANTINE_ENTITY:
+            raise DomainError(
+                f"group {group_id} is the quarantine's: its discarded events were given up (each "
+                "one's discard notice sent, its subscribers moved past it); none is brought back"
+            )
         archived = await answered(COSMOS_DB, failures.members(group_id, states=("archived",)))
         chosen = archived[:MAX_PER_CALL]
         by = str(current_actor())
