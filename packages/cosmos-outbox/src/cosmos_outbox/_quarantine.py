@@ -4,16 +4,26 @@ listed, replayed and discarded by the operators (a discarded record is kept, `di
 who discarded it and why, until it expires: the journey of its event shows it). Everything a
 quarantine record is, and how it is kept, is here: its document, the record read back
 (`QuarantinedEvent`) and the store's use of it (the async API's, over
-`cosmos_outbox.ports.AsyncDocumentStore`; the sync API runs it)."""
+`cosmos_outbox.ports.AsyncDocumentStore`; the sync API runs it).
+
+With the failure records kept (OUTBOX_FAILURE_INGEST `true` or `elsewhere`), each quarantine is
+also a `failedMessage` record of the pseudo-entity `quarantine` (`QuarantineFailures`, the
+failures' own write path: `cosmos_outbox.operations._failures`), in its cause's group with the
+group's summary counted in the same batch: the failure groups count the quarantine exactly. The
+failure record is written first, then the quarantine record: a crash between the two leaves the
+event for the relay to set aside again, and that second write of the same quarantine (the same
+attempt: the record's replays) counts nothing twice."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from cosmos_outbox._mapper import outbox_record, parse_time, unreadable, without_system_keys
+from cosmos_outbox._mapper.failure import FailureRecord, FailureState
 from cosmos_outbox._records import LegacyEvents, OutboxRecord, PoisonEventError, Unreadable
 from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
@@ -161,6 +171,32 @@ def quarantined_event(
     )
 
 
+def quarantined_of_failure(
+    record: FailureRecord, *, legacy: LegacyEvents | None = None
+) -> QuarantinedEvent:
+    """The quarantine record a quarantine's failure record (entity `quarantine`) stands for, as
+    far as it says: its event (the stored document, its body), where it is kept, its reason,
+    when it was first set aside and how often replayed (its last attempt's number)."""
+    try:
+        data = json.loads(record.body)
+    except ValueError:
+        data = {}
+    partition = record.properties.get("partitionKey")
+    return quarantined_event(
+        {
+            "id": quarantine_id(record.event_id or ""),
+            "eventId": record.event_id,
+            "partitionKey": partition if isinstance(partition, str) else "quarantine",
+            "reason": record.reason or "",
+            "status": "quarantined",
+            "quarantinedAt": record.first_failed_at.isoformat(),
+            "replays": record.attempts[-1].sequence_number if record.attempts else 0,
+            "data": data if isinstance(data, dict) else {},
+        },
+        legacy=legacy,
+    )
+
+
 def discarded_event_ids(documents: Iterable[Mapping[str, Any]]) -> set[str]:
     """The ids of the events whose quarantine records say they were discarded."""
     return {str(d.get("eventId")) for d in documents if d.get("status") == "discarded"}
@@ -215,9 +251,31 @@ def _stalled(page: Page[dict[str, Any]], asked_with: str | None, stalled: int) -
     return stalled + 1
 
 
+class QuarantineFailures(Protocol):
+    """Where each quarantine is kept as a failure record too (`Failures`: see the module)."""
+
+    async def quarantined(self, *entries: QuarantinedEvent) -> object:
+        """Keep `entries` (as they are about to be written), each as one attempt numbered by
+        its replays (the same quarantine written again: nothing counted twice)."""
+        ...
+
+    async def quarantine_settled(
+        self,
+        event_id: str,
+        state: FailureState,
+        *,
+        what: str,
+        by: str,
+        note: str | None = None,
+    ) -> object:
+        """The event's record `resolved` (replayed and sent) or `archived` (discarded)."""
+        ...
+
+
 class Quarantine:
     """The quarantine records of one container: found by event id (a query on the indexed
-    `type`, few documents), then read and written by point operations in their partition."""
+    `type`, few documents), then read and written by point operations in their partition;
+    each kept as a failure record too when `failures` is given (see the module)."""
 
     def __init__(
         self,
@@ -225,10 +283,12 @@ class Quarantine:
         *,
         legacy: LegacyEvents | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        failures: QuarantineFailures | None = None,
     ) -> None:
         self._store = as_async(store)
         self._legacy = legacy
         self._clock = clock
+        self.failures = failures
 
     async def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
         """Keep the event with the reason (idempotent: the same event is one record; set aside
@@ -242,6 +302,8 @@ class Quarantine:
             fresh = quarantine_document(
                 event.document, reason=reason, now=self._clock(), previous=previous
             )
+        if self.failures is not None:  # first: a crash before the upsert is set aside again
+            await self.failures.quarantined(quarantined_event(fresh, legacy=self._legacy))
         await self._store.upsert(fresh)
 
     async def _document(self, event_id: str) -> dict[str, Any]:
@@ -307,10 +369,17 @@ class Quarantine:
         return sorted(records, key=lambda r: r.event_id)
 
     async def replayed(
-        self, entry: QuarantinedEvent, *, resolved: bool, reason: str, ttl_seconds: int
+        self,
+        entry: QuarantinedEvent,
+        *,
+        resolved: bool,
+        reason: str,
+        ttl_seconds: int,
+        by: str = "an operator",
     ) -> QuarantinedEvent:
-        """Record a replay of `entry` (as read before the replay): resolved (kept, expiring
-        after `ttl_seconds`) or still quarantined with the new reason; replays + 1."""
+        """Record a replay of `entry` (as read before the replay) by `by`: resolved (kept,
+        expiring after `ttl_seconds`) or still quarantined with the new reason; replays + 1.
+        Its failure record first (see the module): resolved, or one more attempt."""
         key = quarantine_id(entry.event_id)
         current = await self._store.read(entry.partition_key, key)
         if current is None:
@@ -323,6 +392,12 @@ class Quarantine:
             ttl_seconds=ttl_seconds,
             now=self._clock(),
         )
+        if self.failures is not None and resolved:
+            await self.failures.quarantine_settled(
+                entry.event_id, "resolved", what="replayed", by=by
+            )
+        elif self.failures is not None:  # failed again: one more attempt
+            await self.failures.quarantined(quarantined_event(updated, legacy=self._legacy))
         return quarantined_event(await self._store.replace(updated), legacy=self._legacy)
 
     async def discard(
@@ -345,4 +420,8 @@ class Quarantine:
                 "ttl": ttl_seconds,
             }
         )
+        if self.failures is not None:
+            await self.failures.quarantine_settled(
+                entry.event_id, "archived", what="discarded", by=by, note=reason
+            )
         return quarantined_event(await self._store.replace(updated), legacy=self._legacy)

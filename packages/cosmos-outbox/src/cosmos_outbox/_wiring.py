@@ -425,7 +425,6 @@ class Wiring:
         self.legacy = legacy
         self.store: AsyncDocumentStore = as_async(services.store)
         self.telemetry: RelayTelemetry = RelayTelemetry(destination=services.topic)
-        self.quarantine: Quarantine = Quarantine(self.store, legacy=legacy)
         self.relay_health = RelayHealth(self.store)
         #: the backlog timer's last hour of readings (the console's chart)
         self.backlog_history = BacklogHistory(self.store)
@@ -440,6 +439,10 @@ class Wiring:
         #: the failed messages kept as data (`cosmos_outbox.operations._failures`)
         self.failures: Failures = Failures(
             self.store, retention_seconds=services.failure_retention_seconds
+        )
+        #: the quarantine; each quarantine kept as a failure record too while they are kept
+        self.quarantine: Quarantine = Quarantine(
+            self.store, legacy=legacy, failures=self.failures if services.failure_ingest else None
         )
 
     def transaction(

@@ -1,7 +1,10 @@
 """A failed message's stored form (`failedMessage`, format 1) and its group's summary
 (`failureGroup`): a dead letter drained from a watched dead-letter queue into the outbox's
-container (`cosmos_outbox.operations._failures`), kept as data. Written and read here only
-(`failure_document`, `failure_record`, `group_document`, `group_record`).
+container (`cosmos_outbox.operations._failures`), kept as data, or an event the relay set aside
+(the quarantine's record of it: entity and `entityKind` `quarantine`, the event's stored
+document as the body, an attempt per quarantine numbered by its replays, not a dead letter's
+sequence number). Written and read here only (`failure_document`, `failure_record`,
+`group_document`, `group_record`).
 
     {"id": "failure-<sha256(entity, event id)[:32]>", "partitionKey": "outbox-failures-<group>",
      "type": "failedMessage", "format": 1, "group": "3f2a…", "entity": "all-events",

@@ -37,7 +37,8 @@ class FailureNoteView(Model):
 
 
 class FailureView(Model):
-    """A failed message's record and its history, oldest first (see the module). `state`:
+    """A failed message's record and its history, oldest first (see the module); a quarantined
+    event's too (`entity_kind` quarantine: its attempts are its quarantines). `state`:
     open (in its group), archived (hidden; who and why in `history`) or resolved (retried);
     `attemptCount` counts every attempt, `attempts` lists the last 50."""
 

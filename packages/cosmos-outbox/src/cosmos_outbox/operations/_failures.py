@@ -23,16 +23,14 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cosmos_outbox._causes import cause_of, failure_text, group_id
-from cosmos_outbox._mapper import RESUBMISSION_PROPERTY, sent_fields
+from cosmos_outbox._mapper import RESUBMISSION_PROPERTY
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     GROUP_SUMMARY_ID,
-    FailureAttempt,
     FailureGroupRecord,
     FailureNote,
     FailureRecord,
@@ -49,12 +47,20 @@ from cosmos_outbox.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
+from cosmos_outbox.operations._failure_items import (
+    QUARANTINE_ENTITY,
+    Pending,
+    Write,
+    failure_key,
+    letter_pending,
+    quarantine_pending,
+)
 from cosmos_outbox.operations._failure_reads import _IDS_PER_QUERY, FailureReads, _number
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DeadLetter, DeadLetterEntity
 from cosmos_outbox.settings._base import DEFAULT_FAILURE_RETENTION_SECONDS
 
 if TYPE_CHECKING:
-    from cosmos_outbox._mapper import SentFields
+    from cosmos_outbox._quarantine import QuarantinedEvent
 
 
 __all__ = [
@@ -71,8 +77,6 @@ __all__ = [
 _TRIES = 50
 #: The longest pause after a conflict, in seconds (a random one: writers spread out).
 _CONFLICT_PAUSE = 0.05
-#: The source a dead letter's group is keyed by (`operations._groups`' ids, unchanged).
-DEAD_LETTERS_SOURCE = "dead letters"
 #: The copies of up to `_IDS_PER_QUERY` records: `c.id IN (...)`, served from the id index (which
 #: Azure always keeps) in every partition, whatever the container holds; not
 #: `ARRAY_CONTAINS(@ids, c.id)`, which no index serves: it read every failure record kept, each
@@ -83,12 +87,6 @@ _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 #: A group's open records' keys (`Failures.open_keys`), a page of `_KEYS_PAGE` at a time.
 _OPEN_KEYS = "SELECT c.id, c.firstFailedAt FROM c WHERE c.type = @type AND c.state = @state"
 _KEYS_PAGE = 1000
-
-
-def failure_key(letter: DeadLetter, event_id: str | None) -> str:
-    """What names a failure at its entity: its event id, else its MessageId, else its sequence
-    number in the dead-letter queue."""
-    return event_id or letter.message_id or f"sequence-{letter.sequence_number}"
 
 
 class Failures(FailureReads):
@@ -128,8 +126,14 @@ class Failures(FailureReads):
         and tried again (its letters only). Two deliveries of one failure in `letters` are kept
         in turn (the second one more attempt of the first)."""
         now = self._now()
-        items = [_pending(i, entity, letter, now) for i, letter in enumerate(letters)]
-        waves: list[list[_Pending]] = []
+        return await self._keep(
+            [letter_pending(i, entity, letter, now) for i, letter in enumerate(letters)], now
+        )
+
+    async def _keep(self, items: Sequence[Pending], now: datetime) -> list[FailureRecord]:
+        """`items` kept (`ingest_many`), in waves of one delivery of each failure at most: their
+        records, as stored, in the order of `items`."""
+        waves: list[list[Pending]] = []
         turn: dict[str, int] = {}
         for item in items:
             n = turn.get(item.record_id, 0)
@@ -142,13 +146,43 @@ class Failures(FailureReads):
             kept.update(await self._ingest_wave(wave, now))
         return [kept[item.index] for item in items]
 
-    async def _ingest_wave(self, wave: list[_Pending], now: datetime) -> dict[int, FailureRecord]:
+    # -- the quarantine's records -----------------------------------------------------------
+
+    async def quarantined(self, *entries: QuarantinedEvent) -> list[FailureRecord]:
+        """Keep quarantined events (`entries`: their quarantine records as they are about to be
+        written) as records of the pseudo-entity `quarantine`, each in its cause's group, the
+        group's summary counted in the same batch (the ingest's write path, `ingest_many`): one
+        attempt per quarantine, numbered by the record's replays, so that writing the same
+        quarantine again (the relay reading its lease again, a crash before the quarantine
+        record was written) counts nothing twice, and a replay that fails again is one more
+        attempt. Their records, as stored, in the order of `entries`."""
+        now = self._now()
+        return await self._keep(
+            [quarantine_pending(i, entry, now) for i, entry in enumerate(entries)], now
+        )
+
+    async def quarantine_settled(
+        self, event_id: str, state: FailureState, *, what: str, by: str, note: str | None = None
+    ) -> FailureRecord | None:
+        """The quarantine's record of `event_id` put in `state` (`settle`: resolved by a replay
+        that was sent, archived by a discard, with who and why); None when it has none (set
+        aside before the quarantine's records were kept)."""
+        copies = await self._copies(failure_id(QUARANTINE_ENTITY, event_id))
+        if not copies:
+            return None
+        current = max(copies, key=lambda c: c.last_failed_at)
+        if current.state == state:
+            return current
+        [settled] = await self.settle([current], state, what=what, by=by, note=note)
+        return settled
+
+    async def _ingest_wave(self, wave: list[Pending], now: datetime) -> dict[int, FailureRecord]:
         """`wave` (one delivery of each failure at most) kept: the records by the items' index."""
         done: dict[int, FailureRecord] = {}
         pending = wave
         for _ in range(_TRIES):
             copies = await self._copies_of([p.record_id for p in pending])
-            writes: dict[str, list[_Write]] = {}
+            writes: dict[str, list[Write]] = {}
             drops: list[FailureRecord] = []
             for item in pending:
                 mine = copies.get(item.record_id, [])
@@ -159,15 +193,15 @@ class Failures(FailureReads):
                     continue
                 current = max(mine, key=lambda c: c.last_failed_at) if mine else None
                 if current is None:
-                    write = _Write(item, item.first_failure(), None, None)
+                    write = Write(item, item.first_failure(), None, None)
                 else:
                     record = current.with_attempt(item.attempt, group=item.group, cause=item.cause)
                     if current.group == item.group:
-                        write = _Write(item, record, current, None)
+                        write = Write(item, record, current, None)
                     else:  # another cause: created in its group, then dropped from the old one
-                        write = _Write(item, replace(record, etag=None), None, current)
+                        write = Write(item, replace(record, etag=None), None, current)
                 writes.setdefault(item.group, []).append(write)
-            retry: list[_Pending] = []
+            retry: list[Pending] = []
             for group_writes in writes.values():
                 stored = await self._summary(group_writes[0].item.summary)
                 for start in range(0, len(group_writes), _RECORDS_PER_BATCH):
@@ -228,7 +262,7 @@ class Failures(FailureReads):
         return group_record(found) if found is not None else None
 
     async def _write(
-        self, chunk: Sequence[_Write], stored: FailureGroupRecord | None, now: datetime
+        self, chunk: Sequence[Write], stored: FailureGroupRecord | None, now: datetime
     ) -> tuple[list[FailureRecord], FailureGroupRecord]:
         """`chunk` (records of one group) written over what each was (None: created), the
         group's summary (`stored`, None: not there yet) counted once with them, in one
@@ -481,105 +515,6 @@ def record_key(record: FailureRecord) -> str:
 def _key_of(record_id: str, first_failed_at: str) -> str:
     """`record_key` of a record's stored id and first failure."""
     return f"{datetime.fromisoformat(first_failed_at).astimezone(UTC).isoformat()}|{record_id}"
-
-
-@dataclass(frozen=True)
-class _Pending:
-    """A dead letter being kept: where its record goes, and the attempt it adds."""
-
-    index: int
-    entity: DeadLetterEntity
-    letter: DeadLetter
-    described: SentFields
-    cause: str
-    group: str
-    record_id: str
-    attempt: FailureAttempt
-    summary: FailureGroupRecord
-
-    def first_failure(self) -> FailureRecord:
-        """The record of a failure seen for the first time: open, its one attempt."""
-        letter, described = self.letter, self.described
-        return FailureRecord(
-            id=self.record_id,
-            group=self.group,
-            entity=self.entity.name,
-            entity_kind=self.entity.kind,
-            event_id=described.event_id,
-            message_id=letter.message_id,
-            session_id=letter.session_id,
-            subject=letter.subject,
-            content_type=letter.content_type,
-            correlation_id=letter.correlation_id,
-            body=letter.body,
-            properties=dict(letter.application_properties),
-            aggregate_type=described.aggregate_type,
-            aggregate_id=described.aggregate_id,
-            action=described.action,
-            version=described.version,
-            reason=letter.reason,
-            description=letter.description,
-            cause=self.cause,
-            state="open",
-            first_failed_at=self.attempt.at,
-            last_failed_at=self.attempt.at,
-            attempt_count=1,
-            attempts=(self.attempt,),
-        )
-
-
-@dataclass(frozen=True)
-class _Write:
-    """A record to write over `before` (None: created); `moved_from`: its copy in another group,
-    dropped once it is written."""
-
-    item: _Pending
-    record: FailureRecord
-    before: FailureRecord | None
-    moved_from: FailureRecord | None
-
-
-def _pending(index: int, entity: DeadLetterEntity, letter: DeadLetter, now: datetime) -> _Pending:
-    described = sent_fields(
-        letter.application_properties,
-        message_id=letter.message_id,
-        session_id=letter.session_id,
-        subject=letter.subject,
-    )
-    cause = cause_of(failure_text(letter.reason, letter.description))
-    group = group_id(
-        DEAD_LETTERS_SOURCE, entity.name, cause, described.aggregate_type, described.action
-    )
-    attempt = FailureAttempt(
-        at=now,
-        sequence_number=letter.sequence_number,
-        reason=letter.reason,
-        description=letter.description,
-        delivery_count=letter.delivery_count,
-        enqueued_at=(
-            datetime.fromtimestamp(letter.enqueued_at, UTC)
-            if letter.enqueued_at is not None
-            else None
-        ),
-    )
-    return _Pending(
-        index=index,
-        entity=entity,
-        letter=letter,
-        described=described,
-        cause=cause,
-        group=group,
-        record_id=failure_id(entity.name, failure_key(letter, described.event_id)),
-        attempt=attempt,
-        summary=FailureGroupRecord(
-            group=group,
-            entity=entity.name,
-            entity_kind=entity.kind,
-            cause=cause,
-            aggregate_type=described.aggregate_type,
-            action=described.action,
-        ),
-    )
 
 
 def _group_of(record: FailureRecord) -> FailureGroupRecord:

@@ -2,16 +2,20 @@
 watched subscription's dead letters, grouped by where they are, their cause (`cause_of`: what
 varies made a placeholder) and their event type, with an id derived from that key; a group
 previewed through the same use cases as one row (its first MAX_PER_CALL events), and retried or
-discarded whole by a bulk operation (`cosmos_outbox.operations._bulk._operators`)."""
+discarded whole by a bulk operation (`cosmos_outbox.operations._bulk._operators`). With the
+failure records kept (OUTBOX_FAILURE_INGEST), every group is its summary's, the quarantine's
+too (each quarantined event is a record: `cosmos_outbox._quarantine`), exact at any size."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Literal
 
 from cosmos_outbox._causes import ERROR_TYPE as _ERROR_TYPE
 from cosmos_outbox._causes import cause_of, failure_text, group_id
+from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import message_facts, to_message
 from cosmos_outbox._mapper.failure import FailureGroupRecord
 from cosmos_outbox._model import Model
@@ -35,6 +39,7 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
+from cosmos_outbox.operations._failure_items import QUARANTINE_ENTITY
 from cosmos_outbox.operations._failures import Failures, letter_of
 from cosmos_outbox.operations._letters import Described, Selection, describe, enqueued
 from cosmos_outbox.operations._quarantined import (
@@ -56,7 +61,9 @@ __all__ = [
     "letter_text",
 ]
 
-#: Quarantine records read to group them, at most (beyond: the counts are "at least").
+logger = logging.getLogger("cosmos_outbox.operators")
+#: Quarantine records read to group them, at most (beyond: the counts are "at least"), where
+#: the failure records are not kept (or the quarantine holds records set aside before them).
 QUARANTINE_LIMIT = 2000
 #: A group's members listed in its answer, at most (its count says how many).
 MEMBERS_LISTED = 100
@@ -191,10 +198,72 @@ class GroupOperators:
         """The groups by id (each with its members), whether a source was read to its limit,
         and the sources that could not be read: the quarantine (Cosmos DB) and each watched
         entity's dead letters (Service Bus) are read apart, so that one dependency that does
-        not answer leaves the other's groups shown (DESIGN §19, "reads degrade")."""
+        not answer leaves the other's groups shown (DESIGN §19, "reads degrade"). With the
+        failure records kept, every group is its summary's (exact at any size), the
+        quarantine's too, unless the quarantine holds records its summaries do not count
+        (`_counted`): then the quarantine's groups are read from its records as before."""
+        missing: list[Unanswered] = []
+        if self._failures is None:
+            found, at_least = await self._scanned(missing)
+        else:
+            try:
+                summaries = await answered(COSMOS_DB, self._failures.groups())
+            except Exception as exc:
+                missing.append(unanswered(COSMOS_DB, "the failure records", exc))
+                summaries = []
+            counted = await self._counted(summaries)
+            found, at_least = ({}, False) if counted else await self._scanned(missing)
+            for summary in summaries:
+                quarantine = summary.entity_kind == QUARANTINE_ENTITY
+                if summary.open and (counted or not quarantine):
+                    found[summary.group] = (stored_group(summary), [])
+            return found, at_least, missing
+        for entity in self._letters.watched:
+            try:
+                letters, more = await self._letters.scan(entity)
+            except Exception as exc:
+                missing.append(unanswered(SERVICE_BUS, f"the dead letters at {entity.name}", exc))
+                continue
+            at_least = at_least or more
+            items: list[_Item] = [
+                (letter_text(d), d.aggregate_type, d.action, enqueued(d.letter), d) for d in letters
+            ]
+            found |= _grouped("dead letters", entity.name, items)
+        return found, at_least, missing
+
+    async def _counted(self, summaries: list[FailureGroupRecord]) -> bool:
+        """Whether the summaries count every quarantine record not resolved: the quarantine's
+        records are kept as failure records since they are (`cosmos_outbox._quarantine`), and
+        one set aside before is in the quarantine only. Decided by one COUNT of the quarantine
+        (`Quarantine.count`) against the summaries' open total: the store holding more than they
+        count (records from before), the quarantine's groups are read from its records as
+        before (to QUARANTINE_LIMIT: "at least" beyond), and a warning says by how many; as
+        many or fewer (a crash between a failure record and its quarantine record, which the
+        relay finishes), the summaries. A quarantine that does not answer: read as before (which
+        says it did not answer)."""
+        listed = sum(s.open for s in summaries if s.entity_kind == QUARANTINE_ENTITY)
+        try:
+            stored = await answered(COSMOS_DB, self._quarantine.count())
+        except Exception:
+            return False
+        if stored > listed:
+            logger.warning(
+                "the quarantine holds %d record(s) not resolved, its failure records count %d: "
+                "%d set aside before they were kept; its groups read from its records (to %d)",
+                stored,
+                listed,
+                stored - listed,
+                QUARANTINE_LIMIT,
+            )
+            return False
+        return True
+
+    async def _scanned(self, missing: list[Unanswered]) -> tuple[dict[str, Any], bool]:
+        """The quarantine's groups read from its records (to QUARANTINE_LIMIT), and whether it
+        was read to its limit (its counts "at least"); a quarantine that does not answer added
+        to `missing`."""
         records: list[QuarantinedEvent] = []
         token: str | None = None
-        missing: list[Unanswered] = []
         try:
             while len(records) < QUARANTINE_LIMIT:
                 page = await answered(
@@ -209,30 +278,7 @@ class GroupOperators:
         items: list[_Item] = [
             (r.reason, r.aggregate_type, r.action, r.quarantined_at, r) for r in records
         ]
-        found = _grouped("quarantine", None, items)
-        at_least = token is not None
-        if self._failures is not None:  # exact: each group's summary
-            try:
-                summaries = await answered(COSMOS_DB, self._failures.groups())
-            except Exception as exc:
-                missing.append(unanswered(COSMOS_DB, "the failure records", exc))
-                summaries = []
-            for summary in summaries:
-                if summary.open:
-                    found[summary.group] = (stored_group(summary), [])
-            return found, at_least, missing
-        for entity in self._letters.watched:
-            try:
-                letters, more = await self._letters.scan(entity)
-            except Exception as exc:
-                missing.append(unanswered(SERVICE_BUS, f"the dead letters at {entity.name}", exc))
-                continue
-            at_least = at_least or more
-            items = [
-                (letter_text(d), d.aggregate_type, d.action, enqueued(d.letter), d) for d in letters
-            ]
-            found |= _grouped("dead letters", entity.name, items)
-        return found, at_least, missing
+        return _grouped("quarantine", None, items), token is not None
 
     async def _members(self, group_id: str, limit: int) -> tuple[FailureGroup, list[Member]]:
         """The group of that id as far as its first `limit` members (their count, first and
@@ -240,6 +286,10 @@ class GroupOperators:
         watched subscription's dead letters (NotFoundError: no such group now; a source that
         does not answer: DependencyUnavailableError naming it, never a 404 for a group that
         may be there)."""
+        if self._failures is not None:
+            stored = await self._stored_members(group_id, limit)
+            if stored is not None:
+                return stored
         found: list[_Item] = []
         where: tuple[str, str | None] = ("quarantine", None)
         token: str | None = None
@@ -257,7 +307,7 @@ class GroupOperators:
             if (token := page.continuation_token) is None:
                 break
         if not found and self._failures is not None:
-            return await self._stored_members(group_id, limit)
+            raise NotFoundError("failure group", group_id)
         for entity in self._letters.watched:
             if found:
                 break
@@ -275,18 +325,27 @@ class GroupOperators:
         [(group, members)] = _grouped(*where, found[:limit]).values()
         return group, members
 
-    async def _stored_members(self, group_id: str, limit: int) -> tuple[FailureGroup, list[Member]]:
+    async def _stored_members(
+        self, group_id: str, limit: int
+    ) -> tuple[FailureGroup, list[Member]] | None:
         """A group of failure records: its summary (its exact count) and a sample of `limit` of
-        its open records, as the dead letters they were."""
+        its open records, as the dead letters (or the quarantine records) they were; None when
+        no summary counts it open (a quarantine group set aside before its records were kept is
+        read from the quarantine)."""
         assert self._failures is not None
         try:
             summary = await answered(COSMOS_DB, self._failures.group(group_id))
         except NotFoundError:
-            raise NotFoundError("failure group", group_id) from None
+            return None
         if not summary.open:
-            raise NotFoundError("failure group", group_id)
+            return None
         records = await answered(COSMOS_DB, self._failures.sample(group_id, limit))
-        members: list[Member] = [describe(letter_of(r)) for r in records]
+        members: list[Member] = [
+            self._quarantine.of_record(r)
+            if r.entity_kind == QUARANTINE_ENTITY
+            else describe(letter_of(r))
+            for r in records
+        ]
         names = [_name(m) for m in members]
         group = stored_group(summary).model_copy(
             update={"examples": names[:3], "members": names[:MEMBERS_LISTED]}
@@ -297,7 +356,9 @@ class GroupOperators:
         """Bring a group's archived failure records back among the open ones (OUTBOX_FAILURE_
         INGEST; each noted unarchived, by whom; their TTL removed), at most MAX_PER_CALL a
         call (`remaining` says how many more: call again); the group's counts in the same
-        batches. NotFoundError: no such group of records (or the records are not kept)."""
+        batches. NotFoundError: no such group of records (or the records are not kept);
+        DomainError: a group of the quarantine (its discarded events were given up: their
+        notices sent, subscribers moved past them)."""
         if self._failures is None:
             raise NotFoundError("failure group of records", group_id)
         failures = self._failures
@@ -305,6 +366,11 @@ class GroupOperators:
             summary = await answered(COSMOS_DB, failures.group(group_id))
         except NotFoundError:
             raise NotFoundError("failure group", group_id) from None
+        if summary.entity_kind == QUARANTINE_ENTITY:
+            raise DomainError(
+                f"group {group_id} is the quarantine's: its discarded events were given up (each "
+                "one's discard notice sent, its subscribers moved past it); none is brought back"
+            )
         archived = await answered(COSMOS_DB, failures.members(group_id, states=("archived",)))
         chosen = archived[:MAX_PER_CALL]
         by = str(current_actor())
@@ -400,12 +466,14 @@ class GroupOperators:
 
 
 def stored_group(summary: FailureGroupRecord) -> FailureGroup:
-    """A group of failure records, from its summary: its exact open count."""
+    """A group of failure records, from its summary: its exact open count (the quarantine's:
+    its source the quarantine, seen when quarantined)."""
     kind = _ERROR_TYPE.match(summary.cause)
+    quarantine = summary.entity_kind == QUARANTINE_ENTITY
     return FailureGroup(
         id=summary.group,
-        source="dead letters",
-        entity=summary.entity,
+        source="quarantine" if quarantine else "dead letters",
+        entity=None if quarantine else summary.entity,
         error_type=kind.group(1) if kind else None,
         cause=summary.cause,
         aggregate_type=summary.aggregate_type,
@@ -413,7 +481,7 @@ def stored_group(summary: FailureGroupRecord) -> FailureGroup:
         count=summary.open,
         first_seen=summary.first_failed_at,
         last_seen=summary.last_failed_at,
-        seen="failed",
+        seen="quarantined" if quarantine else "failed",
         examples=[],
         members=[],
     )

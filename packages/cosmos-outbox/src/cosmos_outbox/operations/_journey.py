@@ -34,6 +34,7 @@ from cosmos_outbox.operations._dependencies import (
     answered,
     unanswered,
 )
+from cosmos_outbox.operations._failure_items import QUARANTINE_ENTITY
 from cosmos_outbox.operations._failure_view import FailureView
 from cosmos_outbox.operations._history import Step, SubscriberSight, history
 from cosmos_outbox.operations._letters import Described, LetterSummary
@@ -101,7 +102,8 @@ class EventJourney(Model):
     #: the parts that could not be read (the rest is shown)
     unanswered: list[Unanswered] = []
     #: its failure records (OUTBOX_FAILURE_INGEST), in any state, each with its attempts and
-    #: what was done to it (an event's journey; not an aggregate's)
+    #: what was done to it (an event's journey; not an aggregate's); its quarantine's record
+    #: (`entityKind` quarantine) only when its quarantine record is gone (`quarantine` says it)
     failures: list[FailureView] = []
 
 
@@ -246,6 +248,8 @@ class JourneyOperators:
         except Exception as exc:
             failures, unread = [], exc
             found.unanswered.append(unanswered(COSMOS_DB, "the event's failure records", exc))
+        if quarantined is not None:  # said once: its quarantine (its record is the same one)
+            failures = [f for f in failures if f.entity_kind != QUARANTINE_ENTITY]
         if failures:
             found = found.model_copy(update={"failures": failures})
         known = (

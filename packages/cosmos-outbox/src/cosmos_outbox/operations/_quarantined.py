@@ -8,8 +8,9 @@ from datetime import datetime
 
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT
+from cosmos_outbox._mapper.failure import FailureRecord
 from cosmos_outbox._model import Model, of_attributes
-from cosmos_outbox._quarantine import QuarantinedEvent
+from cosmos_outbox._quarantine import QuarantinedEvent, quarantined_of_failure
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
@@ -65,6 +66,15 @@ class QuarantineOperators:
         """One quarantine record (NotFoundError: none for that event)."""
         return await self._parts.quarantine.get(event_id)
 
+    async def count(self) -> int:
+        """How many records are neither resolved nor discarded (one COUNT, `Quarantine.count`)."""
+        return await self._parts.quarantine.count()
+
+    def of_record(self, record: FailureRecord) -> QuarantinedEvent:
+        """The quarantine record a quarantine's failure record stands for (its event parsed as
+        the relay parses it)."""
+        return quarantined_of_failure(record, legacy=self._parts.legacy)
+
     async def replay(self, event_id: str) -> QuarantinedEvent:
         """Send the stored event through the relay again, with its own id. Sent: the record is
         resolved. Set aside again (or the send failed): it stays, with the new reason, and
@@ -86,7 +96,11 @@ class QuarantineOperators:
         except Exception as exc:  # the broker failed: recorded, and the record stays
             reason = f"replay failed to send: {error_type(exc)}"
         result = await self._parts.quarantine.replayed(
-            entry, resolved=not reason, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
+            entry,
+            resolved=not reason,
+            reason=reason,
+            ttl_seconds=self._parts.event_ttl_seconds,
+            by=str(current_actor()),
         )
         _audit(
             "quarantine.replay",

@@ -1,0 +1,171 @@
+"""The quarantine's failure groups with the failure records kept (OUTBOX_FAILURE_INGEST), in-process
+on the test kit's fakes: each quarantined event is a failure record of the pseudo-entity
+`quarantine` too, so its group is its summary's, exact at any size (not the quarantine's
+records read to QUARANTINE_LIMIT, "at least" beyond); a group with records set aside before
+they were kept is read from the quarantine, as before, with a warning; a quarantined event's
+record read by its id like any failure's, and its event's journey showing its quarantine once;
+a group's retry resolving its records, its discard archiving them (never brought back)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import TicketWorld, body, problem, worked
+from tickets import Ticket
+
+from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, aggregate_event_document, read_feed
+from cosmos_outbox.relay import OutboxRecord, Quarantine
+from cosmos_outbox_testing import run_sync
+from operators.test_failure_groups import two_causes
+
+#: The quarantine records the groups read where the summaries are not used (`_groups`).
+QUARANTINE_LIMIT = 2000
+OLD_WRITER = "malformed by an old writer"
+REASON = "message of 70000 bytes is larger than the largest a batch can hold"
+
+
+@pytest.fixture
+def world() -> Iterator[TicketWorld]:
+    world = TicketWorld(max_payload_bytes=0)
+    world.memory.services = dataclasses.replace(world.memory.services, failure_ingest=True)
+    try:
+        yield world
+    finally:
+        world.client.close()
+
+
+def opened(count: int) -> list[OutboxRecord]:
+    """The stored events of `count` tickets opened, as the relay reads them."""
+    documents: list[dict[str, Any]] = []
+    for i in range(count):
+        [event] = Ticket.open(f"T{i}").collect_events()
+        documents.append(aggregate_event_document(event, source=Ticket.source(), ttl_seconds=60))
+    return [r for r in read_feed(documents) if isinstance(r, OutboxRecord)]
+
+
+def quarantined(quarantine: Quarantine, events: list[OutboxRecord]) -> None:
+    for event in events:
+        run_sync(quarantine.put(event, reason=REASON))
+
+
+def quarantined_in_batches(world: TicketWorld, events: list[OutboxRecord]) -> None:
+    """`events` quarantined, then kept as failure records 100 at a time (`Failures.quarantined`
+    of many, as `Quarantine.put` keeps each: the fake store reads every document for a query,
+    one query an event would be slow)."""
+    quarantined(Quarantine(world.memory.store), events)
+    wiring = world.outbox.wiring()
+    token: str | None = None
+    while True:
+        page = run_sync(wiring.quarantine.list_page(page_size=100, continuation=token))
+        run_sync(wiring.failures.quarantined(*page.items))
+        if (token := page.continuation_token) is None:
+            return
+
+
+def groups(world: TicketWorld) -> dict[str, Any]:
+    found: dict[str, Any] = body(world.client.request("GET", "outbox/groups"))
+    return found
+
+
+def test_a_quarantine_group_past_the_read_limit_is_counted_exactly(world: TicketWorld) -> None:
+    count = QUARANTINE_LIMIT + 100
+    assert world.outbox.wiring().quarantine.failures is not None
+    quarantined_in_batches(world, opened(count))
+    answer = groups(world)
+    [group] = answer["groups"]
+    assert (group["source"], group["count"], answer["atLeast"]) == ("quarantine", count, False)
+    assert group["firstSeen"] <= group["lastSeen"] and group["seen"] == "quarantined"
+    # the group found by its id, previewed from its records (its first events)
+    preview = body(
+        world.client.request(
+            "POST",
+            f"outbox/groups/{group['id']}/preview",
+            body={"action": "discard", "reason": "written by a bug"},
+        )
+    )
+    assert preview["group"]["count"] == count and preview["matching"] == 100
+
+
+def test_quarantine_records_set_aside_before_their_records_are_grouped_as_before(
+    world: TicketWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    quarantine = world.outbox.wiring().quarantine
+    events = opened(5)
+    quarantined(Quarantine(world.memory.store), events[:3])  # before the records were kept
+    quarantined(quarantine, events[3:])
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    [group] = groups(world)["groups"]
+    assert (group["source"], group["count"]) == ("quarantine", 5)
+    [warning] = [r.getMessage() for r in caplog.records if "set aside before" in r.getMessage()]
+    assert "holds 5 record(s) not resolved, its failure records count 2: 3" in warning
+
+
+def test_a_quarantined_events_record_is_read_by_id_and_its_journey_shows_it_once(
+    world: TicketWorld,
+) -> None:
+    [event] = opened(1)
+    quarantined(world.outbox.wiring().quarantine, [event])
+    [record_id] = [
+        d["id"]
+        for d in world.memory.store.of_type(FAILED_MESSAGE_TYPE)
+        if d["eventId"] == event.event_id
+    ]
+    failure = body(world.client.request("GET", f"outbox/failures/{record_id}"))
+    assert (failure["eventId"], failure["aggregateType"], failure["version"]) == (
+        event.event_id,
+        "ticket",
+        1,
+    )
+    record = failure["failure"]
+    assert (record["entityKind"], record["eventId"], record["state"]) == (
+        "quarantine",
+        event.event_id,
+        "open",
+    )
+    journey = body(world.client.request("GET", f"outbox/journey/events/{event.event_id}"))
+    assert (journey["quarantine"]["status"], journey["quarantine"]["reason"]) == (
+        "quarantined",
+        REASON,
+    )
+    assert [f for f in journey.get("failures", []) if f["entityKind"] == "quarantine"] == []
+
+
+def test_a_quarantine_groups_retry_resolves_its_records_and_its_discard_archives_them(
+    world: TicketWorld,
+) -> None:
+    world.memory.publisher.max_batch_bytes = 4096
+    world.outbox.wiring()  # made with the records kept
+    causes = two_causes(world, 6)
+    by_cause = {g["cause"][:10]: g for g in groups(world)["groups"]}
+    assert sorted(g["count"] for g in by_cause.values()) == [3, 3]
+    large, unreadable = by_cause["message of"], by_cause["event vers"]
+    url = "outbox/groups/{}/{}"
+
+    world.memory.publisher.max_batch_bytes = 1024 * 1024  # the cause fixed
+    started = world.client.request(
+        "POST", url.format(large["id"], "act"), body={"action": "retry", "canary": 0}
+    )
+    assert worked(world.outbox, world.client, started)["done"] == 3
+    started = world.client.request(
+        "POST",
+        url.format(unreadable["id"], "act"),
+        body={"action": "discard", "reason": OLD_WRITER},
+    )
+    assert worked(world.outbox, world.client, started)["done"] == 3
+    assert groups(world)["groups"] == []
+    states = {
+        d["eventId"]: (d["state"], d["history"][-1]["what"], d["history"][-1]["note"])
+        for d in world.memory.store.of_type(FAILED_MESSAGE_TYPE)
+    }
+    assert states == {
+        **dict.fromkeys(causes["too large"], ("resolved", "replayed", None)),
+        **dict.fromkeys(
+            causes["unreadable"], ("archived", "discarded", "malformed by an old writer")
+        ),
+    }
+    # a discarded event's version was given up: its group is not brought back
+    problem(world.client.request("POST", url.format(unreadable["id"], "unarchive")), 409)

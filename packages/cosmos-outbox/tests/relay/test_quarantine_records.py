@@ -1,0 +1,132 @@
+"""The quarantine kept as failure records (`cosmos_outbox._quarantine`, the module), on the test
+kit's store: each quarantined event is also a `failedMessage` record of the pseudo-entity
+`quarantine` in its cause's group (the quarantine's group id), its group's summary counted in
+the same batch; the relay setting the same event aside twice (its lease read again) one record,
+one attempt; a crash between the failure record and the quarantine record nothing counted twice
+once the relay sets it aside again; a replay that fails again one more attempt, one that is sent
+resolved, a discard archived with who and why."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cosmos_outbox._causes import cause_of, group_id
+from cosmos_outbox._mapper import read_feed
+from cosmos_outbox._mapper.failure import FAILED_MESSAGE_TYPE, failure_id, failure_record
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
+from cosmos_outbox._relay.forwarding import Relay
+from cosmos_outbox._sync_over_async import as_async, run_sync
+from cosmos_outbox.operations._failures import Failures
+from cosmos_outbox_testing import FakePublisher, InMemoryStore
+from relay.test_relay import TELEMETRY, history
+
+#: The reason the relay gives an event whose version is no number (`cause_of` keeps it whole).
+UNREADABLE = "event version"
+
+
+class CrashBeforeQuarantine(InMemoryStore):
+    """A store whose next `crashes` writes of a quarantine record fail (the process gone after
+    the failure record was written, before the quarantine record)."""
+
+    def __init__(self, crashes: int = 0) -> None:
+        super().__init__()
+        self.crashes = crashes
+
+    def upsert(self, document: Any) -> dict[str, Any]:
+        if document.get("type") == QUARANTINE_TYPE and self.crashes > 0:
+            self.crashes -= 1
+            raise ConnectionResetError("the relay's host stopped")
+        return super().upsert(document)
+
+
+def kept(store: InMemoryStore) -> tuple[Quarantine, Failures]:
+    failures = Failures(as_async(store), retention_seconds=60)
+    return Quarantine(store, failures=failures), failures
+
+
+def unreadable_event() -> list[dict[str, Any]]:
+    [doc] = history(0)
+    doc["version"] = "seven"
+    return [doc]
+
+
+def relayed(quarantine: Quarantine, docs: list[dict[str, Any]]) -> None:
+    run_sync(Relay(FakePublisher(), quarantine, TELEMETRY).relay(read_feed(docs)))
+
+
+def records(store: InMemoryStore) -> list[Any]:
+    return [failure_record(d) for d in store.of_type(FAILED_MESSAGE_TYPE)]
+
+
+def the_group(quarantine: Quarantine, failures: Failures, event_id: str) -> Any:
+    """The summary of the group the quarantine's groups put the event in."""
+    entry = run_sync(quarantine.get(event_id))
+    cause = cause_of(entry.reason)
+    return run_sync(
+        failures.group(group_id("quarantine", None, cause, entry.aggregate_type, entry.action))
+    )
+
+
+def test_the_relay_setting_the_same_event_aside_twice_is_one_record_one_attempt() -> None:
+    store = InMemoryStore()
+    quarantine, failures = kept(store)
+    docs = unreadable_event()
+    relayed(quarantine, docs)
+    relayed(quarantine, docs)  # the lease read again
+    [record] = records(store)
+    assert record.id == failure_id("quarantine", docs[0]["id"])
+    assert (record.entity, record.entity_kind, record.event_id) == (
+        "quarantine",
+        "quarantine",
+        docs[0]["id"],
+    )
+    assert UNREADABLE in (record.reason or "") and record.state == "open"
+    assert record.attempt_count == 1
+    group = the_group(quarantine, failures, docs[0]["id"])
+    assert (group.open, group.entity_kind, group.group) == (1, "quarantine", record.group)
+
+
+def test_a_crash_between_the_failure_record_and_the_quarantine_record_counts_once() -> None:
+    store = CrashBeforeQuarantine(crashes=1)
+    quarantine, failures = kept(store)
+    docs = unreadable_event()
+    with pytest.raises(ConnectionResetError):
+        relayed(quarantine, docs)
+    assert store.of_type(QUARANTINE_TYPE) == [] and len(records(store)) == 1
+    relayed(quarantine, docs)  # the relay retries the event
+    [record] = records(store)
+    assert record.attempt_count == 1
+    assert the_group(quarantine, failures, docs[0]["id"]).open == 1
+
+
+def test_a_replay_failing_again_is_an_attempt_more_and_one_sent_or_discarded_settles_it() -> None:
+    store = InMemoryStore()
+    quarantine, failures = kept(store)
+    docs = [*unreadable_event(), *unreadable_event()]
+    relayed(quarantine, docs)
+    first, second = (run_sync(quarantine.get(d["id"])) for d in docs)
+    assert the_group(quarantine, failures, first.event_id).open == 2
+
+    failed = run_sync(
+        quarantine.replayed(first, resolved=False, reason=first.reason, ttl_seconds=60)
+    )
+    run_sync(quarantine.replayed(first, resolved=False, reason=first.reason, ttl_seconds=60))
+    record = run_sync(failures.record(failure_id("quarantine", first.event_id)))
+    assert record.attempt_count == 2 and record.state == "open"  # the same replay twice: once
+    assert the_group(quarantine, failures, first.event_id).open == 2
+
+    run_sync(quarantine.replayed(failed, resolved=True, reason="", ttl_seconds=60, by="ada"))
+    record = run_sync(failures.record(failure_id("quarantine", first.event_id)))
+    assert (record.state, record.ttl, record.history[-1].what) == ("resolved", 60, "replayed")
+    group = the_group(quarantine, failures, first.event_id)
+    assert (group.open, group.resolved) == (1, 1)
+
+    run_sync(quarantine.discard(second, by="ada", reason="written by a bug", ttl_seconds=60))
+    record = run_sync(failures.record(failure_id("quarantine", second.event_id)))
+    note = record.history[-1]
+    assert record.state == "archived"
+    assert (note.what, note.by, note.note) == ("discarded", "ada", "written by a bug")
+    group = the_group(quarantine, failures, first.event_id)
+    assert (group.open, group.archived, group.resolved) == (0, 1, 1)
