@@ -24,13 +24,16 @@ def outbox_on(
     store: CosmosDocumentStore,
     *aggregates: type[Aggregate],
     event_ttl_seconds: int = EVENT_TTL_SECONDS,
+    failure_records: bool = False,
 ) -> Outbox:
     """The app's outbox (the contact, its legacy events) on `store`; with `aggregates`, an
-    outbox of those (a second app's, on the same container)."""
+    outbox of those (a second app's, on the same container); `failure_records`: failed messages
+    kept as data (OUTBOX_FAILURE_INGEST on), so its quarantine keeps a failure record of each."""
     services = Services(
         store=store,
         publisher=_no_publisher,
         token_secret="tests",
         event_ttl_seconds=event_ttl_seconds,
+        failure_ingest=failure_records,
     )
     return Outbox(aggregates or (Contact,), services=lambda: services, legacy_events=LEGACY_EVENTS)

@@ -45,8 +45,7 @@ from azure.servicebus.exceptions import OperationTimeoutError, SessionLockLostEr
 from selenium.webdriver.common.by import By
 
 from cosmos_outbox.cosmos import CosmosDocumentStore
-from cosmos_outbox.documents import commit_operations, read_feed
-from cosmos_outbox.relay import Quarantine
+from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, commit_operations, read_feed
 from cosmos_outbox_testing import run_sync
 from domain.contact import Contact
 from domain.values import Company, Name
@@ -67,6 +66,7 @@ from tests.contacts.outbox.test_operations_in_a_browser import (
     prop,
     say,
 )
+from tests.contacts.outboxes import outbox_on
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -259,10 +259,12 @@ def dead_lettered(stack: Stack) -> dict[str, set[str]]:
 
 
 def quarantined(stack: Stack, n: int, reason: str) -> set[str]:
-    """`n` events (each a contact's description changed) put in the quarantine as the relay
-    puts them (their records in Cosmos DB; the events themselves never written, so never
-    relayed): their ids. One cause, one event type: one group."""
-    quarantine = Quarantine(CosmosDocumentStore(stack.contacts_container()))
+    """`n` events (each a contact's description changed) put in the quarantine as the app's
+    relay puts them, failed messages kept as data (OUTBOX_FAILURE_INGEST on: a failure record
+    of each in its group, its summary counted): their ids. The events themselves are never
+    written, so never relayed. One cause, one event type: one group."""
+    store = CosmosDocumentStore(stack.contacts_container())
+    quarantine = outbox_on(store, failure_records=True).wiring().quarantine
     put: set[str] = set()
     while len(put) < n:
         contact = Contact.create(
@@ -279,6 +281,14 @@ def quarantined(stack: Stack, n: int, reason: str) -> set[str]:
             if getattr(event, "version", 1) > 1:  # its changes, not its creation
                 run_sync(quarantine.put(event, reason=reason))  # type: ignore[arg-type]
                 put.add(str(getattr(event, "event_id", "")))
+    kept: list[Any] = list(
+        stack.contacts_container().query_items(
+            "SELECT VALUE c.eventId FROM c WHERE c.type = @type AND c.entityKind = 'quarantine'",
+            parameters=[{"name": "@type", "value": FAILED_MESSAGE_TYPE}],
+            enable_cross_partition_query=True,
+        )
+    )
+    assert sorted(kept) == sorted(put), f"{len(kept)} failure records of {len(put)} quarantined"
     return put
 
 
