@@ -312,6 +312,7 @@ OPERATIONS_EXPORTS = {
     "OutboxStatus",
     "Reading",
     "QuarantinedEvent",
+    "Adopted",
     "Discarded",
     "DeadLetterCounts",
     "LetterSummary",
