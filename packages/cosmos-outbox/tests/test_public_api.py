@@ -312,7 +312,6 @@ OPERATIONS_EXPORTS = {
     "OutboxStatus",
     "Reading",
     "QuarantinedEvent",
-    "Adopted",
     "Discarded",
     "DeadLetterCounts",
     "LetterSummary",

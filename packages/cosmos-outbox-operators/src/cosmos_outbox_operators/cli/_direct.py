@@ -94,11 +94,11 @@ class DirectApi:
         (`Adopted`); AppProblemError (409) when it is refused (failure records not kept)."""
         from cosmos_outbox.aggregates import DomainError
         from cosmos_outbox.bridge import run_sync
-        from cosmos_outbox.operations import Adopted, acting_as
+        from cosmos_outbox.operations import acting_as
 
         try:
             with acting_as(command_line_actor()):
-                adopted: Adopted = run_sync(self.outbox.operations().quarantine.adopt())
+                adopted = run_sync(self.outbox.operations().quarantine.adopt())
         except DomainError as refused:
             raise AppProblemError(
                 409, {"title": "Conflict", "status": 409, "detail": str(refused)}

@@ -36,7 +36,6 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._letters import LetterSummary as LetterSummary
     from cosmos_outbox.operations._letters import Selection as Selection
     from cosmos_outbox.operations._operations import Operations as Operations
-    from cosmos_outbox.operations._quarantined import Adopted as Adopted
     from cosmos_outbox.operations._quarantined import Discarded as Discarded
     from cosmos_outbox.operations._redrive import RedrivePage as RedrivePage
     from cosmos_outbox.operations._redrive import RedrivePreview as RedrivePreview
@@ -59,7 +58,6 @@ _EXPORTS = {
     "OutboxStatus": "cosmos_outbox.operations._status",
     "Reading": "cosmos_outbox._relay.backlog_history",
     "QuarantinedEvent": "cosmos_outbox._quarantine",
-    "Adopted": "cosmos_outbox.operations._quarantined",
     "Discarded": "cosmos_outbox.operations._quarantined",
     "DeadLetterCounts": "cosmos_outbox.operations._letters",
     "LetterSummary": "cosmos_outbox.operations._letters",
