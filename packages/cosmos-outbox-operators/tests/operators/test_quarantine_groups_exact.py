@@ -4,11 +4,14 @@ on the test kit's fakes: each quarantined event is a failure record of the pseud
 records read to QUARANTINE_LIMIT, "at least" beyond); a group with records set aside before
 they were kept is read from the quarantine, as before, with a warning; a quarantined event's
 record read by its id like any failure's, and its event's journey showing its quarantine once;
-a group's retry resolving its records, its discard archiving them (never brought back)."""
+a group's retry resolving its records, its discard archiving them (never brought back); the
+records set aside before adopted as failure records (`Operations.quarantine.adopt`, the command
+line's `quarantine adopt`), after which the groups are their summaries' again."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -17,8 +20,14 @@ import pytest
 from conftest import TicketWorld, body, problem, worked
 from tickets import Ticket
 
-from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, aggregate_event_document, read_feed
+from cosmos_outbox.documents import (
+    FAILED_MESSAGE_TYPE,
+    FAILURE_GROUP_TYPE,
+    aggregate_event_document,
+    read_feed,
+)
 from cosmos_outbox.relay import OutboxRecord, Quarantine
+from cosmos_outbox_operators.cli import main
 from cosmos_outbox_testing import run_sync
 from operators.test_failure_groups import two_causes
 
@@ -169,3 +178,80 @@ def test_a_quarantine_groups_retry_resolves_its_records_and_its_discard_archives
     }
     # a discarded event's version was given up: its group is not brought back
     problem(world.client.request("POST", url.format(unreadable["id"], "unarchive")), 409)
+
+
+def open_counts(world: TicketWorld) -> list[int]:
+    """The quarantine's group summaries' open counts, as stored."""
+    summaries = world.memory.store.of_type(FAILURE_GROUP_TYPE)
+    return sorted(d["open"] for d in summaries if d["entityKind"] == "quarantine")
+
+
+def counted(adopted: Any) -> tuple[int, int]:
+    """An adoption's answer (`Adopted`): the records it read, and how many were new."""
+    return adopted.read, adopted.new
+
+
+def set_aside_before(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if "set aside before" in r.getMessage()]
+
+
+def test_records_set_aside_before_are_adopted_and_the_groups_are_exact_again(
+    world: TicketWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    quarantine = world.outbox.wiring().quarantine
+    events = opened(6)
+    quarantined(Quarantine(world.memory.store), events[:4])  # before the records were kept
+    quarantined(quarantine, events[4:])
+    run_sync(world.outbox.operations().quarantine.discard(events[0].event_id, "by hand"))
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    assert groups(world)["groups"][0]["count"] == 5 and open_counts(world) == [2]
+    assert set_aside_before(caplog)  # read from the quarantine
+    adopt = world.outbox.operations().quarantine.adopt
+    # a page of 2 at a time: the discarded record is not read, the two kept are unchanged
+    assert counted(run_sync(adopt(page_size=2))) == (5, 3)
+    assert open_counts(world) == [5]
+    caplog.clear()
+    [group] = groups(world)["groups"]
+    assert (group["source"], group["count"]) == ("quarantine", 5)
+    assert set_aside_before(caplog) == []
+    kept = sorted(d["eventId"] for d in world.memory.store.of_type(FAILED_MESSAGE_TYPE))
+    assert kept == sorted(e.event_id for e in events[1:])
+    # adopted again: nothing new, the same counts
+    assert counted(run_sync(adopt())) == (5, 0)
+    assert open_counts(world) == [5]
+    assert [len(d["attempts"]) for d in world.memory.store.of_type(FAILED_MESSAGE_TYPE)] == [1] * 5
+
+
+def cli(world: TicketWorld, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args), outbox=world.outbox)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_the_command_line_adopts_the_quarantine_once(
+    world: TicketWorld, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world.outbox.wiring()
+    quarantined(Quarantine(world.memory.store), opened(3))
+    code, out, err = cli(world, capsys, "quarantine", "adopt")
+    assert (code, err) == (0, "")
+    assert out == (
+        "3 unresolved quarantine record(s) read, 3 new failure record(s) kept (0 kept already)\n"
+    )
+    code, out, _ = cli(world, capsys, "--json", "quarantine", "adopt")
+    assert code == 0 and json.loads(out) == {"read": 3, "new": 0}
+    assert open_counts(world) == [3]
+
+
+def test_adopting_the_quarantine_is_refused_when_failure_records_are_not_kept(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    world = TicketWorld(max_payload_bytes=0)
+    try:
+        quarantined(Quarantine(world.memory.store), opened(2))
+        code, out, err = cli(world, capsys, "quarantine", "adopt")
+        assert code == 1 and out == "" and len(err.splitlines()) == 1
+        assert err.startswith("error: 409 Conflict") and "OUTBOX_FAILURE_INGEST" in err
+        assert world.memory.store.of_type(FAILED_MESSAGE_TYPE) == []
+    finally:
+        world.client.close()

@@ -183,6 +183,14 @@ def _quarantine(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
                 + ("" if i["status"] == "resolved" else f": {i['reason']}")
             ],
         )
+    if args.action == "adopt":
+        return out.result(
+            api.adopt_quarantine(),
+            lambda a: [
+                f"{a['read']} unresolved quarantine record(s) read, {a['new']} new failure "
+                f"record(s) kept ({a['read'] - a['new']} kept already)"
+            ],
+        )
     discarded = api.call("discard_quarantined", eventId=args.event_id, reason=args.reason)
     return out.result(
         discarded,
@@ -469,7 +477,9 @@ def _readings(commands: Commands, flags: argparse.ArgumentParser) -> None:
 
 
 def _quarantine_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
-    quarantine = commands.add_parser("quarantine", parents=[flags], help="list, replay or discard")
+    quarantine = commands.add_parser(
+        "quarantine", parents=[flags], help="list, replay, discard or adopt"
+    )
     actions = quarantine.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", parents=[flags], help="every quarantine record")
     listing.add_argument("--page-size", type=int, default=100)
@@ -477,6 +487,11 @@ def _quarantine_commands(commands: Commands, flags: argparse.ArgumentParser) -> 
     discard = actions.add_parser("discard", parents=[flags], help="give it up (notices sent)")
     discard.add_argument("event_id")
     discard.add_argument("--reason", required=True, help="why (the audit line, the notice)")
+    actions.add_parser(
+        "adopt",
+        parents=[flags],
+        help="keep each record without its failure record as one (OUTBOX_FAILURE_INGEST)",
+    )
 
 
 def _filters(command: argparse.ArgumentParser) -> None:

@@ -2,7 +2,9 @@
 stores, the routes serve the console): the operators' routes' own handlers
 (`cosmos_outbox_operators._routes`, over `cosmos_outbox.operations`) called by their operation's
 name, with no host and no HTTP, so that every command answers what the route answers (its JSON, its
-problem documents, its request checks) and no command exists only here. The outbox is the app's,
+problem documents, its request checks) and no command exists only here -- but the bulk operations'
+worker (`work`) and the quarantine's adoption (`adopt_quarantine`: a backfill run once on upgrading,
+which no route serves), the operations called as the command line. The outbox is the app's,
 built from its settings (the environment's, and a local.settings.json's where given: the environment
 wins), or one an app's own tool hands over. The actions are audited as "the command line as
 <user>@<machine>" and can do what the settings' credentials allow."""
@@ -85,6 +87,23 @@ class DirectApi:
         with acting_as(command_line_actor()):
             steps: int = run_sync(self.outbox.operations().bulk.work(budget_seconds=budget_seconds))
         return steps
+
+    def adopt_quarantine(self) -> Any:
+        """The quarantine's records kept as failure records where they are not
+        (`Operations.quarantine.adopt`), as the command line: the JSON of its answer
+        (`Adopted`); AppProblemError (409) when it is refused (failure records not kept)."""
+        from cosmos_outbox.aggregates import DomainError
+        from cosmos_outbox.bridge import run_sync
+        from cosmos_outbox.operations import acting_as
+
+        try:
+            with acting_as(command_line_actor()):
+                adopted = run_sync(self.outbox.operations().quarantine.adopt())
+        except DomainError as refused:
+            raise AppProblemError(
+                409, {"title": "Conflict", "status": 409, "detail": str(refused)}
+            ) from refused
+        return adopted.model_dump(mode="json", by_alias=True)
 
     def call(self, operation: str, body: Any = None, **parameters: Any) -> Any:
         """The JSON answer of `operation` (its handler's name: `outbox_status`, ...) given

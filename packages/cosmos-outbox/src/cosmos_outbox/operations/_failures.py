@@ -161,6 +161,18 @@ class Failures(FailureReads):
             [quarantine_pending(i, entry, now) for i, entry in enumerate(entries)], now
         )
 
+    async def quarantine_adopted(self, *entries: QuarantinedEvent) -> int:
+        """Keep those of `entries` (quarantine records as stored) that have no failure record
+        yet (`quarantined`: set aside before the quarantine's records were kept), leaving each
+        one that has one as it is: how many were new. Their copies read by one query (per
+        100): adopting the same records again changes nothing."""
+        ids = [failure_id(QUARANTINE_ENTITY, entry.event_id) for entry in entries]
+        copies = await self._copies_of(ids)
+        fresh = [e for e, i in zip(entries, ids, strict=True) if not copies.get(i)]
+        if fresh:
+            await self.quarantined(*fresh)
+        return len(fresh)
+
     async def quarantine_settled(
         self, event_id: str, state: FailureState, *, what: str, by: str, note: str | None = None
     ) -> FailureRecord | None:

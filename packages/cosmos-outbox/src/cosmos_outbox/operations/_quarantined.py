@@ -1,6 +1,7 @@
-"""The quarantine's use cases: its records, replay through the relay, and discard (its notice sent
+"""The quarantine's use cases: its records, replay through the relay, discard (its notice sent
 in its session to every subscription, then the record kept as discarded; docs/operating.md, "An
-event is quarantined")."""
+event is quarantined"), and the adoption of the records set aside before each quarantine was
+kept as a failure record too (docs/upgrading.md)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,18 @@ class Discarded(Model):
         )
 
 
+class Adopted(Model):
+    """The quarantine's records adopted as failure records: how many unresolved records were
+    read, and how many of them had none yet (the rest were kept already, and are unchanged)."""
+
+    read: int
+    new: int
+
+
+#: The quarantine records read (and adopted) at a time.
+ADOPT_PAGE = 100
+
+
 class QuarantineOperators:
     """The quarantine's use cases: its records a page at a time, one record, replay (through
     the relay) and discard (the event's version given up, with its notice)."""
@@ -69,6 +82,39 @@ class QuarantineOperators:
     async def count(self) -> int:
         """How many records are neither resolved nor discarded (one COUNT, `Quarantine.count`)."""
         return await self._parts.quarantine.count()
+
+    async def adopt(self, *, page_size: int = ADOPT_PAGE) -> Adopted:
+        """Keep each unresolved quarantine record that has no failure record yet as one (set
+        aside before they were kept: `Failures.quarantine_adopted`), a page of `page_size`
+        records at a time, so that the failure groups count the quarantine exactly from their
+        summaries; a record that has its failure record is unchanged (adopting twice: nothing
+        new). Refused (DomainError) when failure records are not kept (OUTBOX_FAILURE_INGEST
+        `false`)."""
+        failures = self._parts.failures
+        if failures is None:
+            raise DomainError(
+                "the quarantine's records are adopted as failure records, which are kept only "
+                "with OUTBOX_FAILURE_INGEST `true` or `elsewhere` (it is `false`): nothing done"
+            )
+        read = new = 0
+        token: str | None = None
+        while True:
+            page = await self._parts.quarantine.list_page(page_size=page_size, continuation=token)
+            unresolved = [e for e in page.items if not e.resolved and not e.discarded]
+            read += len(unresolved)
+            new += await failures.quarantine_adopted(*unresolved) if unresolved else 0
+            if (token := page.continuation_token) is None:
+                break
+        adopted = Adopted(read=read, new=new)
+        audit(
+            "quarantine.adopt",
+            f"{read} unresolved quarantine record(s) read, {new} kept as failure record(s) "
+            f"(the other {read - new} were kept already)",
+            will_see="nothing new",
+            read=read,
+            new=new,
+        )
+        return adopted
 
     def of_record(self, record: FailureRecord) -> QuarantinedEvent:
         """The quarantine record a quarantine's failure record stands for (its event parsed as
