@@ -37,7 +37,8 @@ for every pair of 100/500/2,000 leases and 10/50/100 instances, ``--no-dotnet``,
 ``--no-throttled``, ``--limit 200``: watch each change for 200 acquire intervals rather than 40;
 ``--throttled-expiry 120``: the 429 runs' leases expire after 120 s rather than 60);
 ``--mixed-seeds 20`` only the mixed fleet, under 20 seeds per size (the
-published one, then 1 to 19): the spread of its times to even.
+published one, then 1 to 19): the spread of its times to even (``--first-seed 20``: seeds 20 to
+39 instead, none of them tuned for).
 """
 
 from __future__ import annotations
@@ -322,17 +323,23 @@ def measure_mixed(leases: int, instances: int, *, seed: int | None = None) -> Fi
     return figures
 
 
-def mixed_seeds_table(sizes: tuple[tuple[int, int], ...], seeds: int) -> str:
+def mixed_seeds_table(
+    sizes: tuple[tuple[int, int], ...], seeds: int, first: int | None = None
+) -> str:
     """The mixed fleet (``measure_mixed``) under ``seeds`` seeds per size -- the published one,
-    then 1, 2, ... --: the intervals to even after the cold start and after +50 % per seed, and
-    how many of them exceeded 5."""
+    then 1, 2, ...; or ``first``, ``first`` + 1, ... --: the intervals to even after the cold
+    start and after +50 % per seed, and how many of them exceeded 5."""
     lines = [
         "| leases x instances | change | even after (acquire intervals), per seed | most | "
         "over 5 |",
         "|---|---|---|---|---|",
     ]
     for leases, instances in sizes:
-        chosen = [leases + instances, *range(1, seeds)]
+        chosen = (
+            [leases + instances, *range(1, seeds)]
+            if first is None
+            else list(range(first, first + seeds))
+        )
         runs = [measure_mixed(leases, instances, seed=seed) for seed in chosen]
         for place, change in enumerate(("cold start", f"scale-out: +{instances // 2}")):
             spent = [run.phases[place].even_after for run in runs]
@@ -586,11 +593,19 @@ def main() -> None:
         metavar="N",
         help="only the mixed fleet, under N seeds per size (default sizes: 100x10,500x50)",
     )
+    parser.add_argument(
+        "--first-seed",
+        type=int,
+        default=None,
+        metavar="K",
+        help="with --mixed-seeds N: seeds K to K+N-1 (default: the published one, then 1 to N-1)",
+    )
     args = parser.parse_args()
     LIMIT, THROTTLED_EXPIRY = args.limit * ACQUIRE, args.throttled_expiry
     logging.getLogger("cosmos_changefeed").setLevel(logging.CRITICAL)
     if args.mixed_seeds:
-        print(mixed_seeds_table(args.sizes if args.sizes != SIZES else MIXED, args.mixed_seeds))
+        sizes = args.sizes if args.sizes != SIZES else MIXED
+        print(mixed_seeds_table(sizes, args.mixed_seeds, args.first_seed))
         return
     sizes = GRID if args.grid else args.sizes
     figures = measure_all(
