@@ -54,10 +54,20 @@ RENEWAL_RETRY_PART, RENEWAL_RETRY_MOST = 0.25, 5.0
 #: A batch is handed over while the lease's last write is younger than this part of the
 #: expiration interval.
 FRESH_PART = 2 / 3
-#: While the lease container refuses requests, a lease is renewed after this part of the
-#: expiration interval: the last moment it may hand a batch over (``FRESH_PART``); the rest
-#: is for the write to get through.
+#: While the lease container refuses requests, a lease is renewed at the latest after this
+#: part of the expiration interval -- the last moment it may hand a batch over
+#: (``FRESH_PART``) -- while its renewals' time is not known (``pressed_interval``).
 PRESSED_PART = FRESH_PART
+#: An instance asks less of the lease container for this many expiration intervals after it
+#: last refused a request (past azure-cosmos's retries): a fleet short of request units
+#: refuses an instance's requests now and then, not all the time.
+PRESSED_FOR = 3.0
+#: The clocks of two instances may differ by this much (seconds): a lease's timestamp is its
+#: writer's clock, its expiry another instance's.
+CLOCK_SKEW = 1.0
+#: While the lease container refuses requests, a failed renewal is tried again after this long
+#: (a renewal at the last safe moment has time for two attempts, not for a wait between them).
+PRESSED_RETRY = 0.5
 
 
 def age(lease: Lease, now: dt.datetime) -> float:
@@ -65,19 +75,33 @@ def age(lease: Lease, now: dt.datetime) -> float:
     return (now - lease.last_updated).total_seconds()
 
 
-def until_renewal(lease: Lease, now: dt.datetime, interval: float, failures: int = 0) -> float:
+def until_renewal(
+    lease: Lease, now: dt.datetime, interval: float, failures: int = 0, *, pressed: bool = False
+) -> float:
     """Seconds to wait before renewing ``lease`` (0: now); ``failures``: renewals that failed
-    in a row since its last write."""
+    in a row since its last write; ``pressed``: the lease container refuses requests (a failed
+    renewal is tried again after ``PRESSED_RETRY``)."""
     if failures:
+        if pressed:
+            return PRESSED_RETRY
         return min(interval * RENEWAL_RETRY_PART, RENEWAL_RETRY_MOST)
     return max(interval - age(lease, now), 0.0)
 
 
-def pressed_interval(interval: float, expiration: float) -> float:
-    """The renew interval while the lease container refuses requests: two thirds of the
-    expiration interval (at least the renew interval) -- the expiry bound past which a lease
-    hands no batch over -- which leaves a third for the renewal to get through."""
-    return max(interval, expiration * PRESSED_PART)
+def pressed_interval(interval: float, expiration: float, renewal_time: float | None = None) -> float:
+    """The renew interval while the lease container refuses requests: the last safe moment.
+    ``renewal_time``: the longest a renewal took lately, azure-cosmos's 429 retries included
+    (None: not known). A lease is renewed so that a renewal that takes that long and fails,
+    then one more that takes as long, both get through before the lease expires, with the
+    clocks' skew to spare: ``expiration - (2 * renewal_time + PRESSED_RETRY + CLOCK_SKEW)``
+    -- at most that margin is the third of the expiration interval the lease hands no batch
+    over in (``fresh``): a renewal is never due before two thirds of the interval (at least
+    the renew interval), which is when it is due while the renewals' time is not known."""
+    earliest = max(interval, expiration * PRESSED_PART)
+    if renewal_time is None:
+        return earliest
+    margin = 2 * renewal_time + PRESSED_RETRY + CLOCK_SKEW
+    return max(earliest, expiration - margin)
 
 
 def fresh(lease: Lease, now: dt.datetime, expiration: float) -> bool:

@@ -63,6 +63,9 @@ class ProcessorBase(FailingBatches, MovesLog):
     #: (``_clock.monotonic``), and those lost so since, not said yet (``_expired_throttled``).
     _expiry_said_at: float | None = None
     _expired_unsaid: tuple[str, ...] = ()
+    #: The longest a lease's renewal took while the lease container refused requests (its
+    #: 429s retried by azure-cosmos), and when (``_clock.monotonic``): ``_renewal_took``.
+    _slowest_renewal: tuple[float, float] | None = None
 
     def __init__(
         self,
@@ -250,30 +253,52 @@ class ProcessorBase(FailingBatches, MovesLog):
         if throttled(error):
             self._throttled_at = self._refused_at
 
-    def _within_expiration(self, at: float | None) -> bool:
-        return at is not None and _clock.monotonic() - at < self.options.lease_expiration_interval
+    def _within_expiration(self, at: float | None, intervals: float = 1.0) -> bool:
+        """Whether ``at`` is within ``intervals`` expiration intervals of now."""
+        expiration = self.options.lease_expiration_interval
+        return at is not None and _clock.monotonic() - at < expiration * intervals
 
     @property
     def _pressed(self) -> bool:
-        """Whether the lease container refused a request within the expiration interval: the
-        instance then asks less of it (``_keeping``: renewals and listings less often)."""
-        return self._within_expiration(self._refused_at)
+        """Whether the lease container refused a request lately (``_keeping.PRESSED_FOR``
+        expiration intervals): the instance then asks less of it (``_keeping``: renewals and
+        listings less often)."""
+        return self._within_expiration(self._refused_at, _keeping.PRESSED_FOR)
 
     @property
     def _throttled(self) -> bool:
-        """Whether the lease container answered a 429 (past azure-cosmos's retries) within the
-        expiration interval: a handled batch's checkpoint then waits for the lease's renewal
-        (``_keeping``)."""
-        return self._within_expiration(self._throttled_at)
+        """Whether the lease container answered a 429 (past azure-cosmos's retries) lately
+        (``_keeping.PRESSED_FOR`` expiration intervals): a handled batch's checkpoint then
+        waits for the lease's renewal (``_keeping``)."""
+        return self._within_expiration(self._throttled_at, _keeping.PRESSED_FOR)
 
     def _renew_interval(self) -> float:
         """How long after its last write a lease is renewed (``_keeping.pressed_interval`` while
-        the lease container refuses requests)."""
+        the lease container refuses requests: the last safe moment, from the longest a renewal
+        took within the expiration interval)."""
         opts = self.options
         interval = opts.lease_renew_interval
         if self._pressed:
-            return pressed_interval(interval, opts.lease_expiration_interval)
+            slowest = self._slowest_renewal
+            took = slowest[1] if slowest is not None and self._within_expiration(slowest[0]) else None
+            return pressed_interval(interval, opts.lease_expiration_interval, took)
         return interval
+
+    def _renewal_took(self, seconds: float) -> None:
+        """A renewal (done or failed) took ``seconds``: while the lease container refuses
+        requests, the longest within the expiration interval sets the last safe moment to
+        renew at (``_renew_interval``)."""
+        now, slowest = _clock.monotonic(), self._slowest_renewal
+        if slowest is None or not self._within_expiration(slowest[0]) or seconds >= slowest[1]:
+            self._slowest_renewal = (now, seconds)
+
+    def _renewal_retry(self, lease: Lease, interval: float, failures: int) -> float:
+        """The wait before a failed renewal is tried again (``_keeping.until_renewal``)."""
+        manager = self._manager
+        assert manager is not None
+        return _keeping.until_renewal(
+            lease, manager.now(), interval, failures, pressed=self._pressed
+        )
 
     def _balance_delay(self, failures: int, done: Round | None = None) -> float:
         """The wait before the next balancing round (after ``done``): the acquire interval -- a
@@ -294,12 +319,21 @@ class ProcessorBase(FailingBatches, MovesLog):
 
     def _release_again(self, lease: Lease, attempt: int) -> bool:
         """Whether a release that failed (the ``attempt``-th time) is tried again: a few
-        times, while the lease is within its bound (``_keeping.fresh``)."""
+        times, while the lease is within its bound (``_keeping.fresh``); while the lease
+        container refuses requests, as long as the lease has not expired (a release refused
+        for good leaves it to expire: a lease without processing for the expiration interval,
+        taken then).
+
+        A release is written after the lease's processing ended and is conditioned on this
+        instance's last write of it: tried again late, it is refused if another instance took
+        the lease meanwhile."""
         opts = self.options
         manager = self._manager
         assert manager is not None
-        fresh = _keeping.fresh(lease, manager.now(), opts.lease_expiration_interval)
-        return attempt < RELEASE_ATTEMPTS and fresh
+        expiration, now = opts.lease_expiration_interval, manager.now()
+        if self._pressed:
+            return _keeping.age(lease, now) < expiration - _keeping.CLOCK_SKEW
+        return attempt < RELEASE_ATTEMPTS and _keeping.fresh(lease, now, expiration)
 
     def _release_delay(self, attempt: int) -> float:
         interval = self.options.lease_renew_interval
@@ -373,7 +407,7 @@ class ProcessorBase(FailingBatches, MovesLog):
         its last write here is older than the expiration interval, and a 429 (past
         azure-cosmos's retries) came within the interval -- its renewals were refused."""
         manager = self._manager
-        if manager is None or not self._throttled:
+        if manager is None or not self._within_expiration(self._throttled_at):
             return False
         return _keeping.age(held, manager.now()) >= self.options.lease_expiration_interval
 
