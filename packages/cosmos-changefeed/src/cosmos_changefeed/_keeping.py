@@ -88,20 +88,20 @@ def until_renewal(
     return max(interval - age(lease, now), 0.0)
 
 
-def pressed_interval(interval: float, expiration: float, renewal_time: float | None = None) -> float:
+def pressed_interval(
+    interval: float, expiration: float, renewal_time: float | None = None
+) -> float:
     """The renew interval while the lease container refuses requests: the last safe moment.
     ``renewal_time``: the longest a renewal took lately, azure-cosmos's 429 retries included
     (None: not known). A lease is renewed so that a renewal that takes that long and fails,
-    then one more that takes as long, both get through before the lease expires, with the
-    clocks' skew to spare: ``expiration - (2 * renewal_time + PRESSED_RETRY + CLOCK_SKEW)``
-    -- at most that margin is the third of the expiration interval the lease hands no batch
-    over in (``fresh``): a renewal is never due before two thirds of the interval (at least
-    the renew interval), which is when it is due while the renewals' time is not known."""
-    earliest = max(interval, expiration * PRESSED_PART)
+    then one more that takes as long, both end before the lease expires, with the clocks'
+    skew to spare: ``expiration - (2 * renewal_time + PRESSED_RETRY + CLOCK_SKEW)``, at least
+    the renew interval. While the renewals' time is not known, two thirds of the expiration
+    interval (``PRESSED_PART``: the expiry bound past which a lease hands no batch over)."""
     if renewal_time is None:
-        return earliest
+        return max(interval, expiration * PRESSED_PART)
     margin = 2 * renewal_time + PRESSED_RETRY + CLOCK_SKEW
-    return max(earliest, expiration - margin)
+    return max(interval, expiration - margin)
 
 
 def fresh(lease: Lease, now: dt.datetime, expiration: float) -> bool:

@@ -280,7 +280,9 @@ class ProcessorBase(FailingBatches, MovesLog):
         interval = opts.lease_renew_interval
         if self._pressed:
             slowest = self._slowest_renewal
-            took = slowest[1] if slowest is not None and self._within_expiration(slowest[0]) else None
+            took = (
+                slowest[1] if slowest is not None and self._within_expiration(slowest[0]) else None
+            )
             return pressed_interval(interval, opts.lease_expiration_interval, took)
         return interval
 
@@ -300,17 +302,23 @@ class ProcessorBase(FailingBatches, MovesLog):
             lease, manager.now(), interval, failures, pressed=self._pressed
         )
 
-    def _balance_delay(self, failures: int, done: Round | None = None) -> float:
+    def _balance_delay(
+        self, failures: int, done: Round | None = None, *, holding: bool = True
+    ) -> float:
         """The wait before the next balancing round (after ``done``): the acquire interval -- a
         round more half-way through the first (an instance that started with others took what
         it could before it saw them: its surplus is given back, and taken, sooner); after
-        ``failures`` failed rounds in a row, doubled at each up to the expiration interval;
+        ``failures`` failed rounds in a row, doubled at each up to the expiration interval --
+        the acquire interval for an instance that holds no lease (``holding`` False: a listing
+        refused costs no request units, and it has no renewal of its own to leave room for);
         while the lease container refuses requests, the expiration interval -- two after a
         round that had nothing to do (at its share, nothing taken, given or asked for)."""
         opts = self.options
         interval = opts.lease_acquire_interval
         longest = max(interval, opts.lease_expiration_interval)
         if failures:
+            if not holding:
+                return interval
             return float(min(interval * 2.0 ** min(failures, 16), longest))
         if self._pressed:
             return longest * (2 if done is not None and done.idle else 1)
@@ -339,10 +347,11 @@ class ProcessorBase(FailingBatches, MovesLog):
         interval = self.options.lease_renew_interval
         return _keeping.write_retry_delay(attempt, interval / 8, interval)
 
-    def _balancing_failed(self, exc: Exception, failures: int) -> float:
-        """Say that a round failed (the ``failures``-th in a row); the wait before the next."""
+    def _balancing_failed(self, exc: Exception, failures: int, *, holding: bool = True) -> float:
+        """Say that a round failed (the ``failures``-th in a row; ``holding``: this instance
+        holds a lease); the wait before the next."""
         self._refused(exc)
-        delay = self._balance_delay(failures)
+        delay = self._balance_delay(failures, holding=holding)
         logger.warning(
             "processor '%s': lease balancing failed (%s); again in %gs",
             self.processor_name,

@@ -264,7 +264,9 @@ class ChangeFeedProcessor(ProcessorBase):
                 return
             except Exception as exc:
                 failures += 1
-                self._stopping.wait(self._balancing_failed(exc, failures))
+                self._stopping.wait(
+                    self._balancing_failed(exc, failures, holding=bool(self._workers))
+                )
                 continue
             failures = 0
             self._stopping.wait(self._balance_delay(0, plan))

@@ -282,7 +282,9 @@ class ChangeFeedProcessor(ProcessorBase):
                 raise
             except Exception as exc:
                 failures += 1
-                await asyncio.sleep(self._balancing_failed(exc, failures))
+                await asyncio.sleep(
+                    self._balancing_failed(exc, failures, holding=bool(self._workers))
+                )
                 continue
             failures = 0
             await asyncio.sleep(self._balance_delay(0, plan))
