@@ -326,22 +326,20 @@ class ProcessorBase(FailingBatches, MovesLog):
         return interval / 2 if self._rounds <= 2 else interval
 
     def _release_again(self, lease: Lease, attempt: int) -> bool:
-        """Whether a release that failed (the ``attempt``-th time) is tried again: a few
-        times, while the lease is within its bound (``_keeping.fresh``); while the lease
-        container refuses requests, as long as the lease has not expired (a release refused
-        for good leaves it to expire: a lease without processing for the expiration interval,
-        taken then).
+        """Whether a release that failed (the ``attempt``-th time) is tried again: a few times
+        (``RELEASE_ATTEMPTS``) -- for as long as it takes while the lease container refuses
+        requests --, until the lease has been expired for an expiration interval. A release
+        refused for good leaves the lease to expire: without processing for the expiration
+        interval, taken then, its checkpoint the last written.
 
         A release is written after the lease's processing ended and is conditioned on this
         instance's last write of it: tried again late, it is refused if another instance took
-        the lease meanwhile."""
-        opts = self.options
+        the lease meanwhile, and releases it, its checkpoint with it, if none did."""
         manager = self._manager
         assert manager is not None
-        expiration, now = opts.lease_expiration_interval, manager.now()
-        if self._pressed:
-            return _keeping.age(lease, now) < expiration - _keeping.CLOCK_SKEW
-        return attempt < RELEASE_ATTEMPTS and _keeping.fresh(lease, now, expiration)
+        if _keeping.age(lease, manager.now()) >= 2 * self.options.lease_expiration_interval:
+            return False
+        return attempt < RELEASE_ATTEMPTS or self._pressed
 
     def _release_delay(self, attempt: int) -> float:
         interval = self.options.lease_renew_interval
