@@ -325,21 +325,24 @@ class ProcessorBase(FailingBatches, MovesLog):
         self._rounds += 1
         return interval / 2 if self._rounds <= 2 else interval
 
-    def _release_again(self, lease: Lease, attempt: int) -> bool:
-        """Whether a release that failed (the ``attempt``-th time) is tried again: a few times
-        (``RELEASE_ATTEMPTS``) -- for as long as it takes while the lease container refuses
-        requests --, until the lease has been expired for an expiration interval. A release
-        refused for good leaves the lease to expire: without processing for the expiration
-        interval, taken then, its checkpoint the last written.
+    def _release_again(self, lease: Lease, attempt: int, error: BaseException) -> bool:
+        """Whether a release that failed (the ``attempt``-th time, with ``error``) is tried
+        again: a few times (``RELEASE_ATTEMPTS``), while the lease is within its bound
+        (``_keeping.fresh``); throttled (a 429 past azure-cosmos's retries, now or lately), for
+        as long as it takes, until the lease has been expired for an expiration interval -- a
+        lease renewed at the last safe moment is often past the bound when it is given back. A
+        release refused for good leaves the lease to expire: without processing for the
+        expiration interval, taken then, its checkpoint the last written.
 
         A release is written after the lease's processing ended and is conditioned on this
         instance's last write of it: tried again late, it is refused if another instance took
         the lease meanwhile, and releases it, its checkpoint with it, if none did."""
         manager = self._manager
         assert manager is not None
-        if _keeping.age(lease, manager.now()) >= 2 * self.options.lease_expiration_interval:
-            return False
-        return attempt < RELEASE_ATTEMPTS or self._pressed
+        expiration, now = self.options.lease_expiration_interval, manager.now()
+        if throttled(error) or self._throttled:
+            return _keeping.age(lease, now) < 2 * expiration
+        return attempt < RELEASE_ATTEMPTS and _keeping.fresh(lease, now, expiration)
 
     def _release_delay(self, attempt: int) -> float:
         interval = self.options.lease_renew_interval
@@ -436,8 +439,9 @@ class ProcessorBase(FailingBatches, MovesLog):
             "lease_expiration_interval (%gs) and other instances took them (what was handled "
             "since their last checkpoint is given again); give the lease container more "
             "request units, or lengthen lease_expiration_interval (fewer renewals: simulated "
-            "at a quarter of the request units a fleet needs, 100 leases on 10 instances even "
-            "out at 120 s, and not within 200 acquire intervals at 60 s)",
+            "at a quarter of the request units a fleet needs and the default 60 s, 100 leases "
+            "on 10 instances even out 20 to 29 acquire intervals after a change of membership, "
+            "not one to three)",
             self.processor_name,
             self.instance_name,
             ", ".join(tokens),

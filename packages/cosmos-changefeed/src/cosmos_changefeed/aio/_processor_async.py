@@ -397,7 +397,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 break
             except Exception as exc:
                 failure = exc
-                if not self._release_again(lease, attempt):
+                if not self._release_again(lease, attempt, exc):
                     break
                 await asyncio.sleep(self._release_delay(attempt))
         self._released(lease, failure, released)

@@ -9,7 +9,8 @@ a feed task, which reads the lease's range, hands each batch to the handler and 
   batch was read and handled; a failed write is written again first: ``_keeping``) and while
   this instance's last write of the lease is within the expiry bound (``_keeping.fresh``): at
   most the batch in flight is given again, and never by two instances past the bound.
-* The renewer renews the lease ``lease_renew_interval`` after its last write (``_keeping``).
+* The renewer renews the lease ``lease_renew_interval`` after its last write -- at the last safe
+  moment while the lease container throttles (``_keeping``).
 * A batch that keeps failing is retried, then taken apart and its failing changes set aside
   (``_retries``).
 """
