@@ -450,7 +450,9 @@ def test_a_renewal_at_the_last_safe_moment_that_meets_429s_still_lands_before_ex
             token = str(document.get("LeaseToken"))
             if token not in failed:
                 failed.add(token)
-                raise CosmosHttpResponseError(status_code=429, message="Request rate is large")
+                raise CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+                    status_code=429, message="Request rate is large"
+                )
             failed.discard(token)
             return await replace(document, partition_key, etag)
 
