@@ -15,7 +15,7 @@ when it may hand a batch over, and how it waits after a failed write. Pure.
     retrying its 429s, up to 30 s by default -- and fails, then one more that takes as long,
     both end before the lease expires, with ``CLOCK_SKEW`` to spare for the clocks of two
     instances; a failed renewal is tried again after ``PRESSED_RETRY``, not a quarter of the
-    renew interval. Where the renewals take 1-5 s, that is 49-57 s after the last write at
+    renew interval. Where the renewals take 1-5 s, that is 48.5-56.5 s after the last write at
     the default 60 s expiry (two thirds of it, 40 s, while no renewal's time is known yet;
     never sooner than the renew interval);
   - it lists the leases once per expiration interval (once per two after a round that had
