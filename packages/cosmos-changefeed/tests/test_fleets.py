@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import pytest
+from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from cosmos_changefeed import CheckpointPolicy
 from cosmos_changefeed.testing import SimulatedFleet, Timing, VirtualClock
@@ -345,3 +346,122 @@ def test_a_fleet_short_of_request_units_is_told_why_its_leases_expire(
     assert named <= {re.findall(r"lease (\d+) lost", m)[0] for m in lost}
     ago = [float(s) for m in warned for s in re.findall(r"last such warning, (\d+)s ago", m)]
     assert all(seconds >= EXPIRY for seconds in ago), ago
+
+
+#: The bench's 429 runs (``bench.changefeed_scale.measure_throttled``): a settled fleet given a
+#: quarter of the request units it needs, then +50 % instances and, once even, half of them
+#: stopped, changes written all along (one per lease per minute).
+QUARTER_EVEN_WITHIN = 40
+
+
+def _quarter_budget(leases: int, instances: int) -> tuple[float | None, float | None, Any]:
+    clock = VirtualClock(START)
+
+    async def scenario() -> tuple[float | None, float | None, SimulatedFleet]:
+        fleet = SimulatedFleet(clock, partitions=leases, seed=leases * 3 + instances)
+        await fleet.add(instances)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        rate = leases / 60
+        needed = await fleet.request_units(4 * RENEW) + rate * 10
+        fleet.set_budget(needed / 4)
+        writer = asyncio.create_task(fleet.write(rate, 10 * EXPIRY))
+        limit = QUARTER_EVEN_WITHIN * ACQUIRE
+        await fleet.add(instances // 2)
+        out = await fleet.until_even(hold=HOLD, limit=limit)
+        await fleet.stop(sorted(fleet.instances)[::2])
+        back = await fleet.until_even(hold=HOLD, limit=limit)
+        writer.cancel()
+        await fleet.close()
+        return out, back, fleet
+
+    return run(scenario(), clock)
+
+
+def test_a_fleet_at_a_quarter_of_the_request_units_it_needs_evens_out_at_the_default_expiry() -> (
+    None
+):
+    """100 leases on 10 instances at .NET's default intervals (expiry 60 s), settled, given a
+    quarter of the request units they need: 5 instances more, then half of them stopped. Its
+    renewals at the last safe moment (from the time they take, azure-cosmos's retries
+    included), its listings seldom, its releases tried until the lease would expire, it is
+    even within 40 acquire intervals of each change. (Renewed at two thirds of the expiration
+    interval, a failed renewal tried again after 4 s, it asked for more than the budget: leases
+    expired under their owners all along, and it was not even within 200.)"""
+    out, back, fleet = _quarter_budget(100, 10)
+    assert fleet.throttled() > 1000, "the lease container hardly throttled"
+    assert out is not None, f"not even within {QUARTER_EVEN_WITHIN} acquire intervals of +5"
+    assert back is not None, f"not even within {QUARTER_EVEN_WITHIN} acquire intervals of -50 %"
+    given = fleet.given_twice()
+    assert given.by_move == 0 and given.same_instance == 0 and given.behind_checkpoint == 0
+    assert fleet.failures_seen() == [], "two instances inside one lease's handler"
+    assert fleet.late_batches == [], "a batch handed over past the expiry bound"
+    assert fleet.container.regressions == []
+
+
+def test_unthrottled_leases_are_renewed_each_renew_interval() -> None:
+    """A settled fleet whose lease container never throttles renews each lease once per renew
+    interval (17 s) and lists each acquire interval, as before the renewals under 429s moved
+    to the last safe moment: 20 leases on 4 instances, over eight renew intervals."""
+    clock = VirtualClock(START)
+
+    async def scenario() -> tuple[int, int, SimulatedFleet]:
+        fleet = SimulatedFleet(clock, partitions=20, seed=96)
+        await fleet.add(4)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        writes, lists = fleet.writes()["renewal"], fleet.container.total(("list",))
+        await fleet.clock_sleep(8 * RENEW)
+        renewed = fleet.writes()["renewal"] - writes
+        listed = fleet.container.total(("list",)) - lists
+        await fleet.close()
+        return renewed, listed, fleet
+
+    renewed, listed, fleet = run(scenario(), clock)
+    assert fleet.throttled() == 0
+    assert 20 * 8 - 20 <= renewed <= 20 * 8 + 20, renewed
+    assert listed >= 4 * (8 * RENEW // ACQUIRE) - 4, listed
+    for instance in fleet.instances.values():
+        assert instance.processor._renew_interval() == RENEW
+
+
+#: How long one renewal takes in ``test_a_renewal_at_the_last_safe_moment_lands_before_expiry``:
+#: azure-cosmos retrying its 429s (after each, the retry-after the service gave).
+SDK_RETRYING = 12.0
+
+
+def test_a_renewal_at_the_last_safe_moment_that_meets_429s_still_lands_before_expiry() -> None:
+    """One instance's lease writes each take 12 s (azure-cosmos retrying the 429s it meets),
+    and every other one of a lease's renewals fails after those 12 s (429 past the retries):
+    its renewals, postponed to the last safe moment, leave room for a renewal that fails and
+    one more -- 2 x 12 s, the wait before it and the clocks' skew before expiry -- so none of
+    its leases expires, and the other instance takes none. (Renewed at two thirds of the
+    expiration interval whatever the renewals' time, 40 + 12 + 4 + 12 s: its leases expired
+    and moved.)"""
+    clock = VirtualClock(START)
+
+    async def scenario() -> SimulatedFleet:
+        fleet = SimulatedFleet(clock, partitions=8, seed=12)
+        await fleet.add(2)
+        assert await fleet.until_even(hold=HOLD, limit=LIMIT) is not None
+        store = fleet.instances["i000"].store
+        replace, failed = store.replace, set[str]()
+
+        async def throttled(document: Any, partition_key: str, etag: str | None) -> Any:
+            await asyncio.sleep(SDK_RETRYING)
+            token = str(document.get("LeaseToken"))
+            if token not in failed:
+                failed.add(token)
+                raise CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+                    status_code=429, message="Request rate is large"
+                )
+            failed.discard(token)
+            return await replace(document, partition_key, etag)
+
+        store.replace = throttled  # type: ignore[method-assign]
+        moves = len(fleet.container.moves)
+        await fleet.clock_sleep(8 * EXPIRY)
+        assert [m for m in fleet.container.moves[moves:] if m.how == "expired"] == []
+        await fleet.close()
+        return fleet
+
+    fleet = run(scenario(), clock)
+    assert fleet.container.writes["renewal"] > 0

@@ -63,6 +63,9 @@ class ProcessorBase(FailingBatches, MovesLog):
     #: (``_clock.monotonic``), and those lost so since, not said yet (``_expired_throttled``).
     _expiry_said_at: float | None = None
     _expired_unsaid: tuple[str, ...] = ()
+    #: The longest a lease's renewal took while the lease container refused requests (its
+    #: 429s retried by azure-cosmos), and when (``_clock.monotonic``): ``_renewal_took``.
+    _slowest_renewal: tuple[float, float] | None = None
 
     def __init__(
         self,
@@ -250,65 +253,106 @@ class ProcessorBase(FailingBatches, MovesLog):
         if throttled(error):
             self._throttled_at = self._refused_at
 
-    def _within_expiration(self, at: float | None) -> bool:
-        return at is not None and _clock.monotonic() - at < self.options.lease_expiration_interval
+    def _within_expiration(self, at: float | None, intervals: float = 1.0) -> bool:
+        """Whether ``at`` is within ``intervals`` expiration intervals of now."""
+        expiration = self.options.lease_expiration_interval
+        return at is not None and _clock.monotonic() - at < expiration * intervals
 
     @property
     def _pressed(self) -> bool:
-        """Whether the lease container refused a request within the expiration interval: the
-        instance then asks less of it (``_keeping``: renewals and listings less often)."""
-        return self._within_expiration(self._refused_at)
+        """Whether the lease container refused a request lately (``_keeping.PRESSED_FOR``
+        expiration intervals): the instance then asks less of it (``_keeping``: renewals and
+        listings less often)."""
+        return self._within_expiration(self._refused_at, _keeping.PRESSED_FOR)
 
     @property
     def _throttled(self) -> bool:
-        """Whether the lease container answered a 429 (past azure-cosmos's retries) within the
-        expiration interval: a handled batch's checkpoint then waits for the lease's renewal
-        (``_keeping``)."""
-        return self._within_expiration(self._throttled_at)
+        """Whether the lease container answered a 429 (past azure-cosmos's retries) lately
+        (``_keeping.PRESSED_FOR`` expiration intervals): a handled batch's checkpoint then
+        waits for the lease's renewal (``_keeping``)."""
+        return self._within_expiration(self._throttled_at, _keeping.PRESSED_FOR)
 
     def _renew_interval(self) -> float:
         """How long after its last write a lease is renewed (``_keeping.pressed_interval`` while
-        the lease container refuses requests)."""
+        the lease container refuses requests: the last safe moment, from the longest a renewal
+        took within the expiration interval)."""
         opts = self.options
         interval = opts.lease_renew_interval
         if self._pressed:
-            return pressed_interval(interval, opts.lease_expiration_interval)
+            slowest = self._slowest_renewal
+            took = (
+                slowest[1] if slowest is not None and self._within_expiration(slowest[0]) else None
+            )
+            return pressed_interval(interval, opts.lease_expiration_interval, took)
         return interval
 
-    def _balance_delay(self, failures: int, done: Round | None = None) -> float:
+    def _renewal_took(self, seconds: float) -> None:
+        """A renewal (done or failed) took ``seconds``: while the lease container refuses
+        requests, the longest within the expiration interval sets the last safe moment to
+        renew at (``_renew_interval``)."""
+        now, slowest = _clock.monotonic(), self._slowest_renewal
+        if slowest is None or not self._within_expiration(slowest[0]) or seconds >= slowest[1]:
+            self._slowest_renewal = (now, seconds)
+
+    def _renewal_retry(self, lease: Lease, interval: float, failures: int) -> float:
+        """The wait before a failed renewal is tried again (``_keeping.until_renewal``)."""
+        manager = self._manager
+        assert manager is not None
+        return _keeping.until_renewal(
+            lease, manager.now(), interval, failures, pressed=self._pressed
+        )
+
+    def _balance_delay(
+        self, failures: int, done: Round | None = None, *, holding: bool = True
+    ) -> float:
         """The wait before the next balancing round (after ``done``): the acquire interval -- a
         round more half-way through the first (an instance that started with others took what
         it could before it saw them: its surplus is given back, and taken, sooner); after
-        ``failures`` failed rounds in a row, doubled at each up to the expiration interval;
+        ``failures`` failed rounds in a row, doubled at each up to the expiration interval --
+        the acquire interval for an instance that holds no lease (``holding`` False: a listing
+        refused costs no request units, and it has no renewal of its own to leave room for);
         while the lease container refuses requests, the expiration interval -- two after a
         round that had nothing to do (at its share, nothing taken, given or asked for)."""
         opts = self.options
         interval = opts.lease_acquire_interval
         longest = max(interval, opts.lease_expiration_interval)
         if failures:
+            if not holding:
+                return interval
             return float(min(interval * 2.0 ** min(failures, 16), longest))
         if self._pressed:
             return longest * (2 if done is not None and done.idle else 1)
         self._rounds += 1
         return interval / 2 if self._rounds <= 2 else interval
 
-    def _release_again(self, lease: Lease, attempt: int) -> bool:
-        """Whether a release that failed (the ``attempt``-th time) is tried again: a few
-        times, while the lease is within its bound (``_keeping.fresh``)."""
-        opts = self.options
+    def _release_again(self, lease: Lease, attempt: int, error: BaseException) -> bool:
+        """Whether a release that failed (the ``attempt``-th time, with ``error``) is tried
+        again: a few times (``RELEASE_ATTEMPTS``), while the lease is within its bound
+        (``_keeping.fresh``); throttled (a 429 past azure-cosmos's retries, now or lately), for
+        as long as it takes, until the lease has been expired for an expiration interval -- a
+        lease renewed at the last safe moment is often past the bound when it is given back. A
+        release refused for good leaves the lease to expire: without processing for the
+        expiration interval, taken then, its checkpoint the last written.
+
+        A release is written after the lease's processing ended and is conditioned on this
+        instance's last write of it: tried again late, it is refused if another instance took
+        the lease meanwhile, and releases it, its checkpoint with it, if none did."""
         manager = self._manager
         assert manager is not None
-        fresh = _keeping.fresh(lease, manager.now(), opts.lease_expiration_interval)
-        return attempt < RELEASE_ATTEMPTS and fresh
+        expiration, now = self.options.lease_expiration_interval, manager.now()
+        if throttled(error) or self._throttled:
+            return _keeping.age(lease, now) < 2 * expiration
+        return attempt < RELEASE_ATTEMPTS and _keeping.fresh(lease, now, expiration)
 
     def _release_delay(self, attempt: int) -> float:
         interval = self.options.lease_renew_interval
         return _keeping.write_retry_delay(attempt, interval / 8, interval)
 
-    def _balancing_failed(self, exc: Exception, failures: int) -> float:
-        """Say that a round failed (the ``failures``-th in a row); the wait before the next."""
+    def _balancing_failed(self, exc: Exception, failures: int, *, holding: bool = True) -> float:
+        """Say that a round failed (the ``failures``-th in a row; ``holding``: this instance
+        holds a lease); the wait before the next."""
         self._refused(exc)
-        delay = self._balance_delay(failures)
+        delay = self._balance_delay(failures, holding=holding)
         logger.warning(
             "processor '%s': lease balancing failed (%s); again in %gs",
             self.processor_name,
@@ -373,7 +417,7 @@ class ProcessorBase(FailingBatches, MovesLog):
         its last write here is older than the expiration interval, and a 429 (past
         azure-cosmos's retries) came within the interval -- its renewals were refused."""
         manager = self._manager
-        if manager is None or not self._throttled:
+        if manager is None or not self._within_expiration(self._throttled_at):
             return False
         return _keeping.age(held, manager.now()) >= self.options.lease_expiration_interval
 
@@ -395,8 +439,9 @@ class ProcessorBase(FailingBatches, MovesLog):
             "lease_expiration_interval (%gs) and other instances took them (what was handled "
             "since their last checkpoint is given again); give the lease container more "
             "request units, or lengthen lease_expiration_interval (fewer renewals: simulated "
-            "at a quarter of the request units a fleet needs, 100 leases on 10 instances even "
-            "out at 120 s, and not within 200 acquire intervals at 60 s)",
+            "at a quarter of the request units a fleet needs and the default 60 s, 100 leases "
+            "on 10 instances even out 20 to 29 acquire intervals after a change of membership, "
+            "not one to three)",
             self.processor_name,
             self.instance_name,
             ", ".join(tokens),

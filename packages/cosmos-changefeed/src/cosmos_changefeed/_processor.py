@@ -12,6 +12,7 @@ after ``stop``'s timeout keeps its thread, and its lease expires.
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -42,7 +43,7 @@ from cosmos_changefeed._options import (
     StartFrom,
 )
 from cosmos_changefeed._order import SetAsideChange
-from cosmos_changefeed._processing import RELEASE_ATTEMPTS, ProcessorBase
+from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Page, Start
 from cosmos_changefeed._source import FeedSource
@@ -264,7 +265,9 @@ class ChangeFeedProcessor(ProcessorBase):
                 return
             except Exception as exc:
                 failures += 1
-                self._stopping.wait(self._balancing_failed(exc, failures))
+                self._stopping.wait(
+                    self._balancing_failed(exc, failures, holding=bool(self._workers))
+                )
                 continue
             failures = 0
             self._stopping.wait(self._balance_delay(0, plan))
@@ -369,13 +372,12 @@ class ChangeFeedProcessor(ProcessorBase):
 
     def _release(self, lease: Lease, continuation: str | None = None) -> None:
         """Release ``lease`` (with ``continuation`` checkpointed by the same write) -- tried
-        again after a failure (``RELEASE_ATTEMPTS``), while it is within its bound: else it
-        expires."""
+        again after a failure (``ProcessorBase._release_again``): else it expires."""
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
         released: Lease | None = None
-        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+        for attempt in itertools.count(1):
             try:
                 flow = manager.release(lease, continuation)
                 released = drive(flow, self._store, self._reader, no_sleep)
@@ -386,7 +388,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 break
             except Exception as exc:
                 failure = exc
-                if not self._release_again(lease, attempt):
+                if not self._release_again(lease, attempt, exc):
                     break
                 time.sleep(self._release_delay(attempt))
         self._released(lease, failure, released)

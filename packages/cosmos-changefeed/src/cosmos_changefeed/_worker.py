@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-from cosmos_changefeed import _keeping, _order
+from cosmos_changefeed import _clock, _keeping, _order
 from cosmos_changefeed._checkpoints import CheckpointPlan
 from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._drive import drive
@@ -94,7 +94,10 @@ class LeaseWorker:
     def flush(self) -> None:
         """Before the lease is released: what was handled and not checkpointed (a policy's
         batches, a write cut short by the stop) written -- tried again after a failure while
-        the lease is within its bound (``_keeping.fresh``)."""
+        the lease is within its bound (``_keeping.fresh``). Not while the lease container
+        throttles: the release writes it (``unwritten``), one write rather than two."""
+        if self.processor._throttled:
+            return
         due, failures = self.plan.stopping(), 0
         expiration = self.processor.options.lease_expiration_interval
         while due is not None and self._lost is None:
@@ -141,10 +144,10 @@ class LeaseWorker:
     def _renew(self) -> None:
         failures = 0
         while True:
-            interval, now = self.processor._renew_interval(), self.manager.now()
+            interval = self.processor._renew_interval()
             # renewed until the processing ends (a lease handed over or given back is still
             # this instance's while its batch in flight is handled and checkpointed)
-            if self._finished.wait(_keeping.until_renewal(self.lease, now, interval, failures)):
+            if self._finished.wait(self.processor._renewal_retry(self.lease, interval, failures)):
                 return
             if not failures and _keeping.age(self.lease, self.manager.now()) < interval:
                 continue  # written since (a checkpoint stamps it too)
@@ -153,7 +156,7 @@ class LeaseWorker:
                     if self._finished.is_set():
                         return
                     flow, carried = self._renewal()
-                    self.lease = self._write(flow)
+                    self.lease = self._timed(flow)
                     self._carried(carried)
                     self._heed()
                 failures = 0
@@ -163,10 +166,17 @@ class LeaseWorker:
                 return
             except Exception as exc:
                 failures += 1
-                again_in = _keeping.until_renewal(
-                    self.lease, self.manager.now(), interval, failures
-                )
+                again_in = self.processor._renewal_retry(self.lease, interval, failures)
                 self.processor._renewal_failed(self.lease.lease_token, exc, again_in)
+
+    def _timed(self, flow: Flow) -> Lease:
+        """A renewal's write (``aio/_worker_async.LeaseWorker._timed``)."""
+        began = _clock.monotonic()
+        try:
+            lease: Lease = self._write(flow)
+        finally:
+            self.processor._renewal_took(_clock.monotonic() - began)
+        return lease
 
     def _renewal(self) -> tuple[Flow, str | None]:
         """A renewal's write (``aio/_worker_async.LeaseWorker._renewal``)."""
@@ -190,7 +200,7 @@ class LeaseWorker:
             with self._writing:
                 if not _keeping.fresh(self.lease, self.manager.now(), expiration):
                     flow, carried = self._renewal()
-                    self.lease = self._write(flow)
+                    self.lease = self._timed(flow)
                     self._carried(carried)
                     self._heed()
         except LeaseLostError as lost:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
@@ -57,7 +58,7 @@ from cosmos_changefeed._options import (
     StartFrom,
 )
 from cosmos_changefeed._order import SetAsideChange
-from cosmos_changefeed._processing import RELEASE_ATTEMPTS, ProcessorBase
+from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
@@ -282,7 +283,9 @@ class ChangeFeedProcessor(ProcessorBase):
                 raise
             except Exception as exc:
                 failures += 1
-                await asyncio.sleep(self._balancing_failed(exc, failures))
+                await asyncio.sleep(
+                    self._balancing_failed(exc, failures, holding=bool(self._workers))
+                )
                 continue
             failures = 0
             await asyncio.sleep(self._balance_delay(0, plan))
@@ -379,13 +382,12 @@ class ChangeFeedProcessor(ProcessorBase):
 
     async def _release(self, lease: Lease, continuation: str | None = None) -> None:
         """Release ``lease`` (with ``continuation`` checkpointed by the same write) -- tried
-        again after a failure (``RELEASE_ATTEMPTS``), while it is within its bound: else it
-        expires."""
+        again after a failure (``ProcessorBase._release_again``): else it expires."""
         manager = self._manager
         assert manager is not None
         failure: Exception | None = None
         released: Lease | None = None
-        for attempt in range(1, RELEASE_ATTEMPTS + 1):
+        for attempt in itertools.count(1):
             try:
                 released = await self._run(manager.release(lease, continuation))
                 failure = None
@@ -395,7 +397,7 @@ class ChangeFeedProcessor(ProcessorBase):
                 break
             except Exception as exc:
                 failure = exc
-                if not self._release_again(lease, attempt):
+                if not self._release_again(lease, attempt, exc):
                     break
                 await asyncio.sleep(self._release_delay(attempt))
         self._released(lease, failure, released)

@@ -9,7 +9,8 @@ a feed task, which reads the lease's range, hands each batch to the handler and 
   batch was read and handled; a failed write is written again first: ``_keeping``) and while
   this instance's last write of the lease is within the expiry bound (``_keeping.fresh``): at
   most the batch in flight is given again, and never by two instances past the bound.
-* The renewer renews the lease ``lease_renew_interval`` after its last write (``_keeping``).
+* The renewer renews the lease ``lease_renew_interval`` after its last write -- at the last safe
+  moment while the lease container throttles (``_keeping``).
 * A batch that keeps failing is retried, then taken apart and its failing changes set aside
   (``_retries``).
 """
@@ -22,7 +23,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from cosmos_changefeed import _keeping, _order
+from cosmos_changefeed import _clock, _keeping, _order
 from cosmos_changefeed._checkpoints import CheckpointPlan
 from cosmos_changefeed._checks import not_awaitable
 from cosmos_changefeed._leases import Lease
@@ -98,14 +99,14 @@ class LeaseWorker:
     async def _renew(self) -> None:
         failures = 0
         while True:
-            interval, now = self.processor._renew_interval(), self.manager.now()
-            await asyncio.sleep(_keeping.until_renewal(self.lease, now, interval, failures))
+            interval = self.processor._renew_interval()
+            await asyncio.sleep(self.processor._renewal_retry(self.lease, interval, failures))
             if not failures and _keeping.age(self.lease, self.manager.now()) < interval:
                 continue  # written since (a checkpoint stamps it too)
             try:
                 async with self._writing:
                     flow, carried = self._renewal()
-                    self.lease = await self.processor._run(flow)
+                    self.lease = await self._timed(flow)
                     self._carried(carried)
                     self._heed()
                 failures = 0
@@ -113,10 +114,18 @@ class LeaseWorker:
                 raise
             except Exception as exc:
                 failures += 1
-                again_in = _keeping.until_renewal(
-                    self.lease, self.manager.now(), interval, failures
-                )
+                again_in = self.processor._renewal_retry(self.lease, interval, failures)
                 self.processor._renewal_failed(self.lease.lease_token, exc, again_in)
+
+    async def _timed(self, flow: Flow) -> Lease:
+        """A renewal's write, done; how long it took (failed or not) told to the processor
+        (``_renewal_took``: the last safe moment to renew at)."""
+        began = _clock.monotonic()
+        try:
+            lease: Lease = await self.processor._run(flow)
+        finally:
+            self.processor._renewal_took(_clock.monotonic() - began)
+        return lease
 
     def _renewal(self) -> tuple[Flow, str | None]:
         """A renewal's write: the position whose checkpoint waits for it (the lease container
@@ -142,7 +151,7 @@ class LeaseWorker:
             async with self._writing:
                 if not _keeping.fresh(self.lease, self.manager.now(), expiration):
                     flow, carried = self._renewal()
-                    self.lease = await self.processor._run(flow)
+                    self.lease = await self._timed(flow)
                     self._carried(carried)
                     self._heed()
         except LeaseLostError as lost:
@@ -424,7 +433,10 @@ class LeaseWorker:
     async def flush(self) -> None:
         """Before the lease is released: what was handled and not checkpointed (a policy's
         batches, a write cut short by the stop) written -- tried again after a failure while
-        the lease is within its bound (``_keeping.fresh``)."""
+        the lease is within its bound (``_keeping.fresh``). Not while the lease container
+        throttles: the release writes it (``unwritten``), one write rather than two."""
+        if self.processor._throttled:
+            return
         due, failures = self.plan.stopping(), 0
         while due is not None and self._lost is None:
             try:
