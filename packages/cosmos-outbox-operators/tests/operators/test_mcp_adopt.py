@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import pytest
 from mcp import Client
-from operators.test_mcp import OPERATOR, audit_lines, call, http_session, run
 from recovery_world import RecoveryWorld
 
 from cosmos_outbox.documents import EVENT_TYPE, FAILED_MESSAGE_TYPE, read_feed
@@ -21,6 +20,7 @@ from cosmos_outbox.relay import OutboxRecord, Quarantine
 from cosmos_outbox_operators import OPERATOR_ROLE
 from cosmos_outbox_operators.mcp import Caller, mcp_server
 from cosmos_outbox_testing import run_sync
+from operators.test_mcp import OPERATOR, audit_lines, call, http_session, run
 from operators.test_mcp import world as signed_in_world  # noqa: F401  # the door's settings
 
 

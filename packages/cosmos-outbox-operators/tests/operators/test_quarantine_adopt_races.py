@@ -16,8 +16,13 @@ from typing import Any
 
 import pytest
 from conftest import TicketWorld
+
+from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, FAILURE_GROUP_TYPE
+from cosmos_outbox.operations import Actor, acting_as
+from cosmos_outbox.ports import BatchOperation
+from cosmos_outbox.relay import Quarantine
+from cosmos_outbox_testing import InMemoryStore, run_sync
 from operators.test_quarantine_groups_exact import (
-    FAILED_MESSAGE_TYPE,
     cli,
     groups,
     open_counts,
@@ -25,12 +30,6 @@ from operators.test_quarantine_groups_exact import (
     quarantined,
     set_aside_before,
 )
-
-from cosmos_outbox.documents import FAILURE_GROUP_TYPE
-from cosmos_outbox.operations import Actor, acting_as
-from cosmos_outbox.ports import BatchOperation
-from cosmos_outbox.relay import Quarantine
-from cosmos_outbox_testing import InMemoryStore, run_sync
 
 QUARANTINE_TYPE = "quarantinedEvent"
 #: A write: its kind (create, replace, ...) and its document.
@@ -55,7 +54,9 @@ class Interleaved(InMemoryStore):
                 self.steps.remove(step)
                 step[1]()
 
-    def replace(self, document: Mapping[str, Any], *, if_match: str | None = None) -> dict[str, Any]:
+    def replace(
+        self, document: Mapping[str, Any], *, if_match: str | None = None
+    ) -> dict[str, Any]:
         self._before("replace", document)
         return super().replace(document, if_match=if_match)
 
@@ -166,24 +167,29 @@ def test_a_replay_between_the_adoptions_read_and_its_write_is_not_undone(
     assert groups(world)["groups"] == [] and set_aside_before(caplog) == []
 
 
-def test_an_adoption_between_a_replays_two_writes_leaves_nothing_open(
-    world: TicketWorld,
+@pytest.mark.parametrize(("action", "state"), [("replay", "resolved"), ("discard", "archived")])
+def test_an_adoption_between_a_replays_or_discards_two_writes_leaves_nothing_open(
+    world: TicketWorld, action: str, state: str
 ) -> None:
     events = opened(2)
     quarantined(Quarantine(world.memory.store), events)  # before the records were kept
     ops = world.outbox.operations().quarantine
     store = interleaved(world)
     answers: list[Any] = []
-    store.steps = [(quarantine_written("resolved"), lambda: answers.append(run_sync(ops.adopt())))]
-    # the replay finds no failure record to settle; the adoption keeps one, open, and reads
-    # the quarantine record still quarantined; then the replay writes it resolved
-    run_sync(ops.replay(events[0].event_id))
+    status = "resolved" if action == "replay" else "discarded"
+    store.steps = [(quarantine_written(status), lambda: answers.append(run_sync(ops.adopt())))]
+    # the replay (discard) finds no failure record to settle; the adoption keeps one, open,
+    # and reads the quarantine record still quarantined; then the replay (discard) writes it
+    if action == "replay":
+        run_sync(ops.replay(events[0].event_id))
+    else:
+        run_sync(ops.discard(events[0].event_id, "written by a bug"))
     [adopted] = answers
     assert (adopted.read, adopted.new, adopted.settled) == (2, 2, 0)
-    assert states(world) == {events[0].event_id: "resolved", events[1].event_id: "open"}
+    assert states(world) == {events[0].event_id: state, events[1].event_id: "open"}
     assert open_counts(world) == [1]
     summaries = world.memory.store.of_type(FAILURE_GROUP_TYPE)
-    assert [(d["open"], d["resolved"]) for d in summaries] == [(1, 1)]
+    assert [(d["open"], d[state]) for d in summaries] == [(1, 1)]
 
 
 def test_the_command_line_says_its_progress_a_page_at_a_time(
