@@ -234,12 +234,13 @@ def test_the_command_line_adopts_the_quarantine_once(
     world.outbox.wiring()
     quarantined(Quarantine(world.memory.store), opened(3))
     code, out, err = cli(world, capsys, "quarantine", "adopt")
-    assert (code, err) == (0, "")
+    assert (code, err) == (0, "adopted 3 of 3 unresolved quarantine record(s) (3 new)\n")
     assert out == (
         "3 unresolved quarantine record(s) read, 3 new failure record(s) kept (0 kept already)\n"
     )
     code, out, _ = cli(world, capsys, "--json", "quarantine", "adopt")
-    assert code == 0 and json.loads(out) == {"read": 3, "new": 0}
+    assert code == 0
+    assert json.loads(out) == {"read": 3, "new": 0, "of": 3, "healed": 0, "settled": 0}
     assert open_counts(world) == [3]
 
 

@@ -12,7 +12,14 @@ failures' own write path: `cosmos_outbox.operations._failures`), in its cause's 
 group's summary counted in the same batch: the failure groups count the quarantine exactly. The
 failure record is written first, then the quarantine record: a crash between the two leaves the
 event for the relay to set aside again, and that second write of the same quarantine (the same
-attempt: the record's replays) counts nothing twice."""
+attempt: the record's replays) counts nothing twice. A replay or a discard writes the other way
+round: the failure record settled (resolved, archived), then the quarantine record; a crash
+between the two leaves a quarantine record its failure record no longer counts open, which the
+quarantine's adoption (`Operations.quarantine.adopt`) brings to its failure record's state
+(`Quarantine.settled_as`). A replay or a discard that found no failure record to settle (one set
+aside before they were kept) looks for it once more after its quarantine record is written: an
+adoption that ran meanwhile may have kept it, open (the adoption reads the quarantine record
+again after its write for the same reason: between them, each write is seen by one side)."""
 
 from __future__ import annotations
 
@@ -26,7 +33,7 @@ from cosmos_outbox._mapper import outbox_record, parse_time, unreadable, without
 from cosmos_outbox._mapper.failure import FailureRecord, FailureState
 from cosmos_outbox._records import LegacyEvents, OutboxRecord, PoisonEventError, Unreadable
 from cosmos_outbox._sync_over_async import as_async
-from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
+from cosmos_outbox.errors import NotFoundError, PreconditionFailedError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore, Page
 
 QUARANTINE_TYPE = "quarantinedEvent"
@@ -392,13 +399,19 @@ class Quarantine:
             ttl_seconds=ttl_seconds,
             now=self._clock(),
         )
+        settled: object = True
         if self.failures is not None and resolved:
-            await self.failures.quarantine_settled(
+            settled = await self.failures.quarantine_settled(
                 entry.event_id, "resolved", what="replayed", by=by
             )
         elif self.failures is not None:  # failed again: one more attempt
             await self.failures.quarantined(quarantined_event(updated, legacy=self._legacy))
-        return quarantined_event(await self._store.replace(updated), legacy=self._legacy)
+        replaced = quarantined_event(await self._store.replace(updated), legacy=self._legacy)
+        if self.failures is not None and settled is None:  # adopted meanwhile? (the module)
+            await self.failures.quarantine_settled(
+                entry.event_id, "resolved", what="replayed", by=by
+            )
+        return replaced
 
     async def discard(
         self, entry: QuarantinedEvent, *, by: str, reason: str, ttl_seconds: int
@@ -420,8 +433,61 @@ class Quarantine:
                 "ttl": ttl_seconds,
             }
         )
+        settled: object = True
         if self.failures is not None:
+            settled = await self.failures.quarantine_settled(
+                entry.event_id, "archived", what="discarded", by=by, note=reason
+            )
+        replaced = quarantined_event(await self._store.replace(updated), legacy=self._legacy)
+        if self.failures is not None and settled is None:  # adopted meanwhile? (the module)
             await self.failures.quarantine_settled(
                 entry.event_id, "archived", what="discarded", by=by, note=reason
             )
-        return quarantined_event(await self._store.replace(updated), legacy=self._legacy)
+        return replaced
+
+    async def read_again(self, entry: QuarantinedEvent) -> QuarantinedEvent | None:
+        """The record of `entry` as it is now (a point read in its partition; None: gone)."""
+        found = await self._store.read(entry.partition_key, quarantine_id(entry.event_id))
+        return quarantined_event(found, legacy=self._legacy) if found is not None else None
+
+    async def settled_as(
+        self, entry: QuarantinedEvent, record: FailureRecord, *, ttl_seconds: int
+    ) -> bool:
+        """Bring the record of `entry`, still neither resolved nor discarded, to the state of
+        its failure record `record`, settled already (a replay or a discard whose process
+        stopped between its two writes: see the module): `resolved` -> resolved (its replay was
+        sent: one more replay counted), `archived` -> discarded (its discard notice was sent),
+        who, when and why from the record's last note; written only over the record as read
+        here (its etag). Whether it was written (False: resolved or discarded already, gone,
+        the record open, or changed meanwhile: adopting again reads it again)."""
+        if record.state == "open":
+            return False
+        found = await self._store.read(entry.partition_key, quarantine_id(entry.event_id))
+        if found is None:
+            return False
+        current = quarantined_event(found, legacy=self._legacy)
+        if current.resolved or current.discarded:
+            return False
+        note = record.history[-1] if record.history else None
+        at = note.at if note is not None else self._clock()
+        if record.state == "resolved":
+            updated = replayed_document(
+                found, current, resolved=True, reason="", ttl_seconds=ttl_seconds, now=at
+            )
+        else:
+            updated = without_system_keys(found)
+            updated.update(
+                {
+                    "eventId": current.event_id,
+                    "status": "discarded",
+                    "discardedAt": at.isoformat(),
+                    "discardedBy": note.by if note is not None else "an operator",
+                    "discardReason": (note.note if note is not None else None) or "",
+                    "ttl": ttl_seconds,
+                }
+            )
+        try:
+            await self._store.replace(updated, if_match=found.get("_etag"))
+        except (PreconditionFailedError, NotFoundError):
+            return False
+        return True

@@ -185,10 +185,21 @@ def _quarantine(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
         )
     if args.action == "adopt":
         return out.result(
-            api.adopt_quarantine(),
+            api.adopt_quarantine(
+                lambda a: out.progress(
+                    f"adopted {a['read']} of {a['of']} unresolved quarantine record(s) "
+                    f"({a['new']} new)"
+                )
+            ),
             lambda a: [
                 f"{a['read']} unresolved quarantine record(s) read, {a['new']} new failure "
                 f"record(s) kept ({a['read'] - a['new']} kept already)"
+                + (
+                    f", {a['healed']} brought to their failure record's state"
+                    if a["healed"]
+                    else ""
+                )
+                + (f", {a['settled']} resolved or discarded meanwhile" if a["settled"] else "")
             ],
         )
     discarded = api.call("discard_quarantined", eventId=args.event_id, reason=args.reason)

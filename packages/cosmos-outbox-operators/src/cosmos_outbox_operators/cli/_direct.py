@@ -15,6 +15,7 @@ import getpass
 import json
 import re
 import socket
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
@@ -88,17 +89,24 @@ class DirectApi:
             steps: int = run_sync(self.outbox.operations().bulk.work(budget_seconds=budget_seconds))
         return steps
 
-    def adopt_quarantine(self) -> Any:
+    def adopt_quarantine(self, progress: Callable[[Any], object] | None = None) -> Any:
         """The quarantine's records kept as failure records where they are not
         (`Operations.quarantine.adopt`), as the command line: the JSON of its answer
-        (`Adopted`); AppProblemError (409) when it is refused (failure records not kept)."""
+        (`Adopted`), `progress` given the JSON of its counts after each page; AppProblemError
+        (409) when it is refused (failure records not kept)."""
         from cosmos_outbox.aggregates import DomainError
         from cosmos_outbox.bridge import run_sync
         from cosmos_outbox.operations import acting_as
 
         try:
             with acting_as(command_line_actor()):
-                adopted = run_sync(self.outbox.operations().quarantine.adopt())
+                adopted = run_sync(
+                    self.outbox.operations().quarantine.adopt(
+                        progress=None
+                        if progress is None
+                        else lambda a: progress(a.model_dump(mode="json", by_alias=True))
+                    )
+                )
         except DomainError as refused:
             raise AppProblemError(
                 409, {"title": "Conflict", "status": 409, "detail": str(refused)}

@@ -31,6 +31,7 @@ from cosmos_outbox_operators._preview import PREVIEW_TOKEN_PATTERN, group_previe
 from cosmos_outbox_operators._routes.groups import GroupAction, group_decision
 from cosmos_outbox_operators._routes.models import QuarantinedEventView
 from cosmos_outbox_operators._types import PARAMETERS
+from cosmos_outbox_operators.mcp._adopted import QuarantineAdopted, adopt_quarantine
 
 __all__ = ["TOOLS", "Tool", "tool_named"]
 
@@ -275,6 +276,18 @@ TOOLS: tuple[Tool, ...] = (
         EventNamed,
         QuarantinedEventView,
         _show_quarantined,
+    ),
+    Tool(
+        "adopt_quarantine",
+        "Keep each unresolved quarantined event set aside before failed messages were kept as "
+        "data (OUTBOX_FAILURE_INGEST) as a failure record, and bring each one whose replay or "
+        "discard stopped between its two writes to its record's state, so that list_groups "
+        "counts the quarantine exactly again: how many were read, kept new, healed, settled. "
+        "Adopting again keeps nothing twice.",
+        NoArguments,
+        QuarantineAdopted,
+        adopt_quarantine,
+        acts=True,
     ),
     Tool(
         "event_journey",

@@ -161,17 +161,28 @@ class Failures(FailureReads):
             [quarantine_pending(i, entry, now) for i, entry in enumerate(entries)], now
         )
 
-    async def quarantine_adopted(self, *entries: QuarantinedEvent) -> int:
-        """Keep those of `entries` (quarantine records as stored) that have no failure record
-        yet (`quarantined`: set aside before the quarantine's records were kept), leaving each
-        one that has one as it is: how many were new. Their copies read by one query (per
-        100): adopting the same records again changes nothing."""
+    async def quarantine_adopted(
+        self, *entries: QuarantinedEvent
+    ) -> tuple[list[QuarantinedEvent], list[tuple[QuarantinedEvent, FailureRecord]]]:
+        """Keep those of `entries` (quarantine records as stored, neither resolved nor
+        discarded) that have no failure record yet (`quarantined`: set aside before the
+        quarantine's records were kept), leaving each one that has one as it is: those kept
+        now, and those whose failure record is settled already (resolved or archived: a replay
+        or a discard stopped between its two writes, `cosmos_outbox._quarantine`), each with
+        its record. Their copies read by one query (per 100): adopting the same records again
+        keeps nothing new."""
         ids = [failure_id(QUARANTINE_ENTITY, entry.event_id) for entry in entries]
         copies = await self._copies_of(ids)
         fresh = [e for e, i in zip(entries, ids, strict=True) if not copies.get(i)]
+        settled = [
+            (e, current)
+            for e, i in zip(entries, ids, strict=True)
+            if copies.get(i)
+            and (current := max(copies[i], key=lambda c: c.last_failed_at)).state != "open"
+        ]
         if fresh:
             await self.quarantined(*fresh)
-        return len(fresh)
+        return fresh, settled
 
     async def quarantine_settled(
         self, event_id: str, state: FailureState, *, what: str, by: str, note: str | None = None

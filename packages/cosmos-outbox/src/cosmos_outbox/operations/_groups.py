@@ -237,10 +237,13 @@ class GroupOperators:
         one set aside before is in the quarantine only. Decided by one COUNT of the quarantine
         (`Quarantine.count`) against the summaries' open total: the store holding more than they
         count (records from before), the quarantine's groups are read from its records as
-        before (to QUARANTINE_LIMIT: "at least" beyond), and a warning says by how many; as
-        many or fewer (a crash between a failure record and its quarantine record, which the
-        relay finishes), the summaries. A quarantine that does not answer: read as before (which
-        says it did not answer)."""
+        before (to QUARANTINE_LIMIT: "at least" beyond), and a warning says by how many (so
+        too for a replay or a discard stopped between its failure record settled and its
+        quarantine record written); the quarantine's adoption (`QuarantineOperators.adopt`)
+        keeps the former and brings the latter to their failure records' state, after which
+        the summaries count them again. As many or fewer (a crash between a failure record
+        and its quarantine record, which the relay finishes), the summaries. A quarantine that
+        does not answer: read as before (which says it did not answer)."""
         listed = sum(s.open for s in summaries if s.entity_kind == QUARANTINE_ENTITY)
         try:
             stored = await answered(COSMOS_DB, self._quarantine.count())
@@ -249,7 +252,9 @@ class GroupOperators:
         if stored > listed:
             logger.warning(
                 "the quarantine holds %d record(s) not resolved, its failure records count %d: "
-                "%d set aside before they were kept; its groups read from its records (to %d)",
+                "%d set aside before they were kept (or a replay or discard stopped between its "
+                "two writes); its groups read from its records (to %d) until "
+                "`cosmos-outbox quarantine adopt` keeps or settles them",
                 stored,
                 listed,
                 stored - listed,

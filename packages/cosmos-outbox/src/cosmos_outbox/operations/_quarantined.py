@@ -5,6 +5,7 @@ kept as a failure record too (docs/upgrading.md)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from cosmos_outbox._domain import DomainError
@@ -16,6 +17,7 @@ from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit, what_event
+from cosmos_outbox.operations._failures import Failures
 from cosmos_outbox.operations._giving_up import Notice, notice_of_event, will_see_notice
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import Page
@@ -53,10 +55,17 @@ class Discarded(Model):
 
 class Adopted(Model):
     """The quarantine's records adopted as failure records: how many unresolved records were
-    read, and how many of them had none yet (the rest were kept already, and are unchanged)."""
+    read (`of`: how many the quarantine counted unresolved when the adoption began), how many
+    of them had none yet (`new`; the rest were kept already, and are unchanged), how many
+    were brought to their failure record's state (`healed`: resolved or discarded, their
+    replay or discard stopped between its two writes) and how many new failure records were
+    settled at once (`settled`: their quarantine record resolved or discarded meanwhile)."""
 
     read: int
     new: int
+    of: int = 0
+    healed: int = 0
+    settled: int = 0
 
 
 #: The quarantine records read (and adopted) at a time.
@@ -83,12 +92,22 @@ class QuarantineOperators:
         """How many records are neither resolved nor discarded (one COUNT, `Quarantine.count`)."""
         return await self._parts.quarantine.count()
 
-    async def adopt(self, *, page_size: int = ADOPT_PAGE) -> Adopted:
+    async def adopt(
+        self,
+        *,
+        page_size: int = ADOPT_PAGE,
+        progress: Callable[[Adopted], object] | None = None,
+    ) -> Adopted:
         """Keep each unresolved quarantine record that has no failure record yet as one (set
         aside before they were kept: `Failures.quarantine_adopted`), a page of `page_size`
         records at a time, so that the failure groups count the quarantine exactly from their
         summaries; a record that has its failure record is unchanged (adopting twice: nothing
-        new). Refused (DomainError) when failure records are not kept (OUTBOX_FAILURE_INGEST
+        new), unless that failure record is settled already (resolved or archived: a replay or
+        a discard stopped between its two writes), when the record is brought to its state
+        (`Quarantine.settled_as`). Each record kept now is read again after: one resolved or
+        discarded meanwhile (a replay or a discard that found no failure record to settle) has
+        its new failure record settled as it is. `progress` is given the counts after each
+        page. Refused (DomainError) when failure records are not kept (OUTBOX_FAILURE_INGEST
         `false`)."""
         failures = self._parts.failures
         if failures is None:
@@ -96,23 +115,44 @@ class QuarantineOperators:
                 "the quarantine's records are adopted as failure records, which are kept only "
                 "with OUTBOX_FAILURE_INGEST `true` or `elsewhere` (it is `false`): nothing done"
             )
-        read = new = 0
+        quarantine = self._parts.quarantine
+        adopted = Adopted(read=0, new=0, of=await quarantine.count())
         token: str | None = None
+        ttl = self._parts.event_ttl_seconds
         while True:
-            page = await self._parts.quarantine.list_page(page_size=page_size, continuation=token)
+            page = await quarantine.list_page(page_size=page_size, continuation=token)
             unresolved = [e for e in page.items if not e.resolved and not e.discarded]
-            read += len(unresolved)
-            new += await failures.quarantine_adopted(*unresolved) if unresolved else 0
+            fresh, settled = (
+                await failures.quarantine_adopted(*unresolved) if unresolved else ([], [])
+            )
+            healed = [e for e, r in settled if await quarantine.settled_as(e, r, ttl_seconds=ttl)]
+            caught = 0
+            for entry in fresh:
+                if await _caught_up(failures, await quarantine.read_again(entry)):
+                    caught += 1
+            adopted = adopted.model_copy(
+                update={
+                    "read": adopted.read + len(unresolved),
+                    "new": adopted.new + len(fresh),
+                    "healed": adopted.healed + len(healed),
+                    "settled": adopted.settled + caught,
+                }
+            )
+            if progress is not None:
+                progress(adopted)
             if (token := page.continuation_token) is None:
                 break
-        adopted = Adopted(read=read, new=new)
+        read, new = adopted.read, adopted.new
         audit(
             "quarantine.adopt",
             f"{read} unresolved quarantine record(s) read, {new} kept as failure record(s) "
-            f"(the other {read - new} were kept already)",
+            f"(the other {read - new} were kept already), {adopted.healed} brought to their "
+            f"failure record's state, {adopted.settled} resolved or discarded meanwhile",
             will_see="nothing new",
             read=read,
             new=new,
+            healed=adopted.healed,
+            settled=adopted.settled,
         )
         return adopted
 
@@ -191,6 +231,28 @@ class QuarantineOperators:
         )
         _audit("quarantine.discard", discarded, reason, will_see=will_see)
         return Discarded.of(discarded, notice, will_see)
+
+
+async def _caught_up(failures: Failures, now: QuarantinedEvent | None) -> bool:
+    """A quarantine record adopted just now, read again after: resolved or discarded meanwhile
+    (its replay or discard found no failure record to settle), its new failure record settled
+    as the replay or the discard would have (whether it was)."""
+    if now is None or not (now.resolved or now.discarded):
+        return False
+    if now.discarded:
+        by = now.discarded_by or "an operator"
+        settled = await failures.quarantine_settled(
+            now.event_id, "archived", what="discarded", by=by, note=now.discard_reason
+        )
+    else:
+        settled = await failures.quarantine_settled(
+            now.event_id,
+            "resolved",
+            what="replayed",
+            by=str(current_actor()),
+            note="resolved while the quarantine was adopted",
+        )
+    return settled is not None
 
 
 def notice_of(entry: QuarantinedEvent, *, reason: str, by: str) -> OutboxMessage | None:
