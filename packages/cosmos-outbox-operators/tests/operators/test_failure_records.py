@@ -226,7 +226,6 @@ def test_a_groups_preview_counts_what_each_subscription_receives_of_all_its_reco
     assert box["data-matching"] == "150" and "Retry 150 of the 150 event(s)" in text
     assert f"{OTHER} receives 22; {SUBSCRIPTION} receives 150" in text
 
-
     async def on_call() -> None:
         async with http_session(world, OPERATOR) as session:
             seen = await call(session, "preview_group", groupId=group["id"], action="retry")
