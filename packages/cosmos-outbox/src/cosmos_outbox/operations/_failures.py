@@ -31,11 +31,16 @@ from cosmos_outbox._mapper import RESUBMISSION_PROPERTY
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     GROUP_SUMMARY_ID,
+    LATEST_OPEN_FAILURES,
+    OPEN_FAILURE_FACTS,
+    OPEN_FAILURES,
+    SOME_OPEN_FAILURES,
     FailureGroupRecord,
     FailureNote,
     FailureRecord,
     FailureState,
     failure_document,
+    failure_example,
     failure_id,
     failure_partition,
     failure_record,
@@ -88,30 +93,8 @@ _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 #: A group's open records' keys (`Failures.open_keys`), a page of `_KEYS_PAGE` at a time.
 _OPEN_KEYS = "SELECT c.id, c.firstFailedAt FROM c WHERE c.type = @type AND c.state = @state"
 _KEYS_PAGE = 1000
-#: A group's open records as its messages' fates need them (`Failures.open_page` without their
-#: bodies): what a message sent again or its discard notice carries, its body, its attempts and
-#: its history left out (a record as `failure_record` reads it, its body empty).
-_OPEN_FACTS = (
-    "SELECT c.id, c.type, c.format, c.group, c.entity, c.entityKind, c.eventId, c.messageId,"
-    " c.sessionId, c.subject, c.contentType, c.correlationId, c.properties, c.aggregateType,"
-    " c.aggregateId, c.action, c.version, c.reason, c.cause, c.state, c.firstFailedAt,"
-    " c.lastFailedAt, c.attemptCount, c.sequenceNumber"
-    " FROM c WHERE c.type = @type AND c.state = @state"
-)
-_OPEN_WHOLE = "SELECT * FROM c WHERE c.type = @type AND c.state = @state"
-#: A page of `_OPEN_FACTS` (or `_OPEN_WHOLE`: `Failures.open_page`).
+#: A page of a group's open records (`Failures.open_page`).
 _FACTS_PAGE = 1000
-#: A group's last open records (`Failures.latest_open`): the highest sequence numbers first
-#: (served by the range index on `/sequenceNumber/?`, in the group's partition), their event
-#: ids and numbers only; `_SOME_OPEN` the same without the order (a container that cannot
-#: serve it).
-_LATEST_OPEN = (
-    "SELECT TOP @count c.eventId, c.sequenceNumber FROM c"
-    " WHERE c.type = @type AND c.state = @state ORDER BY c.sequenceNumber DESC"
-)
-_SOME_OPEN = (
-    "SELECT TOP @count c.eventId, c.sequenceNumber FROM c WHERE c.type = @type AND c.state = @state"
-)
 
 
 class Failures(FailureReads):
@@ -410,11 +393,11 @@ class Failures(FailureReads):
         """A page (`_FACTS_PAGE`) of the group's open records, and the token of the next (None:
         the last): what a preview of the whole group reads, page after page, to say exactly
         what each subscription receives. Without `bodies`, each record's fields but its body,
-        attempts and history (`_OPEN_FACTS`: what its message's facts need, a few hundred bytes
-        a record); with them, whole (a quarantined event's message is made from its stored
-        event, its body)."""
+        attempts and history (`OPEN_FAILURE_FACTS`: what its message's facts need, a few
+        hundred bytes a record); with them, whole (a quarantined event's message is made from
+        its stored event, its body)."""
         page = await self._store.query_page(
-            _OPEN_WHOLE if bodies else _OPEN_FACTS,
+            OPEN_FAILURES if bodies else OPEN_FAILURE_FACTS,
             {"@type": FAILED_MESSAGE_TYPE, "@state": "open"},
             partition_key=failure_partition(group),
             page_size=_FACTS_PAGE,
@@ -425,18 +408,22 @@ class Failures(FailureReads):
     async def latest_open(self, group: str, count: int) -> list[tuple[str | None, int]]:
         """Up to `count` of the group's open records, the last dead-lettered first (the highest
         sequence numbers; a quarantine's records, the most replayed first): each one's event id
-        and sequence number, by one query in the group's partition (`_LATEST_OPEN`: TOP, served
-        by the range index on `/sequenceNumber/?`). A container whose policy cannot serve that
-        ORDER BY: `count` of them in no order (`_SOME_OPEN`)."""
+        and sequence number, by one query in the group's partition (`LATEST_OPEN_FAILURES`:
+        TOP, served by the range index on `/sequenceNumber/?`). A container whose policy cannot
+        serve that ORDER BY: `count` of them in no order (`SOME_OPEN_FAILURES`)."""
         parameters = {"@type": FAILED_MESSAGE_TYPE, "@state": "open", "@count": count}
         partition = failure_partition(group)
         try:
-            documents = await self._store.query(_LATEST_OPEN, parameters, partition_key=partition)
+            documents = await self._store.query(
+                LATEST_OPEN_FAILURES, parameters, partition_key=partition
+            )
         except InvalidQueryError as refused:
             if "order" not in str(refused).casefold():
                 raise
-            documents = await self._store.query(_SOME_OPEN, parameters, partition_key=partition)
-        return [(d.get("eventId"), int(d.get("sequenceNumber") or 0)) for d in documents[:count]]
+            documents = await self._store.query(
+                SOME_OPEN_FAILURES, parameters, partition_key=partition
+            )
+        return [failure_example(d) for d in documents[:count]]
 
     async def read(self, group: str, record_id: str) -> FailureRecord | None:
         """The record of that id in `group` (None: not there: moved, or expired)."""
