@@ -8,9 +8,10 @@ attempt, open again, its group back."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -19,6 +20,7 @@ from conftest import body
 from recovery_world import OTHER, SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
+from cosmos_outbox.http.bounded import await_bounded
 from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox_testing import run_sync
 from operators.test_console_recovery import CONSOLE, PAGE, elements, page
@@ -258,3 +260,33 @@ def test_the_groups_of_records_are_listed_with_their_last_failures_as_examples(
     for group in groups.values():
         [(_, text)] = elements(listed, data_group_id=group["id"])
         assert all(e in text for e in group["examples"]) and "and 5 more" in text
+
+
+def test_a_call_short_of_time_lists_the_groups_without_examples_and_previews_what_it_read(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within a route's bound (`await_bounded`), the examples are read while the call keeps 30%
+    of it, and a preview's pages too: past that, the groups are listed without examples (their
+    counts exact), and a preview counts what it read and says so (pages of 50 here)."""
+    monkeypatch.setattr("cosmos_outbox.operations._failures._FACTS_PAGE", 50)
+    dead_lettered(world, 75)
+    groups = world.outbox.operations().groups
+
+    async def late(work: Callable[[], Awaitable[Any]], after: float) -> Any:
+        await asyncio.sleep(after)  # the call's time spent elsewhere first (a slow store)
+        return await work()
+
+    def bounded_call(work: Callable[[], Awaitable[Any]], after: float) -> Any:
+        return asyncio.run(await_bounded(late(work, after), what="groups", seconds=4.0))
+
+    [group] = bounded_call(groups.groups, 0).groups
+    assert (group.count, len(group.examples)) == (150, 3)
+    [late_group] = bounded_call(groups.groups, 2.5).groups  # 0.9 s of the 3.4 s left: < 30%
+    assert (late_group.count, late_group.examples) == (150, [])
+
+    whole = bounded_call(lambda: groups.preview(group.id, "retry"), 0)
+    assert whole.matching == 150 and {d.receives for d in whole.deliveries} >= {150}
+    cut = bounded_call(lambda: groups.preview(group.id, "retry"), 2.5)  # one page read
+    assert cut.matching == 150
+    assert {d.subscription: d.receives for d in cut.deliveries}[SUBSCRIPTION] == 50
+    assert "counted for the first 50 of its 150 events" in cut.subscribers_will_see
