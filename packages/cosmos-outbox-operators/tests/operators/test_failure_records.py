@@ -8,17 +8,23 @@ attempt, open again, its group back."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
-from collections.abc import Iterator
+import json
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+import anyio
 import pytest
 from conftest import body
-from recovery_world import SUBSCRIPTION, RecoveryWorld
+from recovery_world import OTHER, SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
+from cosmos_outbox.http.bounded import await_bounded
 from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox_testing import run_sync
+from operators.test_console_recovery import CONSOLE, PAGE, elements, page
+from operators.test_mcp import AZURE, OPERATOR, call, http_session
 
 ENTITY = DeadLetterEntity(SUBSCRIPTION)
 
@@ -177,3 +183,110 @@ def test_a_records_canary_that_fails_again_pauses_with_the_rest_open(
     assert len(world.memory.dead_letters.sent) == 3  # the rest not sent
     states = [r.state for r in records(world)]
     assert (len(states), states.count("open")) == (120, 120)  # 117 untouched + 3 open again
+
+
+def signed_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The app on Azure, its console's and MCP server's callers signed in (test_mcp's)."""
+    for name, value in AZURE.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("FUNCTIONS_CORETOOLS_ENVIRONMENT", raising=False)
+
+
+def receives(preview: dict[str, Any]) -> dict[str, int]:
+    return {d["subscription"]: d["receives"] for d in preview["deliveries"]}
+
+
+def test_a_groups_preview_counts_what_each_subscription_receives_of_all_its_records(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group of 150 records (more than the 100 a preview's sample held): its retry and
+    discard previews count each subscription's deliveries over every record, as its rules
+    decide (`other` lacks the targeted-delivery clause: a rule of its own takes the messages of
+    the warehouses w1 and w10-w19 only, by their session: 22 of them); the console's dialog and
+    the MCP tool say the same."""
+    world.memory.target_rules.lacking(OTHER, "some: SqlFilter sys.SessionId LIKE 'w1%'")
+    ids = dead_lettered(world, 75)
+    [group] = body(world.call("GET", "outbox/groups"))["groups"]
+    url = f"outbox/groups/{group['id']}/preview"
+    retry = body(world.call("POST", url, body={"action": "retry"}))
+    assert (retry["matching"], retry["group"]["count"]) == (150, 150)
+    assert receives(retry) == {SUBSCRIPTION: 150, OTHER: 22}
+    assert f"{OTHER} receives 22; {SUBSCRIPTION} receives 150" in retry["subscribersWillSee"]
+    assert len(retry["group"]["members"]) == 100 and set(retry["group"]["members"]) <= set(ids)
+    discard = body(world.call("POST", url, body={"action": "discard", "reason": "a bug"}))
+    assert discard["matching"] == 150
+    assert receives(discard) == {SUBSCRIPTION: 150, OTHER: 22}  # each notice in its session
+
+    # the console's dialog and the MCP tool (signed in on Azure): the same numbers
+    signed_in(monkeypatch)
+    listed = page(world, "groups")
+    [(form, _)] = elements(listed, data_preview=f"{CONSOLE}/groups/{group['id']}/preview")[:1]
+    route = form["data-preview"].removeprefix("/api/")
+    sent = json.loads(form["data-json"])
+    shown = world.call("POST", route, headers=PAGE, body=sent).get_body().decode()
+    [(box, text)] = elements(shown, data_outcome="group-retry")
+    assert box["data-matching"] == "150" and "Retry 150 of the 150 event(s)" in text
+    assert f"{OTHER} receives 22; {SUBSCRIPTION} receives 150" in text
+
+    async def on_call() -> None:
+        async with http_session(world, OPERATOR) as session:
+            seen = await call(session, "preview_group", groupId=group["id"], action="retry")
+            assert seen["matching"] == 150 and receives(seen) == receives(retry)
+
+    anyio.run(on_call)
+
+
+def test_the_groups_of_records_are_listed_with_their_last_failures_as_examples(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each group read from its summary lists examples read from its own records: its last
+    three open ones dead-lettered (the highest sequence numbers first), none of another
+    group's."""
+    added: list[str] = []
+    removed: list[str] = []
+    for n in range(8):
+        added += world.publish(f"w{n}", "StockAdded")
+        removed += world.publish(f"w{n}", "StockRemoved")
+    world.relay()
+    world.deliver_new(skip={*added, *removed})
+    assert drained(world) == 16
+    groups = {g["action"]: g for g in body(world.call("GET", "outbox/groups"))["groups"]}
+    assert {a: g["count"] for a, g in groups.items()} == {"StockAdded": 8, "StockRemoved": 8}
+    assert groups["StockAdded"]["examples"] == added[::-1][:3]
+    assert groups["StockRemoved"]["examples"] == removed[::-1][:3]
+    # the console lists them in each group's row
+    signed_in(monkeypatch)
+    listed = page(world, "groups")
+    for group in groups.values():
+        [(_, text)] = elements(listed, data_group_id=group["id"])
+        assert all(e in text for e in group["examples"]) and "and 5 more" in text
+
+
+def test_a_call_short_of_time_lists_the_groups_without_examples_and_previews_what_it_read(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within a route's bound (`await_bounded`), the examples are read while the call keeps 30%
+    of it, and a preview's pages too: past that, the groups are listed without examples (their
+    counts exact), and a preview counts what it read and says so (pages of 50 here)."""
+    monkeypatch.setattr("cosmos_outbox.operations._failures._FACTS_PAGE", 50)
+    dead_lettered(world, 75)
+    groups = world.outbox.operations().groups
+
+    async def late(work: Callable[[], Awaitable[Any]], after: float) -> Any:
+        await asyncio.sleep(after)  # the call's time spent elsewhere first (a slow store)
+        return await work()
+
+    def bounded_call(work: Callable[[], Awaitable[Any]], after: float) -> Any:
+        return asyncio.run(await_bounded(late(work, after), what="groups", seconds=4.0))
+
+    [group] = bounded_call(groups.groups, 0).groups
+    assert (group.count, len(group.examples)) == (150, 3)
+    [late_group] = bounded_call(groups.groups, 2.5).groups  # 0.9 s of the 3.4 s left: < 30%
+    assert (late_group.count, late_group.examples) == (150, [])
+
+    whole = bounded_call(lambda: groups.preview(group.id, "retry"), 0)
+    assert whole.matching == 150 and {d.receives for d in whole.deliveries} >= {150}
+    cut = bounded_call(lambda: groups.preview(group.id, "retry"), 2.5)  # one page read
+    assert cut.matching == 150
+    assert {d.subscription: d.receives for d in cut.deliveries}[SUBSCRIPTION] == 50
+    assert "counted for the first 50 of its 150 events" in cut.subscribers_will_see

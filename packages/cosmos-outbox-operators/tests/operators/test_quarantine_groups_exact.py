@@ -88,7 +88,7 @@ def test_a_quarantine_group_past_the_read_limit_is_counted_exactly(world: Ticket
     [group] = answer["groups"]
     assert (group["source"], group["count"], answer["atLeast"]) == ("quarantine", count, False)
     assert group["firstSeen"] <= group["lastSeen"] and group["seen"] == "quarantined"
-    # the group found by its id, previewed from its records (its first events)
+    # the group found by its id, previewed from every one of its records
     preview = body(
         world.client.request(
             "POST",
@@ -96,7 +96,40 @@ def test_a_quarantine_group_past_the_read_limit_is_counted_exactly(world: Ticket
             body={"action": "discard", "reason": "written by a bug"},
         )
     )
-    assert preview["group"]["count"] == count and preview["matching"] == 100
+    assert preview["group"]["count"] == preview["matching"] == count
+    assert f"{count} quarantined event(s)" in preview["subscribersWillSee"]
+
+
+def test_a_quarantine_groups_preview_counts_each_subscriptions_deliveries_of_all_its_events() -> (
+    None
+):
+    """150 quarantined events (more than the 100 a preview's sample held), two subscriptions:
+    the retry's preview says what each receives of all of them, as its rules decide (`some`
+    lacks the targeted-delivery clause: a rule of its own takes the tickets whose id, their
+    session, begins with 0-3), and the list of groups shows three of them as examples."""
+    world = TicketWorld(max_payload_bytes=0, subscriptions={"all": None, "some": None})
+    world.memory.services = dataclasses.replace(world.memory.services, failure_ingest=True)
+    some = " OR ".join(f"sys.SessionId LIKE '{c}%'" for c in "0123")
+    world.memory.target_rules.lacking("some", f"tickets: SqlFilter {some}")
+    try:
+        events = opened(150)
+        quarantined_in_batches(world, events)
+        [group] = groups(world)["groups"]
+        assert group["count"] == 150
+        assert len(group["examples"]) == 3
+        assert set(group["examples"]) <= {e.event_id for e in events}
+        preview = body(
+            world.client.request(
+                "POST", f"outbox/groups/{group['id']}/preview", body={"action": "retry"}
+            )
+        )
+        assert preview["matching"] == 150
+        delivered = {d["subscription"]: d["receives"] for d in preview["deliveries"]}
+        chosen = sum(1 for e in events if e.aggregate_id[0] in "0123")
+        assert delivered == {"all": 150, "some": chosen}
+        assert f"all receives 150; some receives {chosen}" in preview["subscribersWillSee"]
+    finally:
+        world.client.close()
 
 
 def test_quarantine_records_set_aside_before_their_records_are_grouped_as_before(

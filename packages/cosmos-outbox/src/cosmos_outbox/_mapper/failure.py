@@ -61,11 +61,16 @@ __all__ = [
     "FAILURES_OF_AGGREGATE",
     "FAILURES_OF_EVENT",
     "FAILURE_GROUP_TYPE",
+    "LATEST_OPEN_FAILURES",
+    "OPEN_FAILURES",
+    "OPEN_FAILURE_FACTS",
+    "SOME_OPEN_FAILURES",
     "FailureAttempt",
     "FailureGroupRecord",
     "FailureNote",
     "FailureRecord",
     "failure_document",
+    "failure_example",
     "failure_id",
     "failure_partition",
     "failure_record",
@@ -78,6 +83,27 @@ FAILED_MESSAGE_TYPE = "failedMessage"
 #: groups: the journey of an event reads them.
 FAILURES_OF_EVENT = "SELECT * FROM c WHERE c.type = @type AND c.eventId = @event"
 FAILURES_OF_AGGREGATE = "SELECT * FROM c WHERE c.type = @type AND c.aggregateId = @id"
+#: A group's open records, read in its partition (`@type`: FAILED_MESSAGE_TYPE, `@state`:
+#: "open"): OPEN_FAILURES whole; OPEN_FAILURE_FACTS with what a message sent again or its
+#: discard notice carries (`failure_record` reads it: its body empty, no attempts or history).
+OPEN_FAILURES = "SELECT * FROM c WHERE c.type = @type AND c.state = @state"
+OPEN_FAILURE_FACTS = (
+    "SELECT c.id, c.type, c.format, c.group, c.entity, c.entityKind, c.eventId, c.messageId,"
+    " c.sessionId, c.subject, c.contentType, c.correlationId, c.properties, c.aggregateType,"
+    " c.aggregateId, c.action, c.version, c.reason, c.cause, c.state, c.firstFailedAt,"
+    " c.lastFailedAt, c.attemptCount, c.sequenceNumber"
+    " FROM c WHERE c.type = @type AND c.state = @state"
+)
+#: `@count` of a group's open records, the highest sequence numbers first (the range index on
+#: `/sequenceNumber/?`), their event ids and numbers only (`failure_example`);
+#: SOME_OPEN_FAILURES the same in no order (a container that cannot serve the ORDER BY).
+LATEST_OPEN_FAILURES = (
+    "SELECT TOP @count c.eventId, c.sequenceNumber FROM c"
+    " WHERE c.type = @type AND c.state = @state ORDER BY c.sequenceNumber DESC"
+)
+SOME_OPEN_FAILURES = (
+    "SELECT TOP @count c.eventId, c.sequenceNumber FROM c WHERE c.type = @type AND c.state = @state"
+)
 FAILURE_GROUP_TYPE = "failureGroup"
 FAILURE_FORMAT = 1
 #: The id of a group's summary in the group's partition.
@@ -249,6 +275,16 @@ def failure_document(record: FailureRecord) -> dict[str, Any]:
     if record.ttl is not None:
         document["ttl"] = record.ttl
     return document
+
+
+def failure_example(document: Mapping[str, Any]) -> tuple[str | None, int]:
+    """A record as LATEST_OPEN_FAILURES reads it: its event id and its sequence number (0:
+    none kept)."""
+    event_id = document.get("eventId")
+    return (
+        str(event_id) if event_id is not None else None,
+        int(document.get("sequenceNumber") or 0),
+    )
 
 
 def failure_record(document: Mapping[str, Any]) -> FailureRecord:

@@ -31,11 +31,16 @@ from cosmos_outbox._mapper import RESUBMISSION_PROPERTY
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     GROUP_SUMMARY_ID,
+    LATEST_OPEN_FAILURES,
+    OPEN_FAILURE_FACTS,
+    OPEN_FAILURES,
+    SOME_OPEN_FAILURES,
     FailureGroupRecord,
     FailureNote,
     FailureRecord,
     FailureState,
     failure_document,
+    failure_example,
     failure_id,
     failure_partition,
     failure_record,
@@ -44,6 +49,7 @@ from cosmos_outbox._mapper.failure import (
 )
 from cosmos_outbox.errors import (
     AlreadyExistsError,
+    InvalidQueryError,
     NotFoundError,
     PreconditionFailedError,
 )
@@ -87,6 +93,8 @@ _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 #: A group's open records' keys (`Failures.open_keys`), a page of `_KEYS_PAGE` at a time.
 _OPEN_KEYS = "SELECT c.id, c.firstFailedAt FROM c WHERE c.type = @type AND c.state = @state"
 _KEYS_PAGE = 1000
+#: A page of a group's open records (`Failures.open_page`).
+_FACTS_PAGE = 1000
 
 
 class Failures(FailureReads):
@@ -389,6 +397,44 @@ class Failures(FailureReads):
             if (token := page.continuation_token) is None:
                 break
         return found[:size]
+
+    async def open_page(
+        self, group: str, continuation: str | None, *, bodies: bool = False
+    ) -> tuple[list[FailureRecord], str | None]:
+        """A page (`_FACTS_PAGE`) of the group's open records, and the token of the next (None:
+        the last): what a preview of the whole group reads, page after page, to say exactly
+        what each subscription receives. Without `bodies`, each record's fields but its body,
+        attempts and history (`OPEN_FAILURE_FACTS`: what its message's facts need, a few
+        hundred bytes a record); with them, whole (a quarantined event's message is made from
+        its stored event, its body)."""
+        page = await self._store.query_page(
+            OPEN_FAILURES if bodies else OPEN_FAILURE_FACTS,
+            {"@type": FAILED_MESSAGE_TYPE, "@state": "open"},
+            partition_key=failure_partition(group),
+            page_size=_FACTS_PAGE,
+            continuation=continuation,
+        )
+        return [failure_record(d) for d in page.items], page.continuation_token
+
+    async def latest_open(self, group: str, count: int) -> list[tuple[str | None, int]]:
+        """Up to `count` of the group's open records, the last dead-lettered first (the highest
+        sequence numbers; a quarantine's records, the most replayed first): each one's event id
+        and sequence number, by one query in the group's partition (`LATEST_OPEN_FAILURES`:
+        TOP, served by the range index on `/sequenceNumber/?`). A container whose policy cannot
+        serve that ORDER BY: `count` of them in no order (`SOME_OPEN_FAILURES`)."""
+        parameters = {"@type": FAILED_MESSAGE_TYPE, "@state": "open", "@count": count}
+        partition = failure_partition(group)
+        try:
+            documents = await self._store.query(
+                LATEST_OPEN_FAILURES, parameters, partition_key=partition
+            )
+        except InvalidQueryError as refused:
+            if "order" not in str(refused).casefold():
+                raise
+            documents = await self._store.query(
+                SOME_OPEN_FAILURES, parameters, partition_key=partition
+            )
+        return [failure_example(d) for d in documents[:count]]
 
     async def read(self, group: str, record_id: str) -> FailureRecord | None:
         """The record of that id in `group` (None: not there: moved, or expired)."""

@@ -4,7 +4,9 @@ varies made a placeholder) and their event type, with an id derived from that ke
 previewed through the same use cases as one row (its first MAX_PER_CALL events), and retried or
 discarded whole by a bulk operation (`cosmos_outbox.operations._bulk._operators`). With the
 failure records kept (OUTBOX_FAILURE_INGEST), every group is its summary's, the quarantine's
-too (each quarantined event is a record: `cosmos_outbox._quarantine`), exact at any size."""
+too (each quarantined event is a record: `cosmos_outbox._quarantine`), exact at any size: listed
+with a few examples read from its records (one query a group), and previewed whole (each open
+record's message, read a page at a time: what each subscription receives counted for all)."""
 
 from __future__ import annotations
 
@@ -16,12 +18,14 @@ from typing import Any, Literal
 from cosmos_outbox._causes import ERROR_TYPE as _ERROR_TYPE
 from cosmos_outbox._causes import cause_of, failure_text, group_id
 from cosmos_outbox._domain import DomainError
-from cosmos_outbox._mapper import message_facts, to_message
+from cosmos_outbox._mapper import message_facts, sent_facts, to_message
 from cosmos_outbox._mapper.failure import FailureGroupRecord
 from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxMessage, OutboxRecord
+from cosmos_outbox._subscription_facts import Facts
 from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.http import bounded
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._dead_letters import (
     MAX_PER_CALL,
@@ -47,7 +51,7 @@ from cosmos_outbox.operations._quarantined import (
     notice_of,
     quarantine_will_see,
 )
-from cosmos_outbox.ports import TargetRuleCheck
+from cosmos_outbox.ports import DeadLetterEntity, TargetRuleCheck
 
 __all__ = [
     "FailureGroup",
@@ -67,6 +71,13 @@ logger = logging.getLogger("cosmos_outbox.operators")
 QUARANTINE_LIMIT = 2000
 #: A group's members listed in its answer, at most (its count says how many).
 MEMBERS_LISTED = 100
+#: A group's examples in the list of groups: the last of its members to fail (a group read
+#: from the quarantine's records or the dead letters: its first ones).
+EXAMPLES = 3
+#: The share of a bounded call's time left below which the groups are listed without examples.
+EXAMPLES_SHARE = 0.3
+#: The share of a bounded call's time left below which a group's preview reads no more pages.
+PREVIEW_SHARE = 0.3
 
 
 def letter_text(described: Described) -> str:
@@ -80,7 +91,9 @@ class FailureGroup(Model):
     (`seen`: what those times are: when each was quarantined; for dead letters, when each
     message was enqueued, the only time Service Bus keeps of a dead letter: its failure came
     later), its members (their event ids, or a dead letter's sequence number when it carries
-    none; at most MEMBERS_LISTED)."""
+    none; at most MEMBERS_LISTED) and a few of them as `examples` (at most EXAMPLES; a group of
+    failure records, in the list of groups: its last open records to be dead-lettered, read
+    from the store, its `members` not listed there)."""
 
     id: str
     source: Literal["quarantine", "dead letters"]
@@ -108,9 +121,10 @@ class FailureGroups(Model):
 
 class GroupOutcome(Model):
     """A group's retry or discard, previewed (`previewed`: always, since the group's operation
-    does it): the events the preview looked at (`matching`: its first MAX_PER_CALL), what
-    subscribers will see and what each subscription receives as its rules decide (`done`,
-    `failed`, `remaining`: kept for the clients that read them, 0 and empty)."""
+    does it): the events the preview looked at (`matching`: a group of failure records, all of
+    its open ones; else its first MAX_PER_CALL), what subscribers will see and what each
+    subscription receives of them as its rules decide (`done`, `failed`, `remaining`: kept for
+    the clients that read them, 0 and empty)."""
 
     group: FailureGroup
     action: Literal["retry", "discard"]
@@ -158,7 +172,7 @@ def _grouped(source: str, entity: str | None, items: list[_Item]) -> dict[str, A
             first_seen=min(times, default=None),
             last_seen=max(times, default=None),
             seen="quarantined" if source == "quarantine" else "enqueued",
-            examples=[_name(m[4]) for m in members[:3]],
+            examples=[_name(m[4]) for m in members[:EXAMPLES]],
             members=[_name(m[4]) for m in members[:MEMBERS_LISTED]],
         )
         groups[group.id] = (group, [m[4] for m in members])
@@ -213,10 +227,13 @@ class GroupOperators:
                 summaries = []
             counted = await self._counted(summaries)
             found, at_least = ({}, False) if counted else await self._scanned(missing)
-            for summary in summaries:
-                quarantine = summary.entity_kind == QUARANTINE_ENTITY
-                if summary.open and (counted or not quarantine):
-                    found[summary.group] = (stored_group(summary), [])
+            stored = [
+                stored_group(s)
+                for s in summaries
+                if s.open and (counted or s.entity_kind != QUARANTINE_ENTITY)
+            ]
+            for group in await self._with_examples(stored, missing):
+                found[group.id] = (group, [])
             return found, at_least, missing
         for entity in self._letters.watched:
             try:
@@ -230,6 +247,33 @@ class GroupOperators:
             ]
             found |= _grouped("dead letters", entity.name, items)
         return found, at_least, missing
+
+    async def _with_examples(
+        self, groups: list[FailureGroup], missing: list[Unanswered]
+    ) -> list[FailureGroup]:
+        """Groups of failure records with their examples (`EXAMPLES` of their open records,
+        the last dead-lettered first: `Failures.latest_open`), one query in each group's
+        partition, in turn; once one is not answered, the rest are left without (the groups
+        shown, their counts exact: `missing` says so), and so are they once the call's bound
+        keeps less than EXAMPLES_SHARE of itself (the list answered in time, whatever the
+        number of groups: a query takes 20-90 ms on funcstack's endpoint, bench.failure_groups)."""
+        assert self._failures is not None
+        shared = bounded.budget()
+        shown: list[FailureGroup] = []
+        for at, group in enumerate(groups):
+            if shared is not None and shared.left() < shared.seconds * EXAMPLES_SHARE:
+                logger.info(
+                    "%d failure group(s) listed without examples: no time left", len(groups) - at
+                )
+                return shown + groups[at:]
+            try:
+                latest = await answered(COSMOS_DB, self._failures.latest_open(group.id, EXAMPLES))
+            except Exception as exc:
+                missing.append(unanswered(COSMOS_DB, "the failure groups' examples", exc))
+                return shown + groups[at:]
+            names = [event_id or f"sequence {number}" for event_id, number in latest]
+            shown.append(group.model_copy(update={"examples": names}))
+        return shown
 
     async def _counted(self, summaries: list[FailureGroupRecord]) -> bool:
         """Whether the summaries count every quarantine record not resolved: the quarantine's
@@ -338,11 +382,8 @@ class GroupOperators:
         no summary counts it open (a quarantine group set aside before its records were kept is
         read from the quarantine)."""
         assert self._failures is not None
-        try:
-            summary = await answered(COSMOS_DB, self._failures.group(group_id))
-        except NotFoundError:
-            return None
-        if not summary.open:
+        summary = await self._open_summary(group_id)
+        if summary is None:
             return None
         records = await answered(COSMOS_DB, self._failures.sample(group_id, limit))
         members: list[Member] = [
@@ -356,6 +397,16 @@ class GroupOperators:
             update={"examples": names[:3], "members": names[:MEMBERS_LISTED]}
         )
         return group, members
+
+    async def _open_summary(self, group_id: str) -> FailureGroupRecord | None:
+        """The summary of the group of failure records of that id; None when there is none, or
+        it counts none open."""
+        assert self._failures is not None
+        try:
+            summary = await answered(COSMOS_DB, self._failures.group(group_id))
+        except NotFoundError:
+            return None
+        return summary if summary.open else None
 
     async def unarchive(self, group_id: str) -> Unarchived:
         """Bring a group's archived failure records back among the open ones (OUTBOX_FAILURE_
@@ -395,12 +446,15 @@ class GroupOperators:
     async def preview(
         self, group_id: str, action: Literal["retry", "discard"], *, reason: str | None = None
     ) -> GroupOutcome:
-        """What a retry (replay; for dead letters, resubmit) or a discard of the group would do
-        to its first MAX_PER_CALL events, nothing done: what subscribers will see, what each
-        subscription receives (the group's operation does the rest alike)."""
+        """What a retry (replay; for dead letters, resubmit) or a discard of the group would do,
+        nothing done: what subscribers will see, what each subscription receives. A group of
+        failure records: all of it, each open record's message read (`_records_preview`);
+        else its first MAX_PER_CALL events (the group's operation does the rest alike)."""
+        if self._failures is not None:
+            summary = await self._open_summary(group_id)
+            if summary is not None:
+                return await self._records_preview(stored_group(summary), action)
         group, members = await self._members(group_id, MAX_PER_CALL)
-        if group.source == "dead letters" and self._failures is not None:
-            return await self._records_preview(group, members, action)
         if group.source == "dead letters":
             return await self._letters_preview(group, members, action)
         return await self._quarantine_preview(group, members, action)
@@ -416,31 +470,77 @@ class GroupOperators:
             group=group, action=action, previewed=True, matching=seen.matching, **_told(seen)
         )
 
-    async def _records_preview(
-        self, group: FailureGroup, members: list[Member], action: str
-    ) -> GroupOutcome:
-        """A group of failure records: what its operation will do to all `group.count` of
-        them (the sample's messages say what each subscription receives)."""
-        entity = self._letters.entity(group.entity or "")
+    async def _records_preview(self, group: FailureGroup, action: str) -> GroupOutcome:
+        """A group of failure records previewed whole: every open record's message (a dead
+        letter's resubmission or discard notice, a quarantined event's replay or notice) read
+        a page at a time (`Failures.open_page`: without bodies but for the quarantine's, whose
+        message is made from its stored event), so that what each subscription receives is
+        counted for each of them, as its rules decide, and `matching` is the records read (its
+        summary's count, but for a change meanwhile). Its members listed: the first
+        MEMBERS_LISTED read; its examples: the list's (`_with_examples`). A group too large to
+        read within the call's bound (the pages read while it keeps PREVIEW_SHARE of itself:
+        about 1,300 records a second on funcstack's endpoint, bench.failure_groups): counted
+        for those read, `matching` its summary's count, and the answer says so."""
+        assert self._failures is not None
+        quarantine = group.source == "quarantine"
+        entity = None if quarantine else self._letters.entity(group.entity or "")
         by = str(current_actor())
-        sample = [m for m in members if isinstance(m, Described)]
-        sent = [
-            resubmission(d, entity)
-            if action == "retry"
-            else discard_of(d, entity, reason="", by=by)
-            for d in sample
-        ]
-        deliveries = await self._letters.deliveries(entity, sent)
-        # a group is keyed by its event type: all of it carries a notice, or none of it
-        notices = group.count if any(m is not None for m in sent) else 0
-        verb = "resubmit" if action == "retry" else "discard"
-        will_see = letters_will_see(verb, entity, done=group.count, notices=notices)
+        names: list[str] = []
+        facts: list[Facts] = []
+        read = notices = 0
+        token: str | None = None
+        shared = bounded.budget()
+        while True:
+            records, token = await answered(
+                COSMOS_DB, self._failures.open_page(group.id, token, bodies=quarantine)
+            )
+            for record in records:
+                read += 1
+                member: Member = (
+                    self._quarantine.of_record(record)
+                    if quarantine
+                    else describe(letter_of(record))
+                )
+                if len(names) < MEMBERS_LISTED:
+                    names.append(_name(member))
+                sent = _sent_facts(member, entity, action, by=by, base=self._base)
+                if sent is not None:
+                    facts.append(sent)
+                    if action == "discard":
+                        notices += 1
+            if token is None:
+                break
+            if shared is not None and shared.left() < shared.seconds * PREVIEW_SHARE:
+                break  # no time left for the rest: counted for those read, and said so
+        [group] = await self._with_examples([group.model_copy(update={"members": names})], [])
+        watched = [e.name for e in self._letters.watched if e.kind == "subscription"]
+        deliveries = (
+            received(await self._rules(), facts, watched)
+            if entity is None or entity.kind == "subscription"
+            else []
+        )
+        if entity is None:  # the quarantine's words, as its first events' preview says them
+            will_see = (
+                quarantine_will_see(action, done=read, notices=notices)
+                + ". As each subscription's rules decide: "
+                + ("; ".join(d.text() for d in deliveries) or "-")
+            )
+        else:
+            verb = "resubmit" if action == "retry" else "discard"
+            will_see = letters_will_see(verb, entity, done=read, notices=notices) + as_rules_decide(
+                deliveries
+            )
+        if token is not None:
+            will_see += (
+                f" (what each subscription receives counted for the first {read} of its "
+                f"{group.count} events: the rest were not read within the call's bound)"
+            )
         return GroupOutcome(
             group=group,
             action=action,
             previewed=True,
-            matching=group.count,
-            subscribers_will_see=will_see + as_rules_decide(deliveries),
+            matching=read if token is None else max(read, group.count),
+            subscribers_will_see=will_see,
             deliveries=deliveries,
         )
 
@@ -490,6 +590,29 @@ def stored_group(summary: FailureGroupRecord) -> FailureGroup:
         examples=[],
         members=[],
     )
+
+
+def _sent_facts(
+    member: Member, entity: DeadLetterEntity | None, action: str, *, by: str, base: str
+) -> Facts | None:
+    """What the rules see of the message a retry or discard of `member` sends (None: it sends
+    none): a quarantined event's message (a replay sends an outbox record's) or discard
+    notice; a dead letter's resubmission to `entity`, or its discard notice there."""
+    if isinstance(member, QuarantinedEvent):
+        message: OutboxMessage | None
+        if action == "discard":
+            message = notice_of(member, reason="", by=by)
+        else:
+            event = member.event
+            message = to_message(event) if isinstance(event, OutboxRecord) else None
+        return message_facts(message, base=base) if message is not None else None
+    assert entity is not None
+    sent = (
+        resubmission(member, entity)
+        if action == "retry"
+        else discard_of(member, entity, reason="", by=by)
+    )
+    return sent_facts(sent) if sent is not None else None
 
 
 def _id_of(source: str, entity: str | None, member: Member) -> str:
