@@ -19,8 +19,8 @@ from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
 from cosmos_outbox_operators.cli import main
-from cosmos_outbox_testing import run_sync
 from operators.test_dead_letters_as_records import drained
+from operators.test_installed_commands import installed
 from operators.test_mcp import AZURE, OPERATOR, agent, call, http_session, refused, run
 
 REASON = "written by a bug"
@@ -137,7 +137,11 @@ def test_a_dead_letter_is_retried_archived_and_unarchived_by_its_failure_id(
     assert (archived["done"], archived["failure"]["state"]) == (True, "archived")
     assert len(world.memory.dead_letters.sent) == 2  # its discard notice
     [note] = records(world)[letters[1]].history
-    assert (note.what, note.note, note.by) == ("archived", REASON, "nobody: keys not enforced locally")
+    assert (note.what, note.note, note.by) == (
+        "archived",
+        REASON,
+        "nobody: keys not enforced locally",
+    )
     problem(act(world, letters[1], "archive", reason=REASON), 409)  # not open
 
     unarchived = body(act(world, letters[1], "unarchive"))
@@ -157,7 +161,11 @@ def test_a_quarantined_event_is_replayed_and_archived_by_its_failure_id_never_un
 ) -> None:
     quarantined = mixed(world)["quarantine"]
     still = body(act(world, quarantined[0], "retry"))  # the cause not fixed: set aside again
-    assert (still["kind"], still["done"], still["failure"]["state"]) == ("quarantine", False, "open")
+    assert (still["kind"], still["done"], still["failure"]["state"]) == (
+        "quarantine",
+        False,
+        "open",
+    )
     assert still["outcome"].startswith("still quarantined")
     world.memory.publisher.max_batch_bytes = 1024 * 1024  # the cause fixed
     replayed = body(act(world, quarantined[0], "retry"))
@@ -219,9 +227,9 @@ def test_the_command_line_lists_and_acts_on_failures_by_their_ids(
 ) -> None:
     kinds = mixed(world)
     assert main(["failures", "list", "--kind", "quarantine"], outbox=world.outbox) == 0
-    out = capsys.readouterr().out.splitlines()
-    assert out[0] == "2 failure(s)"
-    assert sorted(line.split()[0] for line in out[1:]) == kinds["quarantine"]
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "2 failure(s)"
+    assert sorted(line.split()[0] for line in lines[1:]) == kinds["quarantine"]
     letter = kinds["deadLetter"][0]
     code = main(["failures", "archive", letter, "--reason", REASON], outbox=world.outbox)
     out = capsys.readouterr().out
@@ -232,6 +240,10 @@ def test_the_command_line_lists_and_acts_on_failures_by_their_ids(
     assert "409 Conflict" in capsys.readouterr().err
     assert main(["failures", "show", letter], outbox=world.outbox) == 0
     assert "unarchived at" in capsys.readouterr().out
+    # the installed command (its entry points made from cli/_names.py) knows it too
+    for verb in ("list", "retry", "archive", "unarchive"):
+        ran = installed("failures", verb, "--help")
+        assert ran.returncode == 0 and f"cosmos-outbox failures {verb}" in ran.stdout, ran.stderr
 
 
 def test_an_agent_lists_and_acts_on_failures_through_the_mcp_tools(

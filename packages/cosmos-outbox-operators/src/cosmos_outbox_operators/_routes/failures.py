@@ -28,8 +28,7 @@ FILTER_QUERY = (
     QueryParameter(
         "status",
         TypeAdapter(Literal["open", "resolved", "archived"]),
-        "only failures in this state: open, resolved (retried and accepted) or archived "
-        "(given up)",
+        "only failures in this state: open, resolved (retried and accepted) or archived (given up)",
     ),
     QueryParameter(
         "group",
@@ -89,7 +88,9 @@ def declare(routes: Routes) -> None:
         operation acts on (naming it)"""
         return Reply(await operations().failures.retry(call.path["failureId"]))
 
-    @routes.post("failures/{failureId}/archive", FailureActed, query=(REASON,), errors=ACTION_ERRORS)
+    @routes.post(
+        "failures/{failureId}/archive", FailureActed, query=(REASON,), errors=ACTION_ERRORS
+    )
     async def archive_failure(call: HttpCall[None]) -> Reply:
         """Operators: give one failure up by its id, with the reason: a dead letter discarded at
         its subscription (as deadletters/{entity}/discard), a quarantined event discarded (as

@@ -544,9 +544,7 @@ def _failure_commands(commands: Commands, flags: argparse.ArgumentParser) -> Non
     verbs = failures.add_subparsers(dest="action", required=True)
     listing = verbs.add_parser("list", parents=[flags], help="a page after another, filtered")
     listing.add_argument("--kind", choices=("deadLetter", "quarantine"), help="of this kind")
-    listing.add_argument(
-        "--status", choices=("open", "resolved", "archived"), help="in this state"
-    )
+    listing.add_argument("--status", choices=("open", "resolved", "archived"), help="in this state")
     listing.add_argument("--group", help="of this failure group (its id)")
     listing.add_argument("--page-size", type=int, default=100)
     for verb, text in (

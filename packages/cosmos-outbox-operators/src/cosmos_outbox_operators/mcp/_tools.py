@@ -1,10 +1,12 @@
 """The MCP server's tools, declared once (`TOOLS`): each a name, what it does (the description an
 agent reads), its arguments (a request model: the input schema, and its checks), what it answers
 (a model: the output schema), the `Operations` call it makes, whether it acts (the operator role:
-a read needs none beyond the door) and, for an action that gives failures up or sends them
-again, the preview whose token it needs. The server, the operators' README's table and its test
-read this table; a new tool (archive, unarchive, a failure's history) is one entry. Nothing here
-imports the MCP SDK."""
+a read needs none beyond the door) and, for an action that gives a failure group up or sends it
+again, the preview whose token it needs; an action on one failure by its record's id (either
+kind: `retry_failure`, `archive_failure` with its reason, `unarchive_failure`) needs none, as
+the routes' `failures/{failureId}/...` need none. The server, the operators' README's table and
+its test read this table; a new tool (archive, unarchive, a failure's history) is one entry.
+Nothing here imports the MCP SDK."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from cosmos_outbox.http import Model, RequestModel
+from cosmos_outbox.errors import InvalidContinuationError
+from cosmos_outbox.http import Model, RequestModel, next_token
 from cosmos_outbox.operations import (
     DeadLetterCounts,
     DeadLetterMessage,
@@ -190,10 +193,6 @@ async def _peek_dead_letter(ops: Operations, a: DeadLetterNamed) -> DeadLetterMe
 
 async def _list_failures(ops: Operations, a: FailuresWanted) -> FailureList:
     """A page of `list_failures`, its token sealed as the route's (`GET failures`)."""
-    from cosmos_outbox.http import next_token
-
-    from cosmos_outbox.errors import InvalidContinuationError
-
     tokens = ops.tokens.failures
     try:
         cursor = tokens.decode(a.continuation_token) if a.continuation_token else None
