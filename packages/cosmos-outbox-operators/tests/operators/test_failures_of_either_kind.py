@@ -19,6 +19,8 @@ from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
 from cosmos_outbox_operators.cli import main
+from operators.test_console_recovery import CONSOLE, elements, page
+from operators.test_console_recovery import act as pressed
 from operators.test_dead_letters_as_records import drained
 from operators.test_installed_commands import installed
 from operators.test_mcp import AZURE, OPERATOR, agent, call, http_session, refused, run
@@ -220,6 +222,26 @@ def test_the_consoles_door_refuses_an_action_without_the_operator_role(
     foreign = {"host": "localhost", "origin": "https://evil.example", **OPERATOR}
     problem(world.call("POST", route, headers=foreign), 403)
     assert records(world)[letter].state == "open" and world.memory.dead_letters.sent == []
+
+
+def test_the_console_shows_failures_of_both_kinds_and_retries_one_by_its_id(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in AZURE.items():
+        monkeypatch.setenv(name, value)
+    kinds = mixed(world)
+    html = page(world, "failures")
+    rows = elements(html, data_failure_id=kinds["deadLetter"][0])
+    [(row, _)] = [(a, t) for a, t in rows if "data-kind" in a]
+    assert row["data-kind"] == "deadLetter"
+    assert len(elements(html, data_kind="quarantine")) == 2
+    [(button, _)] = [
+        (a, t)
+        for a, t in elements(html, hx_post=f"{CONSOLE}/failures/{kinds['deadLetter'][0]}/retry")
+    ]
+    done = pressed(world, button)
+    assert f'data-failure-id="{kinds["deadLetter"][0]}"' in done and 'data-outcome="retry"' in done
+    assert records(world)[kinds["deadLetter"][0]].state == "resolved"
 
 
 def test_the_command_line_lists_and_acts_on_failures_by_their_ids(
