@@ -23,6 +23,7 @@ from cosmos_outbox.operations import BULK_KINDS
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
+from cosmos_outbox_operators.cli._failures import failure_commands, failures
 from cosmos_outbox_operators.cli._mcp import mcp_command, serve_mcp
 from cosmos_outbox_operators.cli._operations import (
     bulk_flags,
@@ -394,38 +395,6 @@ def _groups(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
     return out.result(preview, previewed)
 
 
-def _failures(api: DirectApi, args: argparse.Namespace, out: Output) -> int:
-    """`failures list|show|retry|archive|unarchive`: the failure records of either kind (dead
-    letters, the quarantine's), listed with the route's filters and acted on by their ids."""
-    if args.action == "list":
-        filters = {"kind": args.kind, "status": args.status, "group": args.group}
-        return _listing(
-            api,
-            args,
-            out,
-            "list_failures",
-            "{} failure(s)",
-            lambda f: (
-                f"{f['id']}  {f['kind']}  {f['state']}  {f['entity']}  {_what(f)}  "
-                f"{f.get('reason') or '-'} ({f['attemptCount']} attempt(s), last "
-                f"{f['lastFailedAt']})"
-            ),
-            **filters,
-        )
-    if args.action == "show":
-        return _show_failure(api, args, out)
-    if args.action == "archive":
-        acted = api.call("archive_failure", failureId=args.failure_id, reason=args.reason)
-    else:
-        acted = api.call(f"{args.action}_failure", failureId=args.failure_id)
-
-    def said(a: Any) -> Iterable[str]:
-        yield f"failure {a['id']} ({a['kind']}) {a['action']}: {a['outcome']}"
-        yield _will_see(a)
-
-    return out.result(acted, said, DONE if acted["done"] else PARTLY)
-
-
 # -- the command line -------------------------------------------------------------------------
 
 
@@ -461,7 +430,7 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         _quarantine_commands,
         _dead_letter_commands,
         _more_commands,
-        _failure_commands,
+        failure_commands,
         mcp_command,
     ):
         add(commands, flags)
@@ -532,31 +501,6 @@ def _filters(command: argparse.ArgumentParser) -> None:
     for field in FILTER_QUERY:
         option = "--" + re.sub("([A-Z])", r"-\1", field.name).lower()
         command.add_argument(option, dest=f"filter_{field.name}", help=field.description)
-
-
-def _failure_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
-    """`failures` (list, show, retry, archive, unarchive): either kind, by the records' ids."""
-    failures = commands.add_parser(
-        "failures",
-        parents=[flags],
-        help="failed messages kept as data, dead letters and quarantined events alike",
-    )
-    verbs = failures.add_subparsers(dest="action", required=True)
-    listing = verbs.add_parser("list", parents=[flags], help="a page after another, filtered")
-    listing.add_argument("--kind", choices=("deadLetter", "quarantine"), help="of this kind")
-    listing.add_argument("--status", choices=("open", "resolved", "archived"), help="in this state")
-    listing.add_argument("--group", help="of this failure group (its id)")
-    listing.add_argument("--page-size", type=int, default=100)
-    for verb, text in (
-        ("show", "one, its attempts and history"),
-        ("retry", "send it again (a dead letter resubmitted, a quarantined event replayed)"),
-        ("archive", "give it up (its notice sent, its record archived)"),
-        ("unarchive", "bring an archived dead letter's record back among the open ones"),
-    ):
-        acting = verbs.add_parser(verb, parents=[flags], help=text)
-        acting.add_argument("failure_id", help="failure-<32 hex>: a list's id, a journey's")
-        if verb == "archive":
-            acting.add_argument("--reason", required=True, help="why (audit line, notice)")
 
 
 def _dead_letter_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
@@ -646,7 +590,7 @@ _RUN: dict[str, Callable[[DirectApi, argparse.Namespace, Output], int]] = {
     "redrive": _redrive,
     "groups": _groups,
     "operations": operations,
-    "failures": _failures,
+    "failures": failures,
     "mcp": serve_mcp,
 }
 
