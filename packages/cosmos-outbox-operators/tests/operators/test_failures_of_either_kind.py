@@ -179,6 +179,10 @@ def test_a_quarantined_event_is_replayed_and_archived_by_its_failure_id_never_un
     event_id = records(world)[quarantined[0]].event_id
     entry = body(world.call("GET", f"outbox/quarantine/{event_id}"))
     assert entry["status"] == "resolved"
+    sent = len(world.sent)
+    again = body(act(world, quarantined[0], "retry"))  # replaying twice: nothing sent
+    assert (again["outcome"], again["subscribersWillSee"]) == ("resolved already", "nothing new")
+    assert len(world.sent) == sent
 
     sent = len(world.sent)
     archived = body(act(world, quarantined[1], "archive", reason=REASON))

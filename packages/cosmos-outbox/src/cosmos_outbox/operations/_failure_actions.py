@@ -150,6 +150,10 @@ class FailureOperators:
         record = await self._record(failure_id)
         if kind_of(record) == "quarantine":
             replayed = await self._quarantine.replay(_event_of(record))
+            if record.state == "resolved":  # the replay sent nothing (replaying twice: harmless)
+                return await self._acted(
+                    record, "retry", done=True, outcome="resolved already", will_see="nothing new"
+                )
             sent = replayed.resolved
             return await self._acted(
                 record,
