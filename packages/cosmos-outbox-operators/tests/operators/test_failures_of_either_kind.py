@@ -15,10 +15,13 @@ from typing import Any
 
 import pytest
 from conftest import body, problem
+from mcp import Client
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
+from cosmos_outbox.operations import Actor
 from cosmos_outbox_operators.cli import main
+from cosmos_outbox_operators.mcp import Caller, mcp_server
 from operators.test_console_recovery import CONSOLE, elements, page
 from operators.test_console_recovery import act as pressed
 from operators.test_dead_letters_as_records import drained
@@ -306,3 +309,38 @@ def test_an_agent_lists_and_acts_on_failures_through_the_mcp_tools(
 
     run(on_call)
     assert records(world)[kinds["deadLetter"][1]].state == "archived"
+
+
+def test_a_reader_lists_failures_over_mcp_and_is_refused_their_actions(
+    world: RecoveryWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    kinds = mixed(world)
+    reader = Caller(Actor("command line", name="reader@host"))  # no operator role
+
+    async def on_call() -> None:
+        async with Client(mcp_server(world.outbox, caller=reader)) as client:
+            listed = await client.call_tool("list_failures", {"kind": "deadLetter"})
+            assert not listed.is_error, listed.content
+            found = sorted(i["id"] for i in (listed.structured_content or {})["items"])
+            assert found == kinds["deadLetter"]
+            for tool, arguments in (
+                ("retry_failure", {}),
+                ("archive_failure", {"reason": REASON}),
+                ("unarchive_failure", {}),
+            ):
+                answer = await client.call_tool(
+                    tool, {"failureId": kinds["deadLetter"][0], **arguments}
+                )
+                text = "".join(getattr(c, "text", "") for c in answer.content)
+                assert answer.is_error and text.startswith("403 Forbidden"), (tool, text)
+
+    run(on_call)
+    refusals = [r for r in caplog.records if getattr(r, "outbox.audit", None) == "mcp.refused"]
+    assert [getattr(r, "outbox.tool") for r in refusals] == [
+        "retry_failure",
+        "archive_failure",
+        "unarchive_failure",
+    ]
+    assert {r.state for r in records(world).values()} == {"open"}
+    assert world.memory.dead_letters.sent == []
