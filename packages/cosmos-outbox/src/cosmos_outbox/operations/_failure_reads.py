@@ -195,7 +195,9 @@ class FailureReads:
         their ids, each in its own partition (`c.type`, its `state` tested on the group's
         records only), a store page at a time; the token is the group a page stopped in and the
         store's token there. A group gone meanwhile is passed; a record moved to another group
-        meanwhile (another cause) may be listed in both, or in neither, on that page."""
+        meanwhile (another cause) may be listed in both, or in neither, on that page; a group
+        whose archived or resolved records expired (its summary still counts them) costs one
+        query that finds none of them."""
         summaries = sorted(
             (s for s in await self.groups() if _holds(s, kind, state, group)),
             key=lambda s: s.group,
