@@ -813,6 +813,14 @@ OTHER_VOCABULARIES: dict[str, tuple[str, set[str]]] = {
         "its route's path parameters",
         {"subscription"},
     ),
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/_routes/failures.py": (
+        "its routes' query parameters",
+        {"reason"},
+    ),
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/cli/_failures.py": (
+        "the failures' API answers (JSON) it prints",
+        {"reason", "action"},
+    ),
     "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/_console/chart.py": (
         "the status's backlog readings (JSON)",
         {"at"},

@@ -33,6 +33,7 @@ _SHARED = {
     "GroupOutcome": "_group_outcome",
     "ActionReport": "_dead_letter_action",
     "LetterPreview": "_letter_preview",
+    "FailureActed": "_failure_acted",
 }
 
 

@@ -2,7 +2,10 @@
 replay through the relay, and discard. A discard's reason is the required query parameter
 `reason` (DELETE bodies are dropped by some clients and proxies; a query parameter shows in the
 host's request log next to the route); it answers 200 with what was given up, the notice sent
-and what subscribers will see."""
+and what subscribers will see. They stay for the clients that call them: with the failure
+records kept (OUTBOX_FAILURE_INGEST), a quarantined event is a failure record like a dead
+letter, and `failures/...` (the `failures` module) is the one set of routes for both kinds --
+listed, read, retried (its replay), archived (its discard) by the record's id."""
 
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ def declare(routes: Routes) -> None:
     @routes.get("quarantine", models.quarantine_page, paged=True, errors=(400, 429, 500, 503))
     async def list_quarantine(call: HttpCall[None]) -> Reply:
         """Operators: the quarantined events (resolved ones too, until they expire), one page
-        at a time"""
+        at a time (GET failures?kind=quarantine lists their failure records, beside the dead
+        letters': the one set of routes for both kinds)"""
         ops = operations()
         cursor = call.cursor(ops.tokens.quarantine)
         page = await ops.quarantine.page(
@@ -49,7 +53,8 @@ def declare(routes: Routes) -> None:
     @routes.post("quarantine/{eventId}/replay", models.quarantine_item, status=202)
     async def replay_quarantined(call: HttpCall[None]) -> Reply:
         """Operators: send a quarantined event through the relay again with its own id; the
-        record answered is resolved, or still quarantined with the new reason"""
+        record answered is resolved, or still quarantined with the new reason (POST
+        failures/{failureId}/retry does the same by its failure record's id)"""
         replayed = await operations().quarantine.replay(call.path["eventId"])
         return Reply(models.quarantine_item.of(replayed))
 
@@ -57,6 +62,7 @@ def declare(routes: Routes) -> None:
     async def discard_quarantined(call: HttpCall[None]) -> Reply:
         """Operators: give a quarantined event up, with the reason: its discard notice
         (OutboxEventDiscarded) sent in its session to every subscription, then its record kept
-        as discarded; the answer and the audit line say what subscribers will see"""
+        as discarded; the answer and the audit line say what subscribers will see (POST
+        failures/{failureId}/archive does the same by its failure record's id)"""
         event_id, reason = call.path["eventId"], call.query["reason"]
         return Reply(await operations().quarantine.discard(event_id, reason))

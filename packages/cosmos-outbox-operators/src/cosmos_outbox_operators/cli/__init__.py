@@ -1,6 +1,7 @@
 """The operators' command line, `cosmos-outbox <command>` (this package's commands of the core's
 `cosmos-outbox`; also `python -m cosmos_outbox`): status, health, journey, documents,
-quarantine, deadletters, subscribers, groups and redrive, run on the app's stores with its
+quarantine, deadletters, failures (either kind, by the records' ids), subscribers, groups and
+redrive, run on the app's stores with its
 settings (the environment's, and a local.settings.json's with `--settings`), through the same
 operations the operators' routes serve (`_direct`); docs/operating.md, "The operators' command
 line". No host, no key: it can do what the settings' credentials allow.

@@ -23,6 +23,7 @@ from cosmos_outbox.operations import BULK_KINDS
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators._routes.dead_letters import FILTER_FIELDS, FILTER_QUERY
 from cosmos_outbox_operators.cli._direct import AppProblemError, DirectApi
+from cosmos_outbox_operators.cli._failures import failure_commands, failures
 from cosmos_outbox_operators.cli._mcp import mcp_command, serve_mcp
 from cosmos_outbox_operators.cli._operations import (
     bulk_flags,
@@ -440,6 +441,7 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         _quarantine_commands,
         _dead_letter_commands,
         _more_commands,
+        failure_commands,
         mcp_command,
     ):
         add(commands, flags)
@@ -599,6 +601,7 @@ _RUN: dict[str, Callable[[DirectApi, argparse.Namespace, Output], int]] = {
     "redrive": _redrive,
     "groups": _groups,
     "operations": operations,
+    "failures": failures,
     "mcp": serve_mcp,
 }
 

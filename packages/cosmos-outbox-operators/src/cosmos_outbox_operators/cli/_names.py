@@ -26,5 +26,6 @@ COMMANDS: dict[str, str] = {
     "redrive": CLI,
     "groups": CLI,
     "operations": CLI,
+    "failures": CLI,
     "mcp": CLI,
 }

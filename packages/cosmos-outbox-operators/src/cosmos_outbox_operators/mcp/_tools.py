@@ -1,25 +1,30 @@
 """The MCP server's tools, declared once (`TOOLS`): each a name, what it does (the description an
 agent reads), its arguments (a request model: the input schema, and its checks), what it answers
 (a model: the output schema), the `Operations` call it makes, whether it acts (the operator role:
-a read needs none beyond the door) and, for an action that gives failures up or sends them
-again, the preview whose token it needs. The server, the operators' README's table and its test
-read this table; a new tool (archive, unarchive, a failure's history) is one entry. Nothing here
-imports the MCP SDK."""
+a read needs none beyond the door) and, for an action that gives a failure group up or sends it
+again, the preview whose token it needs; an action on one failure by its record's id (either
+kind: `retry_failure`, `archive_failure` with its reason, `unarchive_failure`) needs none, as
+the routes' `failures/{failureId}/...` need none. The server, the operators' README's table and
+its test read this table; a new tool (archive, unarchive, a failure's history) is one entry.
+Nothing here imports the MCP SDK."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
 
-from cosmos_outbox.http import Model, RequestModel
+from cosmos_outbox.errors import InvalidContinuationError
+from cosmos_outbox.http import Model, RequestModel, next_token
 from cosmos_outbox.operations import (
     DeadLetterCounts,
     DeadLetterMessage,
     EventJourney,
+    FailureActed,
     FailureGroups,
+    FailureSummary,
     GroupOutcome,
     Operation,
     OperationList,
@@ -30,7 +35,7 @@ from cosmos_outbox.operations import (
 from cosmos_outbox_operators._preview import PREVIEW_TOKEN_PATTERN, group_preview_token
 from cosmos_outbox_operators._routes.groups import GroupAction, group_decision
 from cosmos_outbox_operators._routes.models import QuarantinedEventView
-from cosmos_outbox_operators._types import PARAMETERS
+from cosmos_outbox_operators._types import PARAMETERS, OperatorReason
 from cosmos_outbox_operators.mcp._adopted import QuarantineAdopted, adopt_quarantine
 
 __all__ = ["TOOLS", "Tool", "tool_named"]
@@ -105,6 +110,38 @@ class FailureNamed(RequestModel):
     failure_id: FailureId
 
 
+class FailureArchived(FailureNamed):
+    """One failed message kept as data, given up, and why (required: the audit line, its
+    record's history, the discard notice)."""
+
+    reason: OperatorReason
+
+
+class FailuresWanted(RequestModel):
+    """Which failed messages kept as data: of a kind, in a state, of a group (each left out:
+    any), and where the last page stopped."""
+
+    kind: Literal["deadLetter", "quarantine"] | None = Field(
+        None, description="deadLetter (drained from a dead-letter queue) or quarantine"
+    )
+    status: Literal["open", "resolved", "archived"] | None = Field(
+        None, description="open, resolved (retried and accepted) or archived (given up)"
+    )
+    group: GroupId | None = None
+    page_size: Annotated[int, Field(ge=1, le=100, description="failures per page")] = 100
+    continuation_token: str | None = Field(
+        None, max_length=8192, description="continuationToken of the page before, unchanged"
+    )
+
+
+class FailureList(Model):
+    """A page of failed messages of either kind, and the token of the next page (null: the
+    last)."""
+
+    items: list[FailureSummary]
+    continuation_token: str | None = None
+
+
 class DeadLetterNamed(RequestModel):
     """One dead letter: where it is and its sequence number."""
 
@@ -153,6 +190,24 @@ async def _act_on_group(ops: Operations, a: ConfirmedGroupDecision) -> Operation
 async def _peek_dead_letter(ops: Operations, a: DeadLetterNamed) -> DeadLetterMessage:
     letters = ops.dead_letters
     return await letters.peek(letters.entity(a.entity), a.sequence_number)
+
+
+async def _list_failures(ops: Operations, a: FailuresWanted) -> FailureList:
+    """A page of `list_failures`, its token sealed as the route's (`GET failures`)."""
+    tokens = ops.tokens.failures
+    try:
+        cursor = tokens.decode(a.continuation_token) if a.continuation_token else None
+    except InvalidContinuationError as refused:  # answered 400, as the route answers it
+        raise ValueError(f"continuationToken: {refused}") from None
+    page = await ops.failures.page(
+        kind=a.kind,
+        state=a.status,
+        group=a.group,
+        page_size=a.page_size,
+        continuation=cursor.store_token if cursor is not None else None,
+    )
+    token = next_token(page.continuation_token, cursor, tokens)
+    return FailureList(items=page.items, continuation_token=token)
 
 
 async def _show_quarantined(ops: Operations, a: EventNamed) -> QuarantinedEventView:
@@ -268,6 +323,46 @@ TOOLS: tuple[Tool, ...] = (
         FailureNamed,
         DeadLetterMessage,
         lambda ops, a: ops.dead_letters.failure(a.failure_id),
+    ),
+    Tool(
+        "list_failures",
+        "The failed messages kept as data (OUTBOX_FAILURE_INGEST) of either kind, dead letters "
+        "and quarantined events, a page at a time (continuationToken: the next): each one's id, "
+        "kind, group, state, event, reason and attempts; of a kind, in a state (open, resolved, "
+        "archived), of a group, if given.",
+        FailuresWanted,
+        FailureList,
+        _list_failures,
+    ),
+    Tool(
+        "retry_failure",
+        "Send one failed message again by its id: a dead letter resubmitted to its subscription "
+        "only, a quarantined event replayed through the relay; its record resolved once sent. "
+        "Refused (409) for a dead letter not open, a discarded event, or one an open bulk "
+        "operation acts on.",
+        FailureNamed,
+        FailureActed,
+        lambda ops, a: ops.failures.retry(a.failure_id),
+        acts=True,
+    ),
+    Tool(
+        "archive_failure",
+        "Give one failed message up by its id, with a reason (required, audited): its discard "
+        "notice sent (a dead letter's to its subscription, a quarantined event's to every one), "
+        "its record archived with who and why.",
+        FailureArchived,
+        FailureActed,
+        lambda ops, a: ops.failures.archive(a.failure_id, a.reason),
+        acts=True,
+    ),
+    Tool(
+        "unarchive_failure",
+        "Bring one archived dead letter's record back among the open ones by its id (a "
+        "quarantined event's is refused: its version was given up).",
+        FailureNamed,
+        FailureActed,
+        lambda ops, a: ops.failures.unarchive(a.failure_id),
+        acts=True,
     ),
     Tool(
         "show_quarantined",

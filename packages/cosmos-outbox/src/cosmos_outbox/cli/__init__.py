@@ -64,6 +64,7 @@ OPERATOR_COMMANDS = (
     "redrive",
     "groups",
     "operations",
+    "failures",
     "mcp",
 )
 USAGE = 2

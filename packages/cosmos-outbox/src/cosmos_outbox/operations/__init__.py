@@ -23,6 +23,8 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._bulk._operation import Operation as Operation
     from cosmos_outbox.operations._bulk._operation import OperationList as OperationList
     from cosmos_outbox.operations._dead_letters import MAX_PER_CALL as MAX_PER_CALL
+    from cosmos_outbox.operations._failure_actions import FailureActed as FailureActed
+    from cosmos_outbox.operations._failure_actions import FailureSummary as FailureSummary
     from cosmos_outbox.operations._groups import FailureGroups as FailureGroups
     from cosmos_outbox.operations._groups import GroupOutcome as GroupOutcome
     from cosmos_outbox.operations._groups import Unarchived as Unarchived
@@ -73,6 +75,8 @@ _EXPORTS = {
     "FailureGroups": "cosmos_outbox.operations._groups",
     "GroupOutcome": "cosmos_outbox.operations._groups",
     "Unarchived": "cosmos_outbox.operations._groups",
+    "FailureSummary": "cosmos_outbox.operations._failure_actions",
+    "FailureActed": "cosmos_outbox.operations._failure_actions",
     "Operation": "cosmos_outbox.operations._bulk._operation",
     "OperationList": "cosmos_outbox.operations._bulk._operation",
     # the kinds of bulk operation, each said once (what a way in shows or asks of each)

@@ -1,13 +1,16 @@
 """The failure records' reads by entity and by event (`Failures`' base): an entity's open
 records as its dead letters (a count from its groups' summaries; a page after a sequence number;
-those of some numbers), an event's records, an aggregate's open ones -- what the dead letters'
-routes and the journey read, each bounded by its query (`operations._failures`, the module)."""
+those of some numbers), an event's records, an aggregate's open ones, and a page of the records
+of both kinds (`listed`: dead letters and the quarantine's, by kind, state and group) -- what the
+dead letters' routes, the failures' routes and the journey read, each bounded by its query
+(`operations._failures`, the module)."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
@@ -21,8 +24,12 @@ from cosmos_outbox._mapper.failure import (
     failure_record,
     group_record,
 )
-from cosmos_outbox.errors import InvalidQueryError
-from cosmos_outbox.ports import AsyncDocumentStore
+from cosmos_outbox.errors import InvalidContinuationError, InvalidQueryError
+from cosmos_outbox.operations._failure_items import QUARANTINE_ENTITY
+from cosmos_outbox.ports import AsyncDocumentStore, Page
+
+#: A failure record's kind: a dead letter drained, or an event the relay quarantined.
+FailureKind = Literal["deadLetter", "quarantine"]
 
 logger = logging.getLogger("cosmos_outbox.operators")
 #: Ids (or numbers) in one query's `IN (...)`: served from an index, a query each 100.
@@ -38,6 +45,10 @@ _AFTER = (
 )
 _NUMBERED = _OPEN_OF + " AND c.sequenceNumber IN ({numbers})"
 _UNNUMBERED = _OPEN_OF + " AND NOT IS_DEFINED(c.sequenceNumber)"
+#: A group's records (in its partition), of any state or `_IN_STATE` one state: what `listed`
+#: reads a page of, group after group.
+_OF_GROUP = "SELECT * FROM c WHERE c.type = @type"
+_IN_STATE = _OF_GROUP + " AND c.state = @state"
 
 
 class FailureReads:
@@ -168,6 +179,57 @@ class FailureReads:
         )
         return [failure_record(d) for d in documents]
 
+    async def listed(
+        self,
+        *,
+        kind: FailureKind | None = None,
+        state: FailureState | None = None,
+        group: str | None = None,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page[FailureRecord]:
+        """Up to `page_size` records of both kinds (dead letters, the quarantine's), of `kind`,
+        in `state`, of `group` (None: any), and the token of the next page (None: the last).
+        Exact, from the store: the groups' summaries (one query) say which groups hold such
+        records (their counts by state, their kind), and those groups are read in the order of
+        their ids, each in its own partition (`c.type`, its `state` tested on the group's
+        records only), a store page at a time; the token is the group a page stopped in and the
+        store's token there. A group gone meanwhile is passed; a record moved to another group
+        meanwhile (another cause) may be listed in both, or in neither, on that page; a group
+        whose archived or resolved records expired (its summary still counts them) costs one
+        query that finds none of them."""
+        summaries = sorted(
+            (s for s in await self.groups() if _holds(s, kind, state, group)),
+            key=lambda s: s.group,
+        )
+        at, token = _position(continuation)
+        found: list[FailureRecord] = []
+        query, parameters = (
+            (_IN_STATE, {"@type": FAILED_MESSAGE_TYPE, "@state": state})
+            if state is not None
+            else (_OF_GROUP, {"@type": FAILED_MESSAGE_TYPE})
+        )
+        ahead = [s for s in summaries if at is None or s.group >= at]
+        for n, summary in enumerate(ahead):
+            token = token if summary.group == at else None
+            while len(found) < page_size:
+                page = await self._store.query_page(
+                    query,
+                    parameters,
+                    partition_key=summary.partition,
+                    page_size=page_size - len(found),
+                    continuation=token,
+                )
+                found += [failure_record(d) for d in page.items]
+                if (token := page.continuation_token) is None:
+                    break
+            if len(found) >= page_size:
+                if token is not None:
+                    return Page(found, json.dumps([summary.group, token]))
+                after = ahead[n + 1].group if n + 1 < len(ahead) else None
+                return Page(found, json.dumps([after, None]) if after is not None else None)
+        return Page(found, None)
+
     async def of_event(self, event_id: str) -> list[FailureRecord]:
         """The records of `event_id`'s failures, in any state (one per entity it failed at;
         a move unfinished counted once), oldest failure first."""
@@ -189,6 +251,40 @@ class FailureReads:
             )
             if r.state == "open"
         ]
+
+
+def kind_of(record: FailureRecord | FailureGroupRecord) -> FailureKind:
+    """Whether a record (or a group) is a dead letter's or the quarantine's."""
+    return "quarantine" if record.entity_kind == QUARANTINE_ENTITY else "deadLetter"
+
+
+def _holds(
+    summary: FailureGroupRecord,
+    kind: FailureKind | None,
+    state: FailureState | None,
+    group: str | None,
+) -> bool:
+    """Whether the group's summary counts records of `kind`, in `state`, of `group`."""
+    counts = {"open": summary.open, "archived": summary.archived, "resolved": summary.resolved}
+    held = counts[state] if state is not None else sum(counts.values())
+    return (
+        held > 0
+        and (kind is None or kind_of(summary) == kind)
+        and (group is None or summary.group == group)
+    )
+
+
+def _position(continuation: str | None) -> tuple[str | None, str | None]:
+    """Where `listed` goes on: the group, and the store's token in it (None, None: the first)."""
+    if continuation is None:
+        return None, None
+    try:
+        at, token = json.loads(continuation)
+    except (ValueError, TypeError):
+        raise InvalidContinuationError("not a failures' token") from None
+    if not isinstance(at, str) or not (token is None or isinstance(token, str)):
+        raise InvalidContinuationError("not a failures' token")
+    return at, token
 
 
 def _latest(documents: Iterable[dict[str, Any]]) -> list[FailureRecord]:

@@ -423,10 +423,7 @@ class GroupOperators:
         except NotFoundError:
             raise NotFoundError("failure group", group_id) from None
         if summary.entity_kind == QUARANTINE_ENTITY:
-            raise DomainError(
-                f"group {group_id} is the quarantine's: its discarded events were given up (each "
-                "one's discard notice sent, its subscribers moved past it); none is brought back"
-            )
+            raise not_unarchived(f"group {group_id} is the quarantine's")
         archived = await answered(COSMOS_DB, failures.members(group_id, states=("archived",)))
         chosen = archived[:MAX_PER_CALL]
         by = str(current_actor())
@@ -568,6 +565,15 @@ class GroupOperators:
             + ("; ".join(d.text() for d in deliveries) or "-"),
             deliveries=deliveries,
         )
+
+
+def not_unarchived(what: str) -> DomainError:
+    """The refusal (409) to bring a quarantine's archived record back: `what` (a group of the
+    quarantine, one of its records) was given up, its discard notice sent."""
+    return DomainError(
+        f"{what}: its discarded events were given up (each one's discard notice sent, its "
+        "subscribers moved past it); none is brought back"
+    )
 
 
 def stored_group(summary: FailureGroupRecord) -> FailureGroup:

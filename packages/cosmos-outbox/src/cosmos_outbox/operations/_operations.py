@@ -1,9 +1,11 @@
 """The operators' use cases behind one object, `Operations`, split by role as Wolverine splits
 its message store: `status` (the relay's backlog, its history, health), `quarantine` (list,
 show, replay, discard), `dead_letters`, `journey` (an event's, an aggregate's, its documents),
-`subscribers` (their holds and their release), `redrive`, `groups` (failures grouped by cause)
-and `bulk` (bulk operations: a group's retry or discard, a subscription's dead letters
-resubmitted or discarded, a re-drive, worked in batches by whoever runs the relay). Replay and
+`subscribers` (their holds and their release), `redrive`, `groups` (failures grouped by cause),
+`bulk` (bulk operations: a group's retry or discard, a subscription's dead letters
+resubmitted or discarded, a re-drive, worked in batches by whoever runs the relay) and
+`failures` (the failure records of either kind, dead letters and the quarantine's, listed and
+each retried, archived or unarchived by its id). Replay and
 re-drive send through the relay itself (`cosmos_outbox._relay.forwarding`), so an event goes out
 exactly as the change-feed trigger sends it."""
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from cosmos_outbox.operations._bulk._operators import BulkOperators
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._failure_actions import FailureOperators
 from cosmos_outbox.operations._groups import GroupOperators
 from cosmos_outbox.operations._journey import JourneyOperators
 from cosmos_outbox.operations._parts import PagingTokens as PagingTokens
@@ -51,3 +54,4 @@ class Operations:
             failures=parts.failures,
         )
         self.bulk = BulkOperators(parts, self.quarantine, letters, self.groups, self.redrive)
+        self.failures = FailureOperators(parts.failures, letters, self.quarantine, self.bulk)

@@ -35,6 +35,7 @@ TOKEN_PURPOSES = {
     "dead_letters": "outbox-admin/dead-letter-token/v1",
     "documents": "outbox-admin/document-token/v1",
     "redrive": "outbox-admin/redrive-token/v1",
+    "failures": "outbox-admin/failure-token/v1",
 }
 
 
@@ -47,6 +48,7 @@ class PagingTokens:
     dead_letters: TokenCodec
     documents: TokenCodec
     redrive: TokenCodec
+    failures: TokenCodec
 
     @classmethod
     def derived(cls, key: Callable[[str], bytes]) -> PagingTokens:

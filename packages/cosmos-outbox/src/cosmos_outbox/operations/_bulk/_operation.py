@@ -129,6 +129,11 @@ def now_text(clock: Callable[[], float] = time.time) -> str:
     return datetime.fromtimestamp(clock(), UTC).isoformat()
 
 
+def _hold_id(key: str) -> str:
+    """The id of the hold on `key` (a group, an entity's dead letters)."""
+    return f"operation-hold-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+
+
 def _time(text: str | None) -> datetime | None:
     try:
         return datetime.fromisoformat(text) if text else None
@@ -279,7 +284,7 @@ class OperationStore:
         """The write of `key`'s hold taken by `operation_id` (alone, or `shared`), conditional
         on the hold as read (OperationHeldError: an open operation holds it, or shares it and
         this one would hold it)."""
-        hold_id = f"operation-hold-{hashlib.sha256(key.encode()).hexdigest()[:32]}"
+        hold_id = _hold_id(key)
         existing = await self._store.read(OPERATIONS_PARTITION, hold_id)
         sharing: list[str] = []
         if existing is not None:
@@ -303,6 +308,17 @@ class OperationStore:
         if existing is None:
             return BatchOperation("create", hold)
         return BatchOperation("replace", hold, if_match=existing.get("_etag"))
+
+    async def holder(self, key: str) -> OperationRecord | None:
+        """The open operation that holds `key`, or shares it (None: none): what one item's
+        action must not act beside (a point read of the hold, one of each operation it names)."""
+        existing = await self._store.read(OPERATIONS_PARTITION, _hold_id(key))
+        if existing is None:
+            return None
+        for named in existing.get("operations") or [existing["operation"]]:
+            if (held := await self._open(str(named))) is not None:
+                return held
+        return None
 
     async def _open(self, operation_id: str) -> OperationRecord | None:
         """The operation, while it holds its items (open, or a batch still in flight)."""

@@ -21,6 +21,7 @@ from cosmos_outbox.operations._bulk._items import Items, LetterItems, Quarantine
 from cosmos_outbox.operations._bulk._kinds import BULK_KINDS, ItemsOf, KindSpec, spec_of
 from cosmos_outbox.operations._bulk._operation import (
     Operation,
+    OperationHeldError,
     OperationList,
     OperationStore,
     actor_of,
@@ -154,6 +155,15 @@ class BulkOperators:
         )
         record = self._new(spec_of("redrive"), selector, reason, None, None)
         return view(await self._store.create(record))
+
+    async def holding(self, group: str, entity: str | None = None) -> None:
+        """OperationHeldError (409, naming it) when an open operation acts on the failure group
+        `group`, or on `entity`'s dead letters (None: the quarantine's, at none): what one
+        failure's action by its id must not meet (it could act on the same one twice)."""
+        keys = [f"group:{group}"] + ([_letters_of(self._entity_name(entity))] if entity else [])
+        for key in keys:
+            if (held := await self._store.holder(key)) is not None:
+                raise OperationHeldError(view(held))
 
     def _entity_name(self, name: str) -> str:
         """A watched entity's name as watched (`name` itself if it is not watched now)."""
