@@ -130,3 +130,69 @@ def test_a_replay_failing_again_is_an_attempt_more_and_one_sent_or_discarded_set
     assert (note.what, note.by, note.note) == ("discarded", "ada", "written by a bug")
     group = the_group(quarantine, failures, first.event_id)
     assert (group.open, group.archived, group.resolved) == (0, 1, 1)
+
+
+class CrashOnQuarantineReplace(InMemoryStore):
+    """A store whose next `crashes` replaces of a quarantine record fail (a replay or a discard
+    whose process stopped after its failure record was settled, before the quarantine record)."""
+
+    def __init__(self, crashes: int = 0) -> None:
+        super().__init__()
+        self.crashes = crashes
+
+    def replace(self, document: Any, *, if_match: str | None = None) -> dict[str, Any]:
+        if document.get("type") == QUARANTINE_TYPE and self.crashes > 0:
+            self.crashes -= 1
+            raise ConnectionResetError("the operator's process stopped")
+        return super().replace(document, if_match=if_match)
+
+
+def counted_as_kept(quarantine: Quarantine, failures: Failures, event_id: str) -> None:
+    """The quarantine's unresolved records all counted open by the failure groups' summaries
+    (what the groups check before they trust them, `Quarantine.count`)."""
+    assert run_sync(quarantine.count()) == the_group(quarantine, failures, event_id).open
+
+
+def test_an_event_set_aside_again_after_its_replay_was_sent_is_one_more_attempt() -> None:
+    store = InMemoryStore()
+    quarantine, failures = kept(store)
+    docs = unreadable_event()
+    relayed(quarantine, docs)
+    entry = run_sync(quarantine.get(docs[0]["id"]))
+    run_sync(quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60, by="ada"))
+    relayed(quarantine, docs)  # re-driven from the store, or the lease read again: fails again
+    relayed(quarantine, docs)  # the same quarantine written twice: once
+    record = run_sync(failures.record(failure_id("quarantine", docs[0]["id"])))
+    assert (record.state, record.attempt_count, record.ttl) == ("open", 2, None)
+    assert [n.what for n in record.history] == ["replayed", "quarantined again"]
+    assert UNREADABLE in (record.history[-1].note or "")
+    group = the_group(quarantine, failures, docs[0]["id"])
+    assert (group.open, group.resolved) == (1, 0)
+    counted_as_kept(quarantine, failures, docs[0]["id"])
+
+
+@pytest.mark.parametrize("settled", ["resolved", "archived"])
+def test_an_event_set_aside_again_after_a_replay_or_discard_stopped_halfway_reopens_it(
+    settled: str,
+) -> None:
+    store = CrashOnQuarantineReplace()
+    quarantine, failures = kept(store)
+    docs = unreadable_event()
+    relayed(quarantine, docs)
+    entry = run_sync(quarantine.get(docs[0]["id"]))
+    store.crashes = 1
+    with pytest.raises(ConnectionResetError):
+        if settled == "resolved":
+            run_sync(quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60))
+        else:
+            run_sync(quarantine.discard(entry, by="ada", reason="a bug", ttl_seconds=60))
+    record = run_sync(failures.record(failure_id("quarantine", docs[0]["id"])))
+    assert record.state == settled  # its quarantine record still unresolved
+    relayed(quarantine, docs)  # the relay sets the event aside again: a new failure
+    relayed(quarantine, docs)  # written twice: once
+    record = run_sync(failures.record(failure_id("quarantine", docs[0]["id"])))
+    assert (record.state, record.attempt_count) == ("open", 2)
+    assert record.history[-1].what == "quarantined again"
+    group = the_group(quarantine, failures, docs[0]["id"])
+    assert (group.open, group.resolved, group.archived) == (1, 0, 0)
+    counted_as_kept(quarantine, failures, docs[0]["id"])

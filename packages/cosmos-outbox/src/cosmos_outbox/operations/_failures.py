@@ -217,7 +217,7 @@ class Failures(FailureReads):
             drops: list[FailureRecord] = []
             for item in pending:
                 mine = copies.get(item.record_id, [])
-                kept = next((c for c in mine if c.delivered(item.letter.sequence_number)), None)
+                kept = next((c for c in mine if _holds(c, item)), None)
                 if kept is not None:  # this delivery is written already: finish a move, if any
                     done[item.index] = kept
                     drops += [c for c in mine if c.group != kept.group]
@@ -227,6 +227,8 @@ class Failures(FailureReads):
                     write = Write(item, item.first_failure(), None, None)
                 else:
                     record = current.with_attempt(item.attempt, group=item.group, cause=item.cause)
+                    if item.again is not None and current.state != "open":  # a new failure
+                        record = replace(record, history=(*record.history, item.again))
                     if current.group == item.group:
                         write = Write(item, record, current, None)
                     else:  # another cause: created in its group, then dropped from the old one
@@ -584,6 +586,14 @@ def record_key(record: FailureRecord) -> str:
 def _key_of(record_id: str, first_failed_at: str) -> str:
     """`record_key` of a record's stored id and first failure."""
     return f"{datetime.fromisoformat(first_failed_at).astimezone(UTC).isoformat()}|{record_id}"
+
+
+def _holds(record: FailureRecord, item: Pending) -> bool:
+    """Whether `record` (a copy of the item's) holds the item's failure already: its attempt's
+    number among its attempts, and, for a failure that opens a settled record again as a new
+    one (`Pending.again`: a quarantine), the record open."""
+    delivered = record.delivered(item.letter.sequence_number)
+    return delivered and (item.again is None or record.state == "open")
 
 
 def _group_of(record: FailureRecord) -> FailureGroupRecord:
