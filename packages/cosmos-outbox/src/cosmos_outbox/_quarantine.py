@@ -19,7 +19,14 @@ quarantine's adoption (`Operations.quarantine.adopt`) brings to its failure reco
 (`Quarantine.settled_as`). A replay or a discard that found no failure record to settle (one set
 aside before they were kept) looks for it once more after its quarantine record is written: an
 adoption that ran meanwhile may have kept it, open (the adoption reads the quarantine record
-again after its write for the same reason: between them, each write is seen by one side)."""
+again after its write for the same reason: between them, each write is seen by one side).
+
+The relay's write of a quarantine record, a replay's and a discard's are made over the record
+as each read it (its etag): one that another wrote meanwhile is read again and written again,
+its failure record kept or settled again first. An event set aside again over a settled
+failure record (resolved, archived: the relay racing a replay, or a replay or a discard
+stopped between its two writes) opens that record again, one more attempt
+(`Failures.quarantined`): whichever writes the quarantine record last, the two agree."""
 
 from __future__ import annotations
 

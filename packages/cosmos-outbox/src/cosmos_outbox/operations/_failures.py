@@ -14,7 +14,8 @@ then the old one's: a crash between the two is finished by the delivery given ag
 
 A record is open (counted in its group's `open`), archived (hidden; who and why) or resolved
 (retried and accepted); archived and resolved ones expire after `retention_seconds`
-(OUTBOX_FAILURE_RETENTION_SECONDS), open ones never."""
+(OUTBOX_FAILURE_RETENTION_SECONDS), open ones never. A quarantine's record settled (resolved,
+archived) is opened again by the event's next quarantine, one more attempt (`quarantined`)."""
 
 from __future__ import annotations
 
@@ -163,7 +164,10 @@ class Failures(FailureReads):
         attempt per quarantine, numbered by the record's replays, so that writing the same
         quarantine again (the relay reading its lease again, a crash before the quarantine
         record was written) counts nothing twice, and a replay that fails again is one more
-        attempt. Their records, as stored, in the order of `entries`."""
+        attempt. A record settled already (resolved, archived) is opened again as one more
+        attempt whatever its number, noted `quarantined again` (`quarantine_pending`): the
+        event set aside after its replay was sent or it was discarded is a new failure. Their
+        records, as stored, in the order of `entries`."""
         now = self._now()
         return await self._keep(
             [quarantine_pending(i, entry, now) for i, entry in enumerate(entries)], now
