@@ -6,7 +6,8 @@ they were kept is read from the quarantine, as before, with a warning; a quarant
 record read by its id like any failure's, and its event's journey showing its quarantine once;
 a group's retry resolving its records, its discard archiving them (never brought back); the
 records set aside before adopted as failure records (`Operations.quarantine.adopt`, the command
-line's `quarantine adopt`), after which the groups are their summaries' again."""
+line's `quarantine adopt`), after which the groups are their summaries' again; an event set
+aside again after a replay stopped halfway (its record resolved) open in its group again."""
 
 from __future__ import annotations
 
@@ -289,3 +290,29 @@ def test_adopting_the_quarantine_is_refused_when_failure_records_are_not_kept(
         assert world.memory.store.of_type(FAILED_MESSAGE_TYPE) == []
     finally:
         world.client.close()
+
+
+def test_an_event_set_aside_again_after_a_replay_stopped_halfway_is_open_in_its_group(
+    world: TicketWorld, caplog: pytest.LogCaptureFixture
+) -> None:
+    wiring = world.outbox.wiring()
+    [event] = opened(1)
+    quarantined(wiring.quarantine, [event])
+    # a replay that was sent and settled the failure record, then stopped before the
+    # quarantine record was written: the record resolved, the quarantine record unresolved
+    failures = wiring.failures
+    assert failures is not None
+    run_sync(failures.quarantine_settled(event.event_id, "resolved", what="replayed", by="ada"))
+    quarantined(wiring.quarantine, [event])  # the relay sets it aside again (its lease read again)
+    quarantined(wiring.quarantine, [event])  # and again: the same quarantine
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    [group] = groups(world)["groups"]
+    assert (group["source"], group["count"]) == ("quarantine", 1)
+    assert set_aside_before(caplog) == []  # the summaries count it: no reading the quarantine
+    [record] = world.memory.store.of_type(FAILED_MESSAGE_TYPE)
+    assert (record["state"], len(record["attempts"])) == ("open", 2)
+    assert [n["what"] for n in record["history"]] == ["replayed", "quarantined again"]
+    # the adoption leaves the new quarantine as it is: nothing to bring to a settled state
+    adopted = run_sync(world.outbox.operations().quarantine.adopt())
+    assert (adopted.read, adopted.new, adopted.healed) == (1, 0, 0)
+    assert run_sync(wiring.quarantine.get(event.event_id)).status == "quarantined"

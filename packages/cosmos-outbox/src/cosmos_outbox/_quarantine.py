@@ -19,7 +19,14 @@ quarantine's adoption (`Operations.quarantine.adopt`) brings to its failure reco
 (`Quarantine.settled_as`). A replay or a discard that found no failure record to settle (one set
 aside before they were kept) looks for it once more after its quarantine record is written: an
 adoption that ran meanwhile may have kept it, open (the adoption reads the quarantine record
-again after its write for the same reason: between them, each write is seen by one side)."""
+again after its write for the same reason: between them, each write is seen by one side).
+
+The relay's write of a quarantine record, a replay's and a discard's are made over the record
+as each read it (its etag): one that another wrote meanwhile is read again and written again,
+its failure record kept or settled again first. An event set aside again over a settled
+failure record (resolved, archived: the relay racing a replay, or a replay or a discard
+stopped between its two writes) opens that record again, one more attempt
+(`Failures.quarantined`): whichever writes the quarantine record last, the two agree."""
 
 from __future__ import annotations
 
@@ -51,6 +58,8 @@ _UNRESOLVED_AFTER = (
 )
 #: The kind named in a 404 for a quarantine record ("no such quarantined event").
 QUARANTINED_EVENT = "quarantined event"
+#: Writes of a quarantine record tried over one written meanwhile before one gives up.
+WRITES = 10
 
 
 @dataclass(frozen=True)
@@ -300,18 +309,31 @@ class Quarantine:
     async def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
         """Keep the event with the reason (idempotent: the same event is one record; set aside
         again, it keeps its history and is quarantined again with the new reason; a discarded
-        one stays discarded)."""
-        fresh = quarantine_document(event.document, reason=reason, now=self._clock())
-        previous = await self._store.read(fresh["partitionKey"], fresh["id"])
-        if previous is not None and previous.get("status") == "discarded":
-            return  # given up: it stays so (a re-drive or a lease read again sees it again)
-        if previous is not None:
-            fresh = quarantine_document(
-                event.document, reason=reason, now=self._clock(), previous=previous
-            )
-        if self.failures is not None:  # first: a crash before the upsert is set aside again
-            await self.failures.quarantined(quarantined_event(fresh, legacy=self._legacy))
-        await self._store.upsert(fresh)
+        one stays discarded). Written over the record as read (its etag): one written meanwhile
+        (a replay or a discard between the read and the write) is read again and the event set
+        aside over it, up to `WRITES` times (PreconditionFailedError after)."""
+        for _ in range(WRITES):
+            fresh = quarantine_document(event.document, reason=reason, now=self._clock())
+            previous = await self._store.read(fresh["partitionKey"], fresh["id"])
+            if previous is not None and previous.get("status") == "discarded":
+                return  # given up: it stays so (a re-drive or a lease read again sees it again)
+            if previous is not None:
+                fresh = quarantine_document(
+                    event.document, reason=reason, now=self._clock(), previous=previous
+                )
+            if self.failures is not None:  # first: a crash before the write is set aside again
+                await self.failures.quarantined(quarantined_event(fresh, legacy=self._legacy))
+            try:
+                if previous is None:
+                    await self._store.upsert(fresh)
+                else:
+                    await self._store.replace(fresh, if_match=previous.get("_etag"))
+            except (PreconditionFailedError, NotFoundError):
+                continue  # written (or expired) meanwhile: read again
+            return
+        raise PreconditionFailedError(
+            f"the quarantine record of event {event.event_id} changed under {WRITES} writes"
+        )
 
     async def _document(self, event_id: str) -> dict[str, Any]:
         found = await self._store.find(QUARANTINE_TYPE, quarantine_id(event_id))
@@ -388,30 +410,38 @@ class Quarantine:
         expiring after `ttl_seconds`) or still quarantined with the new reason; replays + 1.
         Its failure record first (see the module): resolved, or one more attempt."""
         key = quarantine_id(entry.event_id)
-        current = await self._store.read(entry.partition_key, key)
-        if current is None:
-            raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
-        updated = replayed_document(
-            current,
-            entry,
-            resolved=resolved,
-            reason=reason,
-            ttl_seconds=ttl_seconds,
-            now=self._clock(),
+        for _ in range(WRITES):
+            current = await self._store.read(entry.partition_key, key)
+            if current is None:
+                raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
+            updated = replayed_document(
+                current,
+                entry,
+                resolved=resolved,
+                reason=reason,
+                ttl_seconds=ttl_seconds,
+                now=self._clock(),
+            )
+            settled: object = True
+            if self.failures is not None and resolved:
+                settled = await self.failures.quarantine_settled(
+                    entry.event_id, "resolved", what="replayed", by=by
+                )
+            elif self.failures is not None:  # failed again: one more attempt
+                await self.failures.quarantined(quarantined_event(updated, legacy=self._legacy))
+            try:
+                written = await self._store.replace(updated, if_match=current.get("_etag"))
+            except PreconditionFailedError:
+                continue  # written meanwhile (the relay set it aside again): settled again
+            replaced = quarantined_event(written, legacy=self._legacy)
+            if self.failures is not None and settled is None:  # adopted meanwhile? (the module)
+                await self.failures.quarantine_settled(
+                    entry.event_id, "resolved", what="replayed", by=by
+                )
+            return replaced
+        raise PreconditionFailedError(
+            f"the quarantine record of event {entry.event_id} changed under {WRITES} writes"
         )
-        settled: object = True
-        if self.failures is not None and resolved:
-            settled = await self.failures.quarantine_settled(
-                entry.event_id, "resolved", what="replayed", by=by
-            )
-        elif self.failures is not None:  # failed again: one more attempt
-            await self.failures.quarantined(quarantined_event(updated, legacy=self._legacy))
-        replaced = quarantined_event(await self._store.replace(updated), legacy=self._legacy)
-        if self.failures is not None and settled is None:  # adopted meanwhile? (the module)
-            await self.failures.quarantine_settled(
-                entry.event_id, "resolved", what="replayed", by=by
-            )
-        return replaced
 
     async def discard(
         self, entry: QuarantinedEvent, *, by: str, reason: str, ttl_seconds: int
@@ -419,31 +449,39 @@ class Quarantine:
         """Mark the record discarded by `by` for `reason`: kept (no longer counted, never
         replayed) until it expires after `ttl_seconds`. Raises NotFoundError when it is gone."""
         key = quarantine_id(entry.event_id)
-        current = await self._store.read(entry.partition_key, key)
-        if current is None:
-            raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
-        updated = without_system_keys(current)
-        updated.update(
-            {
-                "eventId": entry.event_id,
-                "status": "discarded",
-                "discardedAt": self._clock().isoformat(),
-                "discardedBy": by,
-                "discardReason": reason,
-                "ttl": ttl_seconds,
-            }
+        for _ in range(WRITES):
+            current = await self._store.read(entry.partition_key, key)
+            if current is None:
+                raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
+            updated = without_system_keys(current)
+            updated.update(
+                {
+                    "eventId": entry.event_id,
+                    "status": "discarded",
+                    "discardedAt": self._clock().isoformat(),
+                    "discardedBy": by,
+                    "discardReason": reason,
+                    "ttl": ttl_seconds,
+                }
+            )
+            settled: object = True
+            if self.failures is not None:
+                settled = await self.failures.quarantine_settled(
+                    entry.event_id, "archived", what="discarded", by=by, note=reason
+                )
+            try:
+                written = await self._store.replace(updated, if_match=current.get("_etag"))
+            except PreconditionFailedError:
+                continue  # written meanwhile (the relay set it aside again): settled again
+            replaced = quarantined_event(written, legacy=self._legacy)
+            if self.failures is not None and settled is None:  # adopted meanwhile? (the module)
+                await self.failures.quarantine_settled(
+                    entry.event_id, "archived", what="discarded", by=by, note=reason
+                )
+            return replaced
+        raise PreconditionFailedError(
+            f"the quarantine record of event {entry.event_id} changed under {WRITES} writes"
         )
-        settled: object = True
-        if self.failures is not None:
-            settled = await self.failures.quarantine_settled(
-                entry.event_id, "archived", what="discarded", by=by, note=reason
-            )
-        replaced = quarantined_event(await self._store.replace(updated), legacy=self._legacy)
-        if self.failures is not None and settled is None:  # adopted meanwhile? (the module)
-            await self.failures.quarantine_settled(
-                entry.event_id, "archived", what="discarded", by=by, note=reason
-            )
-        return replaced
 
     async def read_again(self, entry: QuarantinedEvent) -> QuarantinedEvent | None:
         """The record of `entry` as it is now (a point read in its partition; None: gone)."""

@@ -8,6 +8,7 @@ resolved, a discard archived with who and why."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -130,3 +131,138 @@ def test_a_replay_failing_again_is_an_attempt_more_and_one_sent_or_discarded_set
     assert (note.what, note.by, note.note) == ("discarded", "ada", "written by a bug")
     group = the_group(quarantine, failures, first.event_id)
     assert (group.open, group.archived, group.resolved) == (0, 1, 1)
+
+
+class CrashOnQuarantineReplace(InMemoryStore):
+    """A store whose next `crashes` replaces of a quarantine record fail (a replay or a discard
+    whose process stopped after its failure record was settled, before the quarantine record)."""
+
+    def __init__(self, crashes: int = 0) -> None:
+        super().__init__()
+        self.crashes = crashes
+
+    def replace(self, document: Any, *, if_match: str | None = None) -> dict[str, Any]:
+        if document.get("type") == QUARANTINE_TYPE and self.crashes > 0:
+            self.crashes -= 1
+            raise ConnectionResetError("the operator's process stopped")
+        return super().replace(document, if_match=if_match)
+
+
+def counted_as_kept(quarantine: Quarantine, failures: Failures, event_id: str) -> None:
+    """The quarantine's unresolved records all counted open by the failure groups' summaries
+    (what the groups check before they trust them, `Quarantine.count`)."""
+    assert run_sync(quarantine.count()) == the_group(quarantine, failures, event_id).open
+
+
+def test_an_event_set_aside_again_after_its_replay_was_sent_is_one_more_attempt() -> None:
+    store = InMemoryStore()
+    quarantine, failures = kept(store)
+    docs = unreadable_event()
+    relayed(quarantine, docs)
+    entry = run_sync(quarantine.get(docs[0]["id"]))
+    run_sync(quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60, by="ada"))
+    relayed(quarantine, docs)  # re-driven from the store, or the lease read again: fails again
+    relayed(quarantine, docs)  # the same quarantine written twice: once
+    record = run_sync(failures.record(failure_id("quarantine", docs[0]["id"])))
+    assert (record.state, record.attempt_count, record.ttl) == ("open", 2, None)
+    assert [n.what for n in record.history] == ["replayed", "quarantined again"]
+    assert UNREADABLE in (record.history[-1].note or "")
+    group = the_group(quarantine, failures, docs[0]["id"])
+    assert (group.open, group.resolved) == (1, 0)
+    counted_as_kept(quarantine, failures, docs[0]["id"])
+
+
+@pytest.mark.parametrize("settled", ["resolved", "archived"])
+def test_an_event_set_aside_again_after_a_replay_or_discard_stopped_halfway_reopens_it(
+    settled: str,
+) -> None:
+    store = CrashOnQuarantineReplace()
+    quarantine, failures = kept(store)
+    docs = unreadable_event()
+    relayed(quarantine, docs)
+    entry = run_sync(quarantine.get(docs[0]["id"]))
+    store.crashes = 1
+    with pytest.raises(ConnectionResetError):
+        if settled == "resolved":
+            run_sync(quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60))
+        else:
+            run_sync(quarantine.discard(entry, by="ada", reason="a bug", ttl_seconds=60))
+    record = run_sync(failures.record(failure_id("quarantine", docs[0]["id"])))
+    assert record.state == settled  # its quarantine record still unresolved
+    relayed(quarantine, docs)  # the relay sets the event aside again: a new failure
+    relayed(quarantine, docs)  # written twice: once
+    record = run_sync(failures.record(failure_id("quarantine", docs[0]["id"])))
+    assert (record.state, record.attempt_count) == ("open", 2)
+    assert record.history[-1].what == "quarantined again"
+    group = the_group(quarantine, failures, docs[0]["id"])
+    assert (group.open, group.resolved, group.archived) == (1, 0, 0)
+    counted_as_kept(quarantine, failures, docs[0]["id"])
+
+
+class Meanwhile(InMemoryStore):
+    """A store that runs `meanwhile` (once) just before its next write of a quarantine record:
+    another process's writes between a read of the record and the write over it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.meanwhile: Callable[[], object] | None = None
+
+    def _before(self, document: Any) -> None:
+        if document.get("type") == QUARANTINE_TYPE and self.meanwhile is not None:
+            meanwhile, self.meanwhile = self.meanwhile, None
+            meanwhile()
+
+    def upsert(self, document: Any) -> dict[str, Any]:
+        self._before(document)
+        return super().upsert(document)
+
+    def replace(self, document: Any, *, if_match: str | None = None) -> dict[str, Any]:
+        self._before(document)
+        return super().replace(document, if_match=if_match)
+
+
+def test_a_replay_sent_while_the_relay_sets_the_event_aside_again_leaves_them_agreeing() -> None:
+    """The relay reads the quarantine record, finds the attempt kept, and a replay is sent and
+    resolves both records before the relay writes the quarantine record: the relay's write
+    meets the replay's, reads again, and opens the record again (one more attempt)."""
+    store = Meanwhile()
+    quarantine, failures = kept(store)
+    docs = unreadable_event()
+    relayed(quarantine, docs)
+    entry = run_sync(quarantine.get(docs[0]["id"]))
+    store.meanwhile = lambda: run_sync(
+        quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60, by="ada")
+    )
+    relayed(quarantine, docs)  # the lease read again, the event set aside again
+    assert run_sync(quarantine.get(docs[0]["id"])).status == "quarantined"
+    record = run_sync(failures.record(failure_id("quarantine", docs[0]["id"])))
+    assert (record.state, record.attempt_count) == ("open", 2)
+    assert [n.what for n in record.history] == ["replayed", "quarantined again"]
+    counted_as_kept(quarantine, failures, docs[0]["id"])
+
+
+@pytest.mark.parametrize("settled", ["resolved", "archived"])
+def test_the_relay_setting_the_event_aside_during_a_replay_or_discard_is_settled_with_it(
+    settled: str,
+) -> None:
+    """A replay (or a discard) settles the failure record, the relay sets the event aside again
+    (opening it again) and writes its quarantine record, then the replay writes: it meets the
+    relay's write, reads again and settles the record again; both records agree."""
+    store = Meanwhile()
+    quarantine, failures = kept(store)
+    docs = unreadable_event()
+    relayed(quarantine, docs)
+    entry = run_sync(quarantine.get(docs[0]["id"]))
+    store.meanwhile = lambda: relayed(quarantine, docs)
+    if settled == "resolved":
+        run_sync(quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60, by="ada"))
+    else:
+        run_sync(quarantine.discard(entry, by="ada", reason="a bug", ttl_seconds=60))
+    status = run_sync(quarantine.get(docs[0]["id"])).status
+    assert status == ("resolved" if settled == "resolved" else "discarded")
+    record = run_sync(failures.record(failure_id("quarantine", docs[0]["id"])))
+    assert (record.state, record.attempt_count) == (settled, 2)
+    assert [n.what for n in record.history][-2:] == ["quarantined again", record.history[0].what]
+    group = the_group(quarantine, failures, docs[0]["id"])
+    assert (group.open, group.resolved + group.archived) == (0, 1)
+    counted_as_kept(quarantine, failures, docs[0]["id"])

@@ -6,7 +6,7 @@ pseudo-entity `quarantine`) -- and a record to write over what it was (`Write`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -15,6 +15,7 @@ from cosmos_outbox._mapper import SentFields, sent_fields
 from cosmos_outbox._mapper.failure import (
     FailureAttempt,
     FailureGroupRecord,
+    FailureNote,
     FailureRecord,
     failure_id,
 )
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEAD_LETTERS_SOURCE",
+    "QUARANTINED_AGAIN",
     "QUARANTINE_ENTITY",
     "QUARANTINE_SOURCE",
     "Pending",
@@ -40,6 +42,9 @@ DEAD_LETTERS_SOURCE = "dead letters"
 QUARANTINE_SOURCE = "quarantine"
 #: The entity (and its kind) of the quarantine's records: `failure_id("quarantine", event id)`.
 QUARANTINE_ENTITY = "quarantine"
+#: What a settled quarantine record's history notes when its event is set aside again, and who.
+QUARANTINED_AGAIN = "quarantined again"
+QUARANTINED_BY = "the relay"
 
 
 def failure_key(letter: DeadLetter, event_id: str | None) -> str:
@@ -52,7 +57,11 @@ def failure_key(letter: DeadLetter, event_id: str | None) -> str:
 class Pending:
     """A failure being kept: where its record goes, and the attempt it adds. `letter`: what
     failed, as a dead letter (a quarantined event's: its stored document as the body, its
-    event id as the MessageId, its replays so far as the attempt's number)."""
+    event id as the MessageId, its replays so far as the attempt's number). `again`: what the
+    history of a settled record (resolved, archived) notes when this failure opens it again,
+    by whom, always one more attempt, even of a number it holds (a quarantine: a new one once
+    its record was settled); None: the number names the failure's delivery, kept once
+    whatever the record's state (a dead letter's sequence number)."""
 
     index: int
     entity: str
@@ -64,6 +73,7 @@ class Pending:
     record_id: str
     attempt: FailureAttempt
     summary: FailureGroupRecord
+    again: FailureNote | None = None
 
     def first_failure(self) -> FailureRecord:
         """The record of a failure seen for the first time: open, its one attempt."""
@@ -138,7 +148,11 @@ def quarantine_pending(index: int, entry: QuarantinedEvent, now: datetime) -> Pe
     """A quarantined event (the record as it is being written) set aside at `now`, as kept: in
     its cause's group as the quarantine's groups key it (`group_id("quarantine", None, ...)`),
     its attempt numbered by the record's replays (a second write of the same quarantine, the
-    relay reading its lease again, is the same attempt; a replay that fails again one more)."""
+    relay reading its lease again, is the same attempt; a replay that fails again one more).
+    A record settled already (resolved: a replay sent; archived: a discard) is opened again by
+    it as one more attempt, noted `quarantined again` by the relay with the reason, whatever
+    its replays (a replay or a discard that stopped before its quarantine record was written
+    leaves that record's number): written twice, the open record holds it, once."""
     letter = DeadLetter(
         sequence_number=entry.replays,
         body=json.dumps(dict(entry.event.document), default=str, ensure_ascii=False).encode(),
@@ -174,9 +188,11 @@ def quarantine_pending(index: int, entry: QuarantinedEvent, now: datetime) -> Pe
     cause = cause_of(entry.reason)
     group = group_id(QUARANTINE_SOURCE, None, cause, entry.aggregate_type, entry.action)
     record_id = failure_id(QUARANTINE_ENTITY, entry.event_id)
-    return _pending(
+    pending = _pending(
         index, QUARANTINE_ENTITY, QUARANTINE_ENTITY, letter, described, cause, group, record_id, now
     )
+    again = FailureNote(at=now, what=QUARANTINED_AGAIN, by=QUARANTINED_BY, note=entry.reason)
+    return replace(pending, again=again)
 
 
 def _pending(

@@ -14,7 +14,8 @@ then the old one's: a crash between the two is finished by the delivery given ag
 
 A record is open (counted in its group's `open`), archived (hidden; who and why) or resolved
 (retried and accepted); archived and resolved ones expire after `retention_seconds`
-(OUTBOX_FAILURE_RETENTION_SECONDS), open ones never."""
+(OUTBOX_FAILURE_RETENTION_SECONDS), open ones never. A quarantine's record settled (resolved,
+archived) is opened again by the event's next quarantine, one more attempt (`quarantined`)."""
 
 from __future__ import annotations
 
@@ -163,7 +164,10 @@ class Failures(FailureReads):
         attempt per quarantine, numbered by the record's replays, so that writing the same
         quarantine again (the relay reading its lease again, a crash before the quarantine
         record was written) counts nothing twice, and a replay that fails again is one more
-        attempt. Their records, as stored, in the order of `entries`."""
+        attempt. A record settled already (resolved, archived) is opened again as one more
+        attempt whatever its number, noted `quarantined again` (`quarantine_pending`): the
+        event set aside after its replay was sent or it was discarded is a new failure. Their
+        records, as stored, in the order of `entries`."""
         now = self._now()
         return await self._keep(
             [quarantine_pending(i, entry, now) for i, entry in enumerate(entries)], now
@@ -217,7 +221,7 @@ class Failures(FailureReads):
             drops: list[FailureRecord] = []
             for item in pending:
                 mine = copies.get(item.record_id, [])
-                kept = next((c for c in mine if c.delivered(item.letter.sequence_number)), None)
+                kept = next((c for c in mine if _holds(c, item)), None)
                 if kept is not None:  # this delivery is written already: finish a move, if any
                     done[item.index] = kept
                     drops += [c for c in mine if c.group != kept.group]
@@ -227,6 +231,8 @@ class Failures(FailureReads):
                     write = Write(item, item.first_failure(), None, None)
                 else:
                     record = current.with_attempt(item.attempt, group=item.group, cause=item.cause)
+                    if item.again is not None and current.state != "open":  # a new failure
+                        record = replace(record, history=(*record.history, item.again))
                     if current.group == item.group:
                         write = Write(item, record, current, None)
                     else:  # another cause: created in its group, then dropped from the old one
@@ -584,6 +590,14 @@ def record_key(record: FailureRecord) -> str:
 def _key_of(record_id: str, first_failed_at: str) -> str:
     """`record_key` of a record's stored id and first failure."""
     return f"{datetime.fromisoformat(first_failed_at).astimezone(UTC).isoformat()}|{record_id}"
+
+
+def _holds(record: FailureRecord, item: Pending) -> bool:
+    """Whether `record` (a copy of the item's) holds the item's failure already: its attempt's
+    number among its attempts, and, for a failure that opens a settled record again as a new
+    one (`Pending.again`: a quarantine), the record open."""
+    delivered = record.delivered(item.letter.sequence_number)
+    return delivered and (item.again is None or record.state == "open")
 
 
 def _group_of(record: FailureRecord) -> FailureGroupRecord:
