@@ -174,6 +174,18 @@ def test_failures_of_both_kinds_are_listed_filtered_archived_and_unarchived(
         "the archived ones only",
         lambda: (shown := listed(walk)) and set(shown) == {letter},
     )
+    # its history, one click away (with the filter set: the panel's alone, not its rows')
+    walk.quiet()
+    archived = walk.wait("the archived row", lambda: in_state(walk, letter, "archived"))
+    archived.find_element(By.CSS_SELECTOR, "details.body summary").click()
+    history = walk.wait(
+        "its history",
+        lambda: walk.find(
+            f'#failures-panel .body-content .failure-history[data-failure-id="{letter}"]'
+        ),
+    )
+    assert history.get_attribute("data-failure-state") == "archived", history.text
+    assert REASON in history.text and OPERATOR in history.text, history.text
     walk.shot("failure-archived", "#failures")
     # discarded at its subscription, audited with who and why
     [line] = [line for line in audit_lines(stack, "deadletters.discard") if REASON in line]
@@ -191,7 +203,11 @@ def test_failures_of_both_kinds_are_listed_filtered_archived_and_unarchived(
     assert "open" in back.text, back.text
     walk.wait("the dead letter open again", lambda: in_state(walk, letter, "open"))
 
-    # The quarantined event archived (discarded), and its unarchive refused, saying why.
+    # The quarantined event archived (discarded), and its unarchive refused, saying why; the
+    # quarantine's failures filtered meanwhile (the filter kept by the actions' refreshes, and
+    # never sent with a row's action)
+    filtered(walk, "quarantine", "")
+    walk.wait("the quarantine's only", lambda: set(listed(walk)) == {quarantined})
     gone = archived_from_its_row(walk, quarantined, REASON)
     assert gone.get_attribute("data-kind") == "quarantine", gone.text
     unarchive_pressed(walk, quarantined)
@@ -200,4 +216,6 @@ def test_failures_of_both_kinds_are_listed_filtered_archived_and_unarchived(
     )
     assert "given up" in refusal.text, refusal.text
     walk.shot("failure-unarchive-refused", "#failures")
+    walk.quiet()
     assert in_state(walk, quarantined, "archived") is not None
+    assert set(listed(walk)) == {quarantined}
