@@ -12,6 +12,7 @@ import dataclasses
 import logging
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import body, problem
@@ -22,7 +23,7 @@ from cosmos_outbox.documents import FAILED_MESSAGE_TYPE, failure_record
 from cosmos_outbox.operations import Actor
 from cosmos_outbox_operators.cli import main
 from cosmos_outbox_operators.mcp import Caller, mcp_server
-from operators.test_console_recovery import CONSOLE, elements, page
+from operators.test_console_recovery import CONSOLE, PAGE, elements, page
 from operators.test_console_recovery import act as pressed
 from operators.test_dead_letters_as_records import drained
 from operators.test_installed_commands import installed
@@ -249,6 +250,52 @@ def test_the_console_shows_failures_of_both_kinds_and_retries_one_by_its_id(
     done = pressed(world, button)
     assert f'data-failure-id="{kinds["deadLetter"][0]}"' in done and 'data-outcome="retry"' in done
     assert records(world)[kinds["deadLetter"][0]].state == "resolved"
+
+
+def test_the_consoles_failures_panel_filters_pages_and_archives_with_the_reason_in_the_query(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's Failures panel (its filter sent with each refresh, never with a row's action),
+    a filtered list's next page keeping the filter, and a row's archive: its form's reason sent
+    in the route's query (console.js's `data-query`), its body the extension's empty object."""
+    for name, value in AZURE.items():
+        monkeypatch.setenv(name, value)
+    kinds = mixed(world)
+    whole = world.call("GET", "outbox/console", headers=PAGE).get_body().decode()
+    [(panel, _)] = elements(whole, id="failures-panel")
+    assert panel["hx-get"] == f"{CONSOLE}/failures"
+    assert panel["hx-include"] == "#failures-filter" and panel["hx-disinherit"] == "hx-include"
+    assert elements(whole, href="#failures") and elements(whole, id="failures-result")
+    [(form, _)] = elements(whole, id="failures-filter")
+    assert form["hx-get"] == f"{CONSOLE}/failures" and form["hx-target"] == "#failures-panel"
+
+    first = page(world, "failures", params={"kind": "deadLetter", "pageSize": "3"})
+    rows = elements(first, data_failure_id="*", data_kind="*")
+    assert {a["data-kind"] for a, _ in rows} == {"deadLetter"} and len(rows) == 3
+    [(more, _)] = elements(first, hx_target="#failures-panel")
+    query = parse_qs(urlsplit(more["hx-get"]).query)
+    assert (query["kind"], query["pageSize"]) == (["deadLetter"], ["3"]), more
+    rest = page(world, "failures", params={k: v[0] for k, v in query.items()})
+    shown = [
+        a["data-failure-id"] for a, _ in rows + elements(rest, data_failure_id="*", data_kind="*")
+    ]
+    assert sorted(shown) == kinds["deadLetter"], rest  # the 4th, of the same kind
+
+    letter = rows[0][0]["data-failure-id"]
+    [(archive, _)] = elements(first, hx_post=f"{CONSOLE}/failures/{letter}/archive")
+    assert archive["data-query"] == "reason"
+    route = archive["hx-post"].removeprefix("/api/")
+    missing = world.call("POST", route, headers=PAGE, body={})
+    assert missing.status_code == 400 and "reason is required" in missing.get_body().decode()
+    done = world.call("POST", route, headers=PAGE, body={}, params={"reason": REASON})
+    assert done.status_code == 200, done.get_body()
+    html = done.get_body().decode()
+    assert 'data-outcome="archive"' in html and REASON in html
+    assert records(world)[letter].state == "archived"
+    archived = page(world, "failures", params={"status": "archived"})
+    [(row, _)] = elements(archived, data_failure_id=letter, data_kind="*")
+    assert row["data-state"] == "archived"
+    assert elements(archived, hx_post=f"{CONSOLE}/failures/{letter}/unarchive")
 
 
 def test_the_command_line_lists_and_acts_on_failures_by_their_ids(

@@ -3,6 +3,8 @@
 // - sends the page's token with every action (X-CSRF-Token: cosmos_outbox/_console/guard.py),
 // - sends a form to a route that reads JSON as JSON (the extension "outbox-json"), with the
 //   fields an answer wrote into the button (`data-json`: a selection, a continuation token),
+//   and the fields a route takes in its query (`data-query`: a failure's archive's reason) in
+//   its URL,
 // - leaves the empty fields of a search out of its URL,
 // - asks before an action, in a dialog that says what subscribers will see (htmx:confirm);
 //   a bulk action (a re-drive, a resubmit-all, a discard-all) shows its preview there first,
@@ -71,9 +73,30 @@
     },
   });
 
+  // the fields a route takes in its query, not its body (`data-query`: their names, space
+  // separated; a failure's archive takes its `reason` so): moved into the action's URL
+  function inQuery(detail) {
+    var names = (detail.elt.getAttribute && detail.elt.getAttribute("data-query")) || "";
+    var query = new URLSearchParams();
+    names.split(/\s+/).forEach(function (name) {
+      var value = name && detail.parameters[name];
+      if (typeof value === "string") {
+        if (value.trim() !== "") {
+          query.set(name, value.trim());
+        }
+        delete detail.parameters[name];
+      }
+    });
+    var search = query.toString();
+    if (search) {
+      detail.path += (detail.path.indexOf("?") < 0 ? "?" : "&") + search;
+    }
+  }
+
   document.addEventListener("htmx:configRequest", function (evt) {
     if (evt.detail.verb !== "get") {
       evt.detail.headers["X-CSRF-Token"] = token();
+      inQuery(evt.detail);
       return;
     }
     // a filter's empty fields are no filter: left out of the URL (a route refuses an empty value)
