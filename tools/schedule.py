@@ -70,6 +70,7 @@ LONG_UNITS: dict[str, int] = {
     "tests/contacts/outbox/test_outbox_guarantees.py": 67,
     _ON_THE_FAULTED_COSMOS: 66,  # the Idempotency-Key's 61 s and the store's faults' 5 s
     _ON_THE_CLAIM_CHECK_AZURITE: 101,  # the claim checks' 43 s and 18 s, the chaos' 40 s
+    "tests/contacts/outbox/test_failures_in_a_browser.py": 45,  # its own stack (40-55 s, loaded)
     "tests/contacts/outbox/test_recovery_end_to_end.py": 41,
     "tests/subscriber/test_subscriber.py": 32,
     "tests/repository/test_docs_run.py": 31,
