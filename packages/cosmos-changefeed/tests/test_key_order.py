@@ -7,6 +7,7 @@ default (no ``still_set_aside``) handles the later changes while the poison wait
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Any
 
@@ -167,3 +168,33 @@ def test_a_changes_key_is_read_at_the_containers_paths_in_either_mode() -> None:
     assert key_of(current, ["/user"]) == key_of(deleted, ["/user"]) == '"u1"'
     assert identity(doc) == identity(current) == ("a", 7)
     assert identity(deleted) == ("a", 9)
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_an_outage_that_ends_while_a_batch_is_taken_apart_keeps_nothing_behind(
+    flavour: Flavour,
+) -> None:
+    """The handler fails on its first four calls (an outage): k0 and j0 fail alone (k1 held
+    behind k0) before it works again on the second half. Given once more alone, they are
+    handled, k1 after k0, and nothing is set aside or held."""
+    feed, documents, store = InMemoryFeed(1), InMemoryDocuments(), Store()
+    write(feed, "k0", "k1", "j0", "a0", "b0", "c0")  # keys k, k, j, a, b, c
+    handled: list[str] = []
+    calls = itertools.count(1)
+
+    def handle(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        if next(calls) < 5:
+            raise ConnectionError("down")
+        handled.extend(str(c["id"]) for c in changes)
+
+    options: dict[str, Any] = {
+        "handler": handle,
+        "set_aside": store.park,
+        "still_set_aside": store.still_set_aside,
+        "set_aside_after": 1,
+        "start_from": "beginning",
+    }
+    run(flavour, feed, documents, lambda: len(set(handled)) == 6, **options)
+    assert store.parked == [] and sorted(handled) == ["a0", "b0", "c0", "j0", "k0", "k1"]
+    assert [item for item in handled if item.startswith("k")] == ["k0", "k1"]
+    assert HELD not in leases(documents)[0].properties

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from running import run
+from running import FLAVOURS, Flavour, run
 
 from cosmos_changefeed import (
     ChangeFeedProcessorState,
@@ -246,6 +246,40 @@ def test_the_sync_processor_sets_nothing_aside_in_an_outage_either() -> None:
         set_aside_after=2,
         min_retry_delay=0.01,
         max_retry_delay=0.05,
+        start_from="beginning",
+    )
+    assert parked == [] and sorted(taken) == ids
+
+
+@pytest.mark.parametrize("flavour", FLAVOURS)
+def test_an_outage_that_ends_while_a_batch_is_taken_apart_sets_nothing_aside(
+    flavour: Flavour,
+) -> None:
+    """The handler fails on its first six calls (an outage) and works from the seventh: the
+    batch of 6 fails whole, then its first half is taken apart down to single changes that each
+    fail alone -- before the handler works again on the second half. Those three failed in the
+    outage, not as poisons: each is given once more alone, handled, and nothing is set aside."""
+    feed, documents = InMemoryFeed(1), InMemoryDocuments()
+    ids = [f"d{n}" for n in range(6)]
+    for item in ids:
+        feed.upsert({"id": item, "pk": item})
+    parked: list[FailedBatch] = []
+    taken: list[str] = []
+    calls = itertools.count(1)
+
+    def handle(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        if next(calls) < 7:
+            raise ConnectionError("down")
+        taken.extend(c["id"] for c in changes)
+
+    run(
+        flavour,
+        feed,
+        documents,
+        lambda: set(taken) >= set(ids),
+        handler=handle,
+        set_aside=parked.append,
+        set_aside_after=1,
         start_from="beginning",
     )
     assert parked == [] and sorted(taken) == ids

@@ -19,9 +19,11 @@ work meanwhile: it succeeded on another change since the batch first failed -- a
 same batch, or a batch of another lease of the instance (``_health.HandlerHealth``). A lone
 change (a batch of one, or every part failing) with no such success is given one more chance
 to tell: the lease's next change after its batch is read and handed over alone (the
-**probe**; once the lone change is set aside, the probe is not given again in its turn). If
-nothing succeeds -- the handler
-fails on every change it is given -- it is an **outage**: nothing is set aside, the lease is
+**probe**; once the lone change is set aside, the probe is not given again in its turn). A
+change that failed alone before the handler was first seen to work (the success came after
+it, or elsewhere) is given once more alone before the verdict (``confirm``): an outage may
+have ended meanwhile. If nothing succeeds -- the handler fails on every change it is given --
+it is an **outage**: nothing is set aside, the lease is
 kept and the batch given again after the back-off (capped at ``max_retry_delay``), for as long
 as it takes; the instance says it is stalled (``_health``). A handler may say so itself:
 a ``TransientError`` (or a subclass) is never set aside and stops a batch being taken apart.
@@ -153,6 +155,10 @@ def apart(
         yield from taking.probe()
     if not taking.succeeded and not evidence():
         return Apart(False, outage=True)
+    if not (yield from taking.confirm()):
+        return Apart(False, outage=True)  # the handler said the failure is transient
+    if not taking.failed:
+        return Apart(True)
     settled = yield from taking.set_aside()
     return dataclasses.replace(settled, probed=taking.probed) if settled.settled else settled
 
@@ -163,6 +169,9 @@ class _Taking:
     def __init__(self, batch: FailedBatch, paths: Sequence[str] | None) -> None:
         self.batch, self.paths = batch, paths
         self.succeeded = False
+        #: How many of ``failed`` failed before the handler's first success here (all of them
+        #: when the success seen was elsewhere): each is given once more alone (``confirm``).
+        self.unsure: int | None = None
         self.probed: dict[str, Any] | None = None
         #: The changes that failed alone, with what they raised, in order.
         self.failed: list[tuple[dict[str, Any], BaseException]] = []
@@ -178,7 +187,7 @@ class _Taking:
             return True
         error = yield ("handle", changes)
         if error is None:
-            self.succeeded = True
+            self._succeeded()
             return True
         if is_transient(error) or isinstance(error, HandlerKindError):
             return False
@@ -199,9 +208,53 @@ class _Taking:
         """The lease's next change after the batch (not of a key blocked), handed over alone."""
         later = yield ("probe", None)
         candidates = self._not_blocked(list(later or []), keep=False)
-        if candidates:
-            self.succeeded = (yield ("handle", candidates[:1])) is None
-            self.probed = candidates[0] if self.succeeded else None
+        if candidates and (yield ("handle", candidates[:1])) is None:
+            self._succeeded()
+            self.probed = candidates[0]
+
+    def _succeeded(self) -> None:
+        if not self.succeeded:
+            self.succeeded, self.unsure = True, len(self.failed)
+
+    def confirm(self) -> Generator[Step, Any, bool]:
+        """Each change that failed alone before the handler was seen to work (all of them when
+        it was seen working elsewhere) given once more alone: one that fails again is a poison,
+        one handled now failed in an outage that has ended (with ``paths``, the later changes of
+        its key are then handed over alone, in order). False: a ``TransientError`` stopped it."""
+        unsure = len(self.failed) if self.unsure is None else self.unsure
+        order = {id(change): n for n, change in enumerate(self.batch.changes)}
+        first, self.failed = self.failed[:unsure], self.failed[unsure:]
+        for change, _ in first:
+            again = yield ("handle", [change])
+            if again is None:
+                if not (yield from self._cleared(change)):
+                    return False
+            elif is_transient(again) or isinstance(again, HandlerKindError):
+                return False
+            else:
+                self.failed.append((change, again))
+        self.failed.sort(key=lambda failed: order.get(id(failed[0]), len(order)))
+        return True
+
+    def _cleared(self, change: dict[str, Any]) -> Generator[Step, Any, bool]:
+        """``change``, which failed alone, handled now: its key free again, the changes held
+        behind it handed over alone, in order, until one fails (it blocks the key again)."""
+        if self.paths is None:
+            return True
+        key = key_of(change, self.paths)
+        self.blocked.discard(key)
+        mine = [held for held, of in self.behind if of == key]
+        self.behind = [(held, of) for held, of in self.behind if of != key]
+        for n, held in enumerate(mine):
+            error = yield ("handle", [held])
+            if error is None:
+                continue
+            if is_transient(error) or isinstance(error, HandlerKindError):
+                return False
+            self.alone(held, error)
+            self.behind.extend((later, key) for later in mine[n + 1 :])
+            break
+        return True
 
     def set_aside(self) -> Generator[Step, Any, Apart]:
         """Each change that failed alone to ``set_aside``, in order, then those held behind."""
