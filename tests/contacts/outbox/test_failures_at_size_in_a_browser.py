@@ -53,6 +53,7 @@ from funcstack.cosmos import CosmosEndpoint
 from funcstack.deadlines import LONG, SHORT, wait_for
 from funcstack.scaleout import RestartPolicy
 from tests.contacts.outbox.browser import chromium
+from tests.contacts.outbox.resubmissions import Refusal, Resubmissions
 from tests.contacts.outbox.test_console_in_a_browser import (
     OPERATOR,
     Walk,
@@ -63,7 +64,6 @@ from tests.contacts.outbox.test_operations_in_a_browser import (
     audit_lines,
     bus,
     operation_row,
-    prop,
     say,
 )
 from tests.contacts.outboxes import outbox_on
@@ -319,73 +319,6 @@ def refresh_groups(walk: Walk) -> None:
     time.sleep(1)  # the refresh's answer, before looking again (not a verdict)
 
 
-class Subscriber(threading.Thread):
-    """The subscriber at all-events: each resubmission received is counted by its event id and
-    its MessageId (once per message the topic accepted: `counted`), then completed; `refuse`
-    (event ids) are dead-lettered again with the big group's cause, except the first `canary`
-    resubmissions (the canary's: never refused)."""
-
-    def __init__(self, stack: Stack, refuse: set[str], canary: int) -> None:
-        super().__init__(name="all-events-subscriber", daemon=True)
-        self.stack, self.refuse, self.canary = stack, set(refuse), canary
-        self.events: collections.Counter[str] = collections.Counter()
-        self.message_ids: collections.Counter[str] = collections.Counter()
-        self.refused: set[str] = set()
-        self.sequence_numbers: set[int] = set()
-        self.redelivered = 0
-        self.draining = threading.Event()
-        self.lock = threading.Lock()
-
-    def run(self) -> None:
-        topic = self.stack.settings()["SERVICEBUS_TOPIC"]
-        with bus(self.stack) as client:
-            while True:
-                try:
-                    with client.get_subscription_receiver(
-                        topic, BIG_ENTITY, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
-                    ) as receiver:
-                        while batch := receiver.receive_messages(100, max_wait_time=1):
-                            for message in batch:
-                                if self.counted(message):
-                                    receiver.dead_letter_message(
-                                        message, reason=REFUSED, error_description=BIG_CAUSE
-                                    )
-                                else:
-                                    receiver.complete_message(message)
-                except OperationTimeoutError:  # no session has a message
-                    if self.draining.is_set():
-                        return
-                except SessionLockLostError:
-                    continue
-
-    def counted(self, message: Any) -> bool:
-        """Counted once per message the topic accepted (its sequence number): a message the
-        broker gives again (a session lock lost on a loaded machine before its settlement:
-        Service Bus is at least once to a subscriber) is the same message, counted in
-        `redelivered`, not a second send; whether to refuse it."""
-        event = prop(message, "cloudEvents_id") or ""
-        with self.lock:
-            assert prop(message, "outboxResubmission"), f"not a resubmission: {event}"
-            if message.sequence_number in self.sequence_numbers:
-                self.redelivered += 1
-                return event in self.refused
-            self.sequence_numbers.add(message.sequence_number)
-            self.events[event] += 1
-            self.message_ids[str(message.message_id)] += 1
-            if sum(self.events.values()) > self.canary and event in self.refuse:
-                self.refused.add(event)
-                return True
-            return False
-
-    def seen(self) -> tuple[collections.Counter[str], collections.Counter[str], set[str]]:
-        with self.lock:
-            return (
-                collections.Counter(self.events),
-                collections.Counter(self.message_ids),
-                set(self.refused),
-            )
-
-
 def retry_from_the_row(walk: Walk, group: str) -> tuple[str, str | None]:
     """The group's Retry… (canary CANARY, waiting CANARY_WAIT) through its preview and dialog:
     the dialog's text, and what `#groups-result` shows after (an operation's id, or None)."""
@@ -480,7 +413,13 @@ def test_ten_thousand_failures_grouped_exactly_and_a_big_group_retried_through_a
 
     big = by_cause[BIG_CAUSE]
     refuse = set(random.Random(9595).sample(sorted(big), FAIL_AGAIN + CANARY))
-    subscriber = Subscriber(stack, refuse, CANARY)
+    assert stack.servicebus is not None
+    subscriber = Resubmissions(
+        stack.servicebus.connection_string,
+        stack.settings()["SERVICEBUS_TOPIC"],
+        BIG_ENTITY,
+        Refusal(frozenset(refuse), CANARY, REFUSED, BIG_CAUSE),
+    )
     subscriber.start()
     try:
         dialog, operation = retry_from_the_row(walk, group)
@@ -505,7 +444,7 @@ def test_ten_thousand_failures_grouped_exactly_and_a_big_group_retried_through_a
             LONG,
         )
         assert (canary["state"], canary["done"], canary["items"]) == ("canary", CANARY, BIG)
-        wait_for(lambda: sum(subscriber.seen()[0].values()) == CANARY, "the canary received")
+        wait_for(lambda: sum(subscriber.seen().values()) == CANARY, "the canary received")
         say(began, "the canary sent and received")
 
         # the host SIGKILLed mid-operation: once it works a batch after the canary (its keys
@@ -538,17 +477,17 @@ def test_ten_thousand_failures_grouped_exactly_and_a_big_group_retried_through_a
         say(began, f"the operation done: {done}")
         walk.shot("operation-done", "#operations")
         assert (done["items"], done["done"], done["failed"]) == (str(BIG), str(BIG), "0"), done
-        wait_for(lambda: set(subscriber.seen()[0]) >= big, "every resubmission received", LONG)
+        wait_for(lambda: set(subscriber.seen()) >= big, "every resubmission received", LONG)
     finally:
-        subscriber.draining.set()
-        subscriber.join(timeout=SHORT)
+        subscriber.stop(timeout=SHORT)
     assert not subscriber.is_alive(), "the subscription was never drained"
-    events, message_ids, refused = subscriber.seen()
-    # every item sent exactly once: one message per event id, one MessageId each
+    events, refused = subscriber.seen(), subscriber.refused
+    # every item sent exactly once: one message per event id, one MessageId each (a message the
+    # broker gave again after a lost lock is the same message: `redelivered`)
+    assert subscriber.others == 0, "only resubmissions reach the big entity"
     assert set(events) == big
-    twice = {event: n for event, n in events.items() if n != 1}
-    assert twice == {}, f"received more than once: {twice}"
-    assert len(message_ids) == BIG and set(message_ids.values()) == {1}
+    assert subscriber.twice() == {}, f"received more than once: {subscriber.twice()}"
+    assert len(subscriber.message_ids) == BIG and set(subscriber.message_ids.values()) == {1}
     assert len(refused) >= FAIL_AGAIN, refused
     say(
         began,
