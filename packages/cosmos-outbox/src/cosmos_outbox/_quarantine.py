@@ -31,7 +31,7 @@ stopped between its two writes) opens that record again, one more attempt
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -250,6 +250,31 @@ def replayed_document(
     return updated
 
 
+def discarded_document(
+    document: Mapping[str, Any],
+    event_id: str,
+    *,
+    by: str,
+    reason: str,
+    ttl_seconds: int,
+    now: datetime,
+) -> dict[str, Any]:
+    """The record after a discard by `by` for `reason`: kept (no longer counted, never
+    replayed) until it expires after `ttl_seconds`."""
+    updated = without_system_keys(document)
+    updated.update(
+        {
+            "eventId": event_id,
+            "status": "discarded",
+            "discardedAt": now.isoformat(),
+            "discardedBy": by,
+            "discardReason": reason,
+            "ttl": ttl_seconds,
+        }
+    )
+    return updated
+
+
 #: Answers in a row that may make no progress (empty, with the token asked with) before the
 #: quarantine's listing gives up with StoreUnavailableError.
 STALLED_ANSWERS = 50
@@ -409,12 +434,9 @@ class Quarantine:
         """Record a replay of `entry` (as read before the replay) by `by`: resolved (kept,
         expiring after `ttl_seconds`) or still quarantined with the new reason; replays + 1.
         Its failure record first (see the module): resolved, or one more attempt."""
-        key = quarantine_id(entry.event_id)
-        for _ in range(WRITES):
-            current = await self._store.read(entry.partition_key, key)
-            if current is None:
-                raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
-            updated = replayed_document(
+
+        def updated(current: dict[str, Any]) -> dict[str, Any]:
+            return replayed_document(
                 current,
                 entry,
                 resolved=resolved,
@@ -422,63 +444,69 @@ class Quarantine:
                 ttl_seconds=ttl_seconds,
                 now=self._clock(),
             )
-            settled: object = True
-            if self.failures is not None and resolved:
-                settled = await self.failures.quarantine_settled(
+
+        async def settle(document: dict[str, Any]) -> object:
+            assert self.failures is not None
+            if resolved:
+                return await self.failures.quarantine_settled(
                     entry.event_id, "resolved", what="replayed", by=by
                 )
-            elif self.failures is not None:  # failed again: one more attempt
-                await self.failures.quarantined(quarantined_event(updated, legacy=self._legacy))
-            try:
-                written = await self._store.replace(updated, if_match=current.get("_etag"))
-            except PreconditionFailedError:
-                continue  # written meanwhile (the relay set it aside again): settled again
-            replaced = quarantined_event(written, legacy=self._legacy)
-            if self.failures is not None and settled is None:  # adopted meanwhile? (the module)
-                await self.failures.quarantine_settled(
-                    entry.event_id, "resolved", what="replayed", by=by
-                )
-            return replaced
-        raise PreconditionFailedError(
-            f"the quarantine record of event {entry.event_id} changed under {WRITES} writes"
-        )
+            # failed again: one more attempt (found: nothing to look for again after)
+            await self.failures.quarantined(quarantined_event(document, legacy=self._legacy))
+            return True
+
+        return await self._settled_then_written(entry, updated, settle)
 
     async def discard(
         self, entry: QuarantinedEvent, *, by: str, reason: str, ttl_seconds: int
     ) -> QuarantinedEvent:
         """Mark the record discarded by `by` for `reason`: kept (no longer counted, never
         replayed) until it expires after `ttl_seconds`. Raises NotFoundError when it is gone."""
+
+        def updated(current: dict[str, Any]) -> dict[str, Any]:
+            return discarded_document(
+                current,
+                entry.event_id,
+                by=by,
+                reason=reason,
+                ttl_seconds=ttl_seconds,
+                now=self._clock(),
+            )
+
+        async def settle(_: dict[str, Any]) -> object:
+            assert self.failures is not None
+            return await self.failures.quarantine_settled(
+                entry.event_id, "archived", what="discarded", by=by, note=reason
+            )
+
+        return await self._settled_then_written(entry, updated, settle)
+
+    async def _settled_then_written(
+        self,
+        entry: QuarantinedEvent,
+        updated: Callable[[dict[str, Any]], dict[str, Any]],
+        settle: Callable[[dict[str, Any]], Awaitable[object]],
+    ) -> QuarantinedEvent:
+        """A replay's or a discard's two writes (see the module): the record of `entry` read,
+        `updated`, its failure record settled (`settle(updated document)`: None when it found
+        no failure record), then the record written over the one read (its etag), read and
+        settled again when another wrote it meanwhile; a failure record not found is looked
+        for once more after the write (an adoption may have kept it meanwhile). Raises
+        NotFoundError when the record is gone."""
         key = quarantine_id(entry.event_id)
         for _ in range(WRITES):
             current = await self._store.read(entry.partition_key, key)
             if current is None:
                 raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
-            updated = without_system_keys(current)
-            updated.update(
-                {
-                    "eventId": entry.event_id,
-                    "status": "discarded",
-                    "discardedAt": self._clock().isoformat(),
-                    "discardedBy": by,
-                    "discardReason": reason,
-                    "ttl": ttl_seconds,
-                }
-            )
-            settled: object = True
-            if self.failures is not None:
-                settled = await self.failures.quarantine_settled(
-                    entry.event_id, "archived", what="discarded", by=by, note=reason
-                )
+            document = updated(current)
+            settled = await settle(document) if self.failures is not None else True
             try:
-                written = await self._store.replace(updated, if_match=current.get("_etag"))
+                written = await self._store.replace(document, if_match=current.get("_etag"))
             except PreconditionFailedError:
                 continue  # written meanwhile (the relay set it aside again): settled again
-            replaced = quarantined_event(written, legacy=self._legacy)
-            if self.failures is not None and settled is None:  # adopted meanwhile? (the module)
-                await self.failures.quarantine_settled(
-                    entry.event_id, "archived", what="discarded", by=by, note=reason
-                )
-            return replaced
+            if settled is None:  # adopted meanwhile? (the module)
+                await settle(document)
+            return quarantined_event(written, legacy=self._legacy)
         raise PreconditionFailedError(
             f"the quarantine record of event {entry.event_id} changed under {WRITES} writes"
         )
@@ -513,16 +541,13 @@ class Quarantine:
                 found, current, resolved=True, reason="", ttl_seconds=ttl_seconds, now=at
             )
         else:
-            updated = without_system_keys(found)
-            updated.update(
-                {
-                    "eventId": current.event_id,
-                    "status": "discarded",
-                    "discardedAt": at.isoformat(),
-                    "discardedBy": note.by if note is not None else "an operator",
-                    "discardReason": (note.note if note is not None else None) or "",
-                    "ttl": ttl_seconds,
-                }
+            updated = discarded_document(
+                found,
+                current.event_id,
+                by=note.by if note is not None else "an operator",
+                reason=(note.note if note is not None else None) or "",
+                ttl_seconds=ttl_seconds,
+                now=at,
             )
         try:
             await self._store.replace(updated, if_match=found.get("_etag"))
