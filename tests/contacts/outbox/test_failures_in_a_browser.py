@@ -3,9 +3,10 @@ the local stack, signed in through funcstack's stand-in for App Service Authenti
 store (two dead letters at all-events, refused by this test as a subscriber would, kept as
 failure records by the app's ingest; one event the relay quarantined, too large for the
 256 KB the app is told it may send) is listed in the panel, both kinds, and filtered by kind and
-state; a dead letter is archived from its row with a reason (asked for in the row, repeated by
-the dialog, sent as the route takes it: the query parameter `reason`) and moves to archived,
-its history naming the reason; it is unarchived and is open again; the quarantined event is
+state, and by group from a failure group's row (its "Its failures"); a dead letter is
+archived from its row with a reason (asked for in the row, repeated by the dialog, sent as the
+route takes it: the query parameter `reason`) and moves to archived, its history naming the
+reason; it is unarchived and is open again; the quarantined event is
 archived, and its unarchive is refused with the app's message (its version was given up).
 Every action goes through the page's own buttons and dialog.
 
@@ -162,6 +163,36 @@ def test_failures_of_both_kinds_are_listed_filtered_archived_and_unarchived(
     )
     filtered(walk, "", "")
     walk.wait("both kinds again", lambda: quarantined in listed(walk) and letter in listed(walk))
+
+    # A group's failures, from its row in the failure groups: the dead letters' only (the
+    # Failures panel's filter set to the group, kept by its refresh); then every group again.
+    def its_failures() -> bool | None:
+        """The group's "Its failures" followed (found and clicked at once: a refresh swaps the
+        row, and a stale one counts as not yet)."""
+        for group in walk.driver.find_elements(By.CSS_SELECTOR, "#groups-panel tr[data-group-id]"):
+            if CAUSE in group.text:
+                group.find_element(By.CSS_SELECTOR, "a[data-failures-group]").click()
+                return True
+        walk.driver.find_element(By.CSS_SELECTOR, "#groups .section-head button").click()
+        time.sleep(1)  # the refresh's answer, before looking again (not a verdict)
+        return None
+
+    def of_the_group() -> bool:
+        shown = listed(walk)
+        return bool(shown) and {r["event-id"] for r in shown.values()} == set(letters)
+
+    walk.quiet()
+    walk.wait("the dead letters' group followed to its failures", its_failures, deadlines.LONG)
+    walk.wait("the group's failures only", of_the_group)
+    group = walk.driver.find_element(By.ID, "failures-group").get_attribute("value")
+    assert group, "the filter names the group"
+    refreshed(walk)
+    walk.quiet()
+    walk.wait("the group's failures only, kept by the refresh", of_the_group)
+    walk.shot("failures-of-a-group", "#failures")
+    walk.driver.find_element(By.ID, "failures-group").clear()
+    filtered(walk, "", "")
+    walk.wait("every group again", lambda: quarantined in listed(walk) and letter in listed(walk))
 
     # A dead letter archived with the reason: its record archived, its history naming it.
     outcome = archived_from_its_row(walk, letter, REASON)

@@ -268,6 +268,16 @@ def test_the_consoles_failures_panel_filters_pages_and_archives_with_the_reason_
     assert elements(whole, href="#failures") and elements(whole, id="failures-result")
     [(form, _)] = elements(whole, id="failures-filter")
     assert form["hx-get"] == f"{CONSOLE}/failures" and form["hx-target"] == "#failures-panel"
+    assert elements(whole, id="failures-group", name="group")
+    # each failure group's row links its failures (console.js sets the filter's group to it)
+    groups = page(world, "groups")
+    linked = {a["data-failures-group"] for a, _ in elements(groups, data_failures_group="*")}
+    quarantine = {records(world)[f].group for f in kinds["quarantine"]}
+    assert quarantine <= linked, groups
+    [group] = quarantine
+    of_group = page(world, "failures", params={"group": group})
+    listed = {a["data-failure-id"] for a, _ in elements(of_group, data_failure_id="*")}
+    assert listed == set(kinds["quarantine"]) and f"of group {group}" in of_group
 
     first = page(world, "failures", params={"kind": "deadLetter", "pageSize": "3"})
     rows = elements(first, data_failure_id="*", data_kind="*")

@@ -11,6 +11,8 @@
 //   the preview route's answer: bad input is refused before anything is confirmed,
 // - acts on the selected quarantine records one by one, and on the selected dead letters in
 //   one call, through the same routes,
+// - sets the Failures panel's filter to a failure group when its row's "Its failures" is
+//   followed,
 // - turns the journey's search (an event id, or an aggregate type and id) and the journey
 //   links of the other panels into the journey's route, and into the page's URL (shareable;
 //   Back returns to the previous search),
@@ -384,6 +386,19 @@
     }
   }
 
+  // a failure group's "Its failures": the Failures panel's filter set to that group (any kind
+  // and state) and submitted, so the panel's own refresh keeps it until the operator clears it
+  function failuresOfGroup(group) {
+    var form = byId("failures-filter");
+    if (!form || !group) {
+      return;
+    }
+    form.elements.group.value = group;
+    form.elements.kind.value = "";
+    form.elements.status.value = "";
+    htmx.trigger(form, "submit");
+  }
+
   document.addEventListener("click", function (evt) {
     var at = evt.target.closest ? evt.target : null;
     var found = at && at.closest("[data-bulk]");
@@ -391,6 +406,8 @@
       bulk(found);
     } else if ((found = at && at.closest("a[data-journey]"))) {
       journeyLink(found);
+    } else if ((found = at && at.closest("a[data-failures-group]"))) {
+      failuresOfGroup(found.getAttribute("data-failures-group"));
     } else if (at && at.closest("[data-redrive-follow]")) {
       following = !following;
       followOn();
