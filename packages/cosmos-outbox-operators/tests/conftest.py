@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import azure.functions as func
 import pytest
 from hypothesis import settings
+from recovery_world import ROUTES_BOUND
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
@@ -54,7 +55,11 @@ class TicketWorld:
     `in_memory`'s)."""
 
     def __init__(
-        self, *, etag_request_header: bool = False, bound_seconds: float = 4.0, **options: Any
+        self,
+        *,
+        etag_request_header: bool = False,
+        bound_seconds: float = ROUTES_BOUND,
+        **options: Any,
     ) -> None:
         self.memory: InMemory = in_memory(**options)
         self.outbox = Outbox(
