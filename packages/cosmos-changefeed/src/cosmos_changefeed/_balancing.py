@@ -64,7 +64,7 @@ it, give their surplus back, and it takes it at its next. A change of membership
 even spread (within one lease) in one to three acquire intervals, moving about the leases that
 must move; a fleet half of .NET instances in one to four (docs/benchmarks.md), where .NET's
 alone needs five to twenty -- but a cold start of 500 x 50 up to 6.3 under some seeds (over five
-under 5 of 20): .NET instances short of their share all take the available leases in the
+under 4 of 20): .NET instances short of their share all take the available leases in the
 store's order at once, so one of them gets its share a round, and a .NET instance whose rounds
 took nothing is in no listing (the targets count it out) and loses the steals to a .NET peer a
 moment earlier.
