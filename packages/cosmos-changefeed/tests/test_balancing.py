@@ -203,3 +203,18 @@ def test_under_429s_an_instance_asks_for_all_it_misses() -> None:
     leases = [ours(str(i), "a") for i in range(6)]
     assert len(done(plan(leases))[1]) == 1
     assert len(done(plan(leases, pressed=True))[1]) == 3
+
+
+def test_at_a_first_start_an_instance_far_under_its_share_asks_for_one_lease_at_a_time() -> None:
+    """15 leases, three instances (5 each): x (.NET) holds 3, and the 2 available are left to
+    it; a holds 8, me 2. At the fleet's first start (a lease available was never taken: no
+    ``timestamp``), me, under half its share, asks for one of a's surplus though it holds some
+    -- one a round, not all it misses. Later (the leases available were written before: given
+    back) it waits for a to give its surplus back, as an instance that joins a fleet does."""
+    leases = [lease(str(i), "x") for i in range(3)] + [ours(str(i), "a") for i in range(3, 11)]
+    leases += [ours("11", "me"), ours("12", "me")]
+    first = plan(leases + [lease(str(i), None).evolve(timestamp=None) for i in (13, 14)])
+    assert first.target == 5 and first.candidates == []
+    taken, asked = done(first)
+    assert taken == [] and [x.owner for x in asked] == ["a"]
+    assert done(plan(leases + [lease(str(i), None) for i in (13, 14)])) == ([], [])

@@ -89,7 +89,7 @@ async def _mixed_cold_start(clock: VirtualClock, seed: int) -> float | None:
     return cold
 
 
-@pytest.mark.parametrize("seed", [2, 15])
+@pytest.mark.parametrize("seed", [2, 15, 19])
 def test_a_mixed_fleet_cold_start_under_other_seeds_is_even_within_five_acquire_intervals(
     seed: int,
 ) -> None:
@@ -100,7 +100,11 @@ def test_a_mixed_fleet_cold_start_under_other_seeds_is_even_within_five_acquire_
     its share: the leases relayed for the one short of its share went to the others. The
     relay now counts what the .NET instances miss of .NET's own target, the leases available
     not subtracted, and takes from .NET owners beyond their fair share (before: 7.1 intervals
-    under seed 2, 6.2 under seed 15)."""
+    under seed 2, 6.2 under seed 15). Seed 19: the leases available were all left to the .NET
+    instances short of their targets and the fair-share owners at theirs had no surplus, so an
+    instance of this package's with a couple of leases took none for rounds; at the fleet's
+    first start it now asks for one lease at a time, under half its share (before: 6.2
+    intervals)."""
     clock = VirtualClock(START)
     cold = run(_mixed_cold_start(clock, seed), clock)
     assert cold is not None and cold <= 5 * ACQUIRE, f"cold start: even after {cold}s"
@@ -110,7 +114,7 @@ def test_a_mixed_fleet_cold_start_under_other_seeds_is_even_within_five_acquire_
     strict=True,
     raises=AssertionError,
     reason="known gap (docs/benchmarks.md, `python -m bench.changefeed_scale --mixed-seeds 20`): "
-    "a cold start of 500 x 50 half .NET's is even within 5 acquire intervals under 15 of 20 "
+    "a cold start of 500 x 50 half .NET's is even within 5 acquire intervals under 16 of 20 "
     "seeds; under seed 18 (6.3 intervals) .NET instances short of their share take the "
     "leases available in the store's order, all at once, so one of them gets its share a "
     "round, and two that hold none steal the same lease",

@@ -40,6 +40,13 @@ most, and never give back:
   given again, as in a fleet of .NET instances;
 * the first available leases in the store's order -- the order .NET takes them in -- are left to
   them, as many as they miss of their targets;
+* at the fleet's first start (some lease available was never taken: its ``timestamp`` is
+  null), an instance under half its target with none coming asks for one lease at a time (not
+  only while it holds none): of another's surplus, else of the instance that hands over and
+  holds the most, at its target or over. The leases available may all be left to them, and
+  owners at their targets have no surplus, so it could otherwise hold two leases for most of a
+  minute while its peers hold their share. Not later (a scale-out, a restart): there the
+  instances that join ask as they would, and asking one more at a time slowed the +50 %;
 * an instance at its target **relays** while one of them is short of its share: it takes from
   such an owner's surplus (beyond its fair share) as many leases as those instances miss of
   .NET's own target (``ceil(N / owners)``, what they take of the leases available), and gives
@@ -57,7 +64,7 @@ it, give their surplus back, and it takes it at its next. A change of membership
 even spread (within one lease) in one to three acquire intervals, moving about the leases that
 must move; a fleet half of .NET instances in one to four (docs/benchmarks.md), where .NET's
 alone needs five to twenty -- but a cold start of 500 x 50 up to 6.3 under some seeds (over five
-under 5 of 20): .NET instances short of their share all take the available leases in the
+under 4 of 20): .NET instances short of their share all take the available leases in the
 store's order at once, so one of them gets its share a round, and a .NET instance whose rounds
 took nothing is in no listing (the targets count it out) and loses the steals to a .NET peer a
 moment earlier.
@@ -127,6 +134,9 @@ class Round:
     relay: list[Lease] = field(default_factory=list)
     #: Ask for as many leases as it misses (else one, while it holds none).
     ask_all: bool = False
+    #: Ask for one lease while none is coming, even holding some (beside instances that do
+    #: not hand over, at the fleet's first start, under half its target).
+    ask_one: bool = False
     #: Stop after ``LOSSES_IN_A_ROW`` leases found taken since the listing (.NET: go on).
     stop_when_outdated: bool = True
     _taken: int = 0
@@ -172,10 +182,14 @@ class Round:
 
     def to_ask(self) -> Iterator[Lease]:
         """The leases to ask for, until one is asked for -- while this instance still holds
-        none and has none coming (``ask_all``: as long as they are wanted)."""
+        none and has none coming (``ask_one``: has none coming; ``ask_all``: as long as they
+        are wanted)."""
         for lease in self.requests:
             if self._losses >= LOSSES_IN_A_ROW or self.wanted <= 0:
                 return
+            if self.ask_one and not (self.coming or self._asked):
+                yield lease
+                continue
             if not self.ask_all and (self.mine or self.coming or self._taken or self._asked):
                 return
             yield lease
@@ -226,6 +240,20 @@ def plan_round(
         target, candidates = held + relays, []
         relay = view.surplus(instance_name, len(surplus) + relays)[len(surplus) :]
         steal = view.dotnet_surplus()
+    requests = sorted(asked, key=order)
+    # beside instances that do not hand over, at the fleet's first start, the leases left to
+    # them may be all there is available, and owners at their targets have no surplus: far
+    # under its target, an instance asks for one lease at a time, of a surplus or else of the
+    # fullest that hands over
+    starving = (
+        2 * held < target
+        and not relays
+        and not pressed
+        and view.beside_dotnet()
+        and view.first_start()
+    )
+    if starving and not view.coming:
+        requests += view.fullest_lease()
     return Round(
         target=target,
         mine=mine,
@@ -233,11 +261,12 @@ def plan_round(
         steals=len(steal),
         steal_limit=max(target - held, 1),
         release=[lease for lease in mine if view.asked(lease)] + surplus,
-        requests=sorted(asked, key=order),
+        requests=requests,
         coming=view.coming,
         leaving=leaving,
         relay=relay,
         ask_all=pressed,
+        ask_one=starving,
     )
 
 
@@ -295,6 +324,31 @@ class _View:
         if count is None:
             count = len(held) - self.leaving.get(name, 0) - self.targets[name]
         return _surplus(held, count, self.asked)
+
+    def beside_dotnet(self) -> bool:
+        """Whether an instance that does not hand over owns a lease."""
+        return any(not self.hands_over(name) for name in self.owners)
+
+    def first_start(self) -> bool:
+        """Whether a lease available was never taken (no ``timestamp``: the fleet's first
+        start, where instances short of their share may still be in no listing)."""
+        return any(lease.timestamp is None for lease in self.available)
+
+    def fullest_lease(self) -> list[Lease]:
+        """One lease (nobody asked for) of the other instance that hands over and holds the
+        most, what it is asked for not counted (the last name of equals): the same whoever
+        asks."""
+        others = [
+            name
+            for name, held in self.owners.items()
+            if name != self.me and held and self.hands_over(name)
+        ]
+        if not others:
+            return []
+        name = max(
+            others, key=lambda name: (len(self.owners[name]) - self.leaving.get(name, 0), name)
+        )
+        return _surplus(self.owners[name], 1, self.asked)
 
     def hands_over(self, name: str) -> bool:
         """Whether ``name`` hands its leases over (its leases say so; one that holds none asked
