@@ -6,6 +6,7 @@ and the retention: an archived or resolved record expires, an open one never."""
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
@@ -162,6 +163,48 @@ def test_the_stored_form_reads_back_as_written() -> None:
     document = failure_document(record)
     assert document["body"] is None and document["bodyBase64"]
     assert failure_record(document) == record
+
+
+def test_a_dead_letter_as_the_ingest_trigger_hands_it_is_read_as_the_receiver_reads_one() -> None:
+    from azure.functions.servicebus import ServiceBusMessage
+
+    from cosmos_outbox._blueprints.relay_functions import dead_letter_of_trigger
+
+    enqueued = datetime(2026, 1, 1, tzinfo=UTC)
+    message = ServiceBusMessage(
+        body=b'{"name": "Ada"}',
+        message_id="e-1",
+        session_id="c-42",
+        label="ContactCreated",  # the trigger's older name of the subject
+        content_type="application/json",
+        correlation_id="corr-1",
+        application_properties={
+            "aggregateType": "contact",
+            "version": 3,
+            "DeadLetterReason": "HandlerRefused",  # the broker's, not the message's
+            "DeadLetterErrorDescription": "refused",
+        },
+        user_properties={},
+        dead_letter_reason="HandlerRefused",
+        dead_letter_error_description="refused",
+        delivery_count=10,
+        enqueued_time_utc=enqueued,
+        sequence_number=7,
+    )
+    assert dead_letter_of_trigger(message) == DeadLetter(
+        sequence_number=7,
+        body=b'{"name": "Ada"}',
+        message_id="e-1",
+        session_id="c-42",
+        subject="ContactCreated",
+        content_type="application/json",
+        correlation_id="corr-1",
+        application_properties={"aggregateType": "contact", "version": 3},
+        reason="HandlerRefused",
+        description="refused",
+        delivery_count=10,
+        enqueued_at=enqueued.timestamp(),
+    )
 
 
 class Interleaved:
