@@ -6,6 +6,7 @@ and the retention: an archived or resolved record expires, an open one never."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -19,7 +20,7 @@ from cosmos_outbox._mapper.failure import (
 from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
 from cosmos_outbox.operations._dead_letters import PEEK_BATCH, DeadLetterOperators
-from cosmos_outbox.operations._failures import Failures
+from cosmos_outbox.operations._failures import Failures, letter_of
 from cosmos_outbox.ports import AsyncDocumentStore, DeadLetter, DeadLetterEntity
 from cosmos_outbox_testing import InMemoryStore
 
@@ -205,6 +206,27 @@ def test_a_dead_letter_as_the_ingest_trigger_hands_it_is_read_as_the_receiver_re
         delivery_count=10,
         enqueued_at=enqueued.timestamp(),
     )
+
+
+def test_a_kept_dead_letter_keeps_its_headers_and_is_read_back_with_them() -> None:
+    sent = replace(letter(7), correlation_id="corr-1")
+    record = run(kept(InMemoryStore()).ingest(ENTITY, sent))
+    headers = ("e-1", "c-42", "ContactCreated", "application/json", "corr-1")
+    assert (
+        record.message_id,
+        record.session_id,
+        record.subject,
+        record.content_type,
+        record.correlation_id,
+    ) == headers
+    back = letter_of(record)
+    assert (
+        back.message_id,
+        back.session_id,
+        back.subject,
+        back.content_type,
+        back.correlation_id,
+    ) == headers
 
 
 class Interleaved:

@@ -31,8 +31,8 @@ from cosmos_outbox.settings import TriggerSettings, load_trigger_settings
 from cosmos_outbox.settings._base import LEASE_INTERVAL_SETTINGS
 
 if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)
+    from cosmos_outbox._mapper.message import Headers
     from cosmos_outbox._wiring import Wiring
-    from cosmos_outbox.servicebus._messages import Headers
 
 #: How long one tick of the operations' timer works at most (then the next tick goes on).
 OPERATIONS_TICK_SECONDS = 25.0

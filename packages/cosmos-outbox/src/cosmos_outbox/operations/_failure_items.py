@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from cosmos_outbox._causes import cause_of, failure_text, group_id
-from cosmos_outbox._mapper import SentFields, sent_fields
+from cosmos_outbox._mapper import SentFields, headers_of, sent_fields
 from cosmos_outbox._mapper.failure import (
     FailureAttempt,
     FailureGroupRecord,
@@ -84,11 +84,7 @@ class Pending:
             entity=self.entity,
             entity_kind=self.entity_kind,
             event_id=described.event_id,
-            message_id=letter.message_id,
-            session_id=letter.session_id,
-            subject=letter.subject,
-            content_type=letter.content_type,
-            correlation_id=letter.correlation_id,
+            **headers_of(letter),
             body=letter.body,
             properties=dict(letter.application_properties),
             aggregate_type=described.aggregate_type,

@@ -28,7 +28,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cosmos_outbox._mapper import RESUBMISSION_PROPERTY
+from cosmos_outbox._mapper import RESUBMISSION_PROPERTY, headers_of
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     GROUP_SUMMARY_ID,
@@ -568,11 +568,7 @@ def letter_of(record: FailureRecord) -> DeadLetter:
     return DeadLetter(
         sequence_number=_number(record),
         body=record.body,
-        message_id=record.message_id,
-        session_id=record.session_id,
-        subject=record.subject,
-        content_type=record.content_type,
-        correlation_id=record.correlation_id,
+        **headers_of(record),
         application_properties=properties,
         reason=record.reason,
         description=record.description,

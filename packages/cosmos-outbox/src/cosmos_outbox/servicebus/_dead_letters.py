@@ -41,6 +41,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
+from cosmos_outbox._mapper.message import Headers, headers_of
 from cosmos_outbox._sync_over_async import _Awaitable, run_sync
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
@@ -58,7 +59,7 @@ __all__ = [
     "dead_letter_with",
 ]
 from cosmos_outbox.servicebus._clients import AsyncClientAdapter, ConnectedAdapter
-from cosmos_outbox.servicebus._messages import Headers, headers_of, message_of
+from cosmos_outbox.servicebus._messages import message_of
 
 logger = logging.getLogger("cosmos_outbox.servicebus")
 #: The two application properties the broker adds when it dead-letters a message.
