@@ -79,6 +79,13 @@ def test_a_dead_letter_is_kept_as_one_open_record_in_its_group() -> None:
     assert (record.aggregate_type, record.aggregate_id, record.version) == ("contact", "c-42", 3)
     assert record.cause == "HandlerRefused: contact <n> refused: '…' is not a phone"
     assert (group.group, group.open, group.archived, group.resolved) == (record.group, 1, 0, 0)
+    # the group's summary names what its records share
+    assert (group.entity, group.entity_kind, group.cause) == (
+        "all-events",
+        "subscription",
+        record.cause,
+    )
+    assert (group.aggregate_type, group.action) == ("contact", "ContactCreated")
     [document] = records(store)
     assert "ttl" not in document  # open: never expires
     assert failure_record(document).body == b'{"name": "Ada"}'

@@ -32,6 +32,7 @@ __all__ = [
     "Pending",
     "Write",
     "failure_key",
+    "group_of",
     "letter_pending",
     "quarantine_pending",
 ]
@@ -72,8 +73,12 @@ class Pending:
     group: str
     record_id: str
     attempt: FailureAttempt
-    summary: FailureGroupRecord
     again: FailureNote | None = None
+
+    @property
+    def summary(self) -> FailureGroupRecord:
+        """Its group's summary, nothing counted yet (`group_of` its first failure's record)."""
+        return group_of(self.first_failure())
 
     def first_failure(self) -> FailureRecord:
         """The record of a failure seen for the first time: open, its one attempt."""
@@ -100,6 +105,18 @@ class Pending:
             attempt_count=1,
             attempts=(self.attempt,),
         )
+
+
+def group_of(record: FailureRecord) -> FailureGroupRecord:
+    """The summary of `record`'s group, nothing counted: what names the group."""
+    return FailureGroupRecord(
+        group=record.group,
+        entity=record.entity,
+        entity_kind=record.entity_kind,
+        cause=record.cause,
+        aggregate_type=record.aggregate_type,
+        action=record.action,
+    )
 
 
 @dataclass(frozen=True)
@@ -224,12 +241,4 @@ def _pending(
         group=group,
         record_id=record_id,
         attempt=attempt,
-        summary=FailureGroupRecord(
-            group=group,
-            entity=entity,
-            entity_kind=kind,
-            cause=cause,
-            aggregate_type=described.aggregate_type,
-            action=described.action,
-        ),
     )
