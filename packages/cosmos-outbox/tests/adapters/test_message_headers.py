@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+from cosmos_outbox._mapper.message import headers_of
 from cosmos_outbox.ports import Outgoing
-from cosmos_outbox.servicebus._messages import headers_of, message_of
+from cosmos_outbox.servicebus._messages import message_of
 
 
 def test_an_outgoing_goes_out_with_every_header_it_was_given() -> None:

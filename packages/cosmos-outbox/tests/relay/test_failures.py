@@ -6,6 +6,8 @@ and the retention: an archived or resolved record expires, an open one never."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
@@ -18,7 +20,7 @@ from cosmos_outbox._mapper.failure import (
 from cosmos_outbox._sync_over_async import as_async
 from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
 from cosmos_outbox.operations._dead_letters import PEEK_BATCH, DeadLetterOperators
-from cosmos_outbox.operations._failures import Failures
+from cosmos_outbox.operations._failures import Failures, letter_of
 from cosmos_outbox.ports import AsyncDocumentStore, DeadLetter, DeadLetterEntity
 from cosmos_outbox_testing import InMemoryStore
 
@@ -77,6 +79,13 @@ def test_a_dead_letter_is_kept_as_one_open_record_in_its_group() -> None:
     assert (record.aggregate_type, record.aggregate_id, record.version) == ("contact", "c-42", 3)
     assert record.cause == "HandlerRefused: contact <n> refused: '…' is not a phone"
     assert (group.group, group.open, group.archived, group.resolved) == (record.group, 1, 0, 0)
+    # the group's summary names what its records share
+    assert (group.entity, group.entity_kind, group.cause) == (
+        "all-events",
+        "subscription",
+        record.cause,
+    )
+    assert (group.aggregate_type, group.action) == ("contact", "ContactCreated")
     [document] = records(store)
     assert "ttl" not in document  # open: never expires
     assert failure_record(document).body == b'{"name": "Ada"}'
@@ -162,6 +171,69 @@ def test_the_stored_form_reads_back_as_written() -> None:
     document = failure_document(record)
     assert document["body"] is None and document["bodyBase64"]
     assert failure_record(document) == record
+
+
+def test_a_dead_letter_as_the_ingest_trigger_hands_it_is_read_as_the_receiver_reads_one() -> None:
+    from azure.functions.servicebus import ServiceBusMessage
+
+    from cosmos_outbox._blueprints.relay_functions import dead_letter_of_trigger
+
+    enqueued = datetime(2026, 1, 1, tzinfo=UTC)
+    message = ServiceBusMessage(
+        body=b'{"name": "Ada"}',
+        message_id="e-1",
+        session_id="c-42",
+        label="ContactCreated",  # the trigger's older name of the subject
+        content_type="application/json",
+        correlation_id="corr-1",
+        application_properties={
+            "aggregateType": "contact",
+            "version": 3,
+            "DeadLetterReason": "HandlerRefused",  # the broker's, not the message's
+            "DeadLetterErrorDescription": "refused",
+        },
+        user_properties={},
+        dead_letter_reason="HandlerRefused",
+        dead_letter_error_description="refused",
+        delivery_count=10,
+        enqueued_time_utc=enqueued,
+        sequence_number=7,
+    )
+    assert dead_letter_of_trigger(message) == DeadLetter(
+        sequence_number=7,
+        body=b'{"name": "Ada"}',
+        message_id="e-1",
+        session_id="c-42",
+        subject="ContactCreated",
+        content_type="application/json",
+        correlation_id="corr-1",
+        application_properties={"aggregateType": "contact", "version": 3},
+        reason="HandlerRefused",
+        description="refused",
+        delivery_count=10,
+        enqueued_at=enqueued.timestamp(),
+    )
+
+
+def test_a_kept_dead_letter_keeps_its_headers_and_is_read_back_with_them() -> None:
+    sent = replace(letter(7), correlation_id="corr-1")
+    record = run(kept(InMemoryStore()).ingest(ENTITY, sent))
+    headers = ("e-1", "c-42", "ContactCreated", "application/json", "corr-1")
+    assert (
+        record.message_id,
+        record.session_id,
+        record.subject,
+        record.content_type,
+        record.correlation_id,
+    ) == headers
+    back = letter_of(record)
+    assert (
+        back.message_id,
+        back.session_id,
+        back.subject,
+        back.content_type,
+        back.correlation_id,
+    ) == headers
 
 
 class Interleaved:

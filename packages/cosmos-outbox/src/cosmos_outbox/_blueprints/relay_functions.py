@@ -31,6 +31,7 @@ from cosmos_outbox.settings import TriggerSettings, load_trigger_settings
 from cosmos_outbox.settings._base import LEASE_INTERVAL_SETTINGS
 
 if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)
+    from cosmos_outbox._mapper.message import Headers
     from cosmos_outbox._wiring import Wiring
 
 #: How long one tick of the operations' timer works at most (then the next tick goes on).
@@ -190,31 +191,16 @@ def _failure_trigger(
 
 def dead_letter_of_trigger(message: func.ServiceBusMessage) -> DeadLetter:
     """A dead letter as the trigger hands it, as the port's `DeadLetter`."""
-    from cosmos_outbox.servicebus._dead_letters import BROKER_PROPERTIES
+    from cosmos_outbox.servicebus._dead_letters import dead_letter_with
 
-    def text(value: Any) -> Any:
-        return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-    properties = {
-        str(text(k)): text(v)
-        for k, v in (message.application_properties or {}).items()
-        if str(text(k)) not in BROKER_PROPERTIES
+    headers: Headers = {
+        "message_id": message.message_id,
+        "session_id": message.session_id,
+        "subject": message.subject or message.label,
+        "content_type": message.content_type,
+        "correlation_id": message.correlation_id,
     }
-    enqueued = message.enqueued_time_utc
-    return DeadLetter(
-        sequence_number=int(message.sequence_number or 0),
-        body=message.get_body(),
-        message_id=message.message_id,
-        session_id=message.session_id,
-        subject=message.subject or message.label,
-        content_type=message.content_type,
-        correlation_id=message.correlation_id,
-        application_properties=properties,
-        reason=message.dead_letter_reason,
-        description=message.dead_letter_error_description,
-        delivery_count=int(message.delivery_count or 0),
-        enqueued_at=enqueued.timestamp() if enqueued is not None else None,
-    )
+    return dead_letter_with(message, message.get_body(), headers)
 
 
 async def backlog_tick(wired: Wiring) -> None:

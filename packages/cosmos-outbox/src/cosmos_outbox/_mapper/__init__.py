@@ -184,6 +184,9 @@ from cosmos_outbox._mapper.event import (
     stamp as stamp,
 )
 from cosmos_outbox._mapper.message import (
+    Headers as Headers,
+)
+from cosmos_outbox._mapper.message import (
     MessageEnvelope as MessageEnvelope,
 )
 from cosmos_outbox._mapper.message import (
@@ -191,6 +194,9 @@ from cosmos_outbox._mapper.message import (
 )
 from cosmos_outbox._mapper.message import (
     claim_check as claim_check,
+)
+from cosmos_outbox._mapper.message import (
+    headers_of as headers_of,
 )
 from cosmos_outbox._mapper.message import (
     message_envelope as message_envelope,

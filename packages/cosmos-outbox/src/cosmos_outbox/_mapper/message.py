@@ -1,7 +1,9 @@
 """The message: an outbox record -> the message the relay sends (`to_message`, the claim
 check's `claim_check` and `payload_name`), a message's envelope read back on a subscriber's side
-(`message_envelope`), and what a message received elsewhere says it is (`sent_fields`: the
-operators' reading of a dead letter)."""
+(`message_envelope`), what a message received elsewhere says it is (`sent_fields`: the
+operators' reading of a dead letter), and a message's headers, copied as one from whatever
+carries them (`headers_of`: a received message, a dead letter, its failure record, an
+`Outgoing`)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, cast
 from urllib.parse import quote
 
 from cosmos_outbox._mapper.document import FORMAT_1_ENVELOPE, parse_time
@@ -125,6 +127,24 @@ def message_envelope(
         {k: v for k, v in data.items() if k not in FORMAT_1_ENVELOPE and k != own},
         "data",
     )
+
+
+class Headers(TypedDict):
+    """A message's headers: what a dead letter keeps of what it was sent with (and its failure
+    record of it), and what its resubmission (an `Outgoing`) is sent with again."""
+
+    message_id: str | None
+    session_id: str | None
+    subject: str | None
+    content_type: str | None
+    correlation_id: str | None
+
+
+def headers_of(message: object) -> Headers:
+    """The headers of `message` (the SDK's received message, a `DeadLetter`, a
+    `FailureRecord`, an `Outgoing`: whatever holds them as attributes), as keywords: each of
+    `Headers`' keys, its attribute of that name."""
+    return cast("Headers", {name: getattr(message, name) for name in Headers.__required_keys__})
 
 
 @dataclass(frozen=True)

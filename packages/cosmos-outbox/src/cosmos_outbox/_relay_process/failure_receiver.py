@@ -20,7 +20,7 @@ from typing import Any
 from azure.servicebus import ServiceBusReceiveMode, ServiceBusSubQueue
 from azure.servicebus.aio import ServiceBusClient
 
-from cosmos_outbox._relay_process.schedule_receiver import receive_again_later
+from cosmos_outbox._relay_process.schedule_receiver import Receiving
 from cosmos_outbox.operations._failures import Failures, received
 from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox.servicebus._dead_letters import dead_letter_of
@@ -43,7 +43,7 @@ def dead_letter_path(topic: str, entity: DeadLetterEntity) -> str:
     return f"{entity.name}/$DeadLetterQueue"
 
 
-class FailureReceiver:
+class FailureReceiver(Receiving):
     """Drains `entity`'s dead-letter queue into `failures` (see the module)."""
 
     def __init__(
@@ -53,27 +53,19 @@ class FailureReceiver:
         entity: DeadLetterEntity,
         failures: Failures,
     ) -> None:
-        self._connect = connect
+        path = dead_letter_path(topic, entity)
+        super().__init__(
+            connect, task=f"failures-{entity.name}", what=f"the dead letters of {path}"
+        )
         self._topic = topic
         self.entity = entity
         self._failures = failures
-        self._task: asyncio.Task[None] | None = None
         #: dead letters kept and completed since the start
         self.ingested = 0
 
     @property
     def path(self) -> str:
         return dead_letter_path(self._topic, self.entity)
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"failures-{self.entity.name}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
 
     def _receiver(self, client: Any) -> Any:
         options = {
@@ -84,21 +76,15 @@ class FailureReceiver:
             return client.get_subscription_receiver(self._topic, self.entity.name, **options)
         return client.get_queue_receiver(self.entity.name, **options)
 
-    async def _run(self) -> None:
-        while True:
-            try:
-                async with self._connect() as client, self._receiver(client) as receiver:
-                    logger.info("relay: keeping the failures of %s", self.path)
-                    while True:
-                        batch = await receiver.receive_messages(
-                            max_message_count=RECEIVE_BATCH, max_wait_time=RECEIVE_WAIT_SECONDS
-                        )
-                        if batch:
-                            await self._handle(receiver, batch)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                await receive_again_later(f"the dead letters of {self.path}", exc)
+    async def _receive(self, client: ServiceBusClient) -> None:
+        async with self._receiver(client) as receiver:
+            logger.info("relay: keeping the failures of %s", self.path)
+            while True:
+                batch = await receiver.receive_messages(
+                    max_message_count=RECEIVE_BATCH, max_wait_time=RECEIVE_WAIT_SECONDS
+                )
+                if batch:
+                    await self._handle(receiver, batch)
 
     async def _handle(self, receiver: Any, messages: list[Any]) -> None:
         """`messages` kept at once, then completed; none completed unless all were kept."""

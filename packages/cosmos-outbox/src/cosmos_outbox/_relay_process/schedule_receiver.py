@@ -10,6 +10,7 @@ released)."""
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import contextlib
 import logging
@@ -40,19 +41,20 @@ async def receive_again_later(what: str, exc: Exception) -> None:
     await asyncio.sleep(RETRY_SECONDS)
 
 
-class ReleaseReceiver:
-    """Receives the schedule queue `queue` and releases what it gets (see the module)."""
+class Receiving(abc.ABC):
+    """A receiver of the relay's own, as a task named `task` (`start`; `stop` cancels it and
+    waits for it): connected with `connect`, it receives (`_receive`, until cancelled); a
+    connection lost or refused is said (`what` cannot be received) and tried again after
+    RETRY_SECONDS (`receive_again_later`)."""
 
-    def __init__(
-        self, connect: Callable[[], ServiceBusClient], queue: str, releases: Releases
-    ) -> None:
+    def __init__(self, connect: Callable[[], ServiceBusClient], *, task: str, what: str) -> None:
         self._connect = connect
-        self.queue = queue
-        self._releases = releases
+        self._task_name = task
+        self._what = what
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"releases-{self.queue}")
+        self._task = asyncio.create_task(self._run(), name=self._task_name)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -65,15 +67,32 @@ class ReleaseReceiver:
         while True:
             try:
                 async with self._connect() as client:
-                    receiver = client.get_queue_receiver(self.queue, max_wait_time=None)
-                    async with receiver:
-                        logger.info("relay: receiving scheduled events' releases on %s", self.queue)
-                        async for message in receiver:
-                            await self._handle(receiver, message)
+                    await self._receive(client)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                await receive_again_later(f"the schedule queue {self.queue}", exc)
+                await receive_again_later(self._what, exc)
+
+    @abc.abstractmethod
+    async def _receive(self, client: ServiceBusClient) -> None:
+        """Receive from `client` until cancelled (or until its connection fails)."""
+
+
+class ReleaseReceiver(Receiving):
+    """Receives the schedule queue `queue` and releases what it gets (see the module)."""
+
+    def __init__(
+        self, connect: Callable[[], ServiceBusClient], queue: str, releases: Releases
+    ) -> None:
+        super().__init__(connect, task=f"releases-{queue}", what=f"the schedule queue {queue}")
+        self.queue = queue
+        self._releases = releases
+
+    async def _receive(self, client: ServiceBusClient) -> None:
+        async with client.get_queue_receiver(self.queue, max_wait_time=None) as receiver:
+            logger.info("relay: receiving scheduled events' releases on %s", self.queue)
+            async for message in receiver:
+                await self._handle(receiver, message)
 
     async def _handle(self, receiver: Any, message: Any) -> None:
         try:

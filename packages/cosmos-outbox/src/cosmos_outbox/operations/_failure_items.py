@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from cosmos_outbox._causes import cause_of, failure_text, group_id
-from cosmos_outbox._mapper import SentFields, sent_fields
+from cosmos_outbox._mapper import SentFields, headers_of, sent_fields
 from cosmos_outbox._mapper.failure import (
     FailureAttempt,
     FailureGroupRecord,
@@ -32,6 +32,7 @@ __all__ = [
     "Pending",
     "Write",
     "failure_key",
+    "group_of",
     "letter_pending",
     "quarantine_pending",
 ]
@@ -72,8 +73,12 @@ class Pending:
     group: str
     record_id: str
     attempt: FailureAttempt
-    summary: FailureGroupRecord
     again: FailureNote | None = None
+
+    @property
+    def summary(self) -> FailureGroupRecord:
+        """Its group's summary, nothing counted yet (`group_of` its first failure's record)."""
+        return group_of(self.first_failure())
 
     def first_failure(self) -> FailureRecord:
         """The record of a failure seen for the first time: open, its one attempt."""
@@ -84,11 +89,7 @@ class Pending:
             entity=self.entity,
             entity_kind=self.entity_kind,
             event_id=described.event_id,
-            message_id=letter.message_id,
-            session_id=letter.session_id,
-            subject=letter.subject,
-            content_type=letter.content_type,
-            correlation_id=letter.correlation_id,
+            **headers_of(letter),
             body=letter.body,
             properties=dict(letter.application_properties),
             aggregate_type=described.aggregate_type,
@@ -104,6 +105,18 @@ class Pending:
             attempt_count=1,
             attempts=(self.attempt,),
         )
+
+
+def group_of(record: FailureRecord) -> FailureGroupRecord:
+    """The summary of `record`'s group, nothing counted: what names the group."""
+    return FailureGroupRecord(
+        group=record.group,
+        entity=record.entity,
+        entity_kind=record.entity_kind,
+        cause=record.cause,
+        aggregate_type=record.aggregate_type,
+        action=record.action,
+    )
 
 
 @dataclass(frozen=True)
@@ -228,12 +241,4 @@ def _pending(
         group=group,
         record_id=record_id,
         attempt=attempt,
-        summary=FailureGroupRecord(
-            group=group,
-            entity=entity,
-            entity_kind=kind,
-            cause=cause,
-            aggregate_type=described.aggregate_type,
-            action=described.action,
-        ),
     )

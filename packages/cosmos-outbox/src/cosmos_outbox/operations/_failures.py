@@ -28,7 +28,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from cosmos_outbox._mapper import RESUBMISSION_PROPERTY
+from cosmos_outbox._mapper import RESUBMISSION_PROPERTY, headers_of
 from cosmos_outbox._mapper.failure import (
     FAILED_MESSAGE_TYPE,
     GROUP_SUMMARY_ID,
@@ -59,6 +59,7 @@ from cosmos_outbox.operations._failure_items import (
     Pending,
     Write,
     failure_key,
+    group_of,
     letter_pending,
     quarantine_pending,
 )
@@ -337,7 +338,7 @@ class Failures(FailureReads):
                 if len(chunk) == 1:
                     await self._drop(chunk[0])
                     continue
-                stored = await self._summary(_group_of(chunk[0]))
+                stored = await self._summary(group_of(chunk[0]))
                 operations = [BatchOperation("delete", id=r.id, if_match=r.etag) for r in chunk]
                 if stored is not None:
                     summary = stored
@@ -352,7 +353,7 @@ class Failures(FailureReads):
 
     async def _drop(self, record: FailureRecord) -> None:
         """`record` removed from its group (moved to another), its summary with it."""
-        stored = await self._summary(_group_of(record))
+        stored = await self._summary(group_of(record))
         operations = [BatchOperation("delete", id=record.id, if_match=record.etag)]
         if stored is not None:
             operations.append(_summary_write(stored.counted(record.state, -1), stored))
@@ -535,8 +536,8 @@ class Failures(FailureReads):
                 else operations,
             )
         except NotFoundError:  # no summary (or a record gone): the summary read and written
-            stored = await self._summary(_group_of(chunk[0]))
-            summary = stored if stored is not None else _group_of(chunk[0])
+            stored = await self._summary(group_of(chunk[0]))
+            summary = stored if stored is not None else group_of(chunk[0])
             for record in chunk:
                 summary = summary.counted(record.state, -1).counted(state, +1)
             operations.append(_summary_write(summary, stored))
@@ -568,11 +569,7 @@ def letter_of(record: FailureRecord) -> DeadLetter:
     return DeadLetter(
         sequence_number=_number(record),
         body=record.body,
-        message_id=record.message_id,
-        session_id=record.session_id,
-        subject=record.subject,
-        content_type=record.content_type,
-        correlation_id=record.correlation_id,
+        **headers_of(record),
         application_properties=properties,
         reason=record.reason,
         description=record.description,
@@ -598,17 +595,6 @@ def _holds(record: FailureRecord, item: Pending) -> bool:
     one (`Pending.again`: a quarantine), the record open."""
     delivered = record.delivered(item.letter.sequence_number)
     return delivered and (item.again is None or record.state == "open")
-
-
-def _group_of(record: FailureRecord) -> FailureGroupRecord:
-    return FailureGroupRecord(
-        group=record.group,
-        entity=record.entity,
-        entity_kind=record.entity_kind,
-        cause=record.cause,
-        aggregate_type=record.aggregate_type,
-        action=record.action,
-    )
 
 
 def _summary_counts(stored: FailureGroupRecord, counted: FailureGroupRecord) -> BatchOperation:

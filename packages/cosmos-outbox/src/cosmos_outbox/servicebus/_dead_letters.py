@@ -41,6 +41,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
+from cosmos_outbox._mapper.message import Headers, headers_of
 from cosmos_outbox._sync_over_async import _Awaitable, run_sync
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
@@ -51,9 +52,14 @@ from cosmos_outbox.ports import (
     Outgoing,
 )
 
-__all__ = ["AsyncServiceBusDeadLetters", "ServiceBusDeadLetters", "dead_letter_of"]
+__all__ = [
+    "AsyncServiceBusDeadLetters",
+    "ServiceBusDeadLetters",
+    "dead_letter_of",
+    "dead_letter_with",
+]
 from cosmos_outbox.servicebus._clients import AsyncClientAdapter, ConnectedAdapter
-from cosmos_outbox.servicebus._messages import headers_of, message_of
+from cosmos_outbox.servicebus._messages import message_of
 
 logger = logging.getLogger("cosmos_outbox.servicebus")
 #: The two application properties the broker adds when it dead-letters a message.
@@ -69,6 +75,14 @@ def _text(value: Any) -> Any:
 
 def dead_letter_of(message: ServiceBusReceivedMessage) -> DeadLetter:
     """A received (or peeked) message of a dead-letter queue, as the port's `DeadLetter`."""
+    return dead_letter_with(message, b"".join(message.body), headers_of(message))
+
+
+def dead_letter_with(message: Any, body: bytes, headers: Headers) -> DeadLetter:
+    """A dead-lettered message as the port's `DeadLetter`, given its body and its headers: the
+    SDK's received message (`dead_letter_of`) or the Functions trigger's, whose other fields
+    (the sequence number, the broker's reason and description, the delivery count, the
+    enqueued time, the application properties but the broker's two) are read alike."""
     properties = {
         str(_text(k)): _text(v)
         for k, v in (message.application_properties or {}).items()
@@ -77,8 +91,8 @@ def dead_letter_of(message: ServiceBusReceivedMessage) -> DeadLetter:
     enqueued = message.enqueued_time_utc
     return DeadLetter(
         sequence_number=int(message.sequence_number or 0),
-        body=b"".join(message.body),
-        **headers_of(message),
+        body=body,
+        **headers,
         application_properties=properties,
         reason=message.dead_letter_reason,
         description=message.dead_letter_error_description,

@@ -4,32 +4,16 @@ same for the sync and the `aio` publisher."""
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, cast
+from typing import Any, cast
 
-from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch, ServiceBusReceivedMessage
+from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from cosmos_outbox._mapper.cloudevents import application_properties, outgoing
+from cosmos_outbox._mapper.message import headers_of
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.ports import MessageBatch, Outgoing
-
-
-class Headers(TypedDict):
-    """A message's headers: what a dead letter keeps of what it was sent with, and what its
-    resubmission (an `Outgoing`) is sent with again."""
-
-    message_id: str | None
-    session_id: str | None
-    subject: str | None
-    content_type: str | None
-    correlation_id: str | None
-
-
-def headers_of(message: ServiceBusReceivedMessage | Outgoing) -> Headers:
-    """The headers of `message` (the SDK's received message, or an `Outgoing`), as keywords:
-    each of `Headers`' keys, its attribute of that name."""
-    return cast("Headers", {name: getattr(message, name) for name in Headers.__required_keys__})
 
 
 def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceBusMessage:

@@ -121,6 +121,22 @@ class Items(abc.ABC):
         return None
 
 
+def _canary_item(
+    key: str, message_id: str | None, event: Described | FailureRecord | QuarantinedEvent
+) -> CanaryItem:
+    """An item of a canary, as sent: its key, the MessageId it is sent with, and the event it
+    carries (its id, aggregate and version, as a dead letter's description, a failure record or
+    a quarantine record names them)."""
+    return CanaryItem(
+        key=key,
+        message_id=message_id,
+        event_id=event.event_id,
+        aggregate_type=event.aggregate_type,
+        aggregate_id=event.aggregate_id,
+        version=event.version,
+    )
+
+
 class _Watching:
     """Where a canary's failures come back: dead-letter queues, peeked after a watermark."""
 
@@ -205,14 +221,8 @@ class LetterItems(_Watching, Items):
     def _canary(self, described: Described) -> CanaryItem | None:
         if self._action != "resubmit":
             return None
-        return CanaryItem(
-            key=str(described.letter.sequence_number),
-            message_id=resubmission(described, self._entity).message_id,
-            event_id=described.event_id,
-            aggregate_type=described.aggregate_type,
-            aggregate_id=described.aggregate_id,
-            version=described.version,
-        )
+        message_id = resubmission(described, self._entity).message_id
+        return _canary_item(str(described.letter.sequence_number), message_id, described)
 
     async def act(self, keys: Sequence[str]) -> list[ItemOutcome]:
         numbers = sorted(int(k) for k in keys)
@@ -345,14 +355,8 @@ class RecordItems(Items):
         if self._action != "resubmit":
             return None
         described = describe(letter_of(record))
-        return CanaryItem(
-            key=record_key(record),
-            message_id=resubmission(described, self._entity).message_id,
-            event_id=record.event_id,
-            aggregate_type=record.aggregate_type,
-            aggregate_id=record.aggregate_id,
-            version=record.version,
-        )
+        message_id = resubmission(described, self._entity).message_id
+        return _canary_item(record_key(record), message_id, record)
 
     async def act(self, keys: Sequence[str]) -> list[ItemOutcome]:
         outcomes: list[ItemOutcome] = []
@@ -497,14 +501,7 @@ class QuarantineItems(_Watching, Items):
     def _canary(self, record: QuarantinedEvent) -> CanaryItem | None:
         if self._action != "retry" or not isinstance(record.event, OutboxRecord):
             return None
-        return CanaryItem(
-            key=record.event_id,
-            message_id=to_message(record.event).message_id,
-            event_id=record.event_id,
-            aggregate_type=record.aggregate_type,
-            aggregate_id=record.aggregate_id,
-            version=record.version,
-        )
+        return _canary_item(record.event_id, to_message(record.event).message_id, record)
 
     async def act(self, keys: Sequence[str]) -> list[ItemOutcome]:
         return [await self._one(key) for key in keys]
