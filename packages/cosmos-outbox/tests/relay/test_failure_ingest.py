@@ -243,10 +243,10 @@ def test_an_ingest_stopped_between_write_and_complete_loses_nothing_and_counts_n
 def test_a_batch_whose_complete_fails_after_its_write_comes_back_and_counts_nothing_twice(
     funcstack_services: LocalStack, fresh: str
 ) -> None:
-    """150 dead letters: received 100 at a time, kept in transactional batches of 99 records +
-    the group's summary; the first batch's write answers only after the locks of its dead
-    letters ran out, so their completes fail (for real: the broker refuses them) and the queue
-    gives them again. Each is still one record, one attempt, the group's count exact."""
+    """150 dead letters: received up to 100 at a time, kept in transactional batches of up to
+    99 records + the group's summary; the first batch's write answers only after the locks of
+    its dead letters ran out, so their completes fail (for real: the broker refuses them) and
+    the queue gives them again. Each is still one record, one attempt, the group's count exact."""
     ids = dead_letter(funcstack_services, 150)
 
     async def run() -> None:
@@ -277,7 +277,9 @@ def test_a_batch_whose_complete_fails_after_its_write_comes_back_and_counts_noth
 
                 await until(all_kept, "every dead letter kept and completed")
                 assert slowed.stopped == 1
-                assert max(slowed.batches) == 100  # 99 records + the summary in one batch
+                # never past Cosmos DB's 100 operations (99 records + the summary: how many
+                # the broker gives in one receive is its timing, the split a unit test's)
+                assert max(slowed.batches) <= 100
                 records = [failure_record(d) for d in await real.of_type(FAILED_MESSAGE_TYPE)]
                 assert sorted(r.event_id or "" for r in records) == sorted(ids)
                 assert {r.attempt_count for r in records} == {1}  # not doubled

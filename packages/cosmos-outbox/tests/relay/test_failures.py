@@ -389,3 +389,23 @@ def test_dead_letters_are_moved_a_chunk_at_a_time_and_the_rest_left_once_the_tim
     ]
     # a budget already spent: the first chunk still acted on, the rest reported at once
     assert list(_budgeted(numbers, 10, -1.0)) == [(numbers[:10], False), (numbers[10:], True)]
+
+
+def test_a_received_batch_of_one_group_is_written_99_records_and_its_summary_at_a_time() -> None:
+    """150 dead letters of one group kept at once: transactional batches of 99 records and the
+    group's summary (Cosmos DB's limit is 100 operations), then the 51 left and the summary;
+    each kept once, the group's count exact."""
+    sizes: list[int] = []
+
+    class Counted(InMemoryStore):
+        def execute_batch(self, partition_key: str, operations: Any) -> list[str | None]:
+            sizes.append(len(operations))
+            return super().execute_batch(partition_key, operations)
+
+    store = Counted()
+    failures = kept(store)
+    run(failures.ingest_many(ENTITY, [letter(n, event_id=f"e-{n}") for n in range(1, 151)]))
+    assert sizes == [100, 52]
+    assert len(records(store)) == 150
+    [group] = run(failures.groups())
+    assert group.open == 150
