@@ -271,13 +271,10 @@ class LocalStack(LocalServices):
     settings_changes: dict[str, str] = field(default_factory=dict)
     #: The apps hosted on several instances, by name (their hosts are in ``hosts`` too).
     scaled: dict[str, AppInstances] = field(default_factory=dict)
-    #: ``container_client``'s SDK clients, one per endpoint address and thread: a client opens a
-    #: TLS connection pool and reads the account when made, which tests calling it in a loop paid
-    #: each time; azure-cosmos's sync client is not safe for requests from several threads at
-    #: once (a request's retry step writes into the headers of the last response, which another
-    #: thread's query may be copying: ``RuntimeError: OrderedDict mutated during iteration``).
-    #: Closed by ``stop()``.
-    _cosmos_clients: dict[tuple[str, bool, int], CosmosClient] = field(
+    #: ``container_client``'s SDK clients, one per endpoint address: a client opens a TLS
+    #: connection pool and reads the account when made, which tests calling it in a loop paid
+    #: each time. Closed by ``stop()``.
+    _cosmos_clients: dict[tuple[str, bool], CosmosClient] = field(
         default_factory=dict, init=False, repr=False
     )
     _cosmos_clients_lock: threading.Lock = field(
@@ -674,16 +671,15 @@ class LocalStack(LocalServices):
 
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on this stack's Cosmos DB endpoint, through the SDK. Its client is made
-        once per endpoint address (again after a restart on another port) and calling thread
-        (the SDK's sync client is not safe for concurrent requests from several threads), and
-        closed by ``stop()``."""
+        once per endpoint address (again after a restart on another port), shared by the
+        threads that call this, and closed by ``stop()``."""
         assert self.cosmos is not None, "the stack is not started"
-        key = (self.cosmos.connection_string, self.cosmos.verify_tls, threading.get_ident())
+        key = (self.cosmos.connection_string, self.cosmos.verify_tls)
         with self._cosmos_clients_lock:
             client = self._cosmos_clients.get(key)
             if client is None:  # verifying the endpoint's certificate
                 client = self._cosmos_clients[key] = CosmosClient.from_connection_string(
-                    self.cosmos.connection_string, **self.cosmos.client_options()
+                    key[0], **self.cosmos.client_options()
                 )
         return client.get_database_client(database).get_container_client(container)
 
