@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from azure_stack import DATABASE, received
 from deadlines import LONG, LOOPBACK, SHORT, wait_for
 
+from cosmos_changefeed import read_again_on_headers_race
 from cosmos_outbox import Outbox
 
 if TYPE_CHECKING:
@@ -56,13 +57,18 @@ def app_settings(stack: LocalStack, container: str, leases: str) -> dict[str, st
 
 
 def lease_documents(stack: LocalStack, leases: str) -> list[dict[str, Any]]:
-    return [
-        d
-        for d in stack.container_client(DATABASE, leases).query_items(
-            "SELECT * FROM c", enable_cross_partition_query=True
-        )
-        if "LeaseToken" in d
-    ]
+    """The lease documents, read again when azure-cosmos's sync client meets its headers race
+    (its background endpoint refresh writes into the headers a query copies: the product's
+    own reads do the same)."""
+    container = stack.container_client(DATABASE, leases)
+    return read_again_on_headers_race(
+        lambda: [
+            d
+            for d in container.query_items("SELECT * FROM c", enable_cross_partition_query=True)
+            if "LeaseToken" in d
+        ],
+        what="the lease documents",
+    )
 
 
 def owner_name(owner: str | None) -> str | None:
