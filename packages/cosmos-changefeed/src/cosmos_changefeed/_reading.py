@@ -80,21 +80,6 @@ def resolve_start(
     return started.astimezone(dt.UTC) - dt.timedelta(seconds=1)
 
 
-#: The sync processor reads a lease's next page ahead (on its reading pool) while the handler
-#: runs once the handler's last batch took at least this long: a handler that waits on I/O
-#: hides the read; one that returns at once would only pay the hand-over of the page between
-#: threads under one GIL (about a tenth of a page's CPU at pages of 1,000), so its next page is
-#: read after it, on the lease's thread. (The aio processor reads ahead in a task on its own
-#: thread, which costs it next to nothing: always.)
-READ_AHEAD_AFTER_SECONDS = 0.001
-
-
-def worth_reading_ahead(handler_seconds: float | None) -> bool:
-    """Whether the sync processor reads the next page while the handler runs, given how long
-    the handler's last batch took (None: no batch yet -- read ahead)."""
-    return handler_seconds is None or handler_seconds >= READ_AHEAD_AFTER_SECONDS
-
-
 def first_read(lease: Lease, start: ProcessorStart) -> tuple[str | None, Start]:
     """Where a lease's processing reads first: its checkpoint; without one, ``start`` -- or,
     for a start from a ``Continuation``, the position it holds for the lease's range."""

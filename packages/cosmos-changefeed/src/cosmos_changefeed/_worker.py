@@ -1,9 +1,7 @@
 """One lease's processing in the sync processor: the lease's own thread reads its range, hands
 each batch to the handler and checkpoints it; one more thread renews it. What it does is the aio
 worker's (``aio/_worker_async.py`` says it), with threads: the next page is read on the
-processor's reading pool while the handler runs (once the handler's last batch took a
-millisecond or more, ``_reading.worth_reading_ahead``: the next page of a handler that returns
-at once is read after it, on the lease's thread), a checkpoint is written on its checkpoint
+processor's reading pool while the handler runs, a checkpoint is written on its checkpoint
 pool while the next batch is handed over.
 
 A stop cannot interrupt a handler that is running: the lease's thread ends after it (and
@@ -29,13 +27,7 @@ from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
 from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import (
-    Page,
-    ProcessorStart,
-    Start,
-    first_read,
-    worth_reading_ahead,
-)
+from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
 from cosmos_changefeed._retries import Apart, Attempts, apart
 
 if TYPE_CHECKING:
@@ -73,8 +65,6 @@ class LeaseWorker:
         self._checkpointing: Future[None] | None = None
         self._due: str | None = None
         self._ahead: Future[Page] | None = None
-        #: how long the handler's last batch took (None: none yet): whether to read ahead
-        self._handler_seconds: float | None = None
         #: A position handled whose checkpoint the next renewal writes (``_keeping``).
         self._deferred: str | None = None
         self.attempts = Attempts()
@@ -265,7 +255,7 @@ class LeaseWorker:
             self._settle()
             if not self._fresh():
                 continue  # the page is read again
-            if page.etag is not None and worth_reading_ahead(self._handler_seconds):
+            if page.etag is not None:
                 self._ahead = processor._read_ahead(self._read, page.etag, start)
             if not self._handle(page, position):
                 self._drop_ahead()
@@ -331,9 +321,7 @@ class LeaseWorker:
         items, behind = self._sorted_out(_order.without(page.items, probed))
         try:
             if items:
-                began = time.perf_counter()
                 awaited_nothing(processor._handler(context, items))
-                self._handler_seconds = time.perf_counter() - began
         except Exception as exc:
             if exc is self._lost:  # the handler's checkpoint() found the lease lost
                 raise
