@@ -17,6 +17,7 @@ Every wait is for what the page (or the subscription) shows, under a named deadl
 from __future__ import annotations
 
 import contextlib
+import re
 import subprocess
 import sys
 import time
@@ -223,7 +224,11 @@ def test_a_canary_that_fails_again_stops_the_operation_and_leaves_the_rest_untou
 
     card = walk.wait("the operation paused after its canary", paused, deadlines.SHORT)
     assert card.get_attribute("data-done") == "5", card.text
-    assert "the canary failed again: 5 of 5 came back as dead letters" in card.text, card.text
+    # paused at the first it saw back: as many as were back then (the test refuses the 5 a
+    # session at a time, and a loaded machine may show the operation the first alone)
+    assert re.search(r"the canary failed again: [1-5] of 5 came back as dead letters", card.text), (
+        card.text
+    )
     assert "the other 25 are untouched: continue (act on them anyway) or cancel" in card.text
     walk.shot("operation-canary-failed", "#groups")
     # the rest untouched: 25 of the 30 are where they were, and the canary's 5 back
