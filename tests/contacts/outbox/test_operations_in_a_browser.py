@@ -176,7 +176,13 @@ def retry(walk: Walk, group: str, *, canary: int, waiting: float) -> str:
         shown = card.get_attribute("data-operation-id") if card is not None else None
         return shown if shown != earlier else None
 
-    return walk.wait("the operation started", started, deadlines.SHORT)
+    try:
+        return walk.wait("the operation started", started, deadlines.SHORT)
+    except AssertionError as exc:  # what the page showed instead: the next failure says why
+        shown = walk.find("#groups-result")
+        raise AssertionError(
+            f"{exc}; #groups-result shows: {shown.text if shown is not None else '(nothing)'}"
+        ) from None
 
 
 def operation_row(walk: Walk, operation: str) -> dict[str, str] | None:
