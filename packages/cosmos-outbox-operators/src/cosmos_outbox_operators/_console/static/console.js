@@ -8,7 +8,9 @@
 // - leaves the empty fields of a search out of its URL,
 // - asks before an action, in a dialog that says what subscribers will see (htmx:confirm);
 //   a bulk action (a re-drive, a resubmit-all, a discard-all) shows its preview there first,
-//   the preview route's answer: bad input is refused before anything is confirmed,
+//   the preview route's answer: bad input is refused before anything is confirmed; the list
+//   the action came from is not replaced while it is confirmed (its refresh is held, then
+//   asked for again), as htmx would drop the action of an element no longer on the page,
 // - acts on the selected quarantine records one by one, and on the selected dead letters in
 //   one call, through the same routes,
 // - sets the Failures panel's filter to a failure group when its row's "Its failures" is
@@ -114,6 +116,36 @@
   });
 
   // -- confirmation -------------------------------------------------------------------------
+  // The element whose action is being confirmed (its preview asked for, then its dialog open):
+  // a list holding it is not swapped meanwhile. htmx drops, without a word, a request whose
+  // element has left the page, so a refresh landing while the operator reads the dialog (an
+  // earlier Refresh still in flight, another panel's action) would lose the confirmed action.
+  // The refresh held is asked for again once the dialog closes.
+  var confirming = null;
+  var held = [];
+
+  function confirmed(elt) {
+    confirming = elt;
+    if (elt === null) {
+      held.splice(0).forEach(function (h) {
+        htmx.ajax("GET", h.path, { source: h.panel, target: h.panel });
+      });
+    }
+  }
+
+  function holdsConfirming(detail) {
+    var target = detail.target;
+    if (!confirming || !target || !target.contains || !target.contains(confirming)) {
+      return false;
+    }
+    var path = requestPath(detail);
+    if (detail.requestConfig && detail.requestConfig.verb === "get" && path &&
+        !held.some(function (h) { return h.panel === target && h.path === path; })) {
+      held.push({ panel: target, path: path });
+    }
+    return true;
+  }
+
   // the dialog asks `question` (its `more` lines, then `shown`: nodes of a preview, the preview
   // route's answer as HTML); `act` once the operator confirms
   function ask(question, more, shown, act) {
@@ -127,6 +159,7 @@
         if (dialog.returnValue === "ok") {
           act();
         }
+        confirmed(null);
       },
       { once: true }
     );
@@ -184,21 +217,33 @@
     var elt = evt.detail.elt;
     var reason = elt.querySelector && elt.querySelector('[name="reason"]');
     var more = reason ? ["Reason: " + reason.value] : [];
-    var confirmed = function () {
-      evt.detail.issueRequest(true);
+    var target = evt.detail.target;
+    var act = function () {
+      if (document.body.contains(elt)) {
+        evt.detail.issueRequest(true);
+      } else {  // never a silent nothing: said where its answer would have gone
+        var p = paragraph("Nothing was done: the list this action came from was replaced while " +
+          "you confirmed it. Find it in the list again and ask again.");
+        p.className = "problem";
+        replace(target, [p]);
+      }
     };
     var url = elt.getAttribute && elt.getAttribute("data-preview");
     if (!url) {
-      ask(question, more, null, confirmed);
+      confirmed(elt);
+      ask(question, more, null, act);
       return;
     }
     // validation before the confirmation: the form's own constraints, then the route's
     if (elt.tagName === "FORM" && !elt.reportValidity()) {
       return;
     }
-    preview(url, elt, evt.detail.target).then(function (shown) {
+    confirmed(elt);
+    preview(url, elt, target).then(function (shown) {
       if (shown) {
-        ask(question, more, shown, confirmed);
+        ask(question, more, shown, act);
+      } else {
+        confirmed(null);
       }
     });
   });
@@ -479,6 +524,10 @@
   }
 
   document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (holdsConfirming(evt.detail)) {
+      evt.detail.shouldSwap = false;
+      return;
+    }
     if (evt.detail.isError && operationCard(evt.detail)) {
       evt.detail.shouldSwap = false;
       return;
