@@ -1046,6 +1046,27 @@ def test_failure_groups_are_previewed_and_acted_on_a_group_at_a_time(
     letters = walk.wait(
         "the dead letters' group", lambda: group_row(walk, "the walk's subscriber refused it", 25)
     )
+    # its row gone from the page while the dialog is open (not by a refresh: those are held):
+    # the confirmed retry cannot be sent, and the page says nothing was done
+    letters.find_element(By.XPATH, ".//button[normalize-space()='Retry…']").click()
+    walk.wait(
+        "the group retry's preview",
+        lambda: walk.find('dialog#confirm[open] #confirm-preview [data-outcome="group-retry"]'),
+    )
+    walk.driver.execute_script("arguments[0].remove()", letters)
+    walk.confirm()
+    walk.wait(
+        "nothing done, said",
+        lambda: (
+            (p := walk.find("#groups-result .problem")) is not None and "Nothing was done" in p.text
+        ),
+    )
+    walk.shot("failure-groups-nothing-done", "#groups")
+    refresh.click()
+    letters = walk.wait(
+        "the dead letters' group again",
+        lambda: group_row(walk, "the walk's subscriber refused it", 25),
+    )
     canary = letters.find_element(By.CSS_SELECTOR, "form.retry input[name=canary]")
     canary.clear()
     canary.send_keys("0")
