@@ -13,7 +13,14 @@ import pytest
 from cosmos_changefeed import InMemoryLeaseStore, Lease, LeaseLostError
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._feed import CosmosFeedSource
-from cosmos_changefeed._protocol import RETRIES_ON_CONFLICT, Flow, LeaseManager, ReadRanges, Sleep
+from cosmos_changefeed._protocol import (
+    RETRIES_ON_CONFLICT,
+    Flow,
+    LeaseManager,
+    ListDocuments,
+    ReadRanges,
+    Sleep,
+)
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._splits import ChildLease
 
@@ -184,3 +191,43 @@ def test_the_store_is_initialised_once_by_the_instance_holding_its_lock() -> Non
     ids = sorted(doc["id"] for doc in store.list_documents("proc"))
     assert ids == ["proc..0", "proc..1", "proc.info"]  # the lock deleted, no lease twice
     assert step(store, one.initialize()) == 0  # initialised: nothing more
+
+
+def listings(store: InMemoryLeaseStore, flow: Flow) -> tuple[Any, list[str]]:
+    """``step(store, flow)``, and the prefixes it listed, in order."""
+    listed: list[str] = []
+    result: Any = None
+    while True:
+        try:
+            op = flow.send(result)
+        except StopIteration as done:
+            return done.value, listed
+        if isinstance(op, ListDocuments):
+            listed.append(op.prefix)
+        result = RANGES if isinstance(op, ReadRanges) else step(store, _once(op))
+
+
+def test_initialising_an_empty_store_lists_it_once_and_keeps_the_leases_it_created() -> None:
+    """Nothing of 1.0's prefix to adopt: the store is as listed, not listed again; the leases
+    created are the store's (``initialised``), as a listing right after would answer."""
+    store, one = InMemoryLeaseStore(), manager("one")
+    created, listed = listings(store, one.initialize(adopt="old"))
+    assert created == 2 and one.adopted == 0
+    assert listed == ["proc..", "old.."]
+    assert one.initialised is not None
+    stored = [Lease.from_document(doc) for doc in store.list_documents("proc..")]
+    assert [lease.to_document() for lease in one.initialised] == [
+        lease.to_document() for lease in stored
+    ]
+    assert [lease.etag for lease in one.initialised] == [lease.etag for lease in stored]
+
+
+def test_a_store_with_leases_or_initialised_by_another_keeps_no_leases_for_the_first_round() -> (
+    None
+):
+    store, one, two = InMemoryLeaseStore(), manager("one"), manager("two")
+    step(store, one.initialize())
+    assert one.initialised is not None
+    assert step(store, two.initialize()) == 0 and two.initialised is None  # .info there
+    store.delete("proc.info", "proc.info")  # a store with leases and no .info
+    assert step(store, one.initialize()) == 0 and one.initialised is None
