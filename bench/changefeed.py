@@ -245,6 +245,8 @@ class Run:
     first_s: float = 0.0
     lease_requests_first: int = 0
     monitored_requests_first: int = 0
+    #: The seconds ``start()`` took (the store initialised; the lease is acquired after).
+    start_s: float = 0.0
 
 
 def _processor(
@@ -296,6 +298,7 @@ def _processor(
     )
     started = time.perf_counter()
     processor.start()
+    returned = time.perf_counter() - started
     try:
         assert done.wait(300), f"{count} of {docs}"
         return Run(
@@ -304,6 +307,7 @@ def _processor(
             first,
             first_leases,
             first_monitored,
+            returned,
         )
     finally:
         processor.stop()
@@ -385,6 +389,7 @@ def _start(docs: int, loop: LoopRun, run: Run) -> dict[str, float]:
     gap = docs / run.per_s - docs / loop.per_s
     later = run.first_s - loop.first_s
     return {
+        "start_s": run.start_s,
         "first_s": run.first_s,
         "loop_first_s": loop.first_s,
         "lease_requests": run.lease_requests_first,
@@ -475,6 +480,7 @@ async def _processor_aio(
         monitored_before = monitored.count
         started = time.perf_counter()
         await processor.start()
+        returned = time.perf_counter() - started
         try:
             await asyncio.wait_for(done.wait(), 300)
             return Run(
@@ -483,6 +489,7 @@ async def _processor_aio(
                 first,
                 first_leases,
                 first_monitored,
+                returned,
             )
         finally:
             await processor.stop()
@@ -671,7 +678,8 @@ def measure(
 
 def _start_line(rounds: list[dict[str, float]]) -> str:
     return "    start, round by round: " + "; ".join(
-        f"first batch {r['first_s']:.3f} s after start() (loop's first page "
+        f"first batch {r['first_s']:.3f} s after start() (which took {r['start_s']:.3f} s; "
+        f"loop's first page "
         f"{r['loop_first_s']:.3f} s), {r['lease_requests']:.0f} lease + "
         f"{r['monitored_requests']:.0f} monitored requests before it; "
         f"{r['later_s']:+.3f} s of a {r['gap_s']:+.3f} s gap ({r['explained']:.0%})"

@@ -142,9 +142,6 @@ class ProcessorBase(FailingBatches, MovesLog):
         self._health = HandlerHealth()
         self._manager: LeaseManager | None = None
         self._start: ProcessorStart | None = None
-        #: The leases as the start left them, when it created them all: the first balancing
-        #: round's listing (``_first_listing``), taken once.
-        self._start_leases: list[Lease] | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
         #: Guards the warning of expiries under throttling (the sync processor's lease threads).
@@ -182,13 +179,6 @@ class ProcessorBase(FailingBatches, MovesLog):
         its first read: the all-versions-and-deletes mode) or a time."""
         return self._start
 
-    def _first_listing(self) -> list[Lease] | None:
-        """The leases a start that created them all left in the store (None: a balancing
-        round lists them): the first round goes on from them, which a listing right after
-        would answer -- one round trip less before the first lease is taken."""
-        leases, self._start_leases = self._start_leases, None
-        return leases
-
     def _plan(self, leases: Sequence[Lease], manager: LeaseManager) -> Round:
         """This round's plan, from one listing of the leases."""
         opts = self.options
@@ -221,7 +211,6 @@ class ProcessorBase(FailingBatches, MovesLog):
     def _started(self, facts: Started) -> None:
         """Keep what a start found (``_starting``), say it, and warn of what it found wrong."""
         self._manager, self._start, self._rounds = facts.manager, facts.start, 0
-        self._start_leases = facts.leases
         opts = self.options
         if opts.balancing == "dotnet":  # .NET's renewal reads first; its updates drop handOver
             facts.manager.read_before_renew, facts.manager.hands_over = True, False

@@ -218,9 +218,6 @@ class LeaseManager:
         self.expiration = expiration
         #: Leases of 1.0's prefix this instance adopted when it initialised the store.
         self.adopted = 0
-        #: The leases as ``initialize`` left the store when this instance found it empty and
-        #: created them all (None otherwise): what a listing right after would answer.
-        self.initialised: list[Lease] | None = None
 
     @property
     def lease_prefix(self) -> str:
@@ -433,7 +430,6 @@ class LeaseManager:
         that initialises a store holding none of this prefix's copies those first (``adopted``:
         how many), so that they go on from their checkpoints."""
         created = 0
-        self.initialised = None
         info = _names.info_id(self.prefix)
         while (yield Read(info, info)) is None:
             lock = _names.lock_id(self.prefix)
@@ -453,17 +449,13 @@ class LeaseManager:
                     self.adopted = yield from self._adopt(adopt)
                     if self.adopted:  # else the store is as listed: not listed again
                         leases = yield from self.all_leases()
-                made: list[Lease] | None = [] if not leases else None
                 for missing in missing_ranges(ranges, leases):
                     child = ChildLease(missing.range, missing.id)
-                    new = yield from self.create_lease(child, None)
-                    if new is not None:
+                    if (yield from self.create_lease(child, None)) is not None:
                         created += 1
-                    if made is not None:
-                        made = None if new is None else [*made, new]
                 marked = yield Create(self._marker(info), info)
                 if marked is None:
-                    made = None  # another instance marked it meanwhile (its lock had expired)
+                    pass  # another instance marked it meanwhile (its lock had expired)
             except Exception as error:
                 yield from self._unlock(lock, error)
                 raise
@@ -473,7 +465,6 @@ class LeaseManager:
                 self._lock_etag = None
                 raise
             yield from self._unlock(lock)
-            self.initialised = made
             break
         return created
 

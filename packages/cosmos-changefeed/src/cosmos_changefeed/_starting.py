@@ -77,9 +77,6 @@ class Started:
     adopted: int = 0
     #: Whether the account is on this machine (``_names.is_loopback``): a developer's emulator.
     loopback: bool = False
-    #: The leases as the start left them, when it created them all (``LeaseManager.initialised``):
-    #: the first balancing round's listing, not read again. None: that round lists them.
-    leases: list[Lease] | None = None
 
     @property
     def prefix(self) -> str:
@@ -127,14 +124,5 @@ def start_flow(
     created = yield from manager.initialize(adopt=legacy)
     loopback = _names.is_loopback(account_endpoint)
     return Started(
-        manager,
-        created,
-        start,
-        expires,
-        keda,
-        foreign,
-        legacy,
-        manager.adopted,
-        loopback,
-        manager.initialised,
+        manager, created, start, expires, keda, foreign, legacy, manager.adopted, loopback
     )

@@ -263,9 +263,7 @@ class ChangeFeedProcessor(ProcessorBase):
         first, failures = True, 0
         while True:
             try:
-                leases = self._first_listing()
-                if leases is None:
-                    leases = await self._run(manager.all_leases())
+                leases = await self._run(manager.all_leases())
                 plan = self._plan(leases, manager)
                 for lease in plan.mine:  # its own (a restart under the same name) first
                     if lease.lease_token not in self._workers:
