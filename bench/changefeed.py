@@ -31,7 +31,13 @@ endpoint (issues 64 and 71):
   0.95x (an empty handler) and 1.3x (5 ms). Each processor's **lease-container requests a
   second** over its run (its start, its listing, renewals and checkpoints: every request its
   lease container's client sent, counted by azure-core's ``raw_response_hook`` on a client of
-  its own) say what the interval saves on a busy feed.
+  its own) say what the interval saves on a busy feed. Under each of these rows, round by
+  round, the processor's **start**: the seconds from ``start()`` to its first batch handed to
+  the handler (and those ``start()`` itself took: the store initialised), the requests its
+  lease container's client and its monitored container's client sent before that batch, and
+  the seconds the processor was later to its first batch than the loop to its first page
+  beside the seconds it took more than the loop over the whole backlog (the gap): how much of
+  the gap the start explains.
 
   A checkpoint is a request: against an endpoint on the same machine it costs the client (and
   the endpoint) about what the read it follows costs, which is why the default cannot reach
