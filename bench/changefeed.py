@@ -31,7 +31,13 @@ endpoint (issues 64 and 71):
   0.95x (an empty handler) and 1.3x (5 ms). Each processor's **lease-container requests a
   second** over its run (its start, its listing, renewals and checkpoints: every request its
   lease container's client sent, counted by azure-core's ``raw_response_hook`` on a client of
-  its own) say what the interval saves on a busy feed.
+  its own) say what the interval saves on a busy feed. Under each of these rows, round by
+  round, the processor's **start**: the seconds from ``start()`` to its first batch handed to
+  the handler (and those ``start()`` itself took: the store initialised), the requests its
+  lease container's client and its monitored container's client sent before that batch, and
+  the seconds the processor was later to its first batch than the loop to its first page
+  beside the seconds it took more than the loop over the whole backlog (the gap): how much of
+  the gap the start explains.
 
   A checkpoint is a request: against an endpoint on the same machine it costs the client (and
   the endpoint) about what the read it follows costs, which is why the default cannot reach
@@ -180,14 +186,23 @@ def _warm(database: DatabaseProxy) -> None:
     assert list(container.query_items("SELECT * FROM c", enable_cross_partition_query=True))
 
 
-def _bare_loop(container: ContainerProxy, page_size: int, docs: int, wait: float = 0.0) -> float:
+@dataclass(frozen=True)
+class LoopRun:
+    """One loop's run: documents a second from its first request to its last page, and the
+    seconds from its first request to its first page."""
+
+    per_s: float
+    first_s: float
+
+
+def _bare_loop(container: ContainerProxy, page_size: int, docs: int, wait: float = 0.0) -> LoopRun:
     """The floor: the whole (one-partition) feed read page by page, from the beginning (and
     ``wait`` seconds after each page, as a handler that does I/O would); documents per second
     from its first request to its last page."""
     started = time.perf_counter()
     (feed_range,) = list(container.read_feed_ranges())
     read, continuation = 0, None
-    last = started
+    last, first = started, 0.0
     while True:
         kwargs: dict[str, Any] = {"max_item_count": page_size}
         if continuation:
@@ -199,13 +214,15 @@ def _bare_loop(container: ContainerProxy, page_size: int, docs: int, wait: float
         items = list(page) if page is not None else []
         if not items:
             break
+        if not read:
+            first = time.perf_counter() - started
         read += len(items)
         if wait:
             time.sleep(wait)
         last = time.perf_counter()
         continuation = pager.continuation_token  # type: ignore[attr-defined]
     assert read == docs, read
-    return docs / (last - started)
+    return LoopRun(docs / (last - started), first)
 
 
 class Requests:
@@ -225,10 +242,17 @@ class Requests:
 @dataclass(frozen=True)
 class Run:
     """One processor's run: documents a second, and its lease container's requests a second,
-    from its start to its last batch."""
+    from its start to its last batch; and its start: the seconds from ``start()`` to its first
+    batch handed to the handler, and the requests its lease container's client and its
+    monitored container's client sent before it."""
 
     per_s: float
     lease_requests_per_s: float
+    first_s: float = 0.0
+    lease_requests_first: int = 0
+    monitored_requests_first: int = 0
+    #: The seconds ``start()`` took (the store initialised; the lease is acquired after).
+    start_s: float = 0.0
 
 
 def _processor(
@@ -238,9 +262,11 @@ def _processor(
     row: Row,
     docs: int,
     interval: float | None = None,
+    monitored: Requests | None = None,
 ) -> Run:
     """The sync processor reading the same documents (its handler waits ``row.wait`` seconds a
-    batch; ``checkpoint_interval=interval``), its lease container's requests counted."""
+    batch; ``checkpoint_interval=interval``), its lease container's requests counted (and its
+    monitored container's, by ``monitored``: the hook of ``container``'s client)."""
     leases = database.create_container(
         f"l{uuid.uuid4().hex[:8]}", partition_key=PartitionKey(path="/id"), default_ttl=-1
     )
@@ -248,10 +274,15 @@ def _processor(
     counted = CosmosClient(local.endpoint, local.key, raw_response_hook=requests)
     done = threading.Event()
     count, at_last = 0, 0
-    last = 0.0
+    last, first, first_leases, first_monitored = 0.0, 0.0, 0, 0
+    monitored_before = monitored.count if monitored is not None else 0
 
     def handler(_context: LeaseContext, changes: list[dict[str, Any]]) -> None:
-        nonlocal count, last, at_last
+        nonlocal count, last, at_last, first, first_leases, first_monitored
+        if not count:
+            first, first_leases = time.perf_counter() - started, requests.count
+            if monitored is not None:
+                first_monitored = monitored.count - monitored_before
         if row.wait:
             time.sleep(row.wait)
         last, at_last = time.perf_counter(), requests.count
@@ -273,9 +304,17 @@ def _processor(
     )
     started = time.perf_counter()
     processor.start()
+    returned = time.perf_counter() - started
     try:
         assert done.wait(300), f"{count} of {docs}"
-        return Run(docs / (last - started), at_last / (last - started))
+        return Run(
+            docs / (last - started),
+            at_last / (last - started),
+            first,
+            first_leases,
+            first_monitored,
+            returned,
+        )
     finally:
         processor.stop()
 
@@ -285,9 +324,12 @@ def _throughput(
     database: DatabaseProxy,
     backlogs: dict[int, ContainerProxy],
     only: tuple[int, ...] | None = None,
+    monitored: Requests | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each row of ``ROWS``: the loop and the processor (and, for a row with an
-    ``interval_aim``, the processor with ``checkpoint_interval``), alternated, their medians."""
+    ``interval_aim``, the processor with ``checkpoint_interval``), alternated, their medians
+    (``monitored``: the hook of ``database``'s client, counting the monitored container's
+    requests of the sync processor's start)."""
     far = CosmosClient(
         local.endpoint,
         local.key,
@@ -299,7 +341,7 @@ def _throughput(
         db = far if row.round_trip else database
         docs = LARGE if row.page_size == 1000 else DOCS
         container = db.get_container_client(backlogs[docs].id)
-        loops: list[float] = []
+        loops: list[LoopRun] = []
         runs: dict[float | None, list[Run]] = {None: []}
         if row.interval_aim is not None:
             runs[CHECKPOINT_INTERVAL] = []
@@ -312,8 +354,18 @@ def _throughput(
                 continue
             loops.append(_bare_loop(container, row.page_size, docs, row.wait))
             for interval, made in runs.items():
-                made.append(_processor(local, container, db, row, docs, interval))
-        loop = statistics.median(loops)
+                made.append(
+                    _processor(
+                        local,
+                        container,
+                        db,
+                        row,
+                        docs,
+                        interval,
+                        None if row.round_trip else monitored,
+                    )
+                )
+        loop = statistics.median(r.per_s for r in loops)
         for interval, made in runs.items():
             label = row.label
             if interval is not None:
@@ -326,20 +378,43 @@ def _throughput(
                 "docs": docs,
                 "aim": row.aim if interval is None else row.interval_aim,
                 "lease_requests_per_s": statistics.median(r.lease_requests_per_s for r in made),
-                "rounds": {"loop": loops, "processor": [r.per_s for r in made]},
+                "rounds": {
+                    "loop": [r.per_s for r in loops],
+                    "processor": [r.per_s for r in made],
+                },
+                "start": [_start(docs, lr, r) for lr, r in zip(loops, made, strict=True)],
             }
     return rows
 
 
+def _start(docs: int, loop: LoopRun, run: Run) -> dict[str, float]:
+    """One round's start beside its whole: the seconds to the processor's first batch and to
+    the loop's first page, the requests before the first batch, the seconds the processor took
+    more than the loop over the whole backlog (the gap) and the share of it its later first
+    batch explains."""
+    gap = docs / run.per_s - docs / loop.per_s
+    later = run.first_s - loop.first_s
+    return {
+        "start_s": run.start_s,
+        "first_s": run.first_s,
+        "loop_first_s": loop.first_s,
+        "lease_requests": run.lease_requests_first,
+        "monitored_requests": run.monitored_requests_first,
+        "gap_s": gap,
+        "later_s": later,
+        "explained": later / gap if gap > 0 else float("nan"),
+    }
+
+
 async def _bare_loop_aio(
     local: CosmosEndpoint, names: tuple[str, str], row: Row, docs: int
-) -> float:
+) -> LoopRun:
     """``_bare_loop`` with azure-cosmos's aio client (the handler's wait an ``asyncio.sleep``)."""
     async with AsyncCosmosClient(local.endpoint, local.key) as client:
         container = client.get_database_client(names[0]).get_container_client(names[1])
         started = time.perf_counter()
         (feed_range,) = [r async for r in container.read_feed_ranges()]
-        read, continuation, last = 0, None, started
+        read, continuation, last, first = 0, None, started, 0.0
         while True:
             kwargs: dict[str, Any] = {"max_item_count": row.page_size}
             if continuation:
@@ -353,13 +428,15 @@ async def _bare_loop_aio(
                 break
             if not items:
                 break
+            if not read:
+                first = time.perf_counter() - started
             read += len(items)
             if row.wait:
                 await asyncio.sleep(row.wait)
             last = time.perf_counter()
             continuation = pager.continuation_token  # type: ignore[attr-defined]
     assert read == docs, read
-    return docs / (last - started)
+    return LoopRun(docs / (last - started), first)
 
 
 async def _processor_aio(
@@ -370,9 +447,9 @@ async def _processor_aio(
     interval: float | None = None,
 ) -> Run:
     """``_processor`` with the aio processor (its handler awaits the wait)."""
-    requests = Requests()
+    requests, monitored = Requests(), Requests()
     async with (
-        AsyncCosmosClient(local.endpoint, local.key) as client,
+        AsyncCosmosClient(local.endpoint, local.key, raw_response_hook=monitored) as client,
         AsyncCosmosClient(local.endpoint, local.key, raw_response_hook=requests) as counted,
     ):
         database = client.get_database_client(names[0])
@@ -380,9 +457,13 @@ async def _processor_aio(
             f"l{uuid.uuid4().hex[:8]}", partition_key=PartitionKey(path="/id"), default_ttl=-1
         )
         done, count, last, at_last = asyncio.Event(), 0, 0.0, 0
+        first, first_leases, first_monitored = 0.0, 0, 0
 
         async def handler(_context: LeaseContext, changes: list[dict[str, Any]]) -> None:
-            nonlocal count, last, at_last
+            nonlocal count, last, at_last, first, first_leases, first_monitored
+            if not count:
+                first, first_leases = time.perf_counter() - started, requests.count
+                first_monitored = monitored.count - monitored_before
             if row.wait:
                 await asyncio.sleep(row.wait)
             last, at_last = time.perf_counter(), requests.count
@@ -402,11 +483,20 @@ async def _processor_aio(
             checkpoint=row.checkpoint,
             checkpoint_interval=interval,
         )
+        monitored_before = monitored.count
         started = time.perf_counter()
         await processor.start()
+        returned = time.perf_counter() - started
         try:
             await asyncio.wait_for(done.wait(), 300)
-            return Run(docs / (last - started), at_last / (last - started))
+            return Run(
+                docs / (last - started),
+                at_last / (last - started),
+                first,
+                first_leases,
+                first_monitored,
+                returned,
+            )
         finally:
             await processor.stop()
 
@@ -562,13 +652,14 @@ def measure(
     logging.getLogger("cosmos_changefeed").setLevel(logging.WARNING)
     local = start_cosmos()
     try:
-        client = CosmosClient(local.endpoint, local.key)
+        monitored = Requests()
+        client = CosmosClient(local.endpoint, local.key, raw_response_hook=monitored)
         database = client.create_database(f"bench-{uuid.uuid4().hex[:8]}")
         _warm(database)
         backlogs = {docs: _container(database, 1) for docs in (DOCS, LARGE)}
         for docs, container in backlogs.items():
             _load(container, docs)
-        throughput = _throughput(local, database, backlogs, rows)
+        throughput = _throughput(local, database, backlogs, rows, monitored)
         if throughput_only:
             return {"docs": DOCS, "throughput": throughput}
         takeovers = [_takeover_s(local, database) for _ in range(2)]
@@ -591,15 +682,30 @@ def measure(
         local.stop()
 
 
+def _start_line(rounds: list[dict[str, float]]) -> str:
+    return "    start, round by round: " + "; ".join(
+        f"first batch {r['first_s']:.3f} s after start() (which took {r['start_s']:.3f} s; "
+        f"loop's first page "
+        f"{r['loop_first_s']:.3f} s), {r['lease_requests']:.0f} lease + "
+        f"{r['monitored_requests']:.0f} monitored requests before it; "
+        f"{r['later_s']:+.3f} s of a {r['gap_s']:+.3f} s gap ({r['explained']:.0%})"
+        for r in rounds
+    )
+
+
 def _throughput_lines(figures: dict[str, Any]) -> list[str]:
-    return [
-        f"  throughput per lease, {row['docs']:,} documents start to end, {label}: "
-        f"processor {row['processor_per_s']:,.0f}/s, bare query_items_change_feed loop "
-        f"{row['loop_per_s']:,.0f}/s: {row['ratio']:.2f}x "
-        f"({'aim >= ' + format(row['aim'], 'g') + 'x' if row['aim'] else 'no aim'}); "
-        f"lease container {row['lease_requests_per_s']:,.1f} requests/s"
-        for label, row in figures["throughput"].items()
-    ]
+    lines: list[str] = []
+    for label, row in figures["throughput"].items():
+        lines.append(
+            f"  throughput per lease, {row['docs']:,} documents start to end, {label}: "
+            f"processor {row['processor_per_s']:,.0f}/s, bare query_items_change_feed loop "
+            f"{row['loop_per_s']:,.0f}/s: {row['ratio']:.2f}x "
+            f"({'aim >= ' + format(row['aim'], 'g') + 'x' if row['aim'] else 'no aim'}); "
+            f"lease container {row['lease_requests_per_s']:,.1f} requests/s"
+        )
+        if "start" in row:
+            lines.append(_start_line(row["start"]))
+    return lines
 
 
 def report(figures: dict[str, Any]) -> str:

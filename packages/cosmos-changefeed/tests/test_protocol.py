@@ -13,7 +13,14 @@ import pytest
 from cosmos_changefeed import InMemoryLeaseStore, Lease, LeaseLostError
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._feed import CosmosFeedSource
-from cosmos_changefeed._protocol import RETRIES_ON_CONFLICT, Flow, LeaseManager, ReadRanges, Sleep
+from cosmos_changefeed._protocol import (
+    RETRIES_ON_CONFLICT,
+    Flow,
+    LeaseManager,
+    ListDocuments,
+    ReadRanges,
+    Sleep,
+)
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._splits import ChildLease
 
@@ -184,3 +191,39 @@ def test_the_store_is_initialised_once_by_the_instance_holding_its_lock() -> Non
     ids = sorted(doc["id"] for doc in store.list_documents("proc"))
     assert ids == ["proc..0", "proc..1", "proc.info"]  # the lock deleted, no lease twice
     assert step(store, one.initialize()) == 0  # initialised: nothing more
+
+
+def listings(store: InMemoryLeaseStore, flow: Flow) -> tuple[Any, list[str]]:
+    """``step(store, flow)``, and the prefixes it listed, in order."""
+    listed: list[str] = []
+    result: Any = None
+    while True:
+        try:
+            op = flow.send(result)
+        except StopIteration as done:
+            return done.value, listed
+        if isinstance(op, ListDocuments):
+            listed.append(op.prefix)
+        result = RANGES if isinstance(op, ReadRanges) else step(store, _once(op))
+
+
+def test_a_store_with_nothing_of_the_old_prefix_to_adopt_is_not_listed_again() -> None:
+    """Nothing of 1.0's prefix to adopt: the store is as listed, not listed again before the
+    leases are created."""
+    store, one = InMemoryLeaseStore(), manager("one")
+    created, listed = listings(store, one.initialize(adopt="old"))
+    assert created == 2 and one.adopted == 0
+    assert listed == ["proc..", "old.."]
+    ids = sorted(doc["id"] for doc in store.list_documents("proc"))
+    assert ids == ["proc..0", "proc..1", "proc.info"]
+
+
+def test_a_store_with_leases_of_the_old_prefix_adopts_them_and_lists_the_store_again() -> None:
+    store, one = InMemoryLeaseStore(), manager("one")
+    old = LeaseManager("old", "a", partition_key_path="/id", mode="LatestVersion", clock=lambda: T0)
+    assert run(store, old.create_lease(ChildLease(RANGES[0].range, "0"), "12")) is not None
+    created, listed = listings(store, one.initialize(adopt="old"))
+    assert one.adopted == 1 and created == 1  # range 1's lease; range 0's adopted
+    assert listed == ["proc..", "old..", "proc.."]
+    adopted = store.read("proc..0", "proc..0")
+    assert adopted is not None and Lease.from_document(adopted).continuation == "12"

@@ -447,7 +447,8 @@ class LeaseManager:
                 leases = yield from self.all_leases()
                 if adopt is not None and not leases:
                     self.adopted = yield from self._adopt(adopt)
-                    leases = yield from self.all_leases()
+                    if self.adopted:  # else the store is as listed: not listed again
+                        leases = yield from self.all_leases()
                 for missing in missing_ranges(ranges, leases):
                     child = ChildLease(missing.range, missing.id)
                     if (yield from self.create_lease(child, None)) is not None:
