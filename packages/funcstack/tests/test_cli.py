@@ -50,7 +50,14 @@ class Cli:
     readers: list[threading.Thread] = field(default_factory=list)
 
     def start(self) -> Cli:
-        env = {**os.environ, **self.env, "FUNCSTACK_TEST_MARK": self.mark}
+        # Python's tracebacks on a fatal signal: a command that does not end is sent SIGABRT,
+        # and says where each of its Python processes was (``exit_code``).
+        env = {
+            "PYTHONFAULTHANDLER": "1",
+            **os.environ,
+            **self.env,
+            "FUNCSTACK_TEST_MARK": self.mark,
+        }
         self.process = subprocess.Popen(
             [sys.executable, "-m", "funcstack", *self.args],
             cwd=self.cwd,
@@ -129,9 +136,41 @@ class Cli:
         """Its exit status, once it ends (SHORT: a stack stopped, its hosts, instances and
         services; LONG for a command that runs suites)."""
         assert self.process is not None
-        code = self.process.wait(deadline)
+        try:
+            code = self.process.wait(deadline)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(self._hung(deadline)) from None
         self.drained()  # its last lines (e.g. "stopped in") read before the test reads them
         return code
+
+    def _hung(self, deadline: float) -> str:
+        """What a command that did not end within ``deadline`` was doing: each of its processes
+        (state, the kernel function it waits in), then each Python one's traceback -- sent
+        SIGABRT, it prints them (``PYTHONFAULTHANDLER``) -- in all it printed; none is left."""
+        found = []
+        for pid, command in self._marked().items():
+            try:
+                state = (Path("/proc") / str(pid) / "stat").read_text().split(") ")[1][0]
+                waits = (Path("/proc") / str(pid) / "wchan").read_text()
+            except (OSError, IndexError):
+                continue
+            found.append(f"  {pid} [{state}, waiting in {waits or '-'}] {command}")
+        for pid, command in self._marked().items():
+            if "python" in command:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGABRT)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            assert self.process is not None
+            self.process.wait(LOOPBACK)
+        self.kill_leftovers()
+        for reader in self.readers:
+            reader.join(LOOPBACK)
+        processes = "\n".join(found)
+        return (
+            f"funcstack {' '.join(self.args[:1])} had not ended {deadline:g} s later; its "
+            f"processes then:\n{processes}\nit printed (Python's tracebacks at the end):\n"
+            f"{self.text}"
+        )
 
     @property
     def text(self) -> str:
