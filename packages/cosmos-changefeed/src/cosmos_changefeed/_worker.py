@@ -1,8 +1,9 @@
 """One lease's processing in the sync processor: the lease's own thread reads its range, hands
 each batch to the handler and checkpoints it; one more thread renews it. What it does is the aio
 worker's (``aio/_worker_async.py`` says it), with threads: the next page is read on the
-processor's reading pool while the handler runs, a checkpoint is written on its checkpoint
-pool while the next batch is handed over.
+processor's reading pool while the handler runs (by the lease's thread after it, when its last
+batch returned within ``QUICK_HANDLER``), a checkpoint is written on its checkpoint pool while
+the next batch is handed over.
 
 A stop cannot interrupt a handler that is running: the lease's thread ends after it (and
 checkpoints that batch first, as it completed).
@@ -27,7 +28,7 @@ from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
 from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
+from cosmos_changefeed._reading import QUICK_HANDLER, Page, ProcessorStart, Start, first_read
 from cosmos_changefeed._retries import Apart, Attempts, apart
 
 if TYPE_CHECKING:
@@ -74,6 +75,9 @@ class LeaseWorker:
         self._handed = False
         #: The change handled as a probe (``_retries``): not given again in its turn.
         self._probed: tuple[str | None, int | None] | None = None
+        #: Whether the handler's last batch returned within ``QUICK_HANDLER`` (the next page is
+        #: read after the handler then, not ahead of it).
+        self._quick = False
 
     def run(self) -> None:
         renewer = threading.Thread(
@@ -255,7 +259,7 @@ class LeaseWorker:
             self._settle()
             if not self._fresh():
                 continue  # the page is read again
-            if page.etag is not None:
+            if page.etag is not None and not self._quick:
                 self._ahead = processor._read_ahead(self._read, page.etag, start)
             if not self._handle(page, position):
                 self._drop_ahead()
@@ -321,7 +325,9 @@ class LeaseWorker:
         items, behind = self._sorted_out(_order.without(page.items, probed))
         try:
             if items:
+                began = time.perf_counter()
                 awaited_nothing(processor._handler(context, items))
+                self._quick = time.perf_counter() - began < QUICK_HANDLER
         except Exception as exc:
             if exc is self._lost:  # the handler's checkpoint() found the lease lost
                 raise
