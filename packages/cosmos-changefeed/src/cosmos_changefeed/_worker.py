@@ -325,9 +325,9 @@ class LeaseWorker:
         items, behind = self._sorted_out(_order.without(page.items, probed))
         try:
             if items:
-                began = time.perf_counter()
+                began = _clock.monotonic()
                 awaited_nothing(processor._handler(context, items))
-                self._quick = time.perf_counter() - began < QUICK_HANDLER
+                self._quick = _clock.monotonic() - began < QUICK_HANDLER
         except Exception as exc:
             if exc is self._lost:  # the handler's checkpoint() found the lease lost
                 raise

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -280,9 +279,9 @@ class LeaseWorker:
         items, behind = await self._sorted_out(_order.without(page.items, probed))
         try:
             if items:
-                began = time.perf_counter()
+                began = _clock.monotonic()
                 await self._call(context, items)
-                self._quick = time.perf_counter() - began < QUICK_HANDLER
+                self._quick = _clock.monotonic() - began < QUICK_HANDLER
         except Exception as exc:
             if exc is self._lost:  # the handler's checkpoint() found the lease lost
                 raise
