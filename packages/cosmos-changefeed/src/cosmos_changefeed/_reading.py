@@ -55,12 +55,6 @@ ProcessorStart: TypeAlias = Start | Continuation
 RANGE_ID_HEADER = "x-ms-documentdb-partitionkeyrangeid"
 SESSION_TOKEN_HEADER = "x-ms-session-token"  # noqa: S105 - a header name
 REQUEST_CHARGE_HEADER = "x-ms-request-charge"
-#: A handler that returned within this many seconds has its lease's next page read after it
-#: returns, not while it runs: reading ahead hands the page from a reading thread (or task) to
-#: the lease's own, which costs more than such a handler's time (sync: two wake-ups and the
-#: interpreter's lock passed twice, a few tenths of a millisecond a page). Timed on the clock
-#: the processor reads (``_clock``: virtual under ``testing.VirtualClock``).
-QUICK_HANDLER = 0.001
 
 
 def resolve_start(

@@ -2,8 +2,8 @@
 each batch to the handler and checkpoints it; one more thread renews it. What it does is the aio
 worker's (``aio/_worker_async.py`` says it), with threads: the next page is read on the
 processor's reading pool while the handler runs (by the lease's thread after it, when its last
-batch returned within ``QUICK_HANDLER``), a checkpoint is written on its checkpoint pool while
-the next batch is handed over.
+batch returned within ``QUICK_HANDLER``: not in the aio worker), a checkpoint is written on its
+checkpoint pool while the next batch is handed over.
 
 A stop cannot interrupt a handler that is running: the lease's thread ends after it (and
 checkpoints that batch first, as it completed).
@@ -28,7 +28,7 @@ from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
 from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import QUICK_HANDLER, Page, ProcessorStart, Start, first_read
+from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
 from cosmos_changefeed._retries import Apart, Attempts, apart
 
 if TYPE_CHECKING:
@@ -38,6 +38,14 @@ if TYPE_CHECKING:
 class StoppedError(Exception):
     """The processor is stopping (or gave the lease back): the lease's thread ends and
     releases it."""
+
+
+#: A handler that returned within this many seconds (on the clock the processor reads:
+#: ``_clock``) has its lease's next page read after it returns, by the lease's own thread, not
+#: on the reading pool while it runs: handing a page read ahead over from one thread to another
+#: (two wake-ups, the interpreter's lock passed twice) costs a few tenths of a millisecond a
+#: page, more than such a handler's time. The aio worker reads ahead always: a task costs less.
+QUICK_HANDLER = 0.001
 
 
 def no_sleep(_seconds: float) -> None:

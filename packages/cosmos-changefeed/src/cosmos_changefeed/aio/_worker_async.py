@@ -4,9 +4,7 @@ a feed task, which reads the lease's range, hands each batch to the handler and 
 * **The next page is read while the handler runs** (one page ahead, per lease: memory for one
   more page): a handler that waits on I/O does not add its wait to the read's. The page read
   ahead is dropped when the batch fails (the lease is read again from the failed batch's
-  position) and when the processing ends. After a batch the handler returned from within
-  ``_reading.QUICK_HANDLER`` the next page is read after the handler instead: a task read
-  ahead costs more than such a handler's time.
+  position) and when the processing ends.
 * A batch is handed over once the previous batch's checkpoint is written (written while the
   batch was read and handled; a failed write is written again first: ``_keeping``) and while
   this instance's last write of the lease is within the expiry bound (``_keeping.fresh``): at
@@ -33,7 +31,7 @@ from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpo
 from cosmos_changefeed._options import FailedBatch, LeaseContext
 from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import QUICK_HANDLER, Page, ProcessorStart, Start, first_read
+from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
 from cosmos_changefeed._retries import Apart, Attempts, apart
 
 if TYPE_CHECKING:
@@ -73,9 +71,6 @@ class LeaseWorker:
         self._handed = False
         #: The change handled as a probe (``_retries``): not given again in its turn.
         self._probed: tuple[str | None, int | None] | None = None
-        #: Whether the handler's last batch returned within ``QUICK_HANDLER`` (the next page is
-        #: read after the handler then, not ahead of it).
-        self._quick = False
 
     async def run(self) -> None:
         renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
@@ -202,7 +197,7 @@ class LeaseWorker:
                 await self._settle()
                 if not await self._fresh():
                     continue  # the page is read again
-                if page.etag is not None and not self._quick:
+                if page.etag is not None:
                     self._ahead = asyncio.create_task(self._read(page.etag, start))
                 if not await self._handle(page, position):
                     self._drop_ahead()
@@ -279,9 +274,7 @@ class LeaseWorker:
         items, behind = await self._sorted_out(_order.without(page.items, probed))
         try:
             if items:
-                began = _clock.monotonic()
                 await self._call(context, items)
-                self._quick = _clock.monotonic() - began < QUICK_HANDLER
         except Exception as exc:
             if exc is self._lost:  # the handler's checkpoint() found the lease lost
                 raise
