@@ -8,10 +8,7 @@ all-versions-and-deletes mode; and the estimator's lag equal to what is pending.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import threading
-import time
 from typing import Any
 
 import pytest
@@ -26,8 +23,7 @@ from cosmos_changefeed import (
     LeaseContext,
     StartFrom,
 )
-from cosmos_changefeed import _worker as sync_worker
-from cosmos_changefeed.testing import AsyncInMemoryFeedSource, InMemoryFeed, InMemoryFeedSource
+from cosmos_changefeed.testing import InMemoryFeed, InMemoryFeedSource
 
 pytestmark = pytest.mark.parametrize("flavour", FLAVOURS)
 
@@ -406,42 +402,3 @@ def test_a_processor_started_from_the_feeds_pull_model_continuation_reads_what_f
         f.processor("p", delivered, start_from=saved).start()
         eventually(lambda: delivered.ids >= set(after))
     assert not delivered.ids & set(before)
-
-
-@pytest.mark.parametrize("handler_s", [0.0, 0.05])
-def test_the_next_page_is_read_ahead_only_of_a_handler_that_takes_a_while(
-    flavour: Flavour, handler_s: float, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Sync: a handler that returns at once has its lease's next page read after it, by the
-    lease's own thread: handing a page read ahead over costs more than such a handler's time.
-    One that takes a while has it read while it runs, by a reading thread. The first batch's
-    next page is read ahead either way (nothing is known of the handler yet). (What "at once"
-    is, here 10 ms: a margin for a loaded machine.) Aio: always by a task of its own."""
-    source = InMemoryFeedSource if flavour == "sync" else AsyncInMemoryFeedSource
-    monkeypatch.setattr(sync_worker, "QUICK_HANDLER", 0.01)
-
-    def here() -> object:
-        return threading.get_ident() if flavour == "sync" else asyncio.current_task()
-
-    readers: dict[str | None, object] = {}  # the first reader of each position
-    read = source.read
-
-    def recorded(self: Any, lease: Any, position: str | None, *args: Any, **kwargs: Any) -> Any:
-        readers.setdefault(position, here())
-        return read(self, lease, position, *args, **kwargs)
-
-    monkeypatch.setattr(source, "read", recorded)
-    batches: list[tuple[str | None, object]] = []
-
-    def handle(context: LeaseContext, _changes: list[dict[str, Any]]) -> None:
-        batches.append((context.continuation, here()))
-        if handler_s:
-            time.sleep(handler_s)
-
-    feed = InMemoryFeed(1)
-    with fleet(flavour, feed) as f:
-        f.processor("one", handle, max_items=2).start().wait_until_listening()
-        write(feed, keys=1, per_key=10)
-        eventually(lambda: len(batches) == 5 and batches[-1][0] in readers)
-    after = [readers[continuation] == handler for continuation, handler in batches[1:]]
-    assert after == [handler_s == 0.0 and flavour == "sync"] * 4

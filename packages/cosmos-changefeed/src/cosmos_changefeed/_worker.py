@@ -1,9 +1,8 @@
 """One lease's processing in the sync processor: the lease's own thread reads its range, hands
 each batch to the handler and checkpoints it; one more thread renews it. What it does is the aio
 worker's (``aio/_worker_async.py`` says it), with threads: the next page is read on the
-processor's reading pool while the handler runs (by the lease's thread after it, when its last
-batch returned within ``QUICK_HANDLER``: not in the aio worker), a checkpoint is written on its
-checkpoint pool while the next batch is handed over.
+processor's reading pool while the handler runs, a checkpoint is written on its checkpoint
+pool while the next batch is handed over.
 
 A stop cannot interrupt a handler that is running: the lease's thread ends after it (and
 checkpoints that batch first, as it completed).
@@ -38,14 +37,6 @@ if TYPE_CHECKING:
 class StoppedError(Exception):
     """The processor is stopping (or gave the lease back): the lease's thread ends and
     releases it."""
-
-
-#: A handler that returned within this many seconds (on the clock the processor reads:
-#: ``_clock``) has its lease's next page read after it returns, by the lease's own thread, not
-#: on the reading pool while it runs: handing a page read ahead over from one thread to another
-#: (two wake-ups, the interpreter's lock passed twice) costs a few tenths of a millisecond a
-#: page, more than such a handler's time. The aio worker reads ahead always: a task costs less.
-QUICK_HANDLER = 0.001
 
 
 def no_sleep(_seconds: float) -> None:
@@ -83,9 +74,6 @@ class LeaseWorker:
         self._handed = False
         #: The change handled as a probe (``_retries``): not given again in its turn.
         self._probed: tuple[str | None, int | None] | None = None
-        #: Whether the handler's last batch returned within ``QUICK_HANDLER`` (the next page is
-        #: read after the handler then, not ahead of it).
-        self._quick = False
 
     def run(self) -> None:
         renewer = threading.Thread(
@@ -267,7 +255,7 @@ class LeaseWorker:
             self._settle()
             if not self._fresh():
                 continue  # the page is read again
-            if page.etag is not None and not self._quick:
+            if page.etag is not None:
                 self._ahead = processor._read_ahead(self._read, page.etag, start)
             if not self._handle(page, position):
                 self._drop_ahead()
@@ -333,9 +321,7 @@ class LeaseWorker:
         items, behind = self._sorted_out(_order.without(page.items, probed))
         try:
             if items:
-                began = _clock.monotonic()
                 awaited_nothing(processor._handler(context, items))
-                self._quick = _clock.monotonic() - began < QUICK_HANDLER
         except Exception as exc:
             if exc is self._lost:  # the handler's checkpoint() found the lease lost
                 raise
