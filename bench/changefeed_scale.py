@@ -58,9 +58,6 @@ ACQUIRE, RENEW, EXPIRY = 13.0, 17.0, 60.0
 #: The virtual clocks' start: lease times (``_ts`` whole seconds included) alike at every run.
 START = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 HOLD = 2 * ACQUIRE
-LIMIT = 40 * ACQUIRE
-#: The 429 runs' lease expiration interval (``--throttled-expiry``; the processor's default: 60).
-THROTTLED_EXPIRY = EXPIRY
 #: Changes written: one per lease per this many seconds -- from before the fleet starts, so
 #: the fleets start from the beginning (a change written before an instance's "now" is not
 #: one to deliver).
@@ -71,9 +68,19 @@ MIXED = ((100, 10), (500, 50))
 GRID = tuple((leases, instances) for leases in (100, 500, 2000) for instances in (10, 50, 100))
 
 
+@dataclass(frozen=True)
+class Watch:
+    """How a run is watched: each change for ``limit`` seconds at most (``--limit``, in acquire
+    intervals), and the lease expiration interval of the 429 runs (``--throttled-expiry``; the
+    processor's default: 60)."""
+
+    limit: float = 40 * ACQUIRE
+    throttled_expiry: float = EXPIRY
+
+
 @dataclass
 class Phase:
-    """One change and what followed."""
+    """One change and what followed (watched for ``limit`` seconds at most)."""
 
     change: str
     even_after: float | None
@@ -83,11 +90,12 @@ class Phase:
     needed: int
     requests_per_s: float
     instances: int
+    limit: float
 
     @property
     def intervals(self) -> str:
         if self.even_after is None:
-            return f"not within {LIMIT / ACQUIRE:.0f}"
+            return f"not within {self.limit / ACQUIRE:.0f}"
         return f"{self.even_after / ACQUIRE:.1f}"
 
 
@@ -162,16 +170,20 @@ class _Meter:
 
 
 async def _change(
-    fleet: SimulatedFleet, change: str, act: Callable[[], Coroutine[Any, Any, int]]
+    fleet: SimulatedFleet,
+    change: str,
+    act: Callable[[], Coroutine[Any, Any, int]],
+    limit: float,
 ) -> Phase:
-    """Make a change (``act``: the leases that must move) and watch the fleet settle: the
-    requests are counted from the change to even (at least an acquire interval)."""
+    """Make a change (``act``: the leases that must move) and watch the fleet settle, for
+    ``limit`` seconds at most: the requests are counted from the change to even (at least an
+    acquire interval)."""
     moves = len(fleet.container.moves)
     began = fleet.clock.elapsed
     needed = await act()
     watched = fleet.clock.elapsed
-    even_after = await fleet.until_even(hold=HOLD, limit=LIMIT)
-    ended = watched + max(even_after if even_after is not None else LIMIT, ACQUIRE)
+    even_after = await fleet.until_even(hold=HOLD, limit=limit)
+    ended = watched + max(even_after if even_after is not None else limit, ACQUIRE)
     spread = fleet.spread()
     return Phase(
         change,
@@ -182,6 +194,7 @@ async def _change(
         needed,
         fleet.requests_between(began, ended),
         len(spread),
+        limit,
     )
 
 
@@ -199,7 +212,7 @@ async def _drain(fleet: SimulatedFleet, writer: asyncio.Task[list[str]]) -> None
         await asyncio.sleep(5)
 
 
-async def _scenario(fleet: SimulatedFleet, instances: int, figures: Figures) -> None:
+async def _scenario(fleet: SimulatedFleet, instances: int, figures: Figures, watch: Watch) -> None:
     leases = figures.leases
 
     async def cold() -> int:
@@ -216,7 +229,7 @@ async def _scenario(fleet: SimulatedFleet, instances: int, figures: Figures) -> 
         return _reshape(fleet, leases)
 
     writer = _writer(fleet, leases)
-    figures.phases.append(await _change(fleet, "cold start", cold))
+    figures.phases.append(await _change(fleet, "cold start", cold, watch.limit))
     writer.cancel()  # settled: renewals and listings alone (the goal's)
     meter = _Meter(fleet)
     figures.settled_units_per_s = await fleet.request_units(4 * RENEW)
@@ -230,7 +243,7 @@ async def _scenario(fleet: SimulatedFleet, instances: int, figures: Figures) -> 
         ("crash: -10 %", crash),
         ("2 % split, 1 % merged", reshape),
     ):
-        figures.phases.append(await _change(fleet, change, act))
+        figures.phases.append(await _change(fleet, change, act, watch.limit))
     await _drain(fleet, writer)
     figures.safety = Safety.of(fleet)
 
@@ -256,7 +269,9 @@ def _reshape(fleet: SimulatedFleet, leases: int) -> int:
     return 2 * split + 2 * merged
 
 
-def measure(leases: int, instances: int, *, dotnet: bool = False) -> Figures:
+def measure(
+    leases: int, instances: int, *, dotnet: bool = False, watch: Watch = Watch()
+) -> Figures:
     """The figures of one size (``dotnet``: under .NET's balancing)."""
     figures = Figures(leases, instances, ".NET's balancing" if dotnet else "fair share")
     clock = VirtualClock(START)
@@ -268,7 +283,7 @@ def measure(leases: int, instances: int, *, dotnet: bool = False) -> Figures:
             clock, partitions=leases, seed=leases + instances, dotnet=dotnet, **FROM_START
         )
         try:
-            await _scenario(fleet, instances, figures)
+            await _scenario(fleet, instances, figures, watch)
         finally:
             await fleet.close()
 
@@ -285,7 +300,9 @@ async def _add_mixed(fleet: SimulatedFleet, count: int) -> list[str]:
     return [*dotnet, *ours]
 
 
-def measure_mixed(leases: int, instances: int, *, seed: int | None = None) -> Figures:
+def measure_mixed(
+    leases: int, instances: int, *, seed: int | None = None, watch: Watch = Watch()
+) -> Figures:
     """Half the instances under .NET's balancing, half under the fair share: a cold start and
     +50 % (a third of the newcomers each way); ``seed``: the simulation's (None: the
     published one, ``leases + instances``)."""
@@ -311,8 +328,10 @@ def measure_mixed(leases: int, instances: int, *, seed: int | None = None) -> Fi
                 joined = await _add_mixed(fleet, instances // 2)
                 return round(leases * len(joined) / len(fleet.instances))
 
-            figures.phases.append(await _change(fleet, "cold start", cold))
-            figures.phases.append(await _change(fleet, f"scale-out: +{instances // 2}", out))
+            figures.phases.append(await _change(fleet, "cold start", cold, watch.limit))
+            figures.phases.append(
+                await _change(fleet, f"scale-out: +{instances // 2}", out, watch.limit)
+            )
             await _drain(fleet, writer)
             figures.safety = Safety.of(fleet)
         finally:
@@ -324,7 +343,10 @@ def measure_mixed(leases: int, instances: int, *, seed: int | None = None) -> Fi
 
 
 def mixed_seeds_table(
-    sizes: tuple[tuple[int, int], ...], seeds: int, first: int | None = None
+    sizes: tuple[tuple[int, int], ...],
+    seeds: int,
+    first: int | None = None,
+    watch: Watch = Watch(),
 ) -> str:
     """The mixed fleet (``measure_mixed``) under ``seeds`` seeds per size -- the published one,
     then 1, 2, ...; or ``first``, ``first`` + 1, ... --: the intervals to even after the cold
@@ -340,7 +362,7 @@ def mixed_seeds_table(
             if first is None
             else list(range(first, first + seeds))
         )
-        runs = [measure_mixed(leases, instances, seed=seed) for seed in chosen]
+        runs = [measure_mixed(leases, instances, seed=seed, watch=watch) for seed in chosen]
         for place, change in enumerate(("cold start", f"scale-out: +{instances // 2}")):
             spent = [run.phases[place].even_after for run in runs]
             shown = ", ".join(
@@ -372,7 +394,9 @@ class Throttled:
     cpu_s: float
 
 
-def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> Throttled:
+def measure_throttled(
+    leases: int, instances: int, *, fraction: float = 0.5, watch: Watch = Watch()
+) -> Throttled:
     """A settled fleet given ``fraction`` of the request units it needs, scaled out and in
     while changes are written (see the module)."""
     clock = VirtualClock(START)
@@ -384,11 +408,11 @@ def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> 
             clock,
             partitions=leases,
             seed=leases * 3 + instances,
-            lease_expiration_interval=THROTTLED_EXPIRY,
+            lease_expiration_interval=watch.throttled_expiry,
         )
         try:
             await fleet.add(instances)
-            await fleet.until_even(hold=HOLD, limit=LIMIT)
+            await fleet.until_even(hold=HOLD, limit=watch.limit)
             rate = leases / 60
             writes = rate * SimulatedLeaseContainer.WRITE_UNITS  # the checkpoints' units
             needed = await fleet.request_units(4 * RENEW) + writes
@@ -397,8 +421,8 @@ def measure_throttled(leases: int, instances: int, *, fraction: float = 0.5) -> 
             writer = asyncio.create_task(fleet.write(rate, 10 * EXPIRY))
             out = f"scale-out: +{instances // 2}"
             phases = [
-                await _change(fleet, out, lambda: _join(fleet, instances)),
-                await _change(fleet, "scale-in: -50 %", lambda: _leave(fleet)),
+                await _change(fleet, out, lambda: _join(fleet, instances), watch.limit),
+                await _change(fleet, "scale-in: -50 %", lambda: _leave(fleet), watch.limit),
             ]
             await writer
             spent = meter.per_second()
@@ -529,15 +553,22 @@ def measure_all(
     dotnet: bool = True,
     mixed: bool = True,
     throttled: bool = True,
+    watch: Watch = Watch(),
 ) -> dict[str, Any]:
-    runs = [measure(leases, instances) for leases, instances in sizes]
+    runs = [measure(leases, instances, watch=watch) for leases, instances in sizes]
     small = [size for size in sizes if size in MIXED] or list(sizes[:2])
     if dotnet:
-        runs += [measure(leases, instances, dotnet=True) for leases, instances in small]
-    both = [measure_mixed(leases, instances) for leases, instances in small] if mixed else []
+        runs += [
+            measure(leases, instances, dotnet=True, watch=watch) for leases, instances in small
+        ]
+    both = (
+        [measure_mixed(leases, instances, watch=watch) for leases, instances in small]
+        if mixed
+        else []
+    )
     slow = (
         [
-            measure_throttled(leases, instances, fraction=fraction)
+            measure_throttled(leases, instances, fraction=fraction, watch=watch)
             for fraction in (0.5, 0.25)
             for leases, instances in sizes
         ]
@@ -563,7 +594,6 @@ def _sizes(text: str) -> tuple[tuple[int, int], ...]:
 
 
 def main() -> None:
-    global LIMIT, THROTTLED_EXPIRY  # --limit, --throttled-expiry
     parser = argparse.ArgumentParser(prog="python -m bench.changefeed_scale")
     parser.add_argument("--sizes", type=_sizes, default=SIZES, help="e.g. 100x10,500x50")
     parser.add_argument(
@@ -575,14 +605,14 @@ def main() -> None:
     parser.add_argument(
         "--limit",
         type=float,
-        default=LIMIT / ACQUIRE,
+        default=Watch.limit / ACQUIRE,
         metavar="N",
         help="how long to watch a change settle, in acquire intervals (default 40)",
     )
     parser.add_argument(
         "--throttled-expiry",
         type=float,
-        default=EXPIRY,
+        default=Watch.throttled_expiry,
         metavar="S",
         help="the 429 runs' lease expiration interval in seconds (default 60)",
     )
@@ -601,15 +631,19 @@ def main() -> None:
         help="with --mixed-seeds N: seeds K to K+N-1 (default: the published one, then 1 to N-1)",
     )
     args = parser.parse_args()
-    LIMIT, THROTTLED_EXPIRY = args.limit * ACQUIRE, args.throttled_expiry
+    watch = Watch(args.limit * ACQUIRE, args.throttled_expiry)
     logging.getLogger("cosmos_changefeed").setLevel(logging.CRITICAL)
     if args.mixed_seeds:
         sizes = args.sizes if args.sizes != SIZES else MIXED
-        print(mixed_seeds_table(sizes, args.mixed_seeds, args.first_seed))
+        print(mixed_seeds_table(sizes, args.mixed_seeds, args.first_seed, watch))
         return
     sizes = GRID if args.grid else args.sizes
     figures = measure_all(
-        sizes, dotnet=not args.no_dotnet, mixed=not args.no_mixed, throttled=not args.no_throttled
+        sizes,
+        dotnet=not args.no_dotnet,
+        mixed=not args.no_mixed,
+        throttled=not args.no_throttled,
+        watch=watch,
     )
     print(report(figures))
 
