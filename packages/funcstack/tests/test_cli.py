@@ -147,15 +147,15 @@ class Cli:
         """What a command that did not end within ``deadline`` was doing: each of its processes
         (state, the kernel function it waits in), then each Python one's traceback -- sent
         SIGABRT, it prints them (``PYTHONFAULTHANDLER``) -- in all it printed; none is left."""
-        found = []
-        for pid, command in self._marked().items():
+        marked, found = self._marked(), []
+        for pid, command in marked.items():
             try:
                 state = (Path("/proc") / str(pid) / "stat").read_text().split(") ")[1][0]
                 waits = (Path("/proc") / str(pid) / "wchan").read_text()
             except (OSError, IndexError):
                 continue
             found.append(f"  {pid} [{state}, waiting in {waits or '-'}] {command}")
-        for pid, command in self._marked().items():
+        for pid, command in marked.items():  # each read before any is ended
             if "python" in command:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGABRT)
@@ -167,7 +167,7 @@ class Cli:
             reader.join(LOOPBACK)
         processes = "\n".join(found)
         return (
-            f"funcstack {' '.join(self.args[:1])} had not ended {deadline:g} s later; its "
+            f"funcstack {self.args[0]} had not ended {deadline:g} s later; its "
             f"processes then:\n{processes}\nit printed (Python's tracebacks at the end):\n"
             f"{self.text}"
         )
