@@ -33,7 +33,11 @@ from typing import Any, TypeVar
 import pytest
 from azure.servicebus import ServiceBusClient
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import (
+    ElementNotInteractableException,
+    InvalidElementStateException,
+    StaleElementReferenceException,
+)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
@@ -68,6 +72,24 @@ OPERATOR = "ada@example.com"
 #: its own next refresh (every minute): 45 s tells the two apart. The one wait here that is not
 #: a generous deadline (not scaled: a longer one could not tell them apart); issue 89 names it.
 SOONER_THAN_A_PANELS_OWN_REFRESH = 45.0
+
+
+#: What the failure groups' panel showed when a row's form would not take keys (the row:
+#: arguments[0]): marked stale (and its note: why its refresh failed), the row's disabled
+#: fields, a dialog open, where the focus is.
+GROUPS_PANEL_STATE = """
+var panel = document.querySelector("#groups-panel"), active = document.activeElement;
+var note = panel && panel.querySelector(".stale-note");
+return {
+  stale: !!(panel && panel.classList.contains("stale")),
+  note: note ? note.textContent : "",
+  disabled: Array.from(arguments[0].querySelectorAll("input, button"))
+    .filter(function (e) { return e.disabled; }).length,
+  attached: document.contains(arguments[0]),
+  dialog: !!document.querySelector("dialog[open]"),
+  active: active ? active.tagName + "#" + active.id : ""
+};
+"""
 
 
 class Walk:
@@ -148,6 +170,49 @@ class Walk:
             f"the {kind} preview in the dialog",
             lambda: self.find(f'dialog#confirm[open] #confirm-preview [data-preview="{kind}"]'),
         )
+
+    def ask_group_retry(self, group: str, *, canary: int, waiting: float) -> None:
+        """The failure group `group`'s Retry… with its canary (`canary` events, `waiting` s),
+        up to its preview in the confirmation dialog; the row is found again if a refresh swaps
+        it meanwhile. A form that will not take the keys says what the panel showed: a stale
+        one (its refresh failed: its actions disabled) is refreshed and filled again, as an
+        operator would; a dialog open (the rest of the page inert) goes on to the preview wait,
+        which names whose it is; a failure past the deadline carries every record."""
+        refused: list[str] = []
+
+        def asked() -> bool | None:
+            row = self.find(f'#groups-panel tr[data-group-id="{group}"]')
+            if row is None:
+                return None
+            try:
+                for name, value in (("canary", canary), ("canaryWaitSeconds", waiting)):
+                    field = row.find_element(By.CSS_SELECTOR, f"form.retry input[name={name}]")
+                    field.clear()
+                    field.send_keys(str(int(value)))
+                row.find_element(By.XPATH, ".//button[normalize-space()='Retry…']").click()
+            except (ElementNotInteractableException, InvalidElementStateException) as exc:
+                shown = self.driver.execute_script(GROUPS_PANEL_STATE, row)
+                refused.append(f"{type(exc).__name__}: {shown}")
+                print(f"the group's form refused the keys: {refused[-1]}", flush=True)
+                if shown.get("dialog"):
+                    return True
+                if shown.get("stale"):
+                    self.driver.find_element(
+                        By.CSS_SELECTOR, "#groups .section-head button"
+                    ).click()
+                return None
+            return True
+
+        try:
+            self.wait("the group's Retry asked", asked)
+            self.wait(
+                "the group retry's preview",
+                lambda: self.find(
+                    'dialog#confirm[open] #confirm-preview [data-outcome="group-retry"]'
+                ),
+            )
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; the form refused the keys: {refused}") from None
 
     def shot(self, name: str, section: str | None = None) -> Path:
         """The window, or one section of the page (`section`: its CSS selector), as a PNG."""

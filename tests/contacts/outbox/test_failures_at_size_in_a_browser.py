@@ -324,24 +324,7 @@ def retry_from_the_row(walk: Walk, group: str) -> tuple[str, str | None]:
     the dialog's text, and what `#groups-result` shows after (an operation's id, or None)."""
     shown = walk.find('#groups-result [data-outcome="group-retry"][data-operation-id]')
     earlier = shown.get_attribute("data-operation-id") if shown is not None else None
-
-    def asked() -> bool | None:
-        row = walk.find(f'#groups-panel tr[data-group-id="{group}"]')
-        if row is None:
-            return None
-        for name, value in (("canary", CANARY), ("canaryWaitSeconds", CANARY_WAIT)):
-            field = row.find_element(By.CSS_SELECTOR, f"form.retry input[name={name}]")
-            field.clear()
-            field.send_keys(str(value))
-        row.find_element(By.XPATH, ".//button[normalize-space()='Retry…']").click()
-        return True
-
-    walk.wait("the group's Retry asked", asked, SHORT)
-    walk.wait(
-        "the group retry's preview",
-        lambda: walk.find('dialog#confirm[open] #confirm-preview [data-outcome="group-retry"]'),
-        SHORT,
-    )
+    walk.ask_group_retry(group, canary=CANARY, waiting=CANARY_WAIT)
     text = walk.confirm()
 
     def answered() -> tuple[str, str | None] | None:

@@ -26,10 +26,6 @@ from collections.abc import Iterator
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusClient
 from azure.servicebus.exceptions import OperationTimeoutError
-from selenium.common.exceptions import (
-    ElementNotInteractableException,
-    InvalidElementStateException,
-)
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
@@ -150,63 +146,12 @@ def group_of(walk: Walk, cause: str, count: int, *, at_least: bool = False) -> s
     return None
 
 
-#: What the groups panel showed when its form would not take keys (the row: arguments[0]).
-PANEL_STATE = """
-var panel = document.querySelector("#groups-panel"), active = document.activeElement;
-var note = panel && panel.querySelector(".stale-note");
-return {
-  stale: !!(panel && panel.classList.contains("stale")),
-  note: note ? note.textContent : "",
-  busy: panel ? panel.getAttribute("aria-busy") : null,
-  disabled: Array.from(arguments[0].querySelectorAll("input, button"))
-    .filter(function (e) { return e.disabled; }).length,
-  attached: document.contains(arguments[0]),
-  dialog: !!document.querySelector("dialog[open]"),
-  active: active ? active.tagName + "#" + active.id : ""
-};
-"""
-
-
 def retry(walk: Walk, group: str, *, canary: int, waiting: float) -> str:
     """The group's Retry, with its canary, through its preview and the dialog; the operation's
     id, as the answer shows it. The row is found again if a refresh swaps it meanwhile."""
     before = walk.find('#groups-result [data-outcome="group-retry"][data-operation-id]')
     earlier = before.get_attribute("data-operation-id") if before is not None else None
-
-    refused: list[str] = []
-
-    def asked() -> bool | None:
-        row = walk.find(f'#groups-panel tr[data-group-id="{group}"]')
-        if row is None:
-            return None
-        try:
-            for name, value in (("canary", canary), ("canaryWaitSeconds", waiting)):
-                field = row.find_element(By.CSS_SELECTOR, f"form.retry input[name={name}]")
-                field.clear()
-                field.send_keys(str(int(value)))
-            row.find_element(By.XPATH, ".//button[normalize-space()='Retry…']").click()
-        except (ElementNotInteractableException, InvalidElementStateException) as exc:
-            # the page would not take the keys: what it showed then is kept for the failure
-            # (a stale panel disables its actions: an operator refreshes it, as this does)
-            shown = walk.driver.execute_script(PANEL_STATE, row)
-            refused.append(f"{type(exc).__name__}: {shown}")
-            print(f"the group's form refused the keys: {refused[-1]}", flush=True)
-            if shown.get("dialog"):  # a dialog open makes the rest inert: the next wait says whose
-                return True
-            if shown.get("stale"):
-                walk.driver.find_element(By.CSS_SELECTOR, "#groups .section-head button").click()
-            return None
-        return True
-
-    try:
-        walk.wait("the group's Retry asked", asked, deadlines.SHORT)
-        walk.wait(
-            "the group retry's preview",
-            lambda: walk.find('dialog#confirm[open] #confirm-preview [data-outcome="group-retry"]'),
-            deadlines.SHORT,
-        )
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; the form refused the keys: {refused}") from None
+    walk.ask_group_retry(group, canary=canary, waiting=waiting)
     walk.confirm()
 
     def started() -> str | None:
