@@ -99,7 +99,10 @@ class _Blocking(FeedSource):
         *,
         mode: str = "LatestVersion",
         max_items: int | None = None,
+        sent: Callable[[], None] | None = None,
+        answered: Callable[[str], None] | None = None,
     ) -> Page:
+        # an aio source tells neither (``FeedSource.read``)
         page = self._run(self._source.read(lease, position, start, mode=mode, max_items=max_items))
         assert isinstance(page, Page)
         return page
