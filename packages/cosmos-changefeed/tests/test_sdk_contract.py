@@ -14,6 +14,7 @@ azure-cosmos").
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from cosmos_changefeed._continuation import etags, sdk_continuation
 from cosmos_changefeed._feed import CosmosFeedSource
@@ -127,6 +129,19 @@ def test_the_hooks_a_client_was_made_with_are_found_in_its_pipeline(
     for client, hooks in ((hooked, (requests, responses)), (plain, (None, None))):
         container = client.get_database_client("any").get_container_client("any")
         assert client_hooks(container) == hooks
+
+    async def aio() -> None:
+        async with AsyncCosmosClient(
+            cosmos.endpoint,
+            cosmos.key,
+            raw_request_hook=requests,
+            raw_response_hook=responses,
+            **cosmos.client_options(),
+        ) as client:
+            container = client.get_database_client("any").get_container_client("any")
+            assert client_hooks(container) == (requests, responses)
+
+    asyncio.run(aio())
 
 
 def test_a_304_s_etag_reaches_the_response_hook(make_container: MakeContainer) -> None:
