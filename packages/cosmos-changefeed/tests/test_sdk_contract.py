@@ -6,24 +6,36 @@ azure-cosmos").
 * The request it sends for a feed range: the range's id in ``x-ms-documentdb-partitionkeyrangeid``
   (how the package learns ids), the etag as ``If-None-Match``, the mode's ``A-IM``.
 * The ``response_hook`` seeing each response's own ``etag`` (a 304's too).
+* Where azure-core keeps the raw hooks a client was made with (``_reading.client_hooks``): a
+  read that takes hooks of its own calls them, or the application's would not see it.
 * That ``partition_key_range_id=`` does *not* scope a read to the range in 4.16-4.17 (why the
   package does not use it): when the SDK mends that, this test says so.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from azure.cosmos import ContainerProxy
+from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from cosmos_changefeed._continuation import etags, sdk_continuation
 from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._ranges import EpkRange
-from cosmos_changefeed._reading import RANGE_ID_HEADER, ResponseCapture, change_feed_kwargs
+from cosmos_changefeed._reading import (
+    RANGE_ID_HEADER,
+    ResponseCapture,
+    change_feed_kwargs,
+    client_hooks,
+)
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = pytest.mark.integration
 
@@ -100,6 +112,36 @@ def test_the_sdk_reads_a_range_from_the_continuation_the_package_builds(
             container, feed_range=second.range.to_feed_range(), start_time="Beginning"
         )[0]
     }
+
+
+def test_the_hooks_a_client_was_made_with_are_found_in_its_pipeline(
+    cosmos: CosmosEndpoint,
+) -> None:
+    requests, responses = Requests(), Requests()
+    hooked = CosmosClient(
+        cosmos.endpoint,
+        cosmos.key,
+        raw_request_hook=requests,
+        raw_response_hook=responses,
+        **cosmos.client_options(),
+    )
+    plain = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
+    for client, hooks in ((hooked, (requests, responses)), (plain, (None, None))):
+        container = client.get_database_client("any").get_container_client("any")
+        assert client_hooks(container) == hooks
+
+    async def aio() -> None:
+        async with AsyncCosmosClient(
+            cosmos.endpoint,
+            cosmos.key,
+            raw_request_hook=requests,
+            raw_response_hook=responses,
+            **cosmos.client_options(),
+        ) as client:
+            container = client.get_database_client("any").get_container_client("any")
+            assert client_hooks(container) == (requests, responses)
+
+    asyncio.run(aio())
 
 
 def test_a_304_s_etag_reaches_the_response_hook(make_container: MakeContainer) -> None:

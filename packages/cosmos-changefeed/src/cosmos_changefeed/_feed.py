@@ -13,6 +13,7 @@ which azure-core's ``raw_request_hook`` shows. So each range's id is learnt once
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from azure.cosmos import ContainerProxy
@@ -23,10 +24,13 @@ from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import (
     Page,
     RangeIdCapture,
+    RawHook,
     Reader,
+    ReadHooks,
     ResponseCapture,
     Start,
     change_feed_kwargs,
+    client_hooks,
     is_gone,
     merge_ranges,
     paths_of,
@@ -44,6 +48,7 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
     def __init__(self, container: ContainerProxy) -> None:
         super().__init__(container)
         self._lock = threading.Lock()
+        self._client_hooks: tuple[RawHook | None, RawHook | None] | None = client_hooks(container)
 
     def container_rid(self) -> str:
         if self._rid is None:
@@ -95,14 +100,20 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
         *,
         mode: str = LATEST_VERSION,
         max_items: int | None = None,
+        sent: Callable[[], None] | None = None,
+        answered: Callable[[str], None] | None = None,
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``), of at most
-        ``max_items`` changes (None: the service's page)."""
+        ``max_items`` changes (None: the service's page); ``sent`` and ``answered`` told through
+        the read's raw hooks, beside the client's own (``_reading.ReadHooks``), when its
+        client's hooks could be found."""
         feed_range = range_of(lease)
         capture = ResponseCapture()
         kwargs = change_feed_kwargs(
             self.container_rid(), feed_range, position, start, mode=mode, max_items=max_items
         )
+        if self._client_hooks is not None:
+            kwargs.update(ReadHooks(self._client_hooks, sent, answered).kwargs())
 
         def first_page() -> list[dict[str, Any]]:
             pager = self.container.query_items_change_feed(**kwargs, response_hook=capture)

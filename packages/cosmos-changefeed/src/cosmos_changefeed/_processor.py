@@ -144,6 +144,8 @@ class ChangeFeedProcessor(ProcessorBase):
         #: read here while the handler runs (one at a time per lease); made at each start.
         self._checkpoints: ThreadPoolExecutor | None = None
         self._reading: ThreadPoolExecutor | None = None
+        self._reads_lock = threading.Lock()
+        self._reads_pending = 0
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -416,7 +418,21 @@ class ChangeFeedProcessor(ProcessorBase):
     ) -> Future[Page]:
         """The next page of a lease, read on the reading pool."""
         assert self._reading is not None
-        return self._reading.submit(read, position, start)
+        with self._reads_lock:
+            self._reads_pending += 1
+        future = self._reading.submit(read, position, start)
+        future.add_done_callback(self._read_done)
+        return future
+
+    def _read_done(self, _future: Future[Page]) -> None:
+        with self._reads_lock:
+            self._reads_pending -= 1
+
+    def _reading_free(self) -> bool:
+        """Whether a thread of the reading pool is free (a read sent early is sent at once,
+        never queued behind the leases' reads)."""
+        with self._reads_lock:
+            return self._reads_pending < READERS
 
     def _write_behind(self, checkpoint: Callable[[str], None], etag: str) -> Future[None]:
         """A lease's checkpoint, written on the checkpoint pool."""

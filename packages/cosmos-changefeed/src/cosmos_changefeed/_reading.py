@@ -32,9 +32,12 @@ and when the range is gone. Pure; ``_feed`` (sync) and ``aio/_feed_async`` do th
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
+from urllib.parse import urlsplit
+
+from azure.core.pipeline.policies import CustomHookPolicy
 
 from cosmos_changefeed._continuation import (
     LATEST_VERSION,
@@ -54,6 +57,8 @@ ProcessorStart: TypeAlias = Start | Continuation
 #: The request header naming the physical partition a request reads (what the SDK resolved).
 RANGE_ID_HEADER = "x-ms-documentdb-partitionkeyrangeid"
 SESSION_TOKEN_HEADER = "x-ms-session-token"  # noqa: S105 - a header name
+#: The request header that makes a read a change feed read (``A-IM: Incremental Feed``).
+CHANGE_FEED_HEADER = "A-IM"
 REQUEST_CHARGE_HEADER = "x-ms-request-charge"
 
 
@@ -133,6 +138,69 @@ class ResponseCapture:
     def page(self, items: list[dict[str, Any]], position: str | None) -> Page:
         """The page read (its position: the response's etag, else where it was read from)."""
         return Page(items, self.etag or position, self.headers)
+
+
+RawHook: TypeAlias = Callable[[Any], None]
+
+
+def is_change_feed_read(request: Any) -> bool:
+    """Whether azure-core's ``HttpRequest`` reads a container's change feed (its documents with
+    ``A-IM``; the SDK reads the partition key ranges with ``A-IM`` too)."""
+    path = urlsplit(str(request.url)).path.rstrip("/")
+    return path.endswith("/docs") and bool(request.headers.get(CHANGE_FEED_HEADER))
+
+
+def client_hooks(container: Any) -> tuple[RawHook | None, RawHook | None] | None:
+    """The raw request and response hooks ``container``'s client was made with (azure-core's
+    ``CustomHookPolicy``), found in its pipeline. **Not a public API**: None when the pipeline
+    is not as azure-core builds it, and then a read takes no hooks of its own (its answer is not
+    told before it returns). A request's own hook replaces the client's (``CustomHookPolicy``),
+    so a read that takes one calls these too: an application's hooks still see every read.
+    ``tests/test_sdk_contract.py`` fails if azure-core stops keeping them there."""
+    try:
+        policies = container.client_connection.pipeline_client._pipeline._impl_policies
+    except AttributeError:
+        return None
+    for runner in policies:
+        policy = getattr(runner, "_policy", runner)
+        if isinstance(policy, CustomHookPolicy):
+            return policy._request_callback, policy._response_callback
+    return None
+
+
+@dataclass(frozen=True)
+class ReadHooks:
+    """A read's raw hooks: what the read's caller is told before the read returns -- ``sent``
+    when a request is on its way (after the client's own request hook), ``answered`` with the
+    etag of a change feed answer that holds changes, before azure-cosmos parses its body (and
+    before the client's own response hook), so the caller can send the next read while this
+    one's answer is parsed -- and the client's own hooks, called as ever."""
+
+    client: tuple[RawHook | None, RawHook | None]
+    sent: Callable[[], None] | None
+    answered: Callable[[str], None] | None
+
+    def request(self, request: Any) -> None:
+        own = self.client[0]
+        if own is not None:
+            own(request)
+        if self.sent is not None:
+            self.sent()
+
+    def response(self, response: Any) -> None:
+        http = response.http_response
+        etag = http.headers.get("etag") if http.status_code == 200 else None
+        if self.answered is not None and etag and is_change_feed_read(response.http_request):
+            self.answered(str(etag))
+        own = self.client[1]
+        if own is not None:
+            own(response)
+
+    def kwargs(self) -> dict[str, Any]:
+        """The read's keywords (none when there is nothing to tell)."""
+        if self.sent is None and self.answered is None:
+            return {}
+        return {"raw_request_hook": self.request, "raw_response_hook": self.response}
 
 
 @dataclass

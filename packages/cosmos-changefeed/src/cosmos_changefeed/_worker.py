@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +34,25 @@ from cosmos_changefeed._retries import Apart, Attempts, apart
 
 if TYPE_CHECKING:
     from cosmos_changefeed._processor import ChangeFeedProcessor
+
+
+#: How long a read told that its page holds changes waits, at most, for the next read's request
+#: to be on its way before its own answer is parsed (``LeaseWorker._answered``).
+EARLY_SEND = 0.05
+
+
+@dataclasses.dataclass(frozen=True)
+class Pending:
+    """A read of a lease's range on the reading pool: its number (the lease's thread waits for
+    one read at a time: ``LeaseWorker._awaited``) and the position it reads from."""
+
+    number: int
+    position: str
+    future: Future[Page]
+
+    def drop(self) -> None:
+        """Not wanted any more (a read already sent runs on; its page is not used)."""
+        self.future.cancel()
 
 
 class StoppedError(Exception):
@@ -64,7 +85,11 @@ class LeaseWorker:
         self._wake = threading.Event()
         self._checkpointing: Future[None] | None = None
         self._due: str | None = None
-        self._ahead: Future[Page] | None = None
+        self._ahead: Pending | None = None
+        #: The next read, sent from the answer of the read the lease's thread waits for.
+        self._early: Pending | None = None
+        self._awaited: int | None = None
+        self._numbers = itertools.count()
         #: A position handled whose checkpoint the next renewal writes (``_keeping``).
         self._deferred: str | None = None
         self.attempts = Attempts()
@@ -235,6 +260,7 @@ class LeaseWorker:
         while True:
             self._check()
             page = self._next(position, start)
+            early = self._early_for(page)
             if page is None:
                 continue
             if page.gone:
@@ -254,9 +280,10 @@ class LeaseWorker:
             # before this one is handed over: at most the batch in flight is given again
             self._settle()
             if not self._fresh():
+                self._drop(early)
                 continue  # the page is read again
             if page.etag is not None:
-                self._ahead = processor._read_ahead(self._read, page.etag, start)
+                self._ahead = early or self._submit(page.etag, start)
             if not self._handle(page, position):
                 self._drop_ahead()
                 continue
@@ -275,18 +302,76 @@ class LeaseWorker:
         """The page at ``position``: the one read ahead, or read now (None: the read failed,
         and the poll delay was waited)."""
         ahead, self._ahead = self._ahead, None
+        self._awaited = ahead.number if ahead is not None else next(self._numbers)
         try:
-            return ahead.result() if ahead is not None else self._read(position, start)
+            if ahead is not None:
+                return ahead.future.result()
+            return self._read(position, start, self._awaited)
         except Exception as exc:
             self.processor._read_failed(self.lease.lease_token, exc)
             self._pause()
             return None
+        finally:
+            self._awaited = None
 
-    def _read(self, position: str | None, start: Start) -> Page:
+    def _read(
+        self,
+        position: str | None,
+        start: Start,
+        number: int | None = None,
+        sent: Callable[[], None] | None = None,
+    ) -> Page:
         opts = self.processor.options
+        answered = None if number is None else functools.partial(self._answered, number, start)
         return self.processor._reader.read(
-            self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+            self.lease,
+            position,
+            start,
+            mode=opts.mode,
+            max_items=opts.max_items,
+            sent=sent,
+            answered=answered,
         )
+
+    def _submit(self, position: str, start: Start, sent: threading.Event | None = None) -> Pending:
+        """The read of the page at ``position``, sent on the reading pool."""
+        number = next(self._numbers)
+        read = functools.partial(self._read, number=number, sent=sent.set if sent else None)
+        return Pending(number, position, self.processor._read_ahead(read, position, start))
+
+    def _answered(self, number: int, start: Start, etag: str) -> None:
+        """Read ``number``'s answer holds changes up to ``etag`` (told in the reading thread,
+        before azure-cosmos parses it: ``_reading.ReadHooks``). When the lease's thread waits
+        for that read, the next one is sent now, on the reading pool if a thread of it is free,
+        and this thread waits (``EARLY_SEND`` at most) until its request is on its way: the
+        service answers it while this answer is parsed and handed over. The lease's thread
+        keeps it only if the page it gets ends at ``etag`` and is handed over (``_early_for``);
+        it reads ahead of one page, as ever."""
+        if number != self._awaited or self._early is not None or self.stop.is_set():
+            return
+        if not self.processor._reading_free():
+            return
+        sent = threading.Event()
+        early = self._submit(etag, start, sent)
+        early.future.add_done_callback(lambda _done: sent.set())
+        self._early = early
+        sent.wait(EARLY_SEND)
+
+    def _early_for(self, page: Page | None) -> Pending | None:
+        """The read sent from ``page``'s answer, if it reads on from where ``page`` ends (a
+        page with changes, not gone); otherwise dropped."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        if page is None or page.gone or not page.items or page.etag != early.position:
+            early.drop()
+            return None
+        return early
+
+    @staticmethod
+    def _drop(pending: Pending | None) -> None:
+        if pending is not None:
+            pending.drop()
 
     def _start_to_keep(self, page: Page) -> str | None:
         """A lease without a checkpoint whose read found nothing: the position its start is
@@ -299,8 +384,9 @@ class LeaseWorker:
 
     def _drop_ahead(self) -> None:
         ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.cancel()
+        self._drop(ahead)
+        early, self._early = self._early, None
+        self._drop(early)
 
     def _context(self, page: Page) -> LeaseContext:
         context = self.processor._context(self.lease, page)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
@@ -16,10 +17,13 @@ from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import (
     Page,
     RangeIdCapture,
+    RawHook,
     Reader,
+    ReadHooks,
     ResponseCapture,
     Start,
     change_feed_kwargs,
+    client_hooks,
     is_gone,
     merge_ranges,
     paths_of,
@@ -53,8 +57,11 @@ class FeedSource(ABC):
         *,
         mode: str = LATEST_VERSION,
         max_items: int | None = None,
+        sent: Callable[[], None] | None = None,
+        answered: Callable[[str], None] | None = None,
     ) -> Page:
-        """One page of ``lease``'s range from ``position``, or from ``start``."""
+        """One page of ``lease``'s range from ``position``, or from ``start``; ``sent`` and
+        ``answered`` as ``cosmos_changefeed.FeedSource.read`` says."""
 
     def partition_key_paths(self) -> list[str] | None:
         """The container's partition key paths, once ``container_rid`` was read (None: the
@@ -72,6 +79,7 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
     def __init__(self, container: ContainerProxy) -> None:
         super().__init__(container)
         self._learning = asyncio.Lock()
+        self._client_hooks: tuple[RawHook | None, RawHook | None] | None = client_hooks(container)
 
     async def container_rid(self) -> str:
         if self._rid is None:
@@ -116,15 +124,22 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
         *,
         mode: str = LATEST_VERSION,
         max_items: int | None = None,
+        sent: Callable[[], None] | None = None,
+        answered: Callable[[str], None] | None = None,
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``), of at most
-        ``max_items`` changes (None: the service's page)."""
+        ``max_items`` changes (None: the service's page); ``sent`` and ``answered`` told as
+        the sync source tells them (the aio processor does not ask: aiohttp looks up the
+        environment's proxy and netrc in a thread before each request, so a read started from
+        a hook is written only after the page is parsed)."""
         feed_range = range_of(lease)
         capture = ResponseCapture()
         rid = await self.container_rid()
         kwargs = change_feed_kwargs(
             rid, feed_range, position, start, mode=mode, max_items=max_items
         )
+        if self._client_hooks is not None:
+            kwargs.update(ReadHooks(self._client_hooks, sent, answered).kwargs())
         pager = self.container.query_items_change_feed(**kwargs, response_hook=capture).by_page()
         items: list[dict[str, Any]] = []
         async for page in pager:

@@ -1,0 +1,102 @@
+"""The sync processor sends a lease's next read while the page before is parsed, on funcstack's
+endpoint and the unmodified SDK: the read's raw response hook knows the page's etag before
+azure-cosmos parses the body (``_reading.ReadHooks``), so the next request is on its way while
+the page is parsed and handed over. The application's own raw hooks, given to its client, still
+see every read (a request's hook replaces the client's in azure-core: the read calls both)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
+from deadlines import LOOPBACK, SHORT
+
+from cosmos_changefeed import ChangeFeedProcessor, LeaseContext
+from cosmos_changefeed._reading import is_change_feed_read
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
+
+pytestmark = pytest.mark.integration
+
+MakeContainer = Callable[..., ContainerProxy]
+
+
+class Hooks:
+    """An application's raw hooks on its client: each change feed request numbered; for each
+    answer that holds changes, whether the request after the one it answers came before it was
+    parsed (the first answer waits for it, ``LOOPBACK`` at most)."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.answers: list[bool] = []
+        self._lock = threading.Lock()
+        self._sent = threading.Condition(self._lock)
+
+    def request(self, request: Any) -> None:
+        if is_change_feed_read(request.http_request):
+            with self._sent:
+                self.requests += 1
+                request.context["change feed request"] = self.requests
+                self._sent.notify_all()
+
+    def response(self, response: Any) -> None:
+        http = response.http_response
+        if not is_change_feed_read(response.http_request) or http.status_code != 200:
+            return
+        number = response.context["change feed request"]
+        with self._sent:
+            # the first answer waits for the next request; a later one only says if it came
+            within = 0 if self.answers else LOOPBACK
+            self.answers.append(self._sent.wait_for(lambda: self.requests > number, within))
+
+
+def test_the_next_read_is_sent_before_the_page_before_is_parsed(
+    cosmos: CosmosEndpoint, database: DatabaseProxy, make_container: MakeContainer
+) -> None:
+    hooks = Hooks()
+    client = CosmosClient(
+        cosmos.endpoint,
+        cosmos.key,
+        raw_request_hook=hooks.request,
+        raw_response_hook=hooks.response,
+        **cosmos.client_options(),
+    )
+    made, leases = make_container(1), make_container(path="/id")
+    container = client.get_database_client(database.id).get_container_client(made.id)
+    ids = [f"d{n}" for n in range(40)]
+    for n, item_id in enumerate(ids):
+        made.create_item({"id": item_id, "pk": f"k{n % 4}"})
+    seen: list[str] = []
+
+    def handler(_context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        seen.extend(change["id"] for change in changes)
+
+    with ChangeFeedProcessor(
+        container,
+        leases,
+        processor_name="early",
+        instance_name="one",
+        handler=handler,
+        start_from="beginning",
+        max_items=5,
+        poll_delay=0.05,
+    ) as processor:
+        processor.wait_until_listening(LOOPBACK)
+        deadline = time.monotonic() + SHORT
+        while len(seen) < len(ids):
+            assert time.monotonic() < deadline, f"{len(seen)} of {len(ids)} changes handled"
+            time.sleep(0.05)
+    assert seen == ids, "each change handled once, in the feed's order"
+    # the first page is read by the lease's own thread, which waits for it: its answer always
+    # sends the next read; later answers do when the lease's thread already waits for them
+    assert hooks.answers, "the application's response hook saw no change feed answer"
+    assert hooks.answers[0], (
+        "the first page's answer was parsed before the next read was sent: "
+        f"{hooks.answers.count(True)} of {len(hooks.answers)} answers saw it sent"
+    )
+    assert hooks.requests > len(ids) // 5, "the application's request hook saw every read"
