@@ -2,7 +2,9 @@
 endpoint and the unmodified SDK: the read's raw response hook knows the page's etag before
 azure-cosmos parses the body (``_reading.ReadHooks``), so the next request is on its way while
 the page is parsed and handed over. The application's own raw hooks, given to its client, still
-see every read (a request's hook replaces the client's in azure-core: the read calls both)."""
+see every read (a request's hook replaces the client's in azure-core: the read calls both). A
+feed source of the application's own is read as the port says, without what only
+``CosmosFeedSource.read`` takes."""
 
 from __future__ import annotations
 
@@ -15,13 +17,19 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
 from deadlines import LOOPBACK, SHORT
 
-from cosmos_changefeed import ChangeFeedProcessor, LeaseContext
-from cosmos_changefeed._reading import is_change_feed_read
+from cosmos_changefeed import (
+    ChangeFeedProcessor,
+    FeedSource,
+    InMemoryLeaseStore,
+    Lease,
+    LeaseContext,
+    PartitionKeyRange,
+)
+from cosmos_changefeed._reading import Page, Start, is_change_feed_read
+from cosmos_changefeed.testing import InMemoryFeed, InMemoryFeedSource
 
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
-
-pytestmark = pytest.mark.integration
 
 MakeContainer = Callable[..., ContainerProxy]
 
@@ -55,6 +63,7 @@ class Hooks:
             self.answers.append(self._sent.wait_for(lambda: self.requests > number, within))
 
 
+@pytest.mark.integration
 def test_the_next_read_is_sent_before_the_page_before_is_parsed(
     cosmos: CosmosEndpoint, database: DatabaseProxy, make_container: MakeContainer
 ) -> None:
@@ -100,3 +109,62 @@ def test_the_next_read_is_sent_before_the_page_before_is_parsed(
         f"{hooks.answers.count(True)} of {len(hooks.answers)} answers saw it sent"
     )
     assert hooks.requests > len(ids) // 5, "the application's request hook saw every read"
+
+
+class OwnSource(FeedSource):
+    """An application's feed source, its ``read`` as the port declares it."""
+
+    def __init__(self, feed: InMemoryFeed) -> None:
+        self.inner = InMemoryFeedSource(feed)
+
+    @property
+    def account_endpoint(self) -> str:
+        return self.inner.account_endpoint
+
+    def container_rid(self) -> str:
+        return self.inner.container_rid()
+
+    def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
+        return self.inner.ranges(force_refresh=force_refresh)
+
+    def partition_key_paths(self) -> list[str]:
+        return self.inner.partition_key_paths()
+
+    def read(
+        self,
+        lease: Lease,
+        position: str | None,
+        start: Start,
+        *,
+        mode: str = "LatestVersion",
+        max_items: int | None = None,
+    ) -> Page:
+        return self.inner.read(lease, position, start, mode=mode, max_items=max_items)
+
+
+def test_a_feed_source_of_the_application_s_own_is_read_as_the_port_declares() -> None:
+    feed = InMemoryFeed(2)
+    ids = [f"d{n}" for n in range(30)]
+    for n, item_id in enumerate(ids):
+        feed.upsert({"id": item_id, "pk": f"k{n % 6}"})
+    seen: list[str] = []
+
+    def handler(_context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        seen.extend(change["id"] for change in changes)
+
+    with ChangeFeedProcessor(
+        OwnSource(feed),
+        InMemoryLeaseStore(),
+        processor_name="own",
+        instance_name="one",
+        handler=handler,
+        start_from="beginning",
+        max_items=4,
+        poll_delay=0.01,
+    ) as processor:
+        processor.wait_until_listening(LOOPBACK)
+        deadline = time.monotonic() + SHORT
+        while len(seen) < len(ids):
+            assert time.monotonic() < deadline, f"{len(seen)} of {len(ids)} changes handled"
+            time.sleep(0.01)
+    assert sorted(seen) == sorted(ids), "each change handled once"

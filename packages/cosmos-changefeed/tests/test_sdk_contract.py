@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from cosmos_changefeed._continuation import etags, sdk_continuation
@@ -29,10 +29,12 @@ from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._ranges import EpkRange
 from cosmos_changefeed._reading import (
     RANGE_ID_HEADER,
+    Page,
     ResponseCapture,
     change_feed_kwargs,
     client_hooks,
 )
+from cosmos_changefeed.aio import CosmosFeedSource as AsyncCosmosFeedSource
 
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
@@ -142,6 +144,54 @@ def test_the_hooks_a_client_was_made_with_are_found_in_its_pipeline(
             assert client_hooks(container) == (requests, responses)
 
     asyncio.run(aio())
+
+
+def test_a_read_tells_where_its_page_ends_before_it_returns(
+    cosmos: CosmosEndpoint, database: DatabaseProxy, make_container: MakeContainer
+) -> None:
+    """``CosmosFeedSource.read``'s ``answered``: once per page with changes, that page's own
+    etag (from the raw response, before azure-cosmos parses it); nothing for a read that finds
+    nothing. Sync and aio, through the same raw hooks."""
+    container = make_container(1)
+    for i in range(12):
+        container.create_item({"id": str(i), "pk": f"k{i % 3}"})
+    reader = CosmosFeedSource(container)
+    (only,) = reader.ranges()
+    lease = _lease(only.id, only.range)
+
+    def pages(read: Callable[..., Page]) -> list[tuple[list[str], str | None]]:
+        told, position = [], None
+        for _ in range(10):
+            answered: list[str] = []
+            page = read(lease, position, "Beginning", max_items=5, answered=answered.append)
+            told.append((answered, page.etag if page.items else None))
+            if not page.items:
+                return told
+            position = page.etag
+        raise AssertionError("the feed never ended")
+
+    told = pages(reader.read)
+    assert [answered for answered, _ in told] == [[etag] for _, etag in told[:-1]] + [[]]
+
+    async def aio() -> list[tuple[list[str], str | None]]:
+        async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options()) as c:
+            source = AsyncCosmosFeedSource(
+                c.get_database_client(database.id).get_container_client(container.id)
+            )
+            results = []
+            position: str | None = None
+            for _ in range(10):
+                answered: list[str] = []
+                page = await source.read(
+                    lease, position, "Beginning", max_items=5, answered=answered.append
+                )
+                results.append((answered, page.etag if page.items else None))
+                if not page.items:
+                    break
+                position = page.etag
+            return results
+
+    assert asyncio.run(aio()) == told
 
 
 def test_a_304_s_etag_reaches_the_response_hook(make_container: MakeContainer) -> None:

@@ -104,9 +104,12 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
         answered: Callable[[str], None] | None = None,
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``), of at most
-        ``max_items`` changes (None: the service's page); ``sent`` and ``answered`` told through
-        the read's raw hooks, beside the client's own (``_reading.ReadHooks``), when its
-        client's hooks could be found."""
+        ``max_items`` changes (None: the service's page). Before the read returns, when its
+        client's own raw hooks could be found (``_reading.client_hooks``): ``sent()`` once its
+        request is on its way, ``answered(etag)`` once the answer is known to hold changes up
+        to ``etag`` (the page's, unless it is gone), before azure-cosmos parses it -- what the
+        sync processor sends the next read from. Told through the read's raw hooks, which call
+        the client's own too (``_reading.ReadHooks``)."""
         feed_range = range_of(lease)
         capture = ResponseCapture()
         kwargs = change_feed_kwargs(

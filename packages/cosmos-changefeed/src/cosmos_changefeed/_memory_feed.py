@@ -671,9 +671,5 @@ class InMemoryFeedSource(FeedSource):
         *,
         mode: str = LATEST_VERSION,
         max_items: int | None = None,
-        sent: Callable[[], None] | None = None,
-        answered: Callable[[str], None] | None = None,
     ) -> Page:
-        """A page of the feed (it reads without delay: ``sent`` and ``answered`` are not
-        told)."""
         return self.feed.read(lease, position, start, mode=mode, max_items=max_items)

@@ -26,7 +26,6 @@ what the service keeps:
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 
 from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._leases import Lease
@@ -60,18 +59,10 @@ class FeedSource(ABC):
         *,
         mode: str = LATEST_VERSION,
         max_items: int | None = None,
-        sent: Callable[[], None] | None = None,
-        answered: Callable[[str], None] | None = None,
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (a lease's ``ContinuationToken``),
         or from ``start`` when there is none, of at most ``max_items`` changes (None: the
-        source's page).
-
-        What a source may tell its caller before the read returns, where reading takes time:
-        ``sent()`` when the read's request is on its way; ``answered(etag)`` once it knows the
-        page holds changes and where it ends, before the answer is parsed, so the caller can
-        send the next read meanwhile (the etag is the returned page's, unless the page is
-        ``gone``). A source that reads without delay need not tell either."""
+        source's page)."""
 
     def partition_key_paths(self) -> list[str] | None:
         """The container's partition key paths (one; several for a hierarchical key), once

@@ -24,6 +24,7 @@ from cosmos_changefeed import _clock, _keeping, _order
 from cosmos_changefeed._checkpoints import CheckpointPlan
 from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._drive import drive
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
@@ -322,8 +323,13 @@ class LeaseWorker:
         sent: Callable[[], None] | None = None,
     ) -> Page:
         opts = self.processor.options
+        reader = self.processor._reader
+        if not isinstance(reader, CosmosFeedSource):  # a source of the application's
+            return reader.read(
+                self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+            )
         answered = None if number is None else functools.partial(self._answered, number, start)
-        return self.processor._reader.read(
+        return reader.read(
             self.lease,
             position,
             start,
@@ -352,7 +358,10 @@ class LeaseWorker:
         if not self.processor._reading_free():
             return
         sent = threading.Event()
-        early = self._submit(etag, start, sent)
+        try:
+            early = self._submit(etag, start, sent)
+        except RuntimeError:  # the reading pool shut down: the processor stops
+            return
         early.future.add_done_callback(lambda _done: sent.set())
         self._early = early
         sent.wait(EARLY_SEND)

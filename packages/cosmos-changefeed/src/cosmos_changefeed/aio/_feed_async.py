@@ -57,11 +57,8 @@ class FeedSource(ABC):
         *,
         mode: str = LATEST_VERSION,
         max_items: int | None = None,
-        sent: Callable[[], None] | None = None,
-        answered: Callable[[str], None] | None = None,
     ) -> Page:
-        """One page of ``lease``'s range from ``position``, or from ``start``; ``sent`` and
-        ``answered`` as ``cosmos_changefeed.FeedSource.read`` says."""
+        """One page of ``lease``'s range from ``position``, or from ``start``."""
 
     def partition_key_paths(self) -> list[str] | None:
         """The container's partition key paths, once ``container_rid`` was read (None: the
@@ -129,9 +126,9 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``), of at most
         ``max_items`` changes (None: the service's page); ``sent`` and ``answered`` told as
-        the sync source tells them (the aio processor does not ask: aiohttp looks up the
-        environment's proxy and netrc in a thread before each request, so a read started from
-        a hook is written only after the page is parsed)."""
+        ``cosmos_changefeed.CosmosFeedSource.read`` tells them. The aio processor does not ask:
+        aiohttp looks up the environment's proxy and netrc in a thread before each request, so
+        a read started from a hook is written only after the page is parsed."""
         feed_range = range_of(lease)
         capture = ResponseCapture()
         rid = await self.container_rid()

@@ -3,8 +3,6 @@ sync ``InMemoryFeedSource`` (``cosmos_changefeed._memory_feed``, which says what
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._memory_feed import InMemoryFeed
@@ -43,7 +41,5 @@ class InMemoryFeedSource(FeedSource):
         *,
         mode: str = LATEST_VERSION,
         max_items: int | None = None,
-        sent: Callable[[], None] | None = None,
-        answered: Callable[[str], None] | None = None,
     ) -> Page:
         return self.feed.read(lease, position, start, mode=mode, max_items=max_items)

@@ -99,19 +99,8 @@ class _Blocking(FeedSource):
         *,
         mode: str = "LatestVersion",
         max_items: int | None = None,
-        sent: Callable[[], None] | None = None,
-        answered: Callable[[str], None] | None = None,
     ) -> Page:
-        read = self._source.read(
-            lease,
-            position,
-            start,
-            mode=mode,
-            max_items=max_items,
-            sent=sent,
-            answered=answered,
-        )
-        page = self._run(read)
+        page = self._run(self._source.read(lease, position, start, mode=mode, max_items=max_items))
         assert isinstance(page, Page)
         return page
 
@@ -158,9 +147,6 @@ class FeedSourceContract:
     """What every feed source does. Subclass it with a ``make_feed`` fixture."""
 
     supports_merge = True
-    #: The source tells a read's caller ``sent`` and ``answered`` (``FeedSource.read``); one
-    #: that reads without delay need not.
-    tells_answers = False
     supports_all_versions_and_deletes = True
     #: Each physical partition has its own LSN (the estimator's lag is then what is pending).
     lsn_per_partition = True
@@ -202,36 +188,6 @@ class FeedSourceContract:
             assert again.items == [] and again.etag == etag, "the end is not where it stays"
             seen.extend(item["id"] for item in items)
         assert sorted(seen) == sorted(doc["id"] for doc in written), "a change lost or twice"
-
-    def test_a_read_tells_its_caller_at_most_where_its_page_ends(
-        self, make_feed: Callable[[int], FeedHarness]
-    ) -> None:
-        harness = make_feed(1)
-        source = blocking(harness)
-        for doc in _docs(12, "t"):
-            harness.upsert(doc)
-        (rng,) = source.ranges()
-        position: str | None = None
-        sent: list[None] = []
-        for _ in range(10):
-            told: list[str] = []
-            page = source.read(
-                lease_of(rng),
-                position,
-                "Beginning",
-                max_items=5,
-                sent=lambda: sent.append(None),
-                answered=told.append,
-            )
-            if not page.items:
-                assert told == [], "a read that found nothing told an answer with changes"
-                break
-            allowed = [[page.etag]] if self.tells_answers else [[], [page.etag]]
-            assert told in allowed, f"told {told}, the page ends at {page.etag}"
-            position = page.etag
-        else:
-            raise AssertionError("the feed never ended")
-        assert bool(sent) or not self.tells_answers, "no read told that its request was sent"
 
     def test_a_read_from_now_gives_nothing_and_a_position_later_changes_follow(
         self, make_feed: Callable[[int], FeedHarness]

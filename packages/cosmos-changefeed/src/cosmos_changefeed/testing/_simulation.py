@@ -145,8 +145,6 @@ class SimulatedFeedSource(InMemoryFeedSource):
         *,
         mode: str = "LatestVersion",
         max_items: int | None = None,
-        sent: Callable[[], None] | None = None,
-        answered: Callable[[str], None] | None = None,
     ) -> Page:
         self._check()
         await asyncio.sleep(self._fleet.read_time.draw(self._fleet.rng))
