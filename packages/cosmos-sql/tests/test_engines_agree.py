@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 from deadlines import LONG, LOOPBACK, SHORT
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
 from cosmos_sql import QueryUnsupported, run_query
@@ -471,6 +471,14 @@ def compared(sql: str, rows: list[Any]) -> list[Any]:
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@example(  # a name given twice, where no document matches: refused by both, not per row
+    stored=[{"id": "d0", "partitionKey": "p", "n": [], "x": -1}],
+    sqls=["SELECT c, c FROM c WHERE c.n < 1 ORDER BY c.n, c.id", "SELECT c.n, c.n AS n FROM c"],
+    p0=0,
+    p1=None,
+    top=0,
+    page=3,
 )
 @given(
     stored=documents(),

@@ -282,6 +282,15 @@ function nameSelectItems(select) {
     const named = e.type === "scalar_member_expression" && e.property.type === "string_constant";
     item.alias = { type: "identifier", name: named ? e.property.value : `$${(unnamed += 1)}` };
   }
+  // a name given twice is refused whatever the documents (the service's 400), not per row
+  const seen = new Set();
+  for (const item of list.properties) {
+    const e = item.property;
+    const name = item.alias ? item.alias.name : e.type === "identifier" ? e.name : e.property && e.property.name;
+    if (name === undefined) continue;
+    if (seen.has(name)) throw new SyntaxError(`Object creation error, property name '${name}' specified more than once.`);
+    seen.add(name);
+  }
 }
 
 /**
