@@ -20,7 +20,9 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
 import pytest
+from azure.core.pipeline.transport import AioHttpTransport
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
@@ -33,6 +35,7 @@ from cosmos_changefeed._reading import (
     ResponseCapture,
     change_feed_kwargs,
     client_hooks,
+    writes_at_once,
 )
 from cosmos_changefeed.aio import CosmosFeedSource as AsyncCosmosFeedSource
 
@@ -144,6 +147,35 @@ def test_the_hooks_a_client_was_made_with_are_found_in_its_pipeline(
             assert client_hooks(container) == (requests, responses)
 
     asyncio.run(aio())
+
+
+def test_whether_an_aio_client_reads_the_environment_is_found_in_its_pipeline(
+    cosmos: CosmosEndpoint,
+) -> None:
+    """``writes_at_once``: azure-core keeps the transport in the pipeline, and whether it reads
+    the environment (its ``use_env_settings`` until its session is made, then the session's
+    ``trust_env``, as for a session the application gives it)."""
+
+    async def found(**options: Any) -> list[bool]:
+        client = AsyncCosmosClient(
+            cosmos.endpoint, cosmos.key, **options, **cosmos.client_options()
+        )
+        container = client.get_database_client("any").get_container_client("any")
+        before = writes_at_once(container)
+        async with client:
+            return [before, writes_at_once(container)]
+
+    async def each() -> None:
+        assert await found() == [False, False], "azure-core's default reads the environment"
+        assert await found(transport=AioHttpTransport(use_env_settings=False)) == [True, True]
+        async with aiohttp.ClientSession(trust_env=False) as own:
+            given = AioHttpTransport(session=own, session_owner=False)
+            assert await found(transport=given) == [True, True]
+        async with aiohttp.ClientSession(trust_env=True) as own:
+            given = AioHttpTransport(session=own, session_owner=False)
+            assert await found(transport=given) == [False, False]
+
+    asyncio.run(each())
 
 
 def test_a_read_tells_where_its_page_ends_before_it_returns(

@@ -168,6 +168,25 @@ def client_hooks(container: Any) -> tuple[RawHook | None, RawHook | None] | None
     return None
 
 
+def writes_at_once(container: Any) -> bool:
+    """Whether ``container``'s aio client writes a request as soon as it is sent: its aiohttp
+    session does not read proxy and netrc settings from the environment (azure-core's
+    ``AioHttpTransport(use_env_settings=False)``, or a session of the application's made with
+    ``trust_env=False``). One that does looks them up in a thread of the event loop's executor
+    before each request first, so a request sent from a hook is written only once the page
+    before is parsed, and sending it early costs the parse the GIL for nothing. **Not a public
+    API** (the transport in the client's pipeline): False when not found;
+    ``tests/test_sdk_contract.py`` fails if azure-core stops keeping it there."""
+    try:
+        transport = container.client_connection.pipeline_client._pipeline._transport
+    except AttributeError:
+        return False
+    session = getattr(transport, "session", None)
+    if session is not None:
+        return getattr(session, "trust_env", True) is False
+    return getattr(transport, "_use_env_settings", True) is False
+
+
 @dataclass(frozen=True)
 class ReadHooks:
     """A read's raw hooks: what the read's caller is told before the read returns -- ``sent``

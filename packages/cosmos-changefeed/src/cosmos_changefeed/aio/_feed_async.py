@@ -28,6 +28,7 @@ from cosmos_changefeed._reading import (
     merge_ranges,
     paths_of,
     range_of,
+    writes_at_once,
 )
 from cosmos_changefeed.aio._resources_async import read_properties
 
@@ -77,6 +78,9 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
         super().__init__(container)
         self._learning = asyncio.Lock()
         self._client_hooks: tuple[RawHook | None, RawHook | None] | None = client_hooks(container)
+        #: Whether a read sent from the hook of the answer before goes out while that answer is
+        #: parsed (``_reading.writes_at_once``): the processor sends one early only then.
+        self._writes_at_once = writes_at_once(container)
 
     async def container_rid(self) -> str:
         if self._rid is None:
@@ -126,9 +130,8 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``), of at most
         ``max_items`` changes (None: the service's page); ``sent`` and ``answered`` told as
-        ``cosmos_changefeed.CosmosFeedSource.read`` tells them. The aio processor does not ask:
-        aiohttp looks up the environment's proxy and netrc in a thread before each request, so
-        a read started from a hook is written only after the page is parsed."""
+        ``cosmos_changefeed.CosmosFeedSource.read`` tells them (the aio processor starts the next
+        read from ``answered`` when the client ``writes_at_once``: ``aio/_worker_async``)."""
         feed_range = range_of(lease)
         capture = ResponseCapture()
         rid = await self.container_rid()

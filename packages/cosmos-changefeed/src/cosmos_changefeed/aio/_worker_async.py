@@ -5,6 +5,14 @@ a feed task, which reads the lease's range, hands each batch to the handler and 
   more page): a handler that waits on I/O does not add its wait to the read's. The page read
   ahead is dropped when the batch fails (the lease is read again from the failed batch's
   position) and when the processing ends.
+* **The next read is sent from the answer before** (Python 3.12+, a client that does not read
+  the environment): when the lease's task waits for a read whose answer holds changes, that
+  answer's raw response hook starts the next read as an eager task, before azure-cosmos parses
+  the page (``_answered``, as the sync worker does); aiohttp writes its request at once. A
+  client that reads proxy and netrc settings from the environment (azure-core's default) has
+  aiohttp look them up in a thread before each request, so such a read would be written only
+  once the page is parsed, and its thread would take the GIL from the parse: not sent early
+  (``_reading.writes_at_once``).
 * A batch is handed over once the previous batch's checkpoint is written (written while the
   batch was read and handled; a failed write is written again first: ``_keeping``) and while
   this instance's last write of the lease is within the expiry bound (``_keeping.fresh``): at
@@ -20,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import Callable
+import functools
+import itertools
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any
 
 from cosmos_changefeed import _clock, _keeping, _order
@@ -33,9 +43,36 @@ from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
 from cosmos_changefeed._retries import Apart, Attempts, apart
+from cosmos_changefeed.aio._feed_async import CosmosFeedSource
 
 if TYPE_CHECKING:
     from cosmos_changefeed.aio._processor_async import ChangeFeedProcessor
+
+
+def _eager(coro: Coroutine[Any, Any, Page]) -> asyncio.Task[Page] | None:
+    """``coro`` as a task that runs at once, up to its first wait (None: Python 3.11, which has
+    no eager tasks, and whose task would run only after the page is parsed)."""
+    factory = getattr(asyncio, "eager_task_factory", None)
+    if factory is None:
+        coro.close()
+        return None
+    task: asyncio.Task[Page] = factory(asyncio.get_running_loop(), coro)
+    return task
+
+
+@dataclasses.dataclass(frozen=True)
+class Pending:
+    """A read of a lease's range running as a task: its number (the lease's task waits for one
+    read at a time: ``LeaseWorker._awaited``) and the position it reads from."""
+
+    number: int
+    position: str
+    task: asyncio.Task[Page]
+
+    def drop(self) -> None:
+        """Not wanted any more: cancelled, its outcome taken."""
+        self.task.cancel()
+        self.task.add_done_callback(_retrieved)
 
 
 class LeaseWorker:
@@ -61,7 +98,11 @@ class LeaseWorker:
         self._checkpointing: asyncio.Task[None] | None = None
         self._due: str | None = None
         #: The next page, read while the handler handles this one.
-        self._ahead: asyncio.Task[Page] | None = None
+        self._ahead: Pending | None = None
+        #: The next read, sent from the answer of the read the lease's task waits for.
+        self._early: Pending | None = None
+        self._awaited: int | None = None
+        self._numbers = itertools.count()
         #: A position handled whose checkpoint the next renewal writes (``_keeping``).
         self._deferred: str | None = None
         self.attempts = Attempts()
@@ -177,6 +218,7 @@ class LeaseWorker:
                     await self._settle()
                     return
                 page = await self._next(position, start)
+                early = self._early_for(page)
                 if page is None:
                     continue
                 if page.gone:
@@ -196,9 +238,11 @@ class LeaseWorker:
                 # done before this one is handed over: at most the batch in flight is given again
                 await self._settle()
                 if not await self._fresh():
+                    if early is not None:
+                        early.drop()
                     continue  # the page is read again
                 if page.etag is not None:
-                    self._ahead = asyncio.create_task(self._read(page.etag, start))
+                    self._ahead = early or self._submit(page.etag, start)
                 if not await self._handle(page, position):
                     self._drop_ahead()
                     continue
@@ -222,18 +266,62 @@ class LeaseWorker:
         """The page at ``position``: the one read ahead, or read now (None: the read failed,
         and the poll delay was waited)."""
         ahead, self._ahead = self._ahead, None
+        self._awaited = ahead.number if ahead is not None else next(self._numbers)
         try:
-            return await (ahead if ahead is not None else self._read(position, start))
+            if ahead is not None:
+                return await ahead.task
+            return await self._read(position, start, self._awaited)
         except Exception as exc:
             self.processor._read_failed(self.lease.lease_token, exc)
             await self._pause()
             return None
+        finally:
+            self._awaited = None
 
-    async def _read(self, position: str | None, start: Start) -> Page:
+    async def _read(self, position: str | None, start: Start, number: int | None = None) -> Page:
         opts = self.processor.options
-        return await self.processor._reader.read(
-            self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+        reader = self.processor._reader
+        if number is None or not isinstance(reader, CosmosFeedSource) or not reader._writes_at_once:
+            return await reader.read(
+                self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+            )
+        return await reader.read(
+            self.lease,
+            position,
+            start,
+            mode=opts.mode,
+            max_items=opts.max_items,
+            answered=functools.partial(self._answered, number, start),
         )
+
+    def _submit(self, position: str, start: Start) -> Pending:
+        """The read of the page at ``position``, as a task."""
+        number = next(self._numbers)
+        return Pending(number, position, asyncio.create_task(self._read(position, start, number)))
+
+    def _answered(self, number: int, start: Start, etag: str) -> None:
+        """Read ``number``'s answer holds changes up to ``etag`` (told in its raw response hook,
+        before azure-cosmos parses it: ``_reading.ReadHooks``). When the lease's task waits for
+        that read, the next one starts now, as an eager task: its request goes out while this
+        answer is parsed and handed over (see the module). The lease's task keeps it only if
+        the page it gets ends at ``etag`` and is handed over (``_early_for``)."""
+        if number != self._awaited or self._early is not None or self._halting:
+            return
+        following = next(self._numbers)
+        task = _eager(self._read(etag, start, following))
+        if task is not None:
+            self._early = Pending(following, etag, task)
+
+    def _early_for(self, page: Page | None) -> Pending | None:
+        """The read sent from ``page``'s answer, if it reads on from where ``page`` ends (a
+        page with changes, not gone); otherwise dropped."""
+        early, self._early = self._early, None
+        if early is None:
+            return None
+        if page is None or page.gone or not page.items or page.etag != early.position:
+            early.drop()
+            return None
+        return early
 
     def _start_to_keep(self, page: Page) -> str | None:
         """A lease without a checkpoint whose read found nothing: the position its start is
@@ -245,10 +333,10 @@ class LeaseWorker:
         return None
 
     def _drop_ahead(self) -> None:
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.cancel()
-            ahead.add_done_callback(_retrieved)
+        for pending in (self._ahead, self._early):
+            if pending is not None:
+                pending.drop()
+        self._ahead = self._early = None
 
     def _context(self, page: Page) -> LeaseContext:
         context = self.processor._context(self.lease, page)
