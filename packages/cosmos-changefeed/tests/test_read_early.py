@@ -42,6 +42,24 @@ if TYPE_CHECKING:
 MakeContainer = Callable[..., ContainerProxy]
 
 
+#: The processors' options: one instance, pages of 5 changes.
+EARLY: dict[str, Any] = {
+    "processor_name": "early",
+    "instance_name": "one",
+    "start_from": "beginning",
+    "max_items": 5,
+    "poll_delay": 0.05,
+}
+
+
+def handled(seen: list[str], ids: list[str], deadline: float) -> bool:
+    """Whether every change was handled (failing once ``deadline`` passed without)."""
+    assert time.monotonic() < deadline or len(seen) >= len(ids), (
+        f"{len(seen)} of {len(ids)} changes handled"
+    )
+    return len(seen) >= len(ids)
+
+
 class Hooks:
     """An application's raw hooks on its client: each change feed request numbered; for each
     answer that holds changes, whether the request after the one it answers came before it was
@@ -96,17 +114,12 @@ def test_the_next_read_is_sent_before_the_page_before_is_parsed(
     with ChangeFeedProcessor(
         container,
         leases,
-        processor_name="early",
-        instance_name="one",
         handler=handler,
-        start_from="beginning",
-        max_items=5,
-        poll_delay=0.05,
+        **EARLY,
     ) as processor:
         processor.wait_until_listening(LOOPBACK)
         deadline = time.monotonic() + SHORT
-        while len(seen) < len(ids):
-            assert time.monotonic() < deadline, f"{len(seen)} of {len(ids)} changes handled"
+        while not handled(seen, ids, deadline):
             time.sleep(0.05)
     assert seen == ids, "each change handled once, in the feed's order"
     # the first page is read by the lease's own thread, which waits for it: its answer always
@@ -168,8 +181,12 @@ async def test_the_aio_processor_writes_the_next_read_before_the_page_before_is_
     )
     seen: list[str] = []
 
+    done = asyncio.Event()
+
     async def handler(_context: LeaseContext, changes: list[dict[str, Any]]) -> None:
         seen.extend(change["id"] for change in changes)
+        if len(seen) >= len(ids):
+            done.set()
 
     async with (
         session,
@@ -185,20 +202,16 @@ async def test_the_aio_processor_writes_the_next_read_before_the_page_before_is_
         processor = AsyncChangeFeedProcessor(
             database_client.get_container_client(made.id),
             database_client.get_container_client(made_leases.id),
-            processor_name="early",
-            instance_name="one",
             handler=handler,
-            start_from="beginning",
-            max_items=5,
-            poll_delay=0.05,
+            **EARLY,
         )
         await processor.start()
         try:
             await processor.wait_until_listening(LOOPBACK)
-            deadline = time.monotonic() + SHORT
-            while len(seen) < len(ids):
-                assert time.monotonic() < deadline, f"{len(seen)} of {len(ids)} changes handled"
-                await asyncio.sleep(0.05)
+            try:
+                await asyncio.wait_for(done.wait(), SHORT)
+            except TimeoutError:
+                pytest.fail(f"{len(seen)} of {len(ids)} changes handled")
         finally:
             await processor.stop()
     assert seen == ids, "each change handled once, in the feed's order"
@@ -264,7 +277,6 @@ def test_a_feed_source_of_the_application_s_own_is_read_as_the_port_declares() -
     ) as processor:
         processor.wait_until_listening(LOOPBACK)
         deadline = time.monotonic() + SHORT
-        while len(seen) < len(ids):
-            assert time.monotonic() < deadline, f"{len(seen)} of {len(ids)} changes handled"
+        while not handled(seen, ids, deadline):
             time.sleep(0.01)
     assert sorted(seen) == sorted(ids), "each change handled once"

@@ -222,6 +222,30 @@ class ReadHooks:
         return {"raw_request_hook": self.request, "raw_response_hook": self.response}
 
 
+class Sent(Protocol):
+    """A read sent from the answer of the one before, before that answer was parsed."""
+
+    @property
+    def position(self) -> str: ...
+
+    def drop(self) -> None: ...
+
+
+S = TypeVar("S", bound=Sent)
+
+
+def read_on(early: S | None, page: Page | None) -> S | None:
+    """``early``, sent from ``page``'s answer, if it reads on from where ``page`` ends: ``page``
+    was read, holds changes, is not gone, and ends at ``early``'s position. Otherwise it is
+    dropped (None)."""
+    if early is None:
+        return None
+    if page is None or page.gone or not page.items or page.etag != early.position:
+        early.drop()
+        return None
+    return early
+
+
 @dataclass
 class RangeIdCapture:
     """A ``raw_request_hook``: the partition key range id the SDK resolved for a read of one

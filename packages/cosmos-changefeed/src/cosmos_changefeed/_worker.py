@@ -30,7 +30,7 @@ from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import FailedBatch, LeaseContext
 from cosmos_changefeed._order import HeldBehindError, SetAsideChange
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read
+from cosmos_changefeed._reading import Page, ProcessorStart, Start, first_read, read_on
 from cosmos_changefeed._retries import Apart, Attempts, apart
 
 if TYPE_CHECKING:
@@ -367,15 +367,9 @@ class LeaseWorker:
         sent.wait(EARLY_SEND)
 
     def _early_for(self, page: Page | None) -> Pending | None:
-        """The read sent from ``page``'s answer, if it reads on from where ``page`` ends (a
-        page with changes, not gone); otherwise dropped."""
+        """The read sent from ``page``'s answer, if it reads on from there (``read_on``)."""
         early, self._early = self._early, None
-        if early is None:
-            return None
-        if page is None or page.gone or not page.items or page.etag != early.position:
-            early.drop()
-            return None
-        return early
+        return read_on(early, page)
 
     @staticmethod
     def _drop(pending: Pending | None) -> None:
