@@ -24,7 +24,8 @@
 //   taken, and pauses the periodic refresh of a panel while an operator is choosing in it,
 // - keeps a panel's last good state, marked stale, when its refresh fails, its actions disabled
 //   (reads stay), and asks again each time the relay's state answers (every 10 s) until the
-//   mark clears.
+//   mark clears,
+// - keeps what an operator is typing in a panel (the focused field) through its refresh.
 (function () {
   "use strict";
 
@@ -523,6 +524,54 @@
               elt === detail.target);
   }
 
+  // what an operator is typing in a panel (the field that has the focus, changed from what the
+  // panel came with) when the panel's refresh lands -- one that was on its way before they
+  // began, or one that an action elsewhere asked for: given to the same field of the fresh
+  // state, with the focus and the caret, so that typing goes on (a Discard all's reason is not
+  // emptied under the operator's hands)
+  var typing = null;
+  var TYPED = /^(text|search|number|email|url|tel|)$/;
+
+  function typedIn(panel) {
+    var field = document.activeElement;
+    if (!field || !field.id || !panel.contains(field) || field.value === field.defaultValue ||
+        !(field.tagName === "TEXTAREA" || (field.tagName === "INPUT" && TYPED.test(field.type)))) {
+      return null;
+    }
+    var caret = null;
+    try {
+      caret = [field.selectionStart, field.selectionEnd];
+    } catch (e) {
+      caret = null;  // a number field has no caret to read
+    }
+    return { panel: panel, id: field.id, value: field.value, caret: caret };
+  }
+
+  function samePath(a, b) {
+    return (a || "").split("?")[0] === (b || "").split("?")[0];
+  }
+
+  function typedAgain(panel) {
+    var kept = typing;
+    typing = null;
+    if (!kept || kept.panel !== panel) {
+      return;
+    }
+    var field = byId(kept.id);
+    if (!field || !panel.contains(field) || field.value !== field.defaultValue) {
+      return;
+    }
+    field.value = kept.value;
+    field.focus();
+    if (kept.caret) {
+      try {
+        field.setSelectionRange(kept.caret[0], kept.caret[1]);
+      } catch (e) {
+        // a number field: its caret stays where focus() put it
+      }
+    }
+  }
+
   document.addEventListener("htmx:beforeSwap", function (evt) {
     if (holdsConfirming(evt.detail)) {
       evt.detail.shouldSwap = false;
@@ -535,6 +584,13 @@
     if (evt.detail.isError && keepsLast(evt.detail)) {
       evt.detail.shouldSwap = false;
       markStale(evt.detail.target, nodes(evt.detail.serverResponse || ""));
+      return;
+    }
+    var panel = evt.detail.target;
+    typing = null;
+    if (evt.detail.shouldSwap && panel && panel.hasAttribute && panel.hasAttribute("data-keep") &&
+        samePath(panel.getAttribute("data-loaded-from"), requestPath(evt.detail))) {
+      typing = typedIn(panel);
     }
   });
 
@@ -574,6 +630,7 @@
       document.querySelector(section).scrollIntoView();
     }
     if (panel && panel.hasAttribute && panel.hasAttribute("data-keep") && xhr && xhr.status < 400) {
+      typedAgain(panel);
       panel.classList.remove("stale");
       panel.setAttribute("data-loaded-from", requestPath(evt.detail));
       panel.setAttribute("data-loaded-at", clock(new Date()));
